@@ -1,0 +1,143 @@
+package meta
+
+// This file owns Config: the defaults, validation, and the translation of a
+// Config into the URLs an embedded etcd member listens on and advertises.
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/types"
+)
+
+// Defaults for Config fields left empty.
+const (
+	DefaultListenClient = "127.0.0.1:2379"
+	DefaultListenPeer   = "127.0.0.1:2380"
+	DefaultPrefix       = "/sluice/"
+	DefaultName         = "1"
+	DefaultStartTimeout = 60 * time.Second
+)
+
+// Config says where the metadata lives: an embedded etcd member (the
+// default) or an existing etcd cluster (Endpoints).
+type Config struct {
+	// DataDir holds the embedded member's data in DataDir/etcd. Unused with Endpoints.
+	DataDir string
+	// Name is the embedded member's name (the broker's node id). Default "1".
+	Name string
+	// ListenClient is the embedded member's client host:port. Default 127.0.0.1:2379.
+	ListenClient string
+	// ListenPeer is the embedded member's peer host:port. Default 127.0.0.1:2380.
+	ListenPeer string
+	// InitialCluster is "1=http://h1:2380,2=http://h2:2380,..."; empty means a
+	// single member of itself. Name must appear in it; its URL there is the
+	// peer URL this member advertises.
+	InitialCluster string
+	// Endpoints, when non-empty, means: embed nothing, connect to this etcd cluster.
+	Endpoints []string
+	// Prefix is put before every key. Default "/sluice/"; must end in "/".
+	Prefix string
+	// StartTimeout bounds Open's wait for etcd to become usable, on top of
+	// Open's ctx. Default 60s.
+	StartTimeout time.Duration
+}
+
+// withDefaults returns c with empty fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.Name == "" {
+		c.Name = DefaultName
+	}
+	if c.ListenClient == "" {
+		c.ListenClient = DefaultListenClient
+	}
+	if c.ListenPeer == "" {
+		c.ListenPeer = DefaultListenPeer
+	}
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = DefaultStartTimeout
+	}
+	return c
+}
+
+// Validate reports the first problem with c after defaults are applied, wrapping ErrInvalidConfig.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if !strings.HasSuffix(c.Prefix, "/") {
+		return fmt.Errorf("%w: prefix %q must end in /", ErrInvalidConfig, c.Prefix)
+	}
+	if len(c.Endpoints) > 0 {
+		for _, ep := range c.Endpoints {
+			if strings.TrimSpace(ep) == "" {
+				return fmt.Errorf("%w: empty etcd endpoint", ErrInvalidConfig)
+			}
+		}
+		return nil
+	}
+	if c.DataDir == "" {
+		return fmt.Errorf("%w: data dir is required for embedded etcd", ErrInvalidConfig)
+	}
+	if strings.ContainsAny(c.Name, "=,") {
+		return fmt.Errorf("%w: member name %q must not contain '=' or ','", ErrInvalidConfig, c.Name)
+	}
+	if _, _, err := net.SplitHostPort(c.ListenClient); err != nil {
+		return fmt.Errorf("%w: etcd listen client %q: %v", ErrInvalidConfig, c.ListenClient, err)
+	}
+	if _, _, err := net.SplitHostPort(c.ListenPeer); err != nil {
+		return fmt.Errorf("%w: etcd listen peer %q: %v", ErrInvalidConfig, c.ListenPeer, err)
+	}
+	if _, err := c.advertisePeerURLs(); err != nil {
+		return err
+	}
+	return nil
+}
+
+// etcdDir is where the embedded member keeps its data.
+func (c Config) etcdDir() string { return filepath.Join(c.DataDir, "etcd") }
+
+// initialCluster is InitialCluster, or a single member of c itself.
+func (c Config) initialCluster() string {
+	if c.InitialCluster != "" {
+		return c.InitialCluster
+	}
+	peer := httpURL(c.ListenPeer)
+	return c.Name + "=" + peer.String()
+}
+
+// advertisePeerURLs are the peer URLs given for c.Name in the initial cluster.
+func (c Config) advertisePeerURLs() ([]url.URL, error) {
+	if c.InitialCluster == "" {
+		return []url.URL{httpURL(c.ListenPeer)}, nil
+	}
+	members, err := types.NewURLsMap(c.InitialCluster)
+	if err != nil {
+		return nil, fmt.Errorf("%w: etcd initial cluster %q: %v", ErrInvalidConfig, c.InitialCluster, err)
+	}
+	urls, ok := members[c.Name]
+	if !ok || len(urls) == 0 {
+		return nil, fmt.Errorf("%w: etcd initial cluster %q has no member named %q", ErrInvalidConfig, c.InitialCluster, c.Name)
+	}
+	return urls, nil
+}
+
+// advertiseClientURL is the client URL other members and clients are told
+// about. An unspecified listen host (0.0.0.0, ::) is replaced by the host
+// this member advertises to its peers.
+func (c Config) advertiseClientURL(peer url.URL) url.URL {
+	host, port, _ := net.SplitHostPort(c.ListenClient)
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = peer.Hostname()
+	}
+	return httpURL(net.JoinHostPort(host, port))
+}
+
+func httpURL(hostport string) url.URL {
+	return url.URL{Scheme: "http", Host: hostport}
+}

@@ -1,0 +1,55 @@
+// Package meta is Sluice's control plane over etcd. It owns the etcd
+// connection (an embedded single- or multi-member etcd by default, or an
+// existing cluster given by endpoints), the cluster id, and the durable
+// metadata every broker agrees on: topics today; broker registry and leases,
+// controller election, partition state and leader epochs, committed offsets,
+// tenants and quotas in later steps. It imports nothing else of Sluice's.
+//
+// # Key layout, version 1
+//
+// Every key lives under Config.Prefix (default "/sluice/"). Values are JSON
+// objects carrying a "v" version field unless noted; a reader that meets a
+// version newer than it knows fails with ErrUnknownVersion instead of
+// guessing, and an undecodable value is ErrCorrupt, never a transient error.
+//
+//	<prefix>layout                          "1": the layout version, written once by the
+//	                                        first Open; a newer number refuses to open
+//	<prefix>cluster/id                      cluster id, 22 chars of base64url (raw string,
+//	                                        written once with a create-only transaction)
+//	<prefix>topics/<name>                   {"v":1,"name","id","partitions",
+//	                                         "replication_factor","configs"}
+//	<prefix>partitions/<topicID>/<n>        reserved: {"v":1,"replicas","leader",
+//	                                         "leader_epoch","version"}; written with a
+//	                                        CAS on its mod revision
+//	<prefix>heads/<topicID>/<n>             reserved: remote segment index head (tier/)
+//	<prefix>brokers/<id>                    reserved: broker registration, bound to a lease
+//	<prefix>controller/                     reserved: controller election (concurrency.Election)
+//	<prefix>offsets/<tenant>/<group>/<topicID>/<n>
+//	                                        reserved: committed offset with its generation
+//	<prefix>tenants/<name>                  reserved: tenant and quota settings
+//
+// <topicID> is the topic's UUID in its canonical 36-character text form; <n>
+// is the partition number in decimal. Partition and offset keys hang off the
+// topic ID, not the name, so a deleted and recreated topic never inherits the
+// state of its predecessor.
+//
+// Invariant: a topic key's ID never changes while the key exists; a new
+// creation of the same name gets a new random ID.
+// Invariant: a topic's partition count never decreases.
+// Invariant: every topic write is a transaction conditioned on the key's
+// creation or mod revision, so concurrent writers cannot lose each other's
+// updates (ErrTopicExists or ErrConflict instead).
+//
+// # Concurrency
+//
+// A Store is safe for concurrent use; all of its state is either immutable
+// after Open or guarded by Store.mu. Goroutines it starts (topic watchers and
+// the embedded server's error logger) are owned by the Store and waited for
+// in Close.
+//
+// # Logging
+//
+// Open takes the process's zerolog logger. Its own lines carry
+// component=meta; the embedded etcd server's and the etcd client's zap logs
+// are forwarded at warn level and above with component=etcd.
+package meta

@@ -1,0 +1,28 @@
+package meta
+
+import "errors"
+
+// Sentinel errors. Callers classify with errors.Is; every error returned by
+// this package wraps one of these or an etcd or context error.
+var (
+	// ErrTopicExists: a topic of that name already exists.
+	ErrTopicExists = errors.New("meta: topic already exists")
+	// ErrTopicNotFound: no topic of that name exists.
+	ErrTopicNotFound = errors.New("meta: topic not found")
+	// ErrConflict: a compare-and-swap lost; the value changed since it was read.
+	ErrConflict = errors.New("meta: concurrent update conflict")
+	// ErrInvalidPartitions: partition count not positive, or an update would decrease it.
+	ErrInvalidPartitions = errors.New("meta: invalid partition count")
+	// ErrInvalidReplicationFactor: replication factor not positive.
+	ErrInvalidReplicationFactor = errors.New("meta: invalid replication factor")
+	// ErrInvalidTopic: a topic name that Kafka would not accept.
+	ErrInvalidTopic = errors.New("meta: invalid topic name")
+	// ErrInvalidConfig: a Config that cannot be used.
+	ErrInvalidConfig = errors.New("meta: invalid config")
+	// ErrCorrupt: a stored value that cannot be decoded or breaks an invariant.
+	ErrCorrupt = errors.New("meta: corrupt value")
+	// ErrUnknownVersion: a stored value or layout written by a newer version.
+	ErrUnknownVersion = errors.New("meta: unknown format version")
+	// ErrClosed: the Store has been closed.
+	ErrClosed = errors.New("meta: store closed")
+)
