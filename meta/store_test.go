@@ -277,3 +277,15 @@ func TestAdvertiseURLs(t *testing.T) {
 		t.Errorf("single-member initial cluster %q, want %q", got, want)
 	}
 }
+
+func TestOpenUnreachableEndpointsFailsInTime(t *testing.T) {
+	cfg := Config{Endpoints: []string{"http://" + freeAddr(t)}, StartTimeout: 500 * time.Millisecond}
+	s, err := Open(testContext(t), cfg, zerolog.Nop())
+	if err == nil {
+		_ = s.Close()
+		t.Fatal("Open succeeded against an endpoint nobody listens on")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Open error %v, want it to wrap context.DeadlineExceeded", err)
+	}
+}
