@@ -21,7 +21,7 @@
 //	<prefix>partitions/<topicID>/<n>        reserved: {"v":1,"replicas","leader",
 //	                                         "leader_epoch","version"}; written with a
 //	                                        CAS on its mod revision
-//	<prefix>producer-ids/next              next unallocated idempotent producer id, decimal
+//	<prefix>producer-ids/next               next unallocated idempotent producer id, decimal
 //	                                        (raw string); only grows, by CAS
 //	<prefix>heads/<topicID>/<n>             reserved: remote segment index head (tier/)
 //	<prefix>brokers/<id>                    reserved: broker registration, bound to a lease
