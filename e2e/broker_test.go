@@ -344,11 +344,11 @@ func (b *broker) Restart() {
 	b.waitReady()
 }
 
-// Alive fails the test if the process has exited.
-func (b *broker) Alive() {
-	b.t.Helper()
+// Alive fails t (which may be a subtest) if the process has exited.
+func (b *broker) Alive(t testing.TB) {
+	t.Helper()
 	if !b.running() {
-		b.t.Fatalf("broker %d exited: %v", b.opts.nodeID, b.exitErr())
+		t.Fatalf("broker %d exited: %v", b.opts.nodeID, b.exitErr())
 	}
 }
 
