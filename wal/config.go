@@ -1,0 +1,92 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Sentinel errors; wrapped errors from this package match them with errors.Is.
+var (
+	// ErrCorrupt marks data that fails its checksum or structure. It never
+	// marks a transient I/O error.
+	ErrCorrupt = errors.New("wal: corrupt data")
+	// ErrClosed is returned by every operation on a closed Log.
+	ErrClosed = errors.New("wal: log closed")
+	// ErrOffsetOutOfRange is returned for offsets below StartOffset or above EndOffset.
+	ErrOffsetOutOfRange = errors.New("wal: offset out of range")
+	// ErrInvalidBatch is returned by Append for bytes that are not one whole
+	// well-formed v2 record batch, and by AppendStamped for a wrong base offset.
+	ErrInvalidBatch = errors.New("wal: invalid record batch")
+	// ErrNotBatchBoundary is returned by Truncate for an offset inside a batch.
+	ErrNotBatchBoundary = errors.New("wal: offset is not a batch boundary")
+	// ErrInvalidConfig is returned by Config.Validate.
+	ErrInvalidConfig = errors.New("wal: invalid config")
+)
+
+// Defaults applied by Config.WithDefaults.
+const (
+	DefaultSegmentBytes       = 64 << 20
+	DefaultSegmentAge         = 10 * time.Minute
+	DefaultIndexIntervalBytes = 4096
+	DefaultRetentionAge       = 24 * time.Hour
+	// MaxSegmentBytes bounds a segment so that positions fit the index's u32.
+	MaxSegmentBytes = math.MaxInt32
+)
+
+// Config holds a Log's tunables. The zero value of each field means its default.
+type Config struct {
+	// SegmentBytes: roll before an append would make the active segment exceed
+	// this (a batch larger than it gets a segment of its own). Default 64 MiB.
+	SegmentBytes int64
+	// SegmentAge: roll a non-empty active segment older than this, by the wall
+	// clock of its creation (or of the Open that recovered it). Default 10 min.
+	SegmentAge time.Duration
+	// IndexIntervalBytes: bytes between offset and time index entries. Default 4096.
+	IndexIntervalBytes int
+	// RetentionAge: delete closed segments whose max timestamp is older; <0 unlimited. Default 24h.
+	RetentionAge time.Duration
+	// RetentionBytes: delete oldest closed segments while the total size exceeds
+	// this; <0 unlimited (the default; 0 also means the default).
+	RetentionBytes int64
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// WithDefaults returns c with its zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.SegmentBytes == 0 {
+		c.SegmentBytes = DefaultSegmentBytes
+	}
+	if c.SegmentAge == 0 {
+		c.SegmentAge = DefaultSegmentAge
+	}
+	if c.IndexIntervalBytes == 0 {
+		c.IndexIntervalBytes = DefaultIndexIntervalBytes
+	}
+	if c.RetentionAge == 0 {
+		c.RetentionAge = DefaultRetentionAge
+	}
+	if c.RetentionBytes == 0 {
+		c.RetentionBytes = -1
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate reports fields no default can fix. Zero fields are valid (they mean
+// the default).
+func (c Config) Validate() error {
+	switch {
+	case c.SegmentBytes < 0 || c.SegmentBytes > MaxSegmentBytes:
+		return fmt.Errorf("wal: segment bytes %d not in [1, %d]: %w", c.SegmentBytes, MaxSegmentBytes, ErrInvalidConfig)
+	case c.SegmentAge < 0:
+		return fmt.Errorf("wal: segment age %v < 0: %w", c.SegmentAge, ErrInvalidConfig)
+	case c.IndexIntervalBytes < 0:
+		return fmt.Errorf("wal: index interval %d < 0: %w", c.IndexIntervalBytes, ErrInvalidConfig)
+	}
+	return nil
+}

@@ -1,0 +1,105 @@
+// Package wal is the local log of one partition: a directory of segments of
+// Kafka v2 record batches, stored exactly as received after the broker stamps
+// their base offset and leader epoch, with a sparse offset index and a time
+// index per sealed segment, group-commit fsync, crash recovery, retention of
+// whole segments and truncation. It touches the disk only through wal/vfs.
+//
+// # Files
+//
+// A segment with base offset B (its first offset) is the file
+// <B as 20 zero-padded digits>.log, like Kafka's 00000000000000000000.log.
+// The last segment is active: appends go there. Older segments are sealed and
+// immutable, and have B.index and B.timeindex, written (through B.index.tmp
+// and a rename) by the first Sync after the segment was sealed. The active
+// segment has no index files; its indexes live in memory and are rebuilt by
+// scanning it on Open.
+//
+// # .log: record batches, v2 (Kafka's format; magic is the version field)
+//
+//	 0                   8          12                    16      17
+//	+-------------------+----------+---------------------+-------+--------+
+//	| baseOffset i64    | length   | partitionLeaderEpoch| magic | crc    |
+//	| (stamped by log)  | i32      | i32 (stamped by log)| i8 =2 | u32 ...
+//	+-------------------+----------+---------------------+-------+--------+
+//	 21          23                27              35             43
+//	+-----------+-----------------+---------------+--------------+-----------+
+//	| attrs i16 | lastOffsetDelta | baseTimestamp | maxTimestamp | producerId|
+//	|           | i32             | i64           | i64          | i64       |
+//	+-----------+-----------------+---------------+--------------+-----------+
+//	 51            53             57            61
+//	+-------------+--------------+-------------+-----------------------------+
+//	| producerEp  | baseSequence | recordCount | records ...                 |
+//	| i16         | i32          | i32         | (length-49 bytes)           |
+//	+-------------+--------------+-------------+-----------------------------+
+//
+// All integers are big-endian. A batch is length+12 bytes. The CRC-32C
+// (Castagnoli) covers bytes 21 to the end, so stamping baseOffset and
+// partitionLeaderEpoch keeps it valid. Batches follow each other with no gap;
+// each batch's baseOffset is the previous batch's baseOffset+lastOffsetDelta+1,
+// and the first is B.
+//
+// # .index and .timeindex: version 1
+//
+// Both start with the same 48-byte header, which also summarises the sealed
+// segment so Open can trust it without reading the .log:
+//
+//	 0        4         6       8            16           24         32
+//	+--------+---------+-------+------------+------------+----------+--------------+
+//	| magic  | version | kind  | baseOffset | nextOffset | logSize  | maxTimestamp |
+//	| [4]u8  | u16 = 1 | u16   | i64 (= B)  | i64        | i64      | i64 (-1 none)|
+//	+--------+---------+-------+------------+------------+----------+--------------+
+//	 40       44       48
+//	+--------+--------+---------------------------------------------+
+//	| count  | crc    | count entries                               |
+//	| u32    | u32    |                                             |
+//	+--------+--------+---------------------------------------------+
+//
+// magic is "SLOI" with kind 1 for .index and "SLTI" with kind 2 for
+// .timeindex. crc is the CRC-32C of bytes 0..44 followed by all entries.
+// nextOffset is the offset after the segment's last batch and logSize the
+// .log's size in bytes. Entries:
+//
+//	.index      +-------------------+-----------------+
+//	(8 bytes)   | relOffset u32     | position u32    |   batch base offset - B, and its byte position
+//	            +-------------------+-----------------+
+//	.timeindex  +-------------------+-----------------+
+//	(12 bytes)  | timestamp i64     | relOffset u32   |   every batch before B+relOffset has
+//	            +-------------------+-----------------+   maxTimestamp <= timestamp
+//
+// An offset entry is added for a batch when at least IndexIntervalBytes were
+// appended since the previous entry; a time entry is added alongside it when
+// the running max timestamp grew. Both are strictly increasing in every field.
+// The first batch (position 0) is never indexed: lookups fall back to it.
+//
+// # Recovery
+//
+// Open removes *.tmp files and index files without a .log. For each sealed
+// segment it trusts the index files if they decode, their CRCs match, both
+// summaries agree, logSize equals the .log's size and the first and last
+// indexed batch headers match; otherwise it scans the segment, validating
+// every batch's length, magic, CRC and offset continuity, and rewrites the
+// indexes. The last segment is always scanned. At the first torn or corrupt
+// batch the segment is truncated there (logged with offset and position), and
+// any later segment is removed: Sync fsyncs segments in order, so nothing
+// after a torn segment was ever durable. A segment whose base does not
+// continue the previous one ends the log the same way. An empty directory
+// yields an empty log at offset 0. Retention never deletes the active
+// segment, so the first remaining segment's base is the log start offset and
+// the last one's end is the log end, across restarts.
+//
+// # Concurrency
+//
+// One goroutine appends (Append, AppendStamped, Truncate, Maintain,
+// SetConfig); any goroutine may call Sync, Read, FindTimestamp and the offset
+// accessors. Lock order: Log.wmu (appender) → Log.smu (group commit) →
+// Log.mu (segment list, read by readers). Readers take a reference on the
+// segments they read so retention can remove files under them; a file is
+// closed when its last reader lets go.
+//
+// # Durability
+//
+// Nothing appended is durable until Sync returns. A failed write, fsync or
+// directory fsync is sticky: every later Append, Sync, Truncate and Maintain
+// returns it until the Log is reopened, because a retried fsync can report
+// success on lost data. Truncate is durable when it returns.
+package wal

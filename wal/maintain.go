@@ -1,0 +1,213 @@
+package wal
+
+// maintain.go owns the operations that remove data: retention (Maintain) and
+// Truncate. Both run under wmu, as the appender.
+//
+// Invariant: retention removes whole sealed segments, oldest first, and never
+// the active one, so the end offset survives a restart: a roll that precedes a
+// deletion is made durable before the deletion starts.
+// Invariant: Truncate is durable when it returns, and lowers DurableEnd to
+// the truncation point.
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+)
+
+// Maintain rolls a non-empty active segment older than SegmentAge, then
+// deletes sealed segments past RetentionAge (by their max timestamp) or
+// beyond RetentionBytes (oldest first), advancing StartOffset. It returns how
+// many segments it deleted.
+func (l *Log) Maintain() (deleted int, err error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.usable(); err != nil {
+		return 0, err
+	}
+	active := l.segs[len(l.segs)-1]
+	if active.idx.size > 0 && l.cfg.Now().Sub(active.created) >= l.cfg.SegmentAge {
+		if err := l.roll(); err != nil {
+			return 0, err
+		}
+	}
+	n := l.expired()
+	if n == 0 {
+		return 0, nil
+	}
+	// Make the sealed segments, their indexes and the newest segment's name
+	// durable first, so a crash mid-deletion cannot lose the end offset.
+	if _, err := l.sync(true); err != nil {
+		return 0, err
+	}
+	l.mu.Lock()
+	victims := append([]*segment(nil), l.segs[:n]...)
+	l.segs = append([]*segment(nil), l.segs[n:]...)
+	for _, s := range victims {
+		s.drop()
+	}
+	l.mu.Unlock()
+	var errs []error
+	for _, s := range victims {
+		if err := l.removeFiles(s); err != nil {
+			errs = append(errs, err)
+		}
+		l.log.Info().Int64("segment", int64(s.base())).Int64("next", int64(s.idx.next)).
+			Int64("bytes", s.idx.size).Msg("wal: retention deleted segment")
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		errs = append(errs, l.fail(fmt.Errorf("wal: fsync dir %s: %w", l.dir, err)))
+	}
+	return n, errors.Join(errs...)
+}
+
+// expired counts the leading sealed segments retention deletes. The caller holds wmu.
+func (l *Log) expired() int {
+	sealed := len(l.segs) - 1
+	n := 0
+	if l.cfg.RetentionAge >= 0 {
+		cutoff := l.cfg.Now().Add(-l.cfg.RetentionAge).UnixMilli()
+		for n < sealed && l.segs[n].idx.maxTS < cutoff {
+			n++
+		}
+	}
+	if l.cfg.RetentionBytes >= 0 {
+		var total int64
+		for _, s := range l.segs[n:] {
+			total += s.idx.size
+		}
+		for n < sealed && total > l.cfg.RetentionBytes {
+			total -= l.segs[n].idx.size
+			n++
+		}
+	}
+	return n
+}
+
+// removeFiles removes a dropped segment's files.
+func (l *Log) removeFiles(s *segment) error {
+	var errs []error
+	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		err := l.fs.Remove(filepath.Join(l.dir, segmentName(s.base(), suffix)))
+		if err != nil && !errorsIsNotExist(err) {
+			errs = append(errs, fmt.Errorf("wal: remove segment %d: %w", s.base(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Truncate removes every batch at and above to, which must be a batch
+// boundary in [StartOffset, EndOffset]. It is durable when it returns.
+func (l *Log) Truncate(to Offset) error {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.usable(); err != nil {
+		return err
+	}
+	if to < l.segs[0].base() || to > l.end {
+		return fmt.Errorf("wal: truncate to %d, log has [%d, %d]: %w", to, l.segs[0].base(), l.end, ErrOffsetOutOfRange)
+	}
+	if to == l.end {
+		return nil
+	}
+	// Hold the sync baton: no fsync round may run while bytes disappear.
+	l.smu.Lock()
+	for l.syncing {
+		l.scond.Wait()
+	}
+	l.syncing = true
+	l.smu.Unlock()
+	err := l.truncate(to)
+	l.smu.Lock()
+	l.syncing = false
+	if l.durable > to {
+		l.durable = to
+	}
+	l.scond.Broadcast()
+	l.smu.Unlock()
+	return err
+}
+
+// truncate does Truncate's work while holding wmu and the sync baton.
+func (l *Log) truncate(to Offset) error {
+	k := l.segmentFor(to)
+	keep := l.segs[k]
+	pos := int64(0)
+	if to > keep.base() {
+		v := view{seg: keep, base: keep.base(), next: keep.idx.next, size: keep.idx.size, offsets: keep.idx.offsets}
+		p, err := locate(v, to)
+		if err != nil {
+			return err
+		}
+		h, err := readHeader(keep.file, p, v.size)
+		if err != nil {
+			return fmt.Errorf("wal: truncate to %d: %w", to, err)
+		}
+		if h.BaseOffset != to {
+			return fmt.Errorf("wal: truncate to %d: inside batch [%d, %d]: %w", to, h.BaseOffset, h.LastOffset(), ErrNotBatchBoundary)
+		}
+		pos = p
+	} else if k > 0 {
+		k--
+		keep = l.segs[k]
+		pos = keep.idx.size
+	}
+	l.mu.Lock()
+	l.truncGen++ // readers overlapping the truncation retry
+	l.mu.Unlock()
+	if err := keep.file.Truncate(pos); err != nil {
+		return l.fail(fmt.Errorf("wal: truncate segment %d at byte %d: %w", keep.base(), pos, err))
+	}
+	res, err := scanSegment(keep.file, keep.base(), pos, l.cfg.IndexIntervalBytes)
+	if err != nil {
+		return l.fail(err)
+	}
+	if res.stop != nil || res.idx.next != to {
+		return l.fail(fmt.Errorf("wal: segment %d rescans to %d after truncation to %d: %w", keep.base(), res.idx.next, to,
+			errors.Join(res.stop, ErrCorrupt)))
+	}
+	l.mu.Lock()
+	victims := append([]*segment(nil), l.segs[k+1:]...)
+	l.segs = l.segs[:k+1]
+	for _, s := range victims {
+		s.drop()
+	}
+	keep.idx, keep.sealed, keep.created = res.idx, false, l.cfg.Now()
+	kept := l.unsynced[:0]
+	for _, s := range l.unsynced {
+		if s.base() < keep.base() {
+			kept = append(kept, s)
+		}
+	}
+	l.unsynced = kept
+	l.end = to
+	l.truncGen++
+	l.mu.Unlock()
+	return l.finishTruncate(keep, victims)
+}
+
+// finishTruncate makes a truncation durable: the file, the removal of later
+// segments and of the new active segment's index files.
+func (l *Log) finishTruncate(keep *segment, victims []*segment) error {
+	if err := keep.file.Sync(); err != nil {
+		return l.fail(fmt.Errorf("wal: fsync segment %d: %w", keep.base(), err))
+	}
+	for _, s := range append(victims, keep) {
+		for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
+			err := l.fs.Remove(filepath.Join(l.dir, segmentName(s.base(), suffix)))
+			if err != nil && !errorsIsNotExist(err) {
+				return l.fail(fmt.Errorf("wal: truncate: remove index of segment %d: %w", s.base(), err))
+			}
+		}
+	}
+	for _, s := range victims {
+		if err := l.fs.Remove(s.path); err != nil && !errorsIsNotExist(err) {
+			return l.fail(fmt.Errorf("wal: truncate: remove segment %d: %w", s.base(), err))
+		}
+	}
+	if err := l.fs.SyncDir(l.dir); err != nil {
+		return l.fail(fmt.Errorf("wal: fsync dir %s: %w", l.dir, err))
+	}
+	l.log.Info().Int64("to", int64(keep.idx.next)).Int("segments_removed", len(victims)).Msg("wal: truncated")
+	return nil
+}

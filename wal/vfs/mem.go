@@ -1,0 +1,388 @@
+package vfs
+
+// Mem owns an in-memory namespace and, separately, the part of it that would
+// survive a crash.
+//
+// Invariant: durable[path] is the inode a crash would keep under path; it
+// changes only in SyncDir of path's parent.
+// Invariant: inode.synced is the content a crash would keep; it changes only
+// in File.Sync, and is never mutated in place (copy on write).
+// All state is guarded by Mem.mu. Directories are durable as soon as they
+// exist (a simplification: wal never removes and recreates its directories
+// within one test crash).
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Mem is an in-memory FS that can simulate a crash; see the package doc.
+type Mem struct {
+	mu      sync.Mutex
+	files   map[string]*memInode // guarded by mu
+	durable map[string]*memInode // guarded by mu
+	dirs    map[string]bool      // guarded by mu
+}
+
+type memInode struct {
+	data   []byte // guarded by Mem.mu
+	synced []byte // guarded by Mem.mu; shares data's backing array until copied
+}
+
+// NewMem returns an empty in-memory FS with a root directory "/" and ".".
+func NewMem() *Mem {
+	return &Mem{
+		files:   map[string]*memInode{},
+		durable: map[string]*memInode{},
+		dirs:    map[string]bool{"/": true, ".": true},
+	}
+}
+
+// CrashClone returns a new FS holding only the durable state of m: the names
+// made durable by SyncDir and, for each, the contents made durable by Sync.
+func (m *Mem) CrashClone() *Mem { return m.crashClone(nil) }
+
+// CrashCloneTorn is CrashClone, except that each file whose unsynced bytes
+// extend its synced content keeps a random prefix (possibly empty, possibly
+// all) of those unsynced bytes, as a disk that wrote some pages before the
+// crash would.
+func (m *Mem) CrashCloneTorn(rng *rand.Rand) *Mem { return m.crashClone(rng) }
+
+func (m *Mem) crashClone(rng *rand.Rand) *Mem {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := NewMem()
+	for d := range m.dirs {
+		c.dirs[d] = true
+	}
+	paths := make([]string, 0, len(m.durable))
+	for p := range m.durable {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths) // deterministic use of rng
+	for _, p := range paths {
+		ino := m.durable[p]
+		data := slices.Clone(ino.synced)
+		if rng != nil && len(ino.data) > len(ino.synced) && slices.Equal(ino.data[:len(ino.synced)], ino.synced) {
+			extra := rng.IntN(len(ino.data) - len(ino.synced) + 1)
+			data = slices.Clone(ino.data[:len(ino.synced)+extra])
+		}
+		n := &memInode{data: data, synced: data}
+		c.files[p] = n
+		c.durable[p] = n
+	}
+	return c
+}
+
+func clean(name string) string { return filepath.Clean(name) }
+
+func pathErr(op, name string, err error) error { return &os.PathError{Op: op, Path: name, Err: err} }
+
+// OpenFile implements FS.
+func (m *Mem) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
+	name = clean(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.dirs[name] {
+		return nil, pathErr("open", name, fmt.Errorf("is a directory"))
+	}
+	if !m.dirs[filepath.Dir(name)] {
+		return nil, pathErr("open", name, os.ErrNotExist)
+	}
+	ino, ok := m.files[name]
+	switch {
+	case ok && flag&os.O_CREATE != 0 && flag&os.O_EXCL != 0:
+		return nil, pathErr("open", name, os.ErrExist)
+	case !ok && flag&os.O_CREATE == 0:
+		return nil, pathErr("open", name, os.ErrNotExist)
+	case !ok:
+		ino = &memInode{}
+		m.files[name] = ino
+	}
+	writable := flag&(os.O_WRONLY|os.O_RDWR) != 0
+	if flag&os.O_TRUNC != 0 && writable {
+		ino.data = nil
+	}
+	return &memFile{fs: m, ino: ino, name: name, writable: writable, appendOnly: flag&os.O_APPEND != 0}, nil
+}
+
+// Create implements FS.
+func (m *Mem) Create(name string) (File, error) {
+	return m.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+}
+
+// Open implements FS.
+func (m *Mem) Open(name string) (File, error) { return m.OpenFile(name, os.O_RDONLY, 0) }
+
+// Remove implements FS.
+func (m *Mem) Remove(name string) error {
+	name = clean(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.files[name]; ok {
+		delete(m.files, name)
+		return nil
+	}
+	if !m.dirs[name] {
+		return pathErr("remove", name, os.ErrNotExist)
+	}
+	if len(m.childrenLocked(name)) > 0 {
+		return pathErr("remove", name, fmt.Errorf("directory not empty"))
+	}
+	delete(m.dirs, name)
+	return nil
+}
+
+// Rename implements FS.
+func (m *Mem) Rename(oldname, newname string) error {
+	oldname, newname = clean(oldname), clean(newname)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ino, ok := m.files[oldname]
+	if !ok {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: os.ErrNotExist}
+	}
+	if !m.dirs[filepath.Dir(newname)] || m.dirs[newname] {
+		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: os.ErrInvalid}
+	}
+	delete(m.files, oldname)
+	m.files[newname] = ino
+	return nil
+}
+
+// MkdirAll implements FS.
+func (m *Mem) MkdirAll(dir string, perm os.FileMode) error {
+	dir = clean(dir)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for d := dir; !m.dirs[d]; d = filepath.Dir(d) {
+		if _, ok := m.files[d]; ok {
+			return pathErr("mkdir", d, fmt.Errorf("not a directory"))
+		}
+		m.dirs[d] = true
+	}
+	return nil
+}
+
+// childrenLocked lists the base names directly inside dir. m.mu must be held.
+func (m *Mem) childrenLocked(dir string) []string {
+	var names []string
+	for p := range m.files {
+		if filepath.Dir(p) == dir {
+			names = append(names, filepath.Base(p))
+		}
+	}
+	for p := range m.dirs {
+		if p != dir && filepath.Dir(p) == dir {
+			names = append(names, filepath.Base(p))
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ReadDir implements FS.
+func (m *Mem) ReadDir(dir string) ([]string, error) {
+	dir = clean(dir)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.dirs[dir] {
+		return nil, pathErr("readdir", dir, os.ErrNotExist)
+	}
+	return m.childrenLocked(dir), nil
+}
+
+// Stat implements FS.
+func (m *Mem) Stat(name string) (os.FileInfo, error) {
+	name = clean(name)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.dirs[name] {
+		return memInfo{name: filepath.Base(name), dir: true}, nil
+	}
+	if ino, ok := m.files[name]; ok {
+		return memInfo{name: filepath.Base(name), size: int64(len(ino.data))}, nil
+	}
+	return nil, pathErr("stat", name, os.ErrNotExist)
+}
+
+// SyncDir implements FS: the names in dir become durable as they are now.
+func (m *Mem) SyncDir(dir string) error {
+	dir = clean(dir)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.dirs[dir] {
+		return pathErr("syncdir", dir, os.ErrNotExist)
+	}
+	for p := range m.durable {
+		if filepath.Dir(p) == dir {
+			delete(m.durable, p)
+		}
+	}
+	for p, ino := range m.files {
+		if filepath.Dir(p) == dir {
+			m.durable[p] = ino
+		}
+	}
+	return nil
+}
+
+// Files returns the current names of all files, sorted (for tests and tools).
+func (m *Mem) Files() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	names := make([]string, 0, len(m.files))
+	for p := range m.files {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	return names
+}
+
+type memInfo struct {
+	name string
+	size int64
+	dir  bool
+}
+
+func (i memInfo) Name() string { return i.name }
+func (i memInfo) Size() int64  { return i.size }
+func (i memInfo) Mode() os.FileMode {
+	if i.dir {
+		return os.ModeDir | 0o755
+	}
+	return 0o644
+}
+func (i memInfo) ModTime() time.Time { return time.Time{} }
+func (i memInfo) IsDir() bool        { return i.dir }
+func (i memInfo) Sys() any           { return nil }
+
+type memFile struct {
+	fs         *Mem
+	ino        *memInode
+	name       string
+	writable   bool
+	appendOnly bool
+	pos        int64 // guarded by fs.mu
+	closed     bool  // guarded by fs.mu
+}
+
+func (f *memFile) check(op string, write bool) error {
+	if f.closed {
+		return pathErr(op, f.name, os.ErrClosed)
+	}
+	if write && !f.writable {
+		return pathErr(op, f.name, os.ErrPermission)
+	}
+	return nil
+}
+
+func (f *memFile) ReadAt(p []byte, off int64) (int, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.check("read", false); err != nil {
+		return 0, err
+	}
+	if off < 0 {
+		return 0, pathErr("read", f.name, os.ErrInvalid)
+	}
+	if off >= int64(len(f.ino.data)) {
+		return 0, io.EOF
+	}
+	n := copy(p, f.ino.data[off:])
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+func (f *memFile) Write(p []byte) (int, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.check("write", true); err != nil {
+		return 0, err
+	}
+	ino := f.ino
+	if f.appendOnly {
+		f.pos = int64(len(ino.data))
+	}
+	if f.pos < int64(len(ino.synced)) {
+		ino.synced = slices.Clone(ino.synced) // copy on write
+	}
+	if gap := f.pos - int64(len(ino.data)); gap > 0 {
+		ino.data = append(ino.data, make([]byte, gap)...)
+	}
+	end := f.pos + int64(len(p))
+	if end > int64(len(ino.data)) {
+		ino.data = append(ino.data[:f.pos], p...)
+	} else {
+		copy(ino.data[f.pos:], p)
+	}
+	f.pos = end
+	return len(p), nil
+}
+
+func (f *memFile) Sync() error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.check("sync", false); err != nil {
+		return err
+	}
+	f.ino.synced = f.ino.data[:len(f.ino.data):len(f.ino.data)]
+	return nil
+}
+
+func (f *memFile) Truncate(size int64) error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.check("truncate", true); err != nil {
+		return err
+	}
+	if size < 0 {
+		return pathErr("truncate", f.name, os.ErrInvalid)
+	}
+	ino := f.ino
+	if size < int64(len(ino.synced)) {
+		ino.synced = slices.Clone(ino.synced) // later writes reuse the backing array
+	}
+	if size <= int64(len(ino.data)) {
+		ino.data = ino.data[:size]
+	} else {
+		ino.data = append(ino.data, make([]byte, size-int64(len(ino.data)))...)
+	}
+	return nil
+}
+
+func (f *memFile) Size() (int64, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.check("size", false); err != nil {
+		return 0, err
+	}
+	return int64(len(f.ino.data)), nil
+}
+
+func (f *memFile) Close() error {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.check("close", false); err != nil {
+		return err
+	}
+	f.closed = true
+	return nil
+}
+
+var _ FS = (*Mem)(nil)
+
+// String describes the FS for test failure messages.
+func (m *Mem) String() string {
+	return "vfs.Mem[" + strings.Join(m.Files(), " ") + "]"
+}
