@@ -10,7 +10,8 @@ package wal
 //   - smu guards the group-commit state (sync.go): syncing, durable.
 //   - mu guards the segment list and everything readers look at: segs, end,
 //     cfg, failed, closed, truncGen, unsynced, dirDirty and the active
-//     segment's index. It is never held across disk I/O by the appender.
+//     segment's index. The appender holds it across disk I/O only to shrink
+//     a file in Truncate.
 //
 // Invariant: segs is non-empty while the Log is open; segs[i+1].base ==
 // segs[i].idx.next; end == segs[len-1].idx.next; only segs[len-1] is active

@@ -451,6 +451,19 @@ func TestRecoveryRepairs(t *testing.T) {
 			f.Truncate(n - 5)
 			f.Close()
 		}, 8},
+		{"bit flip in last batch", func(fs *vfs.Mem) {
+			path := filepath.Join(dir, segmentName(16, logSuffix))
+			b, _ := readFile(fs, path)
+			b[len(b)-3] ^= 0x40
+			write(fs, segmentName(16, logSuffix), b)
+		}, 8},
+		{"bit flip in sealed segment", func(fs *vfs.Mem) {
+			path := filepath.Join(dir, segmentName(8, logSuffix))
+			b, _ := readFile(fs, path)
+			b[len(b)-3] ^= 0x40
+			write(fs, segmentName(8, logSuffix), b)
+			fs.Remove(filepath.Join(dir, segmentName(8, indexSuffix))) // force a scan
+		}, 5},
 		{"torn sealed segment", func(fs *vfs.Mem) {
 			f, _ := fs.OpenFile(filepath.Join(dir, segmentName(4, logSuffix)), 0x2, 0)
 			n, _ := f.Size()

@@ -115,7 +115,7 @@ func (l *Log) Truncate(to Offset) error {
 	for l.syncing {
 		l.scond.Wait()
 	}
-	l.syncing = true
+	l.syncing, l.syncEnd = true, -1 // callers arriving now wait for a round after it
 	l.smu.Unlock()
 	err := l.truncate(to)
 	l.smu.Lock()
@@ -152,21 +152,23 @@ func (l *Log) truncate(to Offset) error {
 		keep = l.segs[k]
 		pos = keep.idx.size
 	}
-	l.mu.Lock()
-	l.truncGen++ // readers overlapping the truncation retry
-	l.mu.Unlock()
-	if err := keep.file.Truncate(pos); err != nil {
-		return l.fail(fmt.Errorf("wal: truncate segment %d at byte %d: %w", keep.base(), pos, err))
-	}
+	// Rebuild the kept segment's index from the bytes that stay, before
+	// touching the file.
 	res, err := scanSegment(keep.file, keep.base(), pos, l.cfg.IndexIntervalBytes)
 	if err != nil {
 		return l.fail(err)
 	}
 	if res.stop != nil || res.idx.next != to {
-		return l.fail(fmt.Errorf("wal: segment %d rescans to %d after truncation to %d: %w", keep.base(), res.idx.next, to,
+		return l.fail(fmt.Errorf("wal: segment %d rescans to %d before truncation to %d: %w", keep.base(), res.idx.next, to,
 			errors.Join(res.stop, ErrCorrupt)))
 	}
+	// The file shrinks under mu, with truncGen bumped, so a reader either
+	// snapshots the new state or retries its read (read.go).
 	l.mu.Lock()
+	if err := keep.file.Truncate(pos); err != nil {
+		l.mu.Unlock()
+		return l.fail(fmt.Errorf("wal: truncate segment %d at byte %d: %w", keep.base(), pos, err))
+	}
 	victims := append([]*segment(nil), l.segs[k+1:]...)
 	l.segs = l.segs[:k+1]
 	for _, s := range victims {

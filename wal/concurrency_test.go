@@ -1,0 +1,120 @@
+package wal
+
+import (
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/sluice-mq/sluice/wal/vfs"
+)
+
+// One appender (appending, rolling, retention, truncation), readers and
+// syncers run together; the race detector and the checks below must hold.
+func TestConcurrentAppendReadSync(t *testing.T) {
+	l := mustOpen(t, vfs.NewMem(), Config{SegmentBytes: 2000, IndexIntervalBytes: 300, RetentionAge: -1, RetentionBytes: 20000})
+	var (
+		done      atomic.Bool
+		truncates atomic.Int64
+		wg        sync.WaitGroup
+	)
+	errc := make(chan error, 16)
+	report := func(err error) {
+		select {
+		case errc <- err:
+		default:
+		}
+	}
+	wg.Add(1)
+	go func() { // the appender
+		defer wg.Done()
+		defer done.Store(true)
+		rng := rand.New(rand.NewPCG(1, 1))
+		for i := range 3000 {
+			if _, _, err := l.Append(mkBatch(1+rng.IntN(5), rng.IntN(200), int64(i), byte(i)), 1); err != nil {
+				report(err)
+				return
+			}
+			switch rng.IntN(50) {
+			case 0:
+				if _, err := l.Maintain(); err != nil {
+					report(err)
+					return
+				}
+			case 1:
+				truncates.Add(1) // odd while truncating
+				to := l.EndOffset()
+				if b, err := l.Read(max(l.StartOffset(), to-20), to, 1); err == nil && b != nil {
+					h, _ := ParseBatchHeader(b)
+					to = h.BaseOffset
+				}
+				err := l.Truncate(to)
+				truncates.Add(1)
+				if err != nil {
+					report(err)
+					return
+				}
+			}
+		}
+	}()
+	for r := range 3 {
+		wg.Add(1)
+		go func() { // a reader
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(2, uint64(r)))
+			for !done.Load() {
+				start, end := l.StartOffset(), l.EndOffset()
+				from := start + Offset(rng.Int64N(int64(end-start)+1))
+				b, err := l.Read(from, end, rng.IntN(3000))
+				if errors.Is(err, ErrOffsetOutOfRange) {
+					continue // retention or truncation moved the range
+				}
+				if err != nil {
+					report(err)
+					return
+				}
+				for len(b) > 0 {
+					h, err := ParseBatchHeader(b)
+					if err == nil {
+						err = CheckCRC(b)
+					}
+					if err != nil {
+						report(err)
+						return
+					}
+					b = b[h.Size():]
+				}
+				if _, err := l.FindTimestamp(rng.Int64N(3000)); err != nil {
+					report(err)
+					return
+				}
+			}
+		}()
+	}
+	for range 2 {
+		wg.Add(1)
+		go func() { // a syncer
+			defer wg.Done()
+			for !done.Load() {
+				tr := truncates.Load()
+				target := l.EndOffset()
+				durable, err := l.Sync()
+				if err != nil {
+					report(err)
+					return
+				}
+				if durable < target && tr%2 == 0 && truncates.Load() == tr {
+					report(errors.New("sync returned before covering the end it was called at"))
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Error(err)
+	}
+	checkInvariants(t, l, true)
+}
