@@ -3,6 +3,7 @@ package wal
 import (
 	"errors"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -117,4 +118,61 @@ func TestConcurrentAppendReadSync(t *testing.T) {
 		t.Error(err)
 	}
 	checkInvariants(t, l, true)
+}
+
+// Callers arriving while an fsync runs wait for the next round when their
+// data is not covered, and all of them share that one round.
+func TestGroupCommitCoalesces(t *testing.T) {
+	var (
+		armed   atomic.Bool
+		rounds  atomic.Int64
+		entered = make(chan struct{})
+		release = make(chan struct{})
+	)
+	inject := func(op vfs.Op, path string) error {
+		if op != vfs.OpSync || !strings.HasSuffix(path, ".log") || !armed.Load() {
+			return nil
+		}
+		if rounds.Add(1) == 1 {
+			close(entered)
+			<-release
+		}
+		return nil
+	}
+	l := mustOpen(t, vfs.NewFaulty(vfs.NewMem(), inject), Config{})
+	mustAppend(t, l, nil, mkBatch(1, 10, 1, 1))
+	armed.Store(true)
+	first := make(chan Offset)
+	go func() {
+		d, _ := l.Sync()
+		first <- d
+	}()
+	<-entered // round 1 is inside its fsync, covering offset 1
+	mustAppend(t, l, nil, mkBatch(1, 10, 1, 1))
+	var wg sync.WaitGroup
+	results := make([]Offset, 8)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d, err := l.Sync()
+			if err != nil {
+				t.Error(err)
+			}
+			results[i] = d
+		}()
+	}
+	close(release)
+	if d := <-first; d != 1 {
+		t.Errorf("first round made %d durable, want 1", d)
+	}
+	wg.Wait()
+	for i, d := range results {
+		if d != 2 {
+			t.Errorf("caller %d: durable %d, want 2", i, d)
+		}
+	}
+	if n := rounds.Load(); n != 2 {
+		t.Errorf("%d fsync rounds for 9 callers, want 2", n)
+	}
 }

@@ -10,6 +10,8 @@
 //     on SyncDir of its parent directory. CrashClone returns a new FS holding
 //     only the durable state; CrashCloneTorn also keeps a random prefix of
 //     each file's bytes written since its last Sync (a torn tail).
+//     Directories themselves are durable as soon as MkdirAll returns (a
+//     simplification; a directory's entries are not).
 //   - NewFaulty: wraps any FS and consults an inject function before every
 //     operation, so a test can fail the nth write or every sync on a path.
 //
