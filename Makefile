@@ -1,0 +1,52 @@
+# Sluice build, test and benchmark targets. `make test` is what CI runs.
+GO        ?= go
+BIN       := bin
+BINARIES  := sluiced
+GOLANGCI  := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
+FUZZTIME  ?= 20s
+DATA_DIR  ?= data
+
+.PHONY: all build run test test-short lint verify fuzz bench clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
+
+# One broker with the defaults: Kafka on 127.0.0.1:9092, HTTP on 127.0.0.1:8080.
+run: build
+	$(BIN)/sluiced --data-dir $(DATA_DIR)
+
+# Unit, crash, fuzz-seed, conformance and end-to-end tests, race detector on.
+test:
+	$(GO) test -race -timeout 20m ./...
+
+test-short:
+	$(GO) test -short -timeout 10m ./...
+
+lint:
+	$(GO) run $(GOLANGCI) run ./...
+
+# Formatting, vet, a tidy go.mod and the file-size limit of STYLE.md.
+verify:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	$(GO) vet ./...
+	@cp go.mod /tmp/sluice-go.mod.bak && cp go.sum /tmp/sluice-go.sum.bak && $(GO) mod tidy && \
+	  if ! git diff --quiet -- go.mod go.sum; then git diff -- go.mod go.sum; cp /tmp/sluice-go.mod.bak go.mod; cp /tmp/sluice-go.sum.bak go.sum; echo "go.mod is not tidy"; exit 1; fi
+	@big=$$(git ls-files '*.go' | grep -v '_test.go$$' | xargs wc -l | awk '$$2!="total" && $$1>800 {print}'); \
+	  test -z "$$big" || { echo "files over 800 lines:"; echo "$$big"; exit 1; }
+
+# A short coverage-guided run of every fuzz target.
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./wal/ ./broker/
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,72 @@
+package broker
+
+// CreateTopics (key 19): validate names, partition counts, replication
+// factors and configs, then store each topic in etcd and open its partitions.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func handleCreateTopics(b *Broker, ctx context.Context, req *request) (reply, error) {
+	r := req.body.(*kmsg.CreateTopicsRequest)
+	resp := newResponse(req).(*kmsg.CreateTopicsResponse)
+	seen := make(map[string]int, len(r.Topics))
+	for _, rt := range r.Topics {
+		seen[rt.Topic]++
+	}
+	for _, rt := range r.Topics {
+		st := kmsg.NewCreateTopicsResponseTopic()
+		st.Topic = rt.Topic
+		st.NumPartitions, st.ReplicationFactor = -1, -1
+		err := createTopicFromRequest(b, ctx, rt, seen[rt.Topic] > 1, r.ValidateOnly, &st)
+		if err != nil {
+			st.ErrorCode = errorCode(err)
+			msg := err.Error()
+			st.ErrorMessage = &msg
+			if st.ErrorCode != kerr.TopicAlreadyExists.Code {
+				b.logger.Info().Err(err).Str("topic", rt.Topic).Msg("create topic rejected")
+			}
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return done(resp), nil
+}
+
+func createTopicFromRequest(b *Broker, ctx context.Context, rt kmsg.CreateTopicsRequestTopic, duplicate, validateOnly bool, st *kmsg.CreateTopicsResponseTopic) error {
+	if duplicate {
+		return fmt.Errorf("%w: topic %q is named more than once", errInvalidRequest, rt.Topic)
+	}
+	if len(rt.ReplicaAssignment) > 0 {
+		return fmt.Errorf("%w: manual replica assignment is not supported", errInvalidRequest)
+	}
+	configs := make(map[string]string, len(rt.Configs))
+	for _, c := range rt.Configs {
+		if c.Value == nil {
+			return invalidConfig("config %s: null value", c.Name)
+		}
+		configs[c.Name] = *c.Value
+	}
+	t, err := b.createTopic(ctx, rt.Topic, rt.NumPartitions, rt.ReplicationFactor, configs, validateOnly)
+	if err != nil {
+		return err
+	}
+	st.TopicID = t.ID
+	st.NumPartitions = t.Partitions
+	st.ReplicationFactor = t.ReplicationFactor
+	for _, key := range topicConfigKeys() {
+		value, isDefault := effectiveConfig(t.Configs, key)
+		c := kmsg.NewCreateTopicsResponseTopicConfig()
+		c.Name = key
+		c.Value = &value
+		c.Source = int8(kmsg.ConfigSourceDynamicTopicConfig)
+		if isDefault {
+			c.Source = int8(kmsg.ConfigSourceDefaultConfig)
+		}
+		st.Configs = append(st.Configs, c)
+	}
+	return nil
+}

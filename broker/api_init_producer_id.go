@@ -1,0 +1,51 @@
+package broker
+
+// InitProducerId (key 22): a fresh producer id (epoch 0) for an idempotent
+// producer. Ids come from etcd in blocks, so they are unique across brokers
+// and restarts. Transactions are not supported: a transactional id is
+// refused.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// producerIDBlock is how many ids one etcd transaction reserves.
+const producerIDBlock = 1000
+
+func handleInitProducerID(b *Broker, ctx context.Context, req *request) (reply, error) {
+	r := req.body.(*kmsg.InitProducerIDRequest)
+	resp := newResponse(req).(*kmsg.InitProducerIDResponse)
+	resp.ProducerID, resp.ProducerEpoch = -1, -1
+	if r.TransactionalID != nil {
+		resp.ErrorCode = kerr.InvalidRequest.Code
+		b.logger.Info().Str("transactional_id", *r.TransactionalID).Msg("refused InitProducerId: transactions are not supported")
+		return done(resp), nil
+	}
+	id, err := b.nextProducerID(ctx)
+	if err != nil {
+		b.logger.Error().Err(err).Msg("allocate producer id")
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return done(resp), nil
+	}
+	resp.ProducerID, resp.ProducerEpoch = id, 0
+	return done(resp), nil
+}
+
+func (b *Broker) nextProducerID(ctx context.Context) (int64, error) {
+	b.pidMu.Lock()
+	defer b.pidMu.Unlock()
+	if b.pidNext == b.pidEnd {
+		first, err := b.store.AllocateProducerIDs(ctx, producerIDBlock)
+		if err != nil {
+			return 0, fmt.Errorf("reserve producer ids: %w", err)
+		}
+		b.pidNext, b.pidEnd = first, first+producerIDBlock
+	}
+	id := b.pidNext
+	b.pidNext++
+	return id, nil
+}

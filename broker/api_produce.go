@@ -1,0 +1,159 @@
+package broker
+
+// Produce (key 0): validate each partition's record batch, hand it to the
+// partition owner, and answer once the owner has fsynced it. acks=0 gets no
+// response; acks=1 and acks=-1 both wait for the fsync (on a single broker
+// the quorum is this broker).
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/wal"
+)
+
+const (
+	attrCodecMask     = 0x07
+	attrTransactional = 0x10
+	attrControl       = 0x20
+	maxCodec          = 4 // zstd
+)
+
+type producePending struct {
+	part *kmsg.ProduceResponseTopicPartition
+	res  chan appendResult
+	p    *partition
+}
+
+func handleProduce(b *Broker, ctx context.Context, req *request) (reply, error) {
+	r := req.body.(*kmsg.ProduceRequest)
+	resp := newResponse(req).(*kmsg.ProduceResponse)
+
+	var reqErr error
+	switch {
+	case req.version < 3:
+		reqErr = fmt.Errorf("%w: produce v%d (message formats before v2)", errUnsupportedVersion, req.version)
+	case r.Acks != -1 && r.Acks != 0 && r.Acks != 1:
+		reqErr = fmt.Errorf("%w: got %d", errInvalidRequiredAcks, r.Acks)
+	case r.TransactionID != nil:
+		reqErr = fmt.Errorf("%w: transactions are not supported", errInvalidRecord)
+	}
+
+	var pending []producePending
+	for _, rt := range r.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic = rt.Topic
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		resp.Topics = append(resp.Topics, st)
+		rst := &resp.Topics[len(resp.Topics)-1]
+		for i, rp := range rt.Partitions {
+			sp := &rst.Partitions[i]
+			*sp = kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			err := reqErr
+			var ap *appendReq
+			var p *partition
+			if err == nil {
+				p, ap, err = b.prepareAppend(rt.Topic, rp.Partition, rp.Records)
+			}
+			if err == nil {
+				err = p.enqueue(ap)
+			}
+			if err != nil {
+				setProduceError(b, sp, rt.Topic, err)
+				continue
+			}
+			b.m.recordsIn(rt.Topic, len(rp.Records), int(ap.hdr.RecordCount))
+			pending = append(pending, producePending{part: sp, res: ap.res, p: p})
+		}
+	}
+	if r.Acks == 0 {
+		return nil, nil
+	}
+	return func() kmsg.Response {
+		for _, pp := range pending {
+			var res appendResult
+			select {
+			case res = <-pp.res:
+			case <-ctx.Done():
+				res.err = errShuttingDown
+			}
+			if res.err != nil {
+				setProduceError(b, pp.part, pp.p.topic, res.err)
+				continue
+			}
+			pp.part.BaseOffset = int64(res.base)
+			pp.part.LogStartOffset = int64(res.logStart)
+		}
+		return resp
+	}, nil
+}
+
+func setProduceError(b *Broker, sp *kmsg.ProduceResponseTopicPartition, topic string, err error) {
+	sp.ErrorCode = errorCode(err)
+	sp.BaseOffset = -1
+	msg := err.Error()
+	sp.ErrorMessage = &msg
+	level := b.logger.Debug()
+	if sp.ErrorCode == kerr.UnknownServerError.Code || sp.ErrorCode == kerr.KafkaStorageError.Code {
+		level = b.logger.Error()
+	}
+	level.Err(err).Str("topic", topic).Int32("partition", sp.Partition).Int16("code", sp.ErrorCode).Msg("produce rejected")
+}
+
+// prepareAppend finds the partition and validates the batch for it.
+func (b *Broker) prepareAppend(topicName string, index int32, records []byte) (*partition, *appendReq, error) {
+	t := b.lookupTopic(topicName)
+	if t == nil || index < 0 || int(index) >= len(t.partitions) {
+		return nil, nil, fmt.Errorf("%w: %s-%d", errUnknownTopic, topicName, index)
+	}
+	h, err := validateBatch(records, t.settings.MaxMessageBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	return t.partitions[index], &appendReq{batch: records, hdr: h, res: make(chan appendResult, 1)}, nil
+}
+
+// validateBatch checks that records is exactly one well-formed v2 batch a
+// client may send, no larger than maxBytes.
+func validateBatch(records []byte, maxBytes int32) (wal.BatchHeader, error) {
+	if len(records) == 0 {
+		return wal.BatchHeader{}, fmt.Errorf("%w: no record batch", errInvalidRecord)
+	}
+	if len(records) > int(maxBytes) {
+		return wal.BatchHeader{}, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", errMessageTooLarge, len(records), maxBytes)
+	}
+	h, err := wal.ParseBatchHeader(records)
+	if err != nil {
+		return h, fmt.Errorf("%w: %w", errCorruptMessage, err)
+	}
+	switch size := int(h.Length) + 12; {
+	case h.Magic != 2:
+		return h, fmt.Errorf("%w: magic %d, only record batch v2 is accepted", errCorruptMessage, h.Magic)
+	case size > len(records):
+		return h, fmt.Errorf("%w: batch length %d runs past the %d bytes sent", errCorruptMessage, size, len(records))
+	case size < len(records):
+		return h, fmt.Errorf("%w: more than one batch for a partition", errInvalidRecord)
+	}
+	if err := wal.CheckCRC(records); err != nil {
+		return h, fmt.Errorf("%w: %w", errCorruptMessage, err)
+	}
+	switch {
+	case h.Attributes&attrControl != 0:
+		return h, fmt.Errorf("%w: clients may not send control batches", errInvalidRecord)
+	case h.Attributes&attrTransactional != 0:
+		return h, fmt.Errorf("%w: transactional batches are not supported", errInvalidRecord)
+	case h.Attributes&attrCodecMask > maxCodec:
+		return h, fmt.Errorf("%w: unknown compression codec %d", errCorruptMessage, h.Attributes&attrCodecMask)
+	case h.BaseOffset != 0:
+		return h, fmt.Errorf("%w: base offset %d, producers send 0", errInvalidRecord, h.BaseOffset)
+	case h.RecordCount <= 0 || h.LastOffsetDelta != h.RecordCount-1:
+		return h, fmt.Errorf("%w: %d records with last offset delta %d", errInvalidRecord, h.RecordCount, h.LastOffsetDelta)
+	case h.ProducerID >= 0 && (h.ProducerEpoch < 0 || h.BaseSequence < 0):
+		return h, fmt.Errorf("%w: producer %d with epoch %d and sequence %d", errInvalidRecord, h.ProducerID, h.ProducerEpoch, h.BaseSequence)
+	}
+	return h, nil
+}

@@ -1,0 +1,147 @@
+package broker
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/wal"
+)
+
+// testBatch builds an uncompressed v2 batch of n records as a producer
+// sends it; record i has timestamp ts+i.
+func testBatch(n int, pid int64, epoch int16, seq int32, ts int64) []byte {
+	var recs []byte
+	for i := 0; i < n; i++ {
+		r := kmsg.Record{TimestampDelta64: int64(i), OffsetDelta: int32(i),
+			Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "value-%d", i)}
+		r.Length = int32(len(r.AppendTo(nil)) - 1)
+		recs = r.AppendTo(recs)
+	}
+	b := kmsg.RecordBatch{
+		PartitionLeaderEpoch: -1, Magic: 2, LastOffsetDelta: int32(n - 1),
+		FirstTimestamp: ts, MaxTimestamp: ts + int64(n-1),
+		ProducerID: pid, ProducerEpoch: epoch, FirstSequence: seq,
+		NumRecords: int32(n), Records: recs,
+	}
+	raw := b.AppendTo(nil)
+	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
+	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return raw
+}
+
+func recrc(raw []byte) []byte {
+	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return raw
+}
+
+func TestValidateBatch(t *testing.T) {
+	good := testBatch(3, -1, -1, -1, 1000)
+	tests := []struct {
+		name  string
+		batch func() []byte
+		max   int32
+		want  error
+	}{
+		{"valid", func() []byte { return testBatch(3, -1, -1, -1, 1000) }, 1 << 20, nil},
+		{"empty", func() []byte { return nil }, 1 << 20, errInvalidRecord},
+		{"too large", func() []byte { return testBatch(3, -1, -1, -1, 1000) }, 20, errMessageTooLarge},
+		{"short header", func() []byte { return good[:40] }, 1 << 20, errCorruptMessage},
+		{"bad crc", func() []byte { b := testBatch(3, -1, -1, -1, 1000); b[len(b)-1] ^= 0xff; return b }, 1 << 20, errCorruptMessage},
+		{"truncated", func() []byte { return testBatch(3, -1, -1, -1, 1000)[:len(good)-2] }, 1 << 20, errCorruptMessage},
+		{"two batches", func() []byte { return append(testBatch(1, -1, -1, -1, 1), testBatch(1, -1, -1, -1, 1)...) }, 1 << 20, errInvalidRecord},
+		{"control", func() []byte { b := testBatch(1, -1, -1, -1, 1); b[22] |= attrControl; return recrc(b) }, 1 << 20, errInvalidRecord},
+		{"transactional", func() []byte { b := testBatch(1, -1, -1, -1, 1); b[22] |= attrTransactional; return recrc(b) }, 1 << 20, errInvalidRecord},
+		{"codec 7", func() []byte { b := testBatch(1, -1, -1, -1, 1); b[22] |= 7; return recrc(b) }, 1 << 20, errCorruptMessage},
+		{"magic 1", func() []byte { b := testBatch(1, -1, -1, -1, 1); b[16] = 1; return b }, 1 << 20, errCorruptMessage},
+		{"base offset", func() []byte { b := testBatch(1, -1, -1, -1, 1); b[7] = 5; return b }, 1 << 20, errInvalidRecord},
+		{"count mismatch", func() []byte {
+			b := testBatch(2, -1, -1, -1, 1)
+			binary.BigEndian.PutUint32(b[57:], 5)
+			return recrc(b)
+		}, 1 << 20, errInvalidRecord},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := validateBatch(tt.batch(), tt.max)
+			if tt.want == nil && err != nil || tt.want != nil && !errors.Is(err, tt.want) {
+				t.Fatalf("validateBatch = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestCheckSequence(t *testing.T) {
+	p := &partition{producers: map[int64]*producerState{}}
+	hdr := func(epoch int16, seq int32, n int32) wal.BatchHeader {
+		return wal.BatchHeader{ProducerID: 7, ProducerEpoch: epoch, BaseSequence: seq, LastOffsetDelta: n - 1, RecordCount: n}
+	}
+	accept := func(h wal.BatchHeader, base wal.Offset) {
+		t.Helper()
+		if _, dup, err := p.checkSequence(h); err != nil || dup {
+			t.Fatalf("checkSequence(%+v) = dup %v, %v; want accepted", h, dup, err)
+		}
+		p.recordProducer(h, base, base+wal.Offset(h.LastOffsetDelta))
+	}
+	accept(hdr(0, 0, 3), 0)
+	accept(hdr(0, 3, 2), 3)
+	// An exact retry returns the original offset.
+	if base, dup, err := p.checkSequence(hdr(0, 0, 3)); err != nil || !dup || base != 0 {
+		t.Fatalf("retry of first batch: base %d dup %v err %v", base, dup, err)
+	}
+	if base, dup, err := p.checkSequence(hdr(0, 3, 2)); err != nil || !dup || base != 3 {
+		t.Fatalf("retry of second batch: base %d dup %v err %v", base, dup, err)
+	}
+	// A gap is refused.
+	if _, _, err := p.checkSequence(hdr(0, 9, 1)); !errors.Is(err, errOutOfOrderSequence) {
+		t.Fatalf("gap: %v", err)
+	}
+	// A new epoch must start at 0; an older epoch is fenced.
+	if _, _, err := p.checkSequence(hdr(1, 5, 1)); !errors.Is(err, errOutOfOrderSequence) {
+		t.Fatalf("new epoch at 5: %v", err)
+	}
+	accept(hdr(1, 0, 1), 5)
+	if _, _, err := p.checkSequence(hdr(0, 5, 1)); !errors.Is(err, errInvalidProducerEpoch) {
+		t.Fatalf("old epoch: %v", err)
+	}
+	// Only the last producerWindow batches are remembered.
+	seq := int32(1)
+	for i := 0; i < producerWindow+1; i++ {
+		accept(hdr(1, seq, 1), wal.Offset(6+i))
+		seq++
+	}
+	if _, dup, _ := p.checkSequence(hdr(1, 1, 1)); dup {
+		t.Fatal("a batch older than the window must not be reported as a duplicate")
+	}
+}
+
+func TestSeqAddWraps(t *testing.T) {
+	if got := seqAdd(2147483647, 1); got != 0 {
+		t.Fatalf("seqAdd(max, 1) = %d, want 0", got)
+	}
+	if got := seqAdd(2147483646, 3); got != 1 {
+		t.Fatalf("seqAdd(max-1, 3) = %d, want 1", got)
+	}
+	if got := seqAdd(5, 2); got != 7 {
+		t.Fatalf("seqAdd(5, 2) = %d", got)
+	}
+}
+
+func TestFirstOffsetAtOrAfter(t *testing.T) {
+	b := testBatch(5, -1, -1, -1, 1000)
+	binary.BigEndian.PutUint64(b[0:], 40) // stamped base offset
+	for _, tt := range []struct {
+		ts    int64
+		off   int64
+		found bool
+	}{{999, 40, true}, {1000, 40, true}, {1003, 43, true}, {1004, 44, true}, {1005, 0, false}} {
+		off, _, found, err := firstOffsetAtOrAfter(b, tt.ts)
+		if err != nil || found != tt.found || (found && off != tt.off) {
+			t.Errorf("ts %d: off %d found %v err %v; want %d %v", tt.ts, off, found, err, tt.off, tt.found)
+		}
+	}
+}

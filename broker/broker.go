@@ -1,0 +1,188 @@
+package broker
+
+// This file owns the Broker's lifecycle: opening the metadata store and the
+// partitions, serving Kafka and HTTP, and shutting everything down in order.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sluice-mq/sluice/meta"
+	"github.com/sluice-mq/sluice/wal/vfs"
+)
+
+// Broker is one Sluice server process.
+type Broker struct {
+	cfg    Config
+	logger zerolog.Logger
+	fs     vfs.FS
+	m      *metrics
+
+	store     *meta.Store
+	clusterID string
+
+	// adminMu serialises topic changes (create, delete, configs, partitions)
+	// so that each reads and replaces the registry entry it changes alone.
+	adminMu sync.Mutex
+
+	mu     sync.RWMutex
+	topics map[string]*topic   // guarded by mu
+	byID   map[[16]byte]*topic // guarded by mu
+
+	pidMu           sync.Mutex
+	pidNext, pidEnd int64 // guarded by pidMu: the unused rest of the reserved block
+
+	// partCtx is the parent context of every partition owner.
+	partCtx context.Context
+	partWG  sync.WaitGroup
+
+	kafkaLn   net.Listener
+	advertise string // host:port clients are told; set once the listener is bound
+	httpLn    net.Listener
+	ready     atomic.Bool
+	conns     sync.WaitGroup
+	connMu    sync.Mutex
+	openConns map[net.Conn]struct{} // guarded by connMu
+}
+
+// New checks the configuration and prepares a broker; Run starts it.
+func New(cfg Config, logger zerolog.Logger) (*Broker, error) {
+	if cfg.KafkaAdvertise == "" {
+		cfg.KafkaAdvertise = cfg.KafkaListen
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Meta.DataDir == "" {
+		cfg.Meta.DataDir = cfg.DataDir
+	}
+	if cfg.Meta.Name == "" {
+		cfg.Meta.Name = fmt.Sprint(cfg.NodeID)
+	}
+	return &Broker{
+		cfg:       cfg,
+		logger:    logger.With().Str("component", "broker").Int32("node", cfg.NodeID).Logger(),
+		fs:        vfs.OS,
+		m:         newMetrics(),
+		topics:    make(map[string]*topic),
+		byID:      make(map[[16]byte]*topic),
+		openConns: make(map[net.Conn]struct{}),
+	}, nil
+}
+
+// KafkaAddr is the bound Kafka listener address (useful with port 0).
+func (b *Broker) KafkaAddr() string {
+	if b.kafkaLn == nil {
+		return ""
+	}
+	return b.kafkaLn.Addr().String()
+}
+
+// Run serves until ctx is cancelled, then shuts down cleanly. It returns the
+// first error that stopped the broker, or nil after a requested shutdown.
+func (b *Broker) Run(ctx context.Context) error {
+	var err error
+	b.store, err = meta.Open(ctx, b.cfg.Meta, b.logger)
+	if err != nil {
+		return fmt.Errorf("broker: open metadata: %w", err)
+	}
+	defer func() {
+		if err := b.store.Close(); err != nil {
+			b.logger.Warn().Err(err).Msg("close metadata store")
+		}
+	}()
+	if b.clusterID, err = b.store.ClusterID(ctx); err != nil {
+		return fmt.Errorf("broker: cluster id: %w", err)
+	}
+
+	partCtx, stopPartitions := context.WithCancel(context.WithoutCancel(ctx))
+	b.partCtx = partCtx
+	defer func() {
+		stopPartitions()
+		b.partWG.Wait()
+		b.closeTopics()
+	}()
+	if err := b.loadTopics(ctx); err != nil {
+		return err
+	}
+
+	if b.kafkaLn, err = net.Listen("tcp", b.cfg.KafkaListen); err != nil {
+		return fmt.Errorf("broker: kafka listener: %w", err)
+	}
+	b.advertise = b.cfg.KafkaAdvertise
+	if b.advertise == b.cfg.KafkaListen {
+		b.advertise = b.kafkaLn.Addr().String()
+	}
+	if b.httpLn, err = net.Listen("tcp", b.cfg.HTTPListen); err != nil {
+		b.kafkaLn.Close()
+		return fmt.Errorf("broker: http listener: %w", err)
+	}
+	httpSrv := &http.Server{Handler: b.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+
+	serveCtx, stopServing := context.WithCancel(ctx)
+	defer stopServing()
+	errc := make(chan error, 2)
+	go func() { errc <- b.serveKafka(serveCtx) }()
+	go func() {
+		if err := httpSrv.Serve(b.httpLn); !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("broker: http: %w", err)
+			return
+		}
+		errc <- nil
+	}()
+	var maintWG sync.WaitGroup
+	maintWG.Add(1)
+	go func() { defer maintWG.Done(); b.maintainLoop(serveCtx) }()
+
+	b.ready.Store(true)
+	b.logger.Info().Str("kafka", b.kafkaLn.Addr().String()).Str("http", b.httpLn.Addr().String()).
+		Str("cluster_id", b.clusterID).Msg("broker ready")
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+	}
+	b.ready.Store(false)
+	b.logger.Info().Msg("shutting down")
+	stopServing()
+	b.kafkaLn.Close()
+	b.closeConns()
+	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := httpSrv.Shutdown(shutCtx); err != nil {
+		b.logger.Warn().Err(err).Msg("http shutdown")
+	}
+	b.conns.Wait()
+	maintWG.Wait()
+	return runErr
+}
+
+// maintainLoop asks every partition to roll aged segments and apply retention.
+func (b *Broker) maintainLoop(ctx context.Context) {
+	t := time.NewTicker(b.cfg.RetentionCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			for _, p := range b.allPartitions() {
+				p.maintain()
+			}
+		}
+	}
+}
+
+func (b *Broker) walDir(id [16]byte, partition int32) string {
+	return filepath.Join(b.cfg.DataDir, "wal", uuidString(id), fmt.Sprint(partition))
+}

@@ -1,0 +1,88 @@
+package broker
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/sluice-mq/sluice/meta"
+)
+
+// Config is everything a broker needs to run. cmd/sluiced fills it from flags
+// and an optional YAML file; tests fill it directly.
+type Config struct {
+	NodeID         int32
+	AZ             string
+	DataDir        string
+	KafkaListen    string // host:port the Kafka listener binds
+	KafkaAdvertise string // host:port given to clients; defaults to KafkaListen
+	HTTPListen     string
+	ObjectStore    string // object store URL; used by tiering
+
+	AutoCreateTopics  bool
+	DefaultPartitions int32
+
+	// RetentionCheckInterval is how often each partition rolls aged
+	// segments and applies retention.
+	RetentionCheckInterval time.Duration
+	// MaxRequestBytes bounds one request frame (Kafka's socket.request.max.bytes).
+	MaxRequestBytes int32
+	// PartitionQueue bounds the produce batches waiting for one partition owner.
+	PartitionQueue int
+
+	Meta meta.Config
+}
+
+// DefaultConfig returns the settings of a lone broker started with no flags.
+func DefaultConfig() Config {
+	return Config{
+		NodeID:                 1,
+		AZ:                     "az1",
+		DataDir:                "data",
+		KafkaListen:            "127.0.0.1:9092",
+		HTTPListen:             "127.0.0.1:8080",
+		AutoCreateTopics:       true,
+		DefaultPartitions:      1,
+		RetentionCheckInterval: 30 * time.Second,
+		MaxRequestBytes:        100 << 20,
+		PartitionQueue:         256,
+		Meta: meta.Config{
+			ListenClient: "127.0.0.1:2379",
+			ListenPeer:   "127.0.0.1:2380",
+		},
+	}
+}
+
+// Validate reports the first setting that cannot work.
+func (c Config) Validate() error {
+	if c.NodeID < 0 {
+		return fmt.Errorf("broker: node id %d must not be negative", c.NodeID)
+	}
+	if c.DataDir == "" {
+		return errors.New("broker: data dir is required")
+	}
+	for name, addr := range map[string]string{"kafka-listen": c.KafkaListen, "http-listen": c.HTTPListen} {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("broker: --%s %q: %w", name, addr, err)
+		}
+	}
+	if c.KafkaAdvertise != "" {
+		if _, _, err := net.SplitHostPort(c.KafkaAdvertise); err != nil {
+			return fmt.Errorf("broker: --kafka-advertise %q: %w", c.KafkaAdvertise, err)
+		}
+	}
+	if c.DefaultPartitions < 1 {
+		return fmt.Errorf("broker: default partitions %d must be at least 1", c.DefaultPartitions)
+	}
+	if c.RetentionCheckInterval <= 0 {
+		return fmt.Errorf("broker: retention check interval %v must be positive", c.RetentionCheckInterval)
+	}
+	if c.MaxRequestBytes < 1024 {
+		return fmt.Errorf("broker: max request bytes %d is too small", c.MaxRequestBytes)
+	}
+	if c.PartitionQueue < 1 {
+		return fmt.Errorf("broker: partition queue %d must be at least 1", c.PartitionQueue)
+	}
+	return nil
+}

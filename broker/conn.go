@@ -1,0 +1,263 @@
+package broker
+
+// This file owns Kafka connections: framing, request headers, and the
+// ordering of responses.
+//
+// Invariant: responses on a connection are written in request order.
+// Invariant: a frame that cannot be parsed closes its connection (with a log
+// line); it never reaches a handler and never stops the broker.
+//
+// Each connection has a reader goroutine (serveConn), which decodes requests
+// and runs handlers in order, and a writer goroutine, which waits for each
+// reply in turn and writes it. Produce handlers queue their batches on the
+// reader goroutine and return a reply that waits for the fsync, so requests
+// pipelined on one connection share group commits.
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// maxPipelined bounds the replies a connection may owe before the reader
+// stops reading.
+const maxPipelined = 16
+
+// request is one decoded Kafka request.
+type request struct {
+	key, version int16
+	correlation  int32
+	clientID     string
+	body         kmsg.Request
+}
+
+// reply produces the response of a request, waiting if it must. A nil reply
+// means no response is sent (produce with acks=0).
+type reply func() kmsg.Response
+
+func done(resp kmsg.Response) reply { return func() kmsg.Response { return resp } }
+
+type outbound struct {
+	req   *request
+	reply reply
+}
+
+var errFrame = errors.New("bad frame")
+
+func (b *Broker) serveKafka(ctx context.Context) error {
+	for {
+		nc, err := b.kafkaLn.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			b.logger.Warn().Err(err).Msg("accept")
+			continue
+		}
+		b.connMu.Lock()
+		b.openConns[nc] = struct{}{}
+		b.connMu.Unlock()
+		b.conns.Add(1)
+		go func() {
+			defer b.conns.Done()
+			b.serveConn(ctx, nc)
+			b.connMu.Lock()
+			delete(b.openConns, nc)
+			b.connMu.Unlock()
+		}()
+	}
+}
+
+// closeConns closes every open connection so their goroutines end.
+func (b *Broker) closeConns() {
+	b.connMu.Lock()
+	defer b.connMu.Unlock()
+	for nc := range b.openConns {
+		nc.Close()
+	}
+}
+
+func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
+	logger := b.logger.With().Str("remote", nc.RemoteAddr().String()).Logger()
+	out := make(chan outbound, maxPipelined)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		b.writeReplies(nc, out, logger)
+	}()
+	defer func() {
+		close(out)
+		<-writerDone
+		nc.Close()
+	}()
+
+	r := bufio.NewReaderSize(nc, 64<<10)
+	for {
+		frame, err := readFrame(r, b.cfg.MaxRequestBytes)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
+				logger.Warn().Err(err).Msg("closing connection")
+			}
+			return
+		}
+		req, err := parseRequest(frame)
+		if err != nil {
+			logger.Warn().Err(err).Msg("closing connection on an unparsable request")
+			return
+		}
+		start := time.Now()
+		rep, err := b.dispatch(ctx, req)
+		if err != nil {
+			logger.Warn().Err(err).Str("api", kmsg.NameForKey(req.key)).Int16("version", req.version).
+				Str("client", req.clientID).Msg("closing connection")
+			return
+		}
+		b.m.observeRequest(req.key, start)
+		if rep == nil {
+			continue
+		}
+		select {
+		case out <- outbound{req: req, reply: rep}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// writeReplies writes each reply in order. After a write error it keeps
+// draining so the reader never blocks on a dead connection.
+func (b *Broker) writeReplies(nc net.Conn, out <-chan outbound, logger zerolog.Logger) {
+	w := bufio.NewWriterSize(nc, 64<<10)
+	var buf []byte
+	failed := false
+	for o := range out {
+		resp := o.reply()
+		if failed {
+			continue
+		}
+		buf = encodeResponse(buf[:0], o.req, resp)
+		_, err := w.Write(buf)
+		if err == nil && len(out) == 0 {
+			err = w.Flush()
+		}
+		if err != nil {
+			logger.Debug().Err(err).Msg("write response")
+			failed = true
+			nc.Close()
+		}
+	}
+	if !failed {
+		_ = w.Flush()
+	}
+}
+
+// readFrame reads one size-prefixed request.
+func readFrame(r io.Reader, max int32) ([]byte, error) {
+	var size [4]byte
+	if _, err := io.ReadFull(r, size[:]); err != nil {
+		return nil, err
+	}
+	n := int32(binary.BigEndian.Uint32(size[:]))
+	if n < 8 || n > max {
+		return nil, fmt.Errorf("%w: request size %d outside [8, %d]", errFrame, n, max)
+	}
+	frame := make([]byte, n)
+	if _, err := io.ReadFull(r, frame); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, fmt.Errorf("%w: truncated request: %w", errFrame, err)
+	}
+	return frame, nil
+}
+
+// parseRequest decodes the request header and, for a known key and a
+// version kmsg can parse, the body. Version checks against what this broker
+// advertises happen in dispatch.
+func parseRequest(frame []byte) (*request, error) {
+	req := &request{
+		key:         int16(binary.BigEndian.Uint16(frame[0:])),
+		version:     int16(binary.BigEndian.Uint16(frame[2:])),
+		correlation: int32(binary.BigEndian.Uint32(frame[4:])),
+	}
+	body := kmsg.RequestForKey(req.key)
+	if body == nil {
+		return nil, fmt.Errorf("%w: unknown api key %d", errFrame, req.key)
+	}
+	rest := frame[8:]
+	if len(rest) < 2 {
+		return nil, fmt.Errorf("%w: missing client id", errFrame)
+	}
+	idLen := int16(binary.BigEndian.Uint16(rest))
+	rest = rest[2:]
+	if idLen > 0 {
+		if int(idLen) > len(rest) {
+			return nil, fmt.Errorf("%w: client id length %d past the frame", errFrame, idLen)
+		}
+		req.clientID = string(rest[:idLen])
+		rest = rest[idLen:]
+	}
+	if req.version < 0 || req.version > body.MaxVersion() {
+		if req.key == apiVersionsKey {
+			// Answered with the v0 error response before parsing the body.
+			req.body = body
+			return req, nil
+		}
+		return nil, fmt.Errorf("%w: %s version %d is unknown", errFrame, kmsg.NameForKey(req.key), req.version)
+	}
+	body.SetVersion(req.version)
+	if body.IsFlexible() {
+		var err error
+		if rest, err = skipTags(rest); err != nil {
+			return nil, err
+		}
+	}
+	if err := body.ReadFrom(rest); err != nil {
+		return nil, fmt.Errorf("%w: %s v%d body: %w", errFrame, kmsg.NameForKey(req.key), req.version, err)
+	}
+	req.body = body
+	return req, nil
+}
+
+// skipTags skips a tagged-field section of a flexible request header.
+func skipTags(b []byte) ([]byte, error) {
+	n, sz := binary.Uvarint(b)
+	if sz <= 0 || n > 64 {
+		return nil, fmt.Errorf("%w: bad header tag count", errFrame)
+	}
+	b = b[sz:]
+	for i := uint64(0); i < n; i++ {
+		_, ksz := binary.Uvarint(b)
+		if ksz <= 0 {
+			return nil, fmt.Errorf("%w: bad header tag key", errFrame)
+		}
+		b = b[ksz:]
+		l, lsz := binary.Uvarint(b)
+		if lsz <= 0 || l > uint64(len(b)-lsz) {
+			return nil, fmt.Errorf("%w: bad header tag length", errFrame)
+		}
+		b = b[lsz+int(l):]
+	}
+	return b, nil
+}
+
+// encodeResponse appends a size-prefixed response frame to dst.
+func encodeResponse(dst []byte, req *request, resp kmsg.Response) []byte {
+	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(req.correlation))
+	// The ApiVersions response header never carries tags (KIP-511).
+	if resp.IsFlexible() && req.key != apiVersionsKey {
+		dst = append(dst, 0)
+	}
+	dst = resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst, uint32(len(dst)-4))
+	return dst
+}

@@ -1,0 +1,87 @@
+package broker
+
+// This file owns the one mapping from internal errors to Kafka error codes.
+// Kafka codes exist only at the protocol edge; everything inside the broker
+// returns wrapped Go errors.
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-mq/sluice/meta"
+	"github.com/sluice-mq/sluice/wal"
+)
+
+var (
+	errShuttingDown         = errors.New("broker is shutting down")
+	errBackpressure         = errors.New("partition queue is full")
+	errUnknownTopic         = errors.New("unknown topic or partition")
+	errInvalidTopic         = errors.New("invalid topic name")
+	errInvalidPartitions    = errors.New("invalid number of partitions")
+	errInvalidReplication   = errors.New("invalid replication factor")
+	errInvalidRecord        = errors.New("invalid record")
+	errCorruptMessage       = errors.New("corrupt record batch")
+	errMessageTooLarge      = errors.New("record batch too large")
+	errInvalidRequiredAcks  = errors.New("acks must be -1, 0 or 1")
+	errInvalidProducerEpoch = errors.New("producer epoch is stale")
+	errOutOfOrderSequence   = errors.New("out of order sequence number")
+	errUnsupportedVersion   = errors.New("unsupported version")
+	errInvalidRequest       = errors.New("invalid request")
+	errInvalidTimestamp     = errors.New("invalid timestamp")
+	errStorage              = errors.New("storage error")
+)
+
+// errorCode maps an error to the Kafka error code a client should see.
+// A nil error is 0. Unknown errors are UNKNOWN_SERVER_ERROR, never silence.
+func errorCode(err error) int16 {
+	if err == nil {
+		return 0
+	}
+	var cfgErr *errInvalidConfig
+	var kafkaErr *kerr.Error
+	switch {
+	case errors.As(err, &kafkaErr):
+		return kafkaErr.Code
+	case errors.As(err, &cfgErr):
+		return kerr.InvalidConfig.Code
+	}
+	for _, m := range errorCodes {
+		if errors.Is(err, m.err) {
+			return m.code
+		}
+	}
+	return kerr.UnknownServerError.Code
+}
+
+var errorCodes = []struct {
+	err  error
+	code int16
+}{
+	{errShuttingDown, kerr.NotLeaderForPartition.Code},
+	{errBackpressure, kerr.RequestTimedOut.Code},
+	{errUnknownTopic, kerr.UnknownTopicOrPartition.Code},
+	{meta.ErrTopicNotFound, kerr.UnknownTopicOrPartition.Code},
+	{meta.ErrTopicExists, kerr.TopicAlreadyExists.Code},
+	{meta.ErrConflict, kerr.RequestTimedOut.Code}, // lost a CAS race; the client retries
+	{errInvalidTopic, kerr.InvalidTopicException.Code},
+	{errInvalidPartitions, kerr.InvalidPartitions.Code},
+	{errInvalidReplication, kerr.InvalidReplicationFactor.Code},
+	{errInvalidRecord, kerr.InvalidRecord.Code},
+	{errCorruptMessage, kerr.CorruptMessage.Code},
+	{wal.ErrCorrupt, kerr.CorruptMessage.Code},
+	{wal.ErrInvalidBatch, kerr.CorruptMessage.Code},
+	{errMessageTooLarge, kerr.MessageTooLarge.Code},
+	{errInvalidRequiredAcks, kerr.InvalidRequiredAcks.Code},
+	{errInvalidProducerEpoch, kerr.InvalidProducerEpoch.Code},
+	{errOutOfOrderSequence, kerr.OutOfOrderSequenceNumber.Code},
+	{errUnsupportedVersion, kerr.UnsupportedVersion.Code},
+	{errInvalidRequest, kerr.InvalidRequest.Code},
+	{errInvalidTimestamp, kerr.InvalidTimestamp.Code},
+	{wal.ErrOffsetOutOfRange, kerr.OffsetOutOfRange.Code},
+	{errStorage, kerr.KafkaStorageError.Code},
+	{wal.ErrClosed, kerr.NotLeaderForPartition.Code},
+	{context.DeadlineExceeded, kerr.RequestTimedOut.Code},
+	{context.Canceled, kerr.RequestTimedOut.Code},
+}

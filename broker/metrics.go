@@ -1,0 +1,109 @@
+package broker
+
+// This file owns the broker's Prometheus metrics. Each Broker has its own
+// registry, so several brokers can run in one test process.
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+type metrics struct {
+	reg        *prometheus.Registry
+	requests   *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	bytesInC   *prometheus.CounterVec
+	recordsInC *prometheus.CounterVec
+	bytesOutC  *prometheus.CounterVec
+	fsync      prometheus.Histogram
+}
+
+func newMetrics() *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_kafka_requests_total", Help: "Kafka requests handled, by API.",
+		}, []string{"api"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "sluice_kafka_request_duration_seconds", Help: "Time to handle a Kafka request (until its reply is ready to wait on), by API.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2.5, 14),
+		}, []string{"api"}),
+		bytesInC: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_topic_bytes_in_total", Help: "Record batch bytes accepted for appending, by topic.",
+		}, []string{"topic"}),
+		recordsInC: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_topic_records_in_total", Help: "Records accepted for appending, by topic.",
+		}, []string{"topic"}),
+		bytesOutC: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_topic_bytes_out_total", Help: "Record batch bytes returned to fetches, by topic.",
+		}, []string{"topic"}),
+		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "sluice_wal_fsync_duration_seconds", Help: "Duration of group-commit fsyncs.",
+			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
+		}),
+	}
+	m.reg.MustRegister(m.requests, m.latency, m.bytesInC, m.recordsInC, m.bytesOutC, m.fsync,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func (m *metrics) observeRequest(key int16, start time.Time) {
+	name := kmsg.NameForKey(key)
+	m.requests.WithLabelValues(name).Inc()
+	m.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
+}
+
+func (m *metrics) recordsIn(topic string, bytes, records int) {
+	m.bytesInC.WithLabelValues(topic).Add(float64(bytes))
+	m.recordsInC.WithLabelValues(topic).Add(float64(records))
+}
+
+func (m *metrics) bytesOut(topic string, bytes int) {
+	m.bytesOutC.WithLabelValues(topic).Add(float64(bytes))
+}
+
+// startFsync starts timing one fsync; call the result when it ends.
+func (m *metrics) startFsync() func() {
+	start := time.Now()
+	return func() { m.fsync.Observe(time.Since(start).Seconds()) }
+}
+
+// offsetCollector reports log start, log end and high watermark per
+// partition at scrape time.
+type offsetCollector struct {
+	b                    *Broker
+	start, end, hwm, siz *prometheus.Desc
+}
+
+func newOffsetCollector(b *Broker) *offsetCollector {
+	labels := []string{"topic", "partition"}
+	return &offsetCollector{
+		b:     b,
+		start: prometheus.NewDesc("sluice_partition_log_start_offset", "First offset still in the partition's log.", labels, nil),
+		end:   prometheus.NewDesc("sluice_partition_log_end_offset", "Next offset the partition will assign.", labels, nil),
+		hwm:   prometheus.NewDesc("sluice_partition_high_watermark", "Offsets below this are committed and visible to consumers.", labels, nil),
+		siz:   prometheus.NewDesc("sluice_partition_log_bytes", "Bytes of the partition's local log on disk.", labels, nil),
+	}
+}
+
+func (c *offsetCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.start
+	ch <- c.end
+	ch <- c.hwm
+	ch <- c.siz
+}
+
+func (c *offsetCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, p := range c.b.allPartitions() {
+		part := strconv.Itoa(int(p.index))
+		hw, _ := p.highWatermark()
+		ch <- prometheus.MustNewConstMetric(c.start, prometheus.GaugeValue, float64(p.log.StartOffset()), p.topic, part)
+		ch <- prometheus.MustNewConstMetric(c.end, prometheus.GaugeValue, float64(p.log.EndOffset()), p.topic, part)
+		ch <- prometheus.MustNewConstMetric(c.hwm, prometheus.GaugeValue, float64(hw), p.topic, part)
+		ch <- prometheus.MustNewConstMetric(c.siz, prometheus.GaugeValue, float64(p.log.Size()), p.topic, part)
+	}
+}

@@ -1,0 +1,260 @@
+package broker
+
+// This file owns one partition's owner goroutine.
+//
+// Invariant: only the owner goroutine (run) appends to the log, changes the
+// producer state or raises the high watermark.
+// Invariant: the high watermark never exceeds the log's durable end, so a
+// consumer never sees a record that a crash could take back.
+// Invariant: a produce reply is sent only after the fsync covering its batch.
+//
+// The high watermark and its change notification are guarded by mu, so
+// Fetch long polls on other goroutines can wait on it.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sluice-mq/sluice/wal"
+)
+
+// maxGroupCommit bounds how many queued batches share one fsync.
+const maxGroupCommit = 256
+
+type appendReq struct {
+	batch []byte
+	hdr   wal.BatchHeader
+	res   chan appendResult // buffered, capacity 1
+}
+
+type appendResult struct {
+	base     wal.Offset
+	logStart wal.Offset
+	err      error
+}
+
+type partition struct {
+	topic  string
+	index  int32
+	log    *wal.Log
+	logger zerolog.Logger
+	m      *metrics
+
+	appends chan *appendReq
+	ctl     chan func()
+	done    chan struct{}
+	stop    context.CancelFunc // set by Broker.startPartition before run starts
+
+	// producers is owned by the run goroutine.
+	producers map[int64]*producerState
+	epoch     wal.Epoch
+
+	mu     sync.Mutex    // guards hw and hwWait
+	hw     wal.Offset    // guarded by mu
+	hwWait chan struct{} // guarded by mu; closed and replaced when hw rises
+}
+
+// openPartition opens (and recovers) the log of one partition and rebuilds
+// its producer state. The caller starts run.
+func openPartition(topic string, index int32, l *wal.Log, queue int, m *metrics, logger zerolog.Logger) (*partition, error) {
+	p := &partition{
+		topic:     topic,
+		index:     index,
+		log:       l,
+		logger:    logger,
+		m:         m,
+		appends:   make(chan *appendReq, queue),
+		ctl:       make(chan func(), 16),
+		done:      make(chan struct{}),
+		producers: make(map[int64]*producerState),
+		hwWait:    make(chan struct{}),
+	}
+	// What recovery kept is on disk but not necessarily synced: sync it before
+	// exposing it, so the first high watermark is durable.
+	end, err := l.Sync()
+	if err != nil {
+		return nil, fmt.Errorf("broker: sync recovered log of %s-%d: %w", topic, index, err)
+	}
+	if err := p.rebuildProducers(); err != nil {
+		return nil, err
+	}
+	p.hw = end
+	return p, nil
+}
+
+// highWatermark returns the current high watermark and a channel closed when
+// it next rises.
+func (p *partition) highWatermark() (wal.Offset, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hw, p.hwWait
+}
+
+func (p *partition) setHighWatermark(hw wal.Offset) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if hw <= p.hw {
+		return
+	}
+	p.hw = hw
+	close(p.hwWait)
+	p.hwWait = make(chan struct{})
+}
+
+// run is the owner loop. It returns when ctx ends; queued appends are failed.
+func (p *partition) run(ctx context.Context) {
+	defer close(p.done)
+	group := make([]*appendReq, 0, maxGroupCommit)
+	for {
+		select {
+		case <-ctx.Done():
+			p.failQueued()
+			return
+		case fn := <-p.ctl:
+			fn()
+		case r := <-p.appends:
+			group = append(group[:0], r)
+		drain:
+			for len(group) < maxGroupCommit {
+				select {
+				case r := <-p.appends:
+					group = append(group, r)
+				default:
+					break drain
+				}
+			}
+			p.appendGroup(group)
+			clear(group)
+		}
+	}
+}
+
+func (p *partition) failQueued() {
+	for {
+		select {
+		case r := <-p.appends:
+			r.res <- appendResult{err: errShuttingDown}
+		default:
+			return
+		}
+	}
+}
+
+// appendGroup appends every batch of the group, fsyncs once, publishes the
+// new high watermark and then answers each request.
+func (p *partition) appendGroup(group []*appendReq) {
+	results := make([]appendResult, len(group))
+	appended := false
+	for i, r := range group {
+		dupBase, dup, err := p.checkSequence(r.hdr)
+		switch {
+		case err != nil:
+			results[i].err = err
+			continue
+		case dup:
+			results[i].base = dupBase
+			continue
+		}
+		base, last, err := p.log.Append(r.batch, p.epoch)
+		if err != nil {
+			results[i].err = fmt.Errorf("%w: append to %s-%d: %w", errStorage, p.topic, p.index, err)
+			p.logger.Error().Err(err).Msg("append failed")
+			continue
+		}
+		p.recordProducer(r.hdr, base, last)
+		results[i].base = base
+		appended = true
+	}
+	if appended {
+		timer := p.m.startFsync()
+		end, err := p.log.Sync()
+		timer()
+		if err != nil {
+			p.logger.Error().Err(err).Msg("fsync failed; the partition refuses appends until restarted")
+			for i := range results {
+				if results[i].err == nil {
+					results[i].err = fmt.Errorf("%w: sync %s-%d: %w", errStorage, p.topic, p.index, err)
+				}
+			}
+		} else {
+			p.setHighWatermark(end)
+		}
+	}
+	start := p.log.StartOffset()
+	for i, r := range group {
+		results[i].logStart = start
+		r.res <- results[i]
+	}
+}
+
+// enqueue hands a batch to the owner; the reply arrives on r.res. It fails
+// fast with errBackpressure when the queue is full.
+func (p *partition) enqueue(r *appendReq) error {
+	select {
+	case p.appends <- r:
+		return nil
+	case <-p.done:
+		return errShuttingDown
+	default:
+		return errBackpressure
+	}
+}
+
+// maintain asks the owner to roll aged segments and apply retention. It never
+// blocks: a partition that is busy is maintained on the next tick.
+func (p *partition) maintain() {
+	select {
+	case p.ctl <- func() {
+		if n, err := p.log.Maintain(); err != nil {
+			p.logger.Error().Err(err).Msg("retention failed")
+		} else if n > 0 {
+			p.logger.Info().Int("segments", n).Int64("log_start", int64(p.log.StartOffset())).Msg("retention deleted segments")
+		}
+	}:
+	default:
+	}
+}
+
+// reconfigure applies new topic settings on the owner goroutine.
+func (p *partition) reconfigure(cfg wal.Config) {
+	done := make(chan struct{})
+	select {
+	case p.ctl <- func() {
+		defer close(done)
+		if err := p.log.SetConfig(cfg); err != nil {
+			p.logger.Error().Err(err).Msg("apply topic config")
+		}
+	}:
+		select {
+		case <-done:
+		case <-p.done:
+		}
+	case <-p.done:
+	}
+}
+
+// stopAndDelete stops the owner and removes the partition's log from disk.
+func (p *partition) stopAndDelete() {
+	p.stop()
+	<-p.done
+	if err := p.log.Delete(); err != nil {
+		p.logger.Error().Err(err).Msg("delete log")
+	}
+}
+
+// read returns whole batches from offset, up to the high watermark.
+func (p *partition) read(from wal.Offset, maxBytes int) ([]byte, wal.Offset, error) {
+	hw, _ := p.highWatermark()
+	if from > hw {
+		return nil, hw, wal.ErrOffsetOutOfRange
+	}
+	b, err := p.log.Read(from, hw, maxBytes)
+	if errors.Is(err, wal.ErrOffsetOutOfRange) {
+		return nil, hw, err
+	}
+	return b, hw, err
+}

@@ -1,0 +1,129 @@
+package broker
+
+// This file owns idempotent-producer deduplication for one partition.
+//
+// Invariant: per producer id, batches are accepted only in sequence order;
+// an exact retry of one of the last producerWindow batches is answered with
+// its original base offset and is not appended again.
+//
+// The state lives in partition.producers and is touched only by the
+// partition's owner goroutine. On open it is rebuilt by scanning the batch
+// headers of the local log.
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/sluice-mq/sluice/wal"
+)
+
+// producerWindow is how many recent batches per producer are remembered,
+// matching the in-flight limit idempotent clients use.
+const producerWindow = 5
+
+type producerBatch struct {
+	firstSeq, lastSeq int32
+	base              wal.Offset
+}
+
+type producerState struct {
+	epoch   int16
+	batches []producerBatch // oldest first, at most producerWindow
+}
+
+func (s *producerState) lastSeq() int32 { return s.batches[len(s.batches)-1].lastSeq }
+
+// seqAdd adds n to a sequence number, wrapping at MaxInt32 as clients do.
+func seqAdd(seq int32, n int32) int32 {
+	if seq > math.MaxInt32-n {
+		return n - (math.MaxInt32 - seq) - 1
+	}
+	return seq + n
+}
+
+// checkSequence decides whether a batch may be appended. dup reports an
+// exact retry of a batch already in the log, with its original base offset.
+func (p *partition) checkSequence(h wal.BatchHeader) (dupBase wal.Offset, dup bool, err error) {
+	if h.ProducerID < 0 {
+		return 0, false, nil
+	}
+	s := p.producers[h.ProducerID]
+	if s == nil || len(s.batches) == 0 {
+		// An unknown producer (new, or its batches are gone from the local
+		// log) starts wherever it says.
+		return 0, false, nil
+	}
+	switch {
+	case h.ProducerEpoch < s.epoch:
+		return 0, false, fmt.Errorf("%w: producer %d epoch %d is older than %d", errInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, s.epoch)
+	case h.ProducerEpoch > s.epoch:
+		if h.BaseSequence != 0 {
+			return 0, false, fmt.Errorf("%w: producer %d new epoch %d must start at sequence 0, got %d", errOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, h.BaseSequence)
+		}
+		return 0, false, nil
+	}
+	last := seqAdd(h.BaseSequence, h.LastOffsetDelta)
+	for _, b := range s.batches {
+		if b.firstSeq == h.BaseSequence && b.lastSeq == last {
+			return b.base, true, nil
+		}
+	}
+	if want := seqAdd(s.lastSeq(), 1); h.BaseSequence != want {
+		return 0, false, fmt.Errorf("%w: producer %d epoch %d expected sequence %d, got %d", errOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, want, h.BaseSequence)
+	}
+	return 0, false, nil
+}
+
+// recordProducer remembers an appended batch of an idempotent producer.
+func (p *partition) recordProducer(h wal.BatchHeader, base, _ wal.Offset) {
+	if h.ProducerID < 0 {
+		return
+	}
+	s := p.producers[h.ProducerID]
+	if s == nil {
+		s = &producerState{}
+		p.producers[h.ProducerID] = s
+	}
+	if h.ProducerEpoch != s.epoch {
+		s.epoch = h.ProducerEpoch
+		s.batches = s.batches[:0]
+	}
+	if len(s.batches) == producerWindow {
+		copy(s.batches, s.batches[1:])
+		s.batches = s.batches[:producerWindow-1]
+	}
+	s.batches = append(s.batches, producerBatch{
+		firstSeq: h.BaseSequence,
+		lastSeq:  seqAdd(h.BaseSequence, h.LastOffsetDelta),
+		base:     base,
+	})
+}
+
+// rebuildProducers replays the batch headers of the local log.
+func (p *partition) rebuildProducers() error {
+	from := p.log.StartOffset()
+	end := p.log.EndOffset()
+	for from < end {
+		chunk, err := p.log.Read(from, end, 4<<20)
+		if err != nil {
+			return fmt.Errorf("broker: rebuild producer state of %s-%d at %d: %w", p.topic, p.index, from, err)
+		}
+		if len(chunk) == 0 {
+			break
+		}
+		for len(chunk) > 0 {
+			h, err := wal.ParseBatchHeader(chunk)
+			if err != nil {
+				return fmt.Errorf("broker: rebuild producer state of %s-%d: %w", p.topic, p.index, err)
+			}
+			p.recordProducer(h, h.BaseOffset, h.BaseOffset+wal.Offset(h.LastOffsetDelta))
+			from = h.BaseOffset + wal.Offset(h.LastOffsetDelta) + 1
+			size := int(h.Length) + 12
+			if size > len(chunk) {
+				break
+			}
+			chunk = chunk[size:]
+		}
+	}
+	return nil
+}

@@ -1,0 +1,108 @@
+package broker
+
+// This file owns reading the records inside a stored batch, which the broker
+// needs only to answer timestamp lookups. Batches are decoded with kmsg and
+// decompressed with the codec libraries; nothing here rewrites a batch.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/snappy"
+	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// maxDecompressed bounds the decompressed size of one batch we inspect.
+const maxDecompressed = 256 << 20
+
+var zstdDecoders = sync.Pool{New: func() any {
+	d, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxDecompressed))
+	return d
+}}
+
+// xerialMagic starts snappy data framed the way the Java client frames it.
+var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
+
+// decompress returns the raw records section of a batch.
+func decompress(codec int16, data []byte) ([]byte, error) {
+	switch codec {
+	case 0:
+		return data, nil
+	case 1:
+		zr, err := gzip.NewReader(bytes.NewReader(data))
+		if err != nil {
+			return nil, err
+		}
+		return io.ReadAll(io.LimitReader(zr, maxDecompressed))
+	case 2:
+		return unsnappy(data)
+	case 3:
+		return io.ReadAll(io.LimitReader(lz4.NewReader(bytes.NewReader(data)), maxDecompressed))
+	case 4:
+		d := zstdDecoders.Get().(*zstd.Decoder)
+		defer zstdDecoders.Put(d)
+		return d.DecodeAll(data, nil)
+	}
+	return nil, fmt.Errorf("unknown compression codec %d", codec)
+}
+
+func unsnappy(data []byte) ([]byte, error) {
+	if !bytes.HasPrefix(data, xerialMagic) {
+		return snappy.Decode(nil, data)
+	}
+	// xerial framing: magic, two int32 versions, then (length, chunk) pairs.
+	rest := data[16:]
+	var out []byte
+	for len(rest) > 0 {
+		if len(rest) < 4 {
+			return nil, fmt.Errorf("xerial snappy: truncated chunk length")
+		}
+		n := int(binary.BigEndian.Uint32(rest))
+		rest = rest[4:]
+		if n > len(rest) {
+			return nil, fmt.Errorf("xerial snappy: chunk of %d bytes past the end", n)
+		}
+		chunk, err := snappy.Decode(nil, rest[:n])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, chunk...)
+		rest = rest[n:]
+	}
+	return out, nil
+}
+
+// firstOffsetAtOrAfter returns the offset and timestamp of the first record
+// in batch whose timestamp is at least ts.
+func firstOffsetAtOrAfter(batch []byte, ts int64) (offset, recordTS int64, found bool, err error) {
+	var rb kmsg.RecordBatch
+	if err := rb.ReadFrom(batch); err != nil {
+		return 0, 0, false, fmt.Errorf("decode batch: %w", err)
+	}
+	raw, err := decompress(rb.Attributes&attrCodecMask, rb.Records)
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("decompress batch at %d: %w", rb.FirstOffset, err)
+	}
+	for i := int32(0); i < rb.NumRecords && len(raw) > 0; i++ {
+		length, n := binary.Varint(raw)
+		if n <= 0 || length < 0 || int64(len(raw)-n) < length {
+			return 0, 0, false, fmt.Errorf("record %d of batch at %d is truncated", i, rb.FirstOffset)
+		}
+		var rec kmsg.Record
+		if err := rec.ReadFrom(raw[:n+int(length)]); err != nil {
+			return 0, 0, false, fmt.Errorf("record %d of batch at %d: %w", i, rb.FirstOffset, err)
+		}
+		raw = raw[n+int(length):]
+		recTS := rb.FirstTimestamp + rec.TimestampDelta64
+		if recTS >= ts {
+			return rb.FirstOffset + int64(rec.OffsetDelta), recTS, true, nil
+		}
+	}
+	return 0, 0, false, nil
+}

@@ -1,0 +1,189 @@
+package broker
+
+// This file owns the topic configuration keys Sluice accepts, their defaults
+// and their validation. Only explicitly set keys are stored in etcd; the
+// effective value of every other key is its default here.
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/sluice-mq/sluice/wal"
+)
+
+// configKind is how a topic config value is parsed and checked.
+type configKind int
+
+const (
+	kindLong configKind = iota
+	kindInt
+	kindBool
+	kindEnum
+)
+
+type configDef struct {
+	kind    configKind
+	def     string
+	min     int64    // for kindLong and kindInt
+	choices []string // for kindEnum
+	doc     string
+}
+
+// Topic configuration keys. The tiering keys are accepted and validated now
+// so that topics created today keep their settings when tiering arrives.
+const (
+	cfgRetentionMs       = "retention.ms"
+	cfgRetentionBytes    = "retention.bytes"
+	cfgSegmentBytes      = "segment.bytes"
+	cfgSegmentMs         = "segment.ms"
+	cfgMaxMessageBytes   = "max.message.bytes"
+	cfgCleanupPolicy     = "cleanup.policy"
+	cfgTimestampType     = "message.timestamp.type"
+	cfgMinInsyncReplicas = "min.insync.replicas"
+	cfgRemoteStorage     = "remote.storage.enable"
+	cfgLocalRetentionMs  = "local.retention.ms"
+	cfgLocalRetentionB   = "local.retention.bytes"
+	cfgIndexInterval     = "index.interval.bytes"
+)
+
+var topicConfigDefs = map[string]configDef{
+	cfgRetentionMs:       {kind: kindLong, def: "86400000", min: -1, doc: "delete segments older than this; -1 keeps them forever"},
+	cfgRetentionBytes:    {kind: kindLong, def: "-1", min: -1, doc: "delete oldest segments while a partition is larger than this; -1 is unlimited"},
+	cfgSegmentBytes:      {kind: kindInt, def: "67108864", min: 14, doc: "roll the active segment at this size"},
+	cfgSegmentMs:         {kind: kindLong, def: "600000", min: 1, doc: "roll the active segment after this age"},
+	cfgMaxMessageBytes:   {kind: kindInt, def: "1048588", min: 0, doc: "largest record batch accepted"},
+	cfgCleanupPolicy:     {kind: kindEnum, def: "delete", choices: []string{"delete"}, doc: "only delete is supported; compaction is not"},
+	cfgTimestampType:     {kind: kindEnum, def: "CreateTime", choices: []string{"CreateTime"}, doc: "record timestamps are the producer's"},
+	cfgMinInsyncReplicas: {kind: kindInt, def: "1", min: 1, doc: "replicas that must hold a write before acks=all succeeds"},
+	cfgRemoteStorage:     {kind: kindBool, def: "true", doc: "tier closed segments to object storage"},
+	cfgLocalRetentionMs:  {kind: kindLong, def: "1800000", min: -2, doc: "keep uploaded segments locally this long; -2 follows retention.ms"},
+	cfgLocalRetentionB:   {kind: kindLong, def: "-2", min: -2, doc: "keep at most this many uploaded bytes locally; -2 follows retention.bytes"},
+	cfgIndexInterval:     {kind: kindInt, def: "4096", min: 0, doc: "bytes between offset index entries"},
+}
+
+// topicConfigKeys returns the known keys in sorted order.
+func topicConfigKeys() []string {
+	keys := make([]string, 0, len(topicConfigDefs))
+	for k := range topicConfigDefs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// errInvalidConfig marks a rejected topic config; it maps to INVALID_CONFIG.
+type errInvalidConfig struct{ msg string }
+
+func (e *errInvalidConfig) Error() string { return e.msg }
+
+func invalidConfig(format string, args ...any) error {
+	return &errInvalidConfig{msg: fmt.Sprintf(format, args...)}
+}
+
+// validateTopicConfig checks one key and value.
+func validateTopicConfig(key, value string) error {
+	def, ok := topicConfigDefs[key]
+	if !ok {
+		return invalidConfig("unknown topic config %q", key)
+	}
+	switch def.kind {
+	case kindLong, kindInt:
+		max := int64(math.MaxInt64)
+		if def.kind == kindInt {
+			max = math.MaxInt32
+		}
+		n, err := strconv.ParseInt(value, 10, 64)
+		if err != nil {
+			return invalidConfig("config %s: %q is not an integer", key, value)
+		}
+		if n < def.min || n > max {
+			return invalidConfig("config %s: %d is out of range [%d, %d]", key, n, def.min, max)
+		}
+	case kindBool:
+		if _, err := strconv.ParseBool(value); err != nil {
+			return invalidConfig("config %s: %q is not true or false", key, value)
+		}
+	case kindEnum:
+		for _, c := range def.choices {
+			if value == c {
+				return nil
+			}
+		}
+		return invalidConfig("config %s: %q is not one of %v", key, value, def.choices)
+	}
+	return nil
+}
+
+// validateTopicConfigs checks a whole set of explicitly set configs.
+func validateTopicConfigs(configs map[string]string) error {
+	keys := make([]string, 0, len(configs))
+	for k := range configs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if err := validateTopicConfig(k, configs[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// topicSettings are the effective, parsed configs of one topic.
+type topicSettings struct {
+	RetentionMs     int64
+	RetentionBytes  int64
+	SegmentBytes    int64
+	SegmentMs       int64
+	MaxMessageBytes int32
+	IndexInterval   int32
+}
+
+// effectiveConfig returns the value of key: explicitly set, or the default.
+func effectiveConfig(configs map[string]string, key string) (value string, isDefault bool) {
+	if v, ok := configs[key]; ok {
+		return v, false
+	}
+	return topicConfigDefs[key].def, true
+}
+
+func parseSettings(configs map[string]string) topicSettings {
+	num := func(key string) int64 {
+		v, _ := effectiveConfig(configs, key)
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil { // stored configs were validated; fall back to the default
+			n, _ = strconv.ParseInt(topicConfigDefs[key].def, 10, 64)
+		}
+		return n
+	}
+	return topicSettings{
+		RetentionMs:     num(cfgRetentionMs),
+		RetentionBytes:  num(cfgRetentionBytes),
+		SegmentBytes:    num(cfgSegmentBytes),
+		SegmentMs:       num(cfgSegmentMs),
+		MaxMessageBytes: int32(num(cfgMaxMessageBytes)),
+		IndexInterval:   int32(num(cfgIndexInterval)),
+	}
+}
+
+// walConfig turns topic settings into the wal's configuration.
+func (s topicSettings) walConfig() wal.Config {
+	age := time.Duration(s.RetentionMs) * time.Millisecond
+	if s.RetentionMs < 0 {
+		age = -1
+	}
+	idx := int(s.IndexInterval)
+	if idx <= 0 {
+		idx = 1
+	}
+	return wal.Config{
+		SegmentBytes:       s.SegmentBytes,
+		SegmentAge:         time.Duration(s.SegmentMs) * time.Millisecond,
+		IndexIntervalBytes: idx,
+		RetentionAge:       age,
+		RetentionBytes:     s.RetentionBytes,
+	}.WithDefaults()
+}

@@ -1,0 +1,121 @@
+// Command sluiced runs one Sluice broker. Every flag can also be set in a
+// YAML file given by --config (keys are the flag names); flags on the
+// command line win over the file.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"gopkg.in/yaml.v3"
+
+	"github.com/sluice-mq/sluice/broker"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "sluiced:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	cfg := broker.DefaultConfig()
+	fs := flag.NewFlagSet("sluiced", flag.ContinueOnError)
+	var (
+		nodeID      = fs.Int("node-id", int(cfg.NodeID), "broker id")
+		configFile  = fs.String("config", "", "YAML file with flag values (keys are flag names)")
+		logLevel    = fs.String("log-level", "info", "debug, info, warn or error")
+		logFormat   = fs.String("log-format", "console", "console or json")
+		partitions  = fs.Int("default-partitions", int(cfg.DefaultPartitions), "partitions of auto-created topics and of CreateTopics asking for the default")
+		endpoints   = fs.String("etcd-endpoints", "", "comma-separated URLs of an existing etcd cluster (instead of the embedded one)")
+		maxRequestB = fs.Int("max-request-bytes", int(cfg.MaxRequestBytes), "largest Kafka request frame accepted")
+	)
+	fs.StringVar(&cfg.AZ, "az", cfg.AZ, "availability zone of this broker")
+	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the WAL, embedded etcd and the default object store")
+	fs.StringVar(&cfg.KafkaListen, "kafka-listen", cfg.KafkaListen, "Kafka protocol listen address")
+	fs.StringVar(&cfg.KafkaAdvertise, "kafka-advertise", "", "address given to clients (default: the listen address)")
+	fs.StringVar(&cfg.HTTPListen, "http-listen", cfg.HTTPListen, "HTTP API, /metrics, /healthz and /readyz listen address")
+	fs.StringVar(&cfg.Meta.ListenClient, "etcd-listen-client", cfg.Meta.ListenClient, "embedded etcd client address")
+	fs.StringVar(&cfg.Meta.ListenPeer, "etcd-listen-peer", cfg.Meta.ListenPeer, "embedded etcd peer address")
+	fs.StringVar(&cfg.Meta.InitialCluster, "etcd-initial-cluster", "", "embedded etcd members, 1=http://host:port,2=... (default: this broker alone)")
+	fs.StringVar(&cfg.ObjectStore, "object-store", "", "file:///path or s3://bucket/prefix?endpoint=...&region=... (default: file://<data-dir>/objects)")
+	fs.BoolVar(&cfg.AutoCreateTopics, "auto-create-topics", cfg.AutoCreateTopics, "create topics on first use, as Kafka does")
+	fs.DurationVar(&cfg.RetentionCheckInterval, "retention-check-interval", cfg.RetentionCheckInterval, "how often segments are rolled by age and retention is applied")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *configFile != "" {
+		if err := applyConfigFile(fs, *configFile); err != nil {
+			return err
+		}
+	}
+	cfg.NodeID = int32(*nodeID)
+	cfg.DefaultPartitions = int32(*partitions)
+	cfg.MaxRequestBytes = int32(*maxRequestB)
+	if *endpoints != "" {
+		cfg.Meta.Endpoints = strings.Split(*endpoints, ",")
+	}
+
+	logger, err := newLogger(*logLevel, *logFormat)
+	if err != nil {
+		return err
+	}
+	b, err := broker.New(cfg, logger)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return b.Run(ctx)
+}
+
+// applyConfigFile sets every flag named in the YAML file that was not given
+// on the command line.
+func applyConfigFile(fs *flag.FlagSet, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read config: %w", err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		return fmt.Errorf("parse config %s: %w", path, err)
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for key, v := range values {
+		if fs.Lookup(key) == nil || key == "config" {
+			return fmt.Errorf("config %s: unknown key %q", path, key)
+		}
+		if given[key] {
+			continue
+		}
+		if err := fs.Set(key, fmt.Sprint(v)); err != nil {
+			return fmt.Errorf("config %s: %s: %w", path, key, err)
+		}
+	}
+	return nil
+}
+
+func newLogger(level, format string) (zerolog.Logger, error) {
+	lvl, err := zerolog.ParseLevel(level)
+	if err != nil {
+		return zerolog.Logger{}, fmt.Errorf("--log-level: %w", err)
+	}
+	var out = zerolog.New(os.Stderr)
+	switch format {
+	case "json":
+	case "console":
+		out = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.RFC3339Nano})
+	default:
+		return zerolog.Logger{}, fmt.Errorf("--log-format %q: use console or json", format)
+	}
+	return out.Level(lvl).With().Timestamp().Logger(), nil
+}
