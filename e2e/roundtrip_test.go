@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -146,6 +147,11 @@ func TestFranzRoundTrip(t *testing.T) {
 	}
 
 	consumed := consumeAll(t, b, topic, partitions, total)
+	var counts []string
+	for p := range int32(partitions) {
+		counts = append(counts, fmt.Sprintf("%d:%d", p, len(consumed[p])))
+	}
+	t.Logf("consumed %d records, per partition %s", total, strings.Join(counts, " "))
 	for p := range int32(partitions) {
 		got := consumed[p]
 		want := expected[p]
