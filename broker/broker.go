@@ -29,6 +29,7 @@ type Broker struct {
 
 	store     *meta.Store
 	clusterID string
+	coord     *coordinator // consumer groups and committed offsets
 
 	// adminMu serialises topic changes (create, delete, configs, partitions)
 	// so that each reads and replaces the registry entry it changes alone.
@@ -114,6 +115,10 @@ func (b *Broker) Run(ctx context.Context) error {
 	if err := b.loadTopics(ctx); err != nil {
 		return err
 	}
+	if err := b.startCoordinator(ctx); err != nil {
+		return err
+	}
+	defer b.stopCoordinator()
 
 	if b.kafkaLn, err = net.Listen("tcp", b.cfg.KafkaListen); err != nil {
 		return fmt.Errorf("broker: kafka listener: %w", err)

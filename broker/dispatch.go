@@ -27,7 +27,12 @@ type api struct {
 // filled once in init (ApiVersions reads it) and never changed.
 var apis map[int16]api
 
-func init() { apis = apiTable() }
+func init() {
+	apis = apiTable()
+	for k, a := range groupAPIs() {
+		apis[k] = a
+	}
+}
 
 func apiTable() map[int16]api {
 	return map[int16]api{
