@@ -72,6 +72,8 @@ func TestKcat(t *testing.T) {
 	}
 
 	t.Run("metadata-json", func(t *testing.T) {
+		const topic = "kcat-meta"
+		createTopic(t, adm, topic, 2, nil)
 		out := runTool(t, time.Minute, "", kcat, "-L", "-J", "-b", b.kafkaAddr)
 		var md struct {
 			OriginatingBroker struct {
@@ -98,15 +100,21 @@ func TestKcat(t *testing.T) {
 		}
 		found := false
 		for _, tp := range md.Topics {
-			if tp.Topic == "kcat-zstd" {
-				found = true
-				if len(tp.Partitions) != 1 || tp.Partitions[0].Leader != b.opts.nodeID {
-					t.Errorf("kcat-zstd partitions %+v, want one led by %d", tp.Partitions, b.opts.nodeID)
+			if tp.Topic != topic {
+				continue
+			}
+			found = true
+			if len(tp.Partitions) != 2 {
+				t.Errorf("%s has %d partitions in kcat -L -J, want 2", topic, len(tp.Partitions))
+			}
+			for _, p := range tp.Partitions {
+				if p.Leader != b.opts.nodeID {
+					t.Errorf("%s partition %d led by %d, want %d", topic, p.Partition, p.Leader, b.opts.nodeID)
 				}
 			}
 		}
 		if !found {
-			t.Errorf("topic kcat-zstd missing from kcat -L -J: %s", lastN(out, 2000))
+			t.Errorf("topic %s missing from kcat -L -J: %s", topic, lastN(out, 2000))
 		}
 	})
 
