@@ -1,0 +1,104 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// freeAddr returns a 127.0.0.1 address with a port that was free a moment ago.
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// testBrokerConfig is a lone broker in a temporary directory on free ports.
+func testBrokerConfig(t testing.TB) Config {
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.KafkaListen = freeAddr(t)
+	cfg.HTTPListen = freeAddr(t)
+	cfg.Meta.ListenClient = freeAddr(t)
+	cfg.Meta.ListenPeer = freeAddr(t)
+	cfg.RetentionCheckInterval = 100 * time.Millisecond
+	return cfg
+}
+
+// startBroker runs a broker in-process until the test ends and returns it
+// once it answers Kafka requests.
+func startBroker(t testing.TB, cfg Config) *Broker {
+	t.Helper()
+	b, err := New(cfg, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- b.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("broker run: %v", err)
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for !b.ready.Load() {
+		select {
+		case err := <-errc:
+			errc <- err
+			t.Fatalf("broker stopped before it was ready: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("broker not ready after 60s")
+		}
+		time.Sleep(10 * time.Millisecond) // polling readiness to a deadline
+	}
+	return b
+}
+
+// testClient is a franz-go client of b, closed when the test ends.
+func testClient(t testing.TB, b *Broker, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.KafkaAddr())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// createTopic creates a topic through the Kafka protocol and fails the test
+// on any error code.
+func createTopic(t testing.TB, cl *kgo.Client, name string, partitions int32, configs map[string]string) {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, 1
+	for k, v := range configs {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name, c.Value = k, kmsg.StringPtr(v)
+		rt.Configs = append(rt.Configs, c)
+	}
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := resp.Topics[0].ErrorCode; code != 0 {
+		t.Fatalf("create topic %s: error %d", name, code)
+	}
+}
+
+var errTestTimeout = errors.New("timed out")
