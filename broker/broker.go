@@ -50,6 +50,7 @@ type Broker struct {
 	advertise string // host:port clients are told; set once the listener is bound
 	httpLn    net.Listener
 	ready     atomic.Bool
+	readyCh   chan struct{} // closed once the broker serves Kafka and HTTP
 	conns     sync.WaitGroup
 	connMu    sync.Mutex
 	openConns map[net.Conn]struct{} // guarded by connMu
@@ -77,6 +78,7 @@ func New(cfg Config, logger zerolog.Logger) (*Broker, error) {
 		topics:    make(map[string]*topic),
 		byID:      make(map[[16]byte]*topic),
 		openConns: make(map[net.Conn]struct{}),
+		readyCh:   make(chan struct{}),
 	}, nil
 }
 
@@ -87,6 +89,9 @@ func (b *Broker) KafkaAddr() string {
 	}
 	return b.kafkaLn.Addr().String()
 }
+
+// Ready is closed once the broker serves Kafka and HTTP requests.
+func (b *Broker) Ready() <-chan struct{} { return b.readyCh }
 
 // Run serves until ctx is cancelled, then shuts down cleanly. It returns the
 // first error that stopped the broker, or nil after a requested shutdown.
@@ -149,6 +154,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	go func() { defer maintWG.Done(); b.maintainLoop(serveCtx) }()
 
 	b.ready.Store(true)
+	close(b.readyCh)
 	b.logger.Info().Str("kafka", b.kafkaLn.Addr().String()).Str("http", b.httpLn.Addr().String()).
 		Str("cluster_id", b.clusterID).Msg("broker ready")
 

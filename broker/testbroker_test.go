@@ -2,7 +2,6 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"net"
 	"testing"
 	"time"
@@ -52,18 +51,13 @@ func startBroker(t testing.TB, cfg Config) *Broker {
 			t.Errorf("broker run: %v", err)
 		}
 	})
-	deadline := time.Now().Add(60 * time.Second)
-	for !b.ready.Load() {
-		select {
-		case err := <-errc:
-			errc <- err
-			t.Fatalf("broker stopped before it was ready: %v", err)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("broker not ready after 60s")
-		}
-		time.Sleep(10 * time.Millisecond) // polling readiness to a deadline
+	select {
+	case <-b.Ready():
+	case err := <-errc:
+		errc <- err
+		t.Fatalf("broker stopped before it was ready: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("broker not ready after 60s")
 	}
 	return b
 }
@@ -100,5 +94,3 @@ func createTopic(t testing.TB, cl *kgo.Client, name string, partitions int32, co
 		t.Fatalf("create topic %s: error %d", name, code)
 	}
 }
-
-var errTestTimeout = errors.New("timed out")
