@@ -435,4 +435,14 @@ func TestKillNineKeepsAcknowledged(t *testing.T) {
 	if m, ok := maxAcked[r.Partition]; ok && r.Offset <= m {
 		t.Errorf("record produced after restart got offset %d/%d, not above acknowledged %d", r.Partition, r.Offset, m)
 	}
+
+	// A clean stop (SIGTERM, exit 0) and start keeps it too.
+	pcl.Close()
+	b.Stop()
+	b.Restart()
+	again := consumeFrom(t, b, topic, map[int32]kgo.Offset{r.Partition: kgo.NewOffset().At(r.Offset)},
+		func(_ map[int32][]*kgo.Record, n int) (bool, string) { return n >= 1, "waiting for the record" })
+	if got := again[r.Partition][0]; got.Offset != r.Offset || string(got.Value) != "after-restart" {
+		t.Errorf("after a clean restart: %q at %d/%d, want %q at %d", got.Value, got.Partition, got.Offset, "after-restart", r.Offset)
+	}
 }
