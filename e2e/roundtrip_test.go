@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -27,52 +28,108 @@ type sentRecord struct {
 	offset     int64
 }
 
+// roundTripPlan is the shape of TestFranzRoundTrip's workload.
+type roundTripPlan struct {
+	topic      string
+	partitions int32
+	producers  int
+	phases     int
+	perPhase   int // records per producer per phase
+	keySpace   int
+	phaseWidth int // ms of timestamp space per phase
+	t0         time.Time
+}
+
+// phaseStart is the first timestamp of phase p.
+func (pl roundTripPlan) phaseStart(p int) time.Time {
+	return pl.t0.Add(time.Duration(p*pl.phaseWidth) * time.Millisecond)
+}
+
 func TestFranzRoundTrip(t *testing.T) {
-	const (
-		topic      = "roundtrip"
-		partitions = 8
-		producers  = 4
-		phases     = 10
-		total      = 100_000
-		perPhase   = total / phases / producers // records per producer per phase
-		keySpace   = 500
-		phaseWidth = 1000 // ms of timestamp space per phase
-	)
+	const total = 100_000
+	pl := roundTripPlan{
+		topic:      "roundtrip",
+		partitions: 8,
+		producers:  4,
+		phases:     10,
+		keySpace:   500,
+		phaseWidth: 1000,
+		t0:         time.Now().Add(-time.Hour).Truncate(time.Second),
+	}
+	pl.perPhase = total / pl.phases / pl.producers
 	b := startBroker(t, brokerOptions{})
 	adm := newAdmin(t, b)
-	createTopic(t, adm, topic, partitions, nil)
+	createTopic(t, adm, pl.topic, pl.partitions, nil)
 
+	sent := produceRoundTrip(t, b, pl)
+	expected, firstOffset := expectedLog(t, pl, sent)
+
+	consumed := consumeAll(t, b, pl.topic, pl.partitions, total)
+	var counts []string
+	for p := range pl.partitions {
+		counts = append(counts, fmt.Sprintf("%d:%d", p, len(consumed[p])))
+	}
+	t.Logf("consumed %d records, per partition %s", total, strings.Join(counts, " "))
+	for p := range pl.partitions {
+		got, want := consumed[p], expected[p]
+		if len(got) != len(want) {
+			t.Errorf("partition %d: consumed %d records, acknowledged %d", p, len(got), len(want))
+			continue
+		}
+		for i, rec := range got {
+			if rec.Offset != firstOffset[p]+int64(i) {
+				t.Errorf("partition %d: record %d has offset %d, want %d (contiguous from the first acknowledged)", p, i, rec.Offset, firstOffset[p]+int64(i))
+				break
+			}
+			if err := sameRecord(want[rec.Offset], rec); err != nil {
+				t.Errorf("partition %d offset %d: %v", p, rec.Offset, err)
+				break
+			}
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	for _, phase := range []int{1, 5, 9} {
+		checkTimestampLookup(t, adm, pl, consumed, phase)
+	}
+}
+
+// produceRoundTrip runs pl's producers phase by phase on one acks=all,
+// idempotent client and returns, per producer, what each sent and where it
+// was acknowledged.
+//
+// Timestamps are explicit. Phase p uses [phaseStart(p), phaseStart(p+1))
+// and starts only when phase p-1 is fully acknowledged, so in every
+// partition the first record of phase p is exactly the first record whose
+// timestamp is >= phaseStart(p).
+func produceRoundTrip(t *testing.T, b *broker, pl roundTripPlan) [][]*sentRecord {
+	t.Helper()
 	cl := newClient(t, b,
 		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.DefaultProduceTopic(topic),
+		kgo.DefaultProduceTopic(pl.topic),
 		kgo.MaxBufferedRecords(20_000),
 	)
-
-	// Timestamps are explicit. Phase p uses [t0+p*phaseWidth, t0+(p+1)*phaseWidth)
-	// and starts only when phase p-1 is fully acknowledged, so in every
-	// partition the first record of phase p is exactly the first record
-	// whose timestamp is >= t0+p*phaseWidth.
-	t0 := time.Now().Add(-time.Hour).Truncate(time.Second)
-	sent := make([][]*sentRecord, producers)
+	sent := make([][]*sentRecord, pl.producers)
 	var (
 		errMu    sync.Mutex
 		firstErr error
 	)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	for phase := range phases {
+	for phase := range pl.phases {
 		var wg sync.WaitGroup
-		for g := range producers {
+		for g := range pl.producers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for i := range perPhase {
-					seq := phase*perPhase + i
+				for i := range pl.perPhase {
+					seq := phase*pl.perPhase + i
 					r := &sentRecord{
-						key:       []byte("key-" + strconv.Itoa((seq*producers+g)%keySpace)),
+						key:       []byte("key-" + strconv.Itoa((seq*pl.producers+g)%pl.keySpace)),
 						value:     []byte(fmt.Sprintf("value-g%d-s%d-%x", g, seq, seq*7919)),
 						headers:   []kgo.RecordHeader{{Key: "producer", Value: []byte(strconv.Itoa(g))}, {Key: "seq", Value: []byte(strconv.Itoa(seq))}, {Key: "empty", Value: nil}},
-						timestamp: t0.Add(time.Duration(phase*phaseWidth+(seq*13+g)%phaseWidth) * time.Millisecond),
+						timestamp: pl.phaseStart(phase).Add(time.Duration((seq*13+g)%pl.phaseWidth) * time.Millisecond),
 						producer:  g,
 						seq:       seq,
 					}
@@ -96,15 +153,26 @@ func TestFranzRoundTrip(t *testing.T) {
 		if err := cl.Flush(ctx); err != nil {
 			t.Fatalf("flush phase %d: %v", phase, err)
 		}
-		if firstErr != nil {
-			t.Fatalf("phase %d: %v", phase, firstErr)
+		errMu.Lock()
+		err := firstErr
+		errMu.Unlock()
+		if err != nil {
+			t.Fatalf("phase %d: %v", phase, err)
 		}
 	}
+	return sent
+}
 
-	// Expected log per partition, from the acknowledgements.
+// expectedLog turns acknowledgements into the log each partition must hold,
+// checking on the way that they are consistent: no offset twice, one
+// partition per key, each producer's records in its order, and contiguous
+// offsets (nothing else was written and no leader changed; the first may be
+// above 0 if the broker starts an epoch with a control batch).
+func expectedLog(t *testing.T, pl roundTripPlan, sent [][]*sentRecord) (map[int32]map[int64]*sentRecord, map[int32]int64) {
+	t.Helper()
 	expected := make(map[int32]map[int64]*sentRecord)
 	keyPartition := make(map[string]int32)
-	for g := range producers {
+	for g := range pl.producers {
 		lastOffset := make(map[int32]int64)
 		for _, r := range sent[g] {
 			if expected[r.partition] == nil {
@@ -124,12 +192,9 @@ func TestFranzRoundTrip(t *testing.T) {
 			lastOffset[r.partition] = r.offset
 		}
 	}
-	if len(expected) != partitions {
-		t.Fatalf("records landed in %d partitions, want all %d", len(expected), partitions)
+	if int32(len(expected)) != pl.partitions {
+		t.Fatalf("records landed in %d partitions, want all %d", len(expected), pl.partitions)
 	}
-	// Offsets of one partition are contiguous: nothing but these records
-	// was written and no leader changed. (The first may be above 0 if the
-	// broker starts an epoch with a control batch.)
 	firstOffset := make(map[int32]int64)
 	for p, recs := range expected {
 		first := int64(-1)
@@ -145,68 +210,41 @@ func TestFranzRoundTrip(t *testing.T) {
 		}
 		firstOffset[p] = first
 	}
+	return expected, firstOffset
+}
 
-	consumed := consumeAll(t, b, topic, partitions, total)
-	var counts []string
-	for p := range int32(partitions) {
-		counts = append(counts, fmt.Sprintf("%d:%d", p, len(consumed[p])))
+// checkTimestampLookup asks ListOffsets for the start of phase and expects,
+// per partition, the first consumed record whose timestamp is >= it.
+func checkTimestampLookup(t *testing.T, adm *kadm.Client, pl roundTripPlan, consumed map[int32][]*kgo.Record, phase int) {
+	t.Helper()
+	target := pl.phaseStart(phase).UnixMilli()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	listed, err := adm.ListOffsetsAfterMilli(ctx, target, pl.topic)
+	if err != nil {
+		t.Fatalf("ListOffsetsAfterMilli(%d): %v", target, err)
 	}
-	t.Logf("consumed %d records, per partition %s", total, strings.Join(counts, " "))
-	for p := range int32(partitions) {
-		got := consumed[p]
-		want := expected[p]
-		if len(got) != len(want) {
-			t.Errorf("partition %d: consumed %d records, acknowledged %d", p, len(got), len(want))
-			continue
-		}
-		for i, rec := range got {
-			if rec.Offset != firstOffset[p]+int64(i) {
-				t.Errorf("partition %d: record %d has offset %d, want %d (contiguous from the first acknowledged)", p, i, rec.Offset, firstOffset[p]+int64(i))
+	for p := range pl.partitions {
+		var first *kgo.Record
+		for _, rec := range consumed[p] {
+			if rec.Timestamp.UnixMilli() >= target {
+				first = rec
 				break
 			}
-			if err := sameRecord(want[rec.Offset], rec); err != nil {
-				t.Errorf("partition %d offset %d: %v", p, rec.Offset, err)
-				break
-			}
 		}
-	}
-	if t.Failed() {
-		return
-	}
-
-	// ListOffsets by timestamp: the first offset whose timestamp is >= the
-	// target, computed from what was consumed.
-	for _, phase := range []int{1, 5, 9} {
-		target := t0.Add(time.Duration(phase*phaseWidth) * time.Millisecond).UnixMilli()
-		lctx, lcancel := context.WithTimeout(context.Background(), 30*time.Second)
-		listed, err := adm.ListOffsetsAfterMilli(lctx, target, topic)
-		lcancel()
-		if err != nil {
-			t.Fatalf("ListOffsetsAfterMilli(%d): %v", target, err)
+		if first == nil || !first.Timestamp.Before(pl.phaseStart(phase+1)) {
+			t.Fatalf("test bug: partition %d has no record in phase %d", p, phase)
 		}
-		for p := range int32(partitions) {
-			var first *kgo.Record
-			for _, rec := range consumed[p] {
-				if rec.Timestamp.UnixMilli() >= target {
-					first = rec
-					break
-				}
-			}
-			if first == nil || first.Timestamp.UnixMilli()-t0.UnixMilli() >= int64((phase+1)*phaseWidth) {
-				t.Fatalf("test bug: partition %d has no record in phase %d", p, phase)
-			}
-			want := first.Offset
-			lo, ok := listed.Lookup(topic, p)
-			switch {
-			case !ok:
-				t.Errorf("ListOffsetsAfterMilli(%d): partition %d missing", target, p)
-			case lo.Err != nil:
-				t.Errorf("ListOffsetsAfterMilli(%d): partition %d: %v", target, p, lo.Err)
-			case lo.Offset != want:
-				t.Errorf("ListOffsetsAfterMilli(%d): partition %d offset %d, want %d (first record with timestamp >= target)", target, p, lo.Offset, want)
-			case lo.Timestamp != first.Timestamp.UnixMilli():
-				t.Errorf("ListOffsetsAfterMilli(%d): partition %d timestamp %d, want %d (that record's)", target, p, lo.Timestamp, first.Timestamp.UnixMilli())
-			}
+		lo, ok := listed.Lookup(pl.topic, p)
+		switch {
+		case !ok:
+			t.Errorf("ListOffsetsAfterMilli(%d): partition %d missing", target, p)
+		case lo.Err != nil:
+			t.Errorf("ListOffsetsAfterMilli(%d): partition %d: %v", target, p, lo.Err)
+		case lo.Offset != first.Offset:
+			t.Errorf("ListOffsetsAfterMilli(%d): partition %d offset %d, want %d (first record with timestamp >= target)", target, p, lo.Offset, first.Offset)
+		case lo.Timestamp != first.Timestamp.UnixMilli():
+			t.Errorf("ListOffsetsAfterMilli(%d): partition %d timestamp %d, want %d (that record's)", target, p, lo.Timestamp, first.Timestamp.UnixMilli())
 		}
 	}
 }
