@@ -39,6 +39,8 @@ type Broker struct {
 	topics map[string]*topic   // guarded by mu
 	byID   map[[16]byte]*topic // guarded by mu
 
+	rrPublish atomic.Uint64 // round-robin partition choice for unkeyed HTTP messages
+
 	pidMu           sync.Mutex
 	pidNext, pidEnd int64 // guarded by pidMu: the unused rest of the reserved block
 

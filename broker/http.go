@@ -23,5 +23,6 @@ func (b *Broker) httpHandler() http.Handler {
 		}
 		w.Write([]byte("ready\n"))
 	})
+	b.registerAPI(mux)
 	return mux
 }

@@ -34,6 +34,7 @@ type appendReq struct {
 type appendResult struct {
 	base     wal.Offset
 	logStart wal.Offset
+	dup      bool // an idempotent retry: base is the original offset
 	err      error
 }
 
@@ -156,7 +157,7 @@ func (p *partition) appendGroup(group []*appendReq) {
 			results[i].err = err
 			continue
 		case dup:
-			results[i].base = dupBase
+			results[i].base, results[i].dup = dupBase, true
 			continue
 		}
 		base, last, err := p.log.Append(r.batch, p.epoch)

@@ -113,7 +113,9 @@ func newLogger(level, format string) (zerolog.Logger, error) {
 	switch format {
 	case "json":
 	case "console":
-		out = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.RFC3339Nano})
+		fi, err := os.Stderr.Stat()
+		color := err == nil && fi.Mode()&os.ModeCharDevice != 0
+		out = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.RFC3339Nano, NoColor: !color})
 	default:
 		return zerolog.Logger{}, fmt.Errorf("--log-format %q: use console or json", format)
 	}

@@ -1,0 +1,276 @@
+package broker
+
+// This file owns HTTP publishing: POST /v1/topics (create a topic),
+// POST /v1/producers (an idempotent producer id) and
+// POST /v1/topics/{topic}/messages:publish.
+//
+// Keys choose partitions with Kafka's murmur2 partitioner (franz-go's
+// implementation), so a key lands on the same partition whichever protocol
+// published it. A message_id travels in the record header "message_id".
+// Publishes are acknowledged after the fsync, like acks=all.
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// messageIDHeader is the record header that carries an HTTP message_id.
+const messageIDHeader = "message_id"
+
+type createTopicRequest struct {
+	Name              string            `json:"name"`
+	Partitions        int32             `json:"partitions"`
+	ReplicationFactor int16             `json:"replication_factor"`
+	Configs           map[string]string `json:"configs"`
+}
+
+func (b *Broker) httpCreateTopic(w http.ResponseWriter, r *http.Request) {
+	var req createTopicRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		b.writeError(w, r, err)
+		return
+	}
+	if req.Partitions == 0 {
+		req.Partitions = -1
+	}
+	if req.ReplicationFactor == 0 {
+		req.ReplicationFactor = -1
+	}
+	t, err := b.createTopic(r.Context(), req.Name, req.Partitions, req.ReplicationFactor, req.Configs, false)
+	if err != nil {
+		b.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, map[string]any{
+		"name": t.Name, "topic_id": uuidString(t.ID), "partitions": t.Partitions,
+		"replication_factor": t.ReplicationFactor, "configs": t.Configs,
+	})
+}
+
+func (b *Broker) httpInitProducer(w http.ResponseWriter, r *http.Request) {
+	id, err := b.nextProducerID(r.Context())
+	if err != nil {
+		b.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]int64{"producer_id": id, "producer_epoch": 0})
+}
+
+type publishRequest struct {
+	Messages      []publishMessage `json:"messages"`
+	ProducerID    *int64           `json:"producer_id"`
+	ProducerEpoch *int16           `json:"producer_epoch"`
+}
+
+type publishMessage struct {
+	MessageKey    *string           `json:"message_key"`
+	MessageID     string            `json:"message_id"`
+	Headers       map[string]string `json:"headers"`
+	Payload       *string           `json:"payload"`
+	PayloadBase64 *string           `json:"payload_base64"`
+	Partition     *int32            `json:"partition"`
+	Sequence      *int32            `json:"sequence"`
+	TimestampMs   *int64            `json:"timestamp_ms"`
+}
+
+type publishResult struct {
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Status    string `json:"status"` // "ok", "duplicate", or an error code
+	Error     string `json:"error,omitempty"`
+}
+
+// publishBatch is one record batch headed for one partition, and the
+// indexes of the request's messages in it.
+type publishBatch struct {
+	partition int32
+	msgs      []int
+	raw       []byte
+}
+
+func (b *Broker) httpPublish(w http.ResponseWriter, r *http.Request) {
+	var req publishRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		b.writeError(w, r, err)
+		return
+	}
+	topicName := r.PathValue("topic")
+	t := b.lookupTopic(topicName)
+	if t == nil {
+		b.writeError(w, r, fmt.Errorf("%w: %s", errUnknownTopic, topicName))
+		return
+	}
+	batches, err := b.buildPublishBatches(t, &req)
+	if err != nil {
+		b.writeError(w, r, err)
+		return
+	}
+	results := b.appendPublished(r.Context(), t, batches, len(req.Messages))
+	status := http.StatusOK
+	for _, res := range results {
+		if res.Status != "ok" && res.Status != "duplicate" {
+			status = http.StatusMultiStatus
+		}
+	}
+	writeJSON(w, status, map[string]any{"results": results})
+}
+
+// buildPublishBatches validates the messages, picks their partitions and
+// encodes the record batches: one per partition, or one per message when
+// the publisher is an idempotent producer (each carries its own sequence).
+func (b *Broker) buildPublishBatches(t *topic, req *publishRequest) ([]*publishBatch, error) {
+	if len(req.Messages) == 0 {
+		return nil, badRequest("messages must not be empty")
+	}
+	idempotent := req.ProducerID != nil
+	if idempotent && (req.ProducerEpoch == nil || *req.ProducerID < 0 || *req.ProducerEpoch < 0) {
+		return nil, badRequest("producer_id needs a non-negative producer_epoch")
+	}
+	n := int32(len(t.partitions))
+	part := kgo.StickyKeyPartitioner(nil).ForTopic(t.meta.Name)
+	now := time.Now().UnixMilli()
+	byPartition := map[int32]*publishBatch{}
+	var out []*publishBatch
+	records := make([]kmsg.Record, len(req.Messages))
+	for i, m := range req.Messages {
+		rec, err := recordFromMessage(i, m, now)
+		if err != nil {
+			return nil, err
+		}
+		records[i] = rec
+		p := int32(0)
+		switch {
+		case m.Partition != nil:
+			if *m.Partition < 0 || *m.Partition >= n {
+				return nil, fmt.Errorf("%w: messages[%d]: partition %d of %d", errUnknownTopic, i, *m.Partition, n)
+			}
+			p = *m.Partition
+		case m.MessageKey != nil:
+			p = int32(part.Partition(&kgo.Record{Key: []byte(*m.MessageKey)}, int(n)))
+		default:
+			p = int32(b.rrPublish.Add(1) % uint64(n))
+		}
+		if idempotent {
+			if m.Sequence == nil || *m.Sequence < 0 {
+				return nil, badRequest("messages[%d]: an idempotent publish needs a non-negative sequence per message", i)
+			}
+			out = append(out, &publishBatch{partition: p, msgs: []int{i}})
+			continue
+		}
+		pb := byPartition[p]
+		if pb == nil {
+			pb = &publishBatch{partition: p}
+			byPartition[p] = pb
+			out = append(out, pb)
+		}
+		pb.msgs = append(pb.msgs, i)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].partition < out[j].partition })
+	for _, pb := range out {
+		pid, epoch, seq := int64(-1), int16(-1), int32(-1)
+		if idempotent {
+			pid, epoch, seq = *req.ProducerID, *req.ProducerEpoch, *req.Messages[pb.msgs[0]].Sequence
+		}
+		pb.raw = encodeBatch(records, pb.msgs, pid, epoch, seq)
+		if len(pb.raw) > int(t.settings.MaxMessageBytes) {
+			return nil, fmt.Errorf("%w: %d bytes for partition %d exceed max.message.bytes %d; payloads over the limit need object references",
+				errMessageTooLarge, len(pb.raw), pb.partition, t.settings.MaxMessageBytes)
+		}
+	}
+	return out, nil
+}
+
+func recordFromMessage(i int, m publishMessage, now int64) (kmsg.Record, error) {
+	var rec kmsg.Record
+	switch {
+	case m.Payload != nil && m.PayloadBase64 != nil:
+		return rec, badRequest("messages[%d]: give payload or payload_base64, not both", i)
+	case m.Payload != nil:
+		rec.Value = []byte(*m.Payload)
+	case m.PayloadBase64 != nil:
+		v, err := base64.StdEncoding.DecodeString(*m.PayloadBase64)
+		if err != nil {
+			return rec, badRequest("messages[%d]: payload_base64 is not base64: %v", i, err)
+		}
+		rec.Value = v
+	}
+	if m.MessageKey != nil {
+		rec.Key = []byte(*m.MessageKey)
+	}
+	ts := now
+	if m.TimestampMs != nil {
+		if *m.TimestampMs < 0 {
+			return rec, badRequest("messages[%d]: timestamp_ms must not be negative", i)
+		}
+		ts = *m.TimestampMs
+	}
+	rec.TimestampDelta64 = ts // made relative to the batch in encodeBatch
+	keys := make([]string, 0, len(m.Headers))
+	for k := range m.Headers {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		rec.Headers = append(rec.Headers, kmsg.Header{Key: k, Value: []byte(m.Headers[k])})
+	}
+	if m.MessageID != "" {
+		rec.Headers = append(rec.Headers, kmsg.Header{Key: messageIDHeader, Value: []byte(m.MessageID)})
+	}
+	return rec, nil
+}
+
+// appendPublished hands each batch to its partition owner and collects
+// per-message results once every batch is fsynced or failed.
+func (b *Broker) appendPublished(ctx context.Context, t *topic, batches []*publishBatch, n int) []publishResult {
+	results := make([]publishResult, n)
+	type inflight struct {
+		pb  *publishBatch
+		res chan appendResult
+	}
+	var waits []inflight
+	fail := func(pb *publishBatch, err error) {
+		code := httpStatusFor(err).Code
+		for _, i := range pb.msgs {
+			results[i] = publishResult{Partition: pb.partition, Offset: -1, Status: code, Error: err.Error()}
+		}
+	}
+	for _, pb := range batches {
+		h, err := validateBatch(pb.raw, t.settings.MaxMessageBytes)
+		if err == nil {
+			ar := &appendReq{batch: pb.raw, hdr: h, res: make(chan appendResult, 1)}
+			if err = t.partitions[pb.partition].enqueue(ar); err == nil {
+				b.m.recordsIn(t.meta.Name, len(pb.raw), len(pb.msgs))
+				waits = append(waits, inflight{pb, ar.res})
+				continue
+			}
+		}
+		fail(pb, err)
+	}
+	for _, wt := range waits {
+		var res appendResult
+		select {
+		case res = <-wt.res:
+		case <-ctx.Done():
+			res.err = ctx.Err()
+		}
+		if res.err != nil {
+			fail(wt.pb, res.err)
+			continue
+		}
+		status := "ok"
+		if res.dup {
+			status = "duplicate"
+		}
+		for j, i := range wt.pb.msgs {
+			results[i] = publishResult{Partition: wt.pb.partition, Offset: int64(res.base) + int64(j), Status: status}
+		}
+	}
+	return results
+}
