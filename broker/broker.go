@@ -196,6 +196,12 @@ func (b *Broker) maintainLoop(ctx context.Context) {
 	}
 }
 
+// snapshotPath is where a partition's producer state is snapshotted. It is
+// outside the wal directory, which the wal owns entirely.
+func (b *Broker) snapshotPath(id [16]byte, partition int32) string {
+	return filepath.Join(b.cfg.DataDir, "state", uuidString(id), fmt.Sprintf("%d.producers", partition))
+}
+
 func (b *Broker) walDir(id [16]byte, partition int32) string {
 	return filepath.Join(b.cfg.DataDir, "wal", uuidString(id), fmt.Sprint(partition))
 }

@@ -28,6 +28,9 @@ type Config struct {
 	RetentionCheckInterval time.Duration
 	// MaxRequestBytes bounds one request frame (Kafka's socket.request.max.bytes).
 	MaxRequestBytes int32
+	// ProducerIDExpiration is how long an idle idempotent producer's state
+	// is kept (Kafka's producer.id.expiration.ms).
+	ProducerIDExpiration time.Duration
 	// PartitionQueue bounds the produce batches waiting for one partition owner.
 	PartitionQueue int
 
@@ -47,6 +50,7 @@ func DefaultConfig() Config {
 		RetentionCheckInterval: 30 * time.Second,
 		MaxRequestBytes:        100 << 20,
 		PartitionQueue:         256,
+		ProducerIDExpiration:   24 * time.Hour,
 		Meta: meta.Config{
 			ListenClient: "127.0.0.1:2379",
 			ListenPeer:   "127.0.0.1:2380",
@@ -80,6 +84,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRequestBytes < 1024 {
 		return fmt.Errorf("broker: max request bytes %d is too small", c.MaxRequestBytes)
+	}
+	if c.ProducerIDExpiration <= 0 {
+		return fmt.Errorf("broker: producer id expiration %v must be positive", c.ProducerIDExpiration)
 	}
 	if c.PartitionQueue < 1 {
 		return fmt.Errorf("broker: partition queue %d must be at least 1", c.PartitionQueue)

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -44,6 +45,7 @@ type partition struct {
 	log    *wal.Log
 	logger zerolog.Logger
 	m      *metrics
+	opts   partitionOptions
 
 	appends chan *appendReq
 	ctl     chan func()
@@ -59,16 +61,29 @@ type partition struct {
 	hwWait chan struct{} // guarded by mu; closed and replaced when hw rises
 }
 
+// partitionOptions are what a partition needs besides its log.
+type partitionOptions struct {
+	topic          string
+	index          int32
+	queue          int              // bound of the append queue
+	snapshotPath   string           // producer-state snapshot file
+	producerExpiry time.Duration    // forget idle producers after this
+	now            func() time.Time // clock for producer expiry
+	metrics        *metrics
+	logger         zerolog.Logger
+}
+
 // openPartition opens (and recovers) the log of one partition and rebuilds
 // its producer state. The caller starts run.
-func openPartition(topic string, index int32, l *wal.Log, queue int, m *metrics, logger zerolog.Logger) (*partition, error) {
+func openPartition(l *wal.Log, o partitionOptions) (*partition, error) {
 	p := &partition{
-		topic:     topic,
-		index:     index,
+		topic:     o.topic,
+		index:     o.index,
 		log:       l,
-		logger:    logger,
-		m:         m,
-		appends:   make(chan *appendReq, queue),
+		logger:    o.logger,
+		m:         o.metrics,
+		opts:      o,
+		appends:   make(chan *appendReq, o.queue),
 		ctl:       make(chan func(), 16),
 		done:      make(chan struct{}),
 		producers: make(map[int64]*producerState),
@@ -78,7 +93,7 @@ func openPartition(topic string, index int32, l *wal.Log, queue int, m *metrics,
 	// exposing it, so the first high watermark is durable.
 	end, err := l.Sync()
 	if err != nil {
-		return nil, fmt.Errorf("broker: sync recovered log of %s-%d: %w", topic, index, err)
+		return nil, fmt.Errorf("broker: sync recovered log of %s-%d: %w", p.topic, p.index, err)
 	}
 	if err := p.rebuildProducers(); err != nil {
 		return nil, err
@@ -114,6 +129,9 @@ func (p *partition) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			p.failQueued()
+			if err := p.writeSnapshot(); err != nil {
+				p.logger.Error().Err(err).Msg("write producer snapshot at shutdown")
+			}
 			return
 		case fn := <-p.ctl:
 			fn()
@@ -214,6 +232,10 @@ func (p *partition) maintain() {
 			p.logger.Error().Err(err).Msg("retention failed")
 		} else if n > 0 {
 			p.logger.Info().Int("segments", n).Int64("log_start", int64(p.log.StartOffset())).Msg("retention deleted segments")
+		}
+		p.expireProducers()
+		if err := p.writeSnapshot(); err != nil {
+			p.logger.Error().Err(err).Msg("write producer snapshot")
 		}
 	}:
 	default:

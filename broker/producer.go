@@ -7,8 +7,8 @@ package broker
 // its original base offset and is not appended again.
 //
 // The state lives in partition.producers and is touched only by the
-// partition's owner goroutine. On open it is rebuilt by scanning the batch
-// headers of the local log.
+// partition's owner goroutine. On open it is restored from the snapshot
+// (producer_snapshot.go) and the batch headers of the log above it.
 
 import (
 	"fmt"
@@ -27,8 +27,9 @@ type producerBatch struct {
 }
 
 type producerState struct {
-	epoch   int16
-	batches []producerBatch // oldest first, at most producerWindow
+	epoch        int16
+	batches      []producerBatch // oldest first, at most producerWindow
+	lastAppendMs int64           // broker clock; drives expiry
 }
 
 func (s *producerState) lastSeq() int32 { return s.batches[len(s.batches)-1].lastSeq }
@@ -97,11 +98,17 @@ func (p *partition) recordProducer(h wal.BatchHeader, base, _ wal.Offset) {
 		lastSeq:  seqAdd(h.BaseSequence, h.LastOffsetDelta),
 		base:     base,
 	})
+	s.lastAppendMs = p.nowMs()
 }
 
-// rebuildProducers replays the batch headers of the local log.
+// rebuildProducers loads the snapshot and replays the batch headers of the
+// local log above it.
 func (p *partition) rebuildProducers() error {
-	from := p.log.StartOffset()
+	covered, err := p.loadSnapshot()
+	if err != nil {
+		return err
+	}
+	from := max(p.log.StartOffset(), covered)
 	end := p.log.EndOffset()
 	for from < end {
 		chunk, err := p.log.Read(from, end, 4<<20)

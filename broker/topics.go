@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -64,16 +65,18 @@ func (b *Broker) loadTopics(ctx context.Context) error {
 			return err
 		}
 	}
-	root := filepath.Join(b.cfg.DataDir, "wal")
-	entries, err := os.ReadDir(root)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("broker: read %s: %w", root, err)
-	}
-	for _, e := range entries {
-		if !known[e.Name()] {
-			b.logger.Warn().Str("dir", e.Name()).Msg("removing the local log of a deleted topic")
-			if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil {
-				return fmt.Errorf("broker: remove stale log %s: %w", e.Name(), err)
+	for _, sub := range []string{"wal", "state"} {
+		root := filepath.Join(b.cfg.DataDir, sub)
+		entries, err := os.ReadDir(root)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("broker: read %s: %w", root, err)
+		}
+		for _, e := range entries {
+			if !known[e.Name()] {
+				b.logger.Warn().Str("dir", filepath.Join(sub, e.Name())).Msg("removing the local data of a deleted topic")
+				if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil {
+					return fmt.Errorf("broker: remove stale data %s: %w", e.Name(), err)
+				}
 			}
 		}
 	}
@@ -109,7 +112,16 @@ func (b *Broker) openPartition(tp *topic, i int32) (*partition, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: open log of %s-%d: %w", tp.meta.Name, i, err)
 	}
-	p, err := openPartition(tp.meta.Name, i, l, b.cfg.PartitionQueue, b.m, logger)
+	p, err := openPartition(l, partitionOptions{
+		topic:          tp.meta.Name,
+		index:          i,
+		queue:          b.cfg.PartitionQueue,
+		snapshotPath:   b.snapshotPath(tp.meta.ID, i),
+		producerExpiry: b.cfg.ProducerIDExpiration,
+		now:            time.Now,
+		metrics:        b.m,
+		logger:         logger,
+	})
 	if err != nil {
 		l.Close()
 		return nil, err
@@ -204,8 +216,10 @@ func (b *Broker) deleteTopic(ctx context.Context, name string) (meta.Topic, erro
 		for _, p := range tp.partitions {
 			p.stopAndDelete()
 		}
-		if err := os.RemoveAll(filepath.Join(b.cfg.DataDir, "wal", uuidString(tp.meta.ID))); err != nil {
-			b.logger.Error().Err(err).Str("topic", name).Msg("remove topic directory")
+		for _, sub := range []string{"wal", "state"} {
+			if err := os.RemoveAll(filepath.Join(b.cfg.DataDir, sub, uuidString(tp.meta.ID))); err != nil {
+				b.logger.Error().Err(err).Str("topic", name).Msg("remove topic directory")
+			}
 		}
 	}
 	b.logger.Info().Str("topic", name).Msg("deleted topic")

@@ -1,0 +1,183 @@
+package broker
+
+// This file owns the producer-state snapshot of a partition, so idempotent
+// producers keep their deduplication window across restarts even after the
+// segments holding their batches were deleted, and idle producers expire.
+//
+// File format (version 1), written atomically (temp file, fsync, rename,
+// directory fsync):
+//
+//	{"version":1,"offset":<end offset covered>,"producers":[
+//	   {"id":..,"epoch":..,"last_append_ms":..,"batches":[[firstSeq,lastSeq,baseOffset],...]}, ...]}\n
+//	<CRC-32C of the JSON line, 8 hex digits>\n
+//
+// Invariant: a snapshot covers exactly the batches below its offset; on
+// open, batches at or above it are replayed from the log.
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+
+	"github.com/sluice-mq/sluice/wal"
+)
+
+const snapshotVersion = 1
+
+type snapshotFile struct {
+	Version   int                `json:"version"`
+	Offset    int64              `json:"offset"`
+	Producers []snapshotProducer `json:"producers"`
+}
+
+type snapshotProducer struct {
+	ID           int64      `json:"id"`
+	Epoch        int16      `json:"epoch"`
+	LastAppendMs int64      `json:"last_append_ms"`
+	Batches      [][3]int64 `json:"batches"`
+}
+
+func (p *partition) nowMs() int64 {
+	if p.opts.now == nil {
+		return 0
+	}
+	return p.opts.now().UnixMilli()
+}
+
+// expireProducers forgets producers idle for longer than producerExpiry.
+func (p *partition) expireProducers() {
+	if p.opts.producerExpiry <= 0 {
+		return
+	}
+	cutoff := p.nowMs() - p.opts.producerExpiry.Milliseconds()
+	for id, s := range p.producers {
+		if s.lastAppendMs < cutoff {
+			delete(p.producers, id)
+		}
+	}
+}
+
+// writeSnapshot saves the producer state covering the log up to its end.
+func (p *partition) writeSnapshot() error {
+	if p.opts.snapshotPath == "" {
+		return nil
+	}
+	snap := snapshotFile{Version: snapshotVersion, Offset: int64(p.log.EndOffset())}
+	ids := make([]int64, 0, len(p.producers))
+	for id := range p.producers {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, id := range ids {
+		s := p.producers[id]
+		sp := snapshotProducer{ID: id, Epoch: s.epoch, LastAppendMs: s.lastAppendMs}
+		for _, b := range s.batches {
+			sp.Batches = append(sp.Batches, [3]int64{int64(b.firstSeq), int64(b.lastSeq), int64(b.base)})
+		}
+		snap.Producers = append(snap.Producers, sp)
+	}
+	line, err := json.Marshal(snap)
+	if err != nil {
+		return err
+	}
+	data := fmt.Appendf(line, "\n%08x\n", crc32.Checksum(line, castagnoli))
+	return writeFileAtomic(p.opts.snapshotPath, data)
+}
+
+// loadSnapshot restores producer state and returns the offset it covers,
+// or 0 when there is no usable snapshot.
+func (p *partition) loadSnapshot() (wal.Offset, error) {
+	if p.opts.snapshotPath == "" {
+		return 0, nil
+	}
+	data, err := os.ReadFile(p.opts.snapshotPath)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("broker: read producer snapshot: %w", err)
+	}
+	snap, err := decodeSnapshot(data)
+	if err != nil || wal.Offset(snap.Offset) > p.log.EndOffset() {
+		// A damaged snapshot, or one ahead of a log that lost its tail, is
+		// not trusted: the whole local log is replayed instead.
+		p.logger.Warn().Err(err).Int64("snapshot_offset", snap.Offset).Msg("ignoring producer snapshot")
+		return 0, nil
+	}
+	for _, sp := range snap.Producers {
+		s := &producerState{epoch: sp.Epoch, lastAppendMs: sp.LastAppendMs}
+		for _, b := range sp.Batches {
+			s.batches = append(s.batches, producerBatch{firstSeq: int32(b[0]), lastSeq: int32(b[1]), base: wal.Offset(b[2])})
+		}
+		if len(s.batches) > producerWindow {
+			s.batches = s.batches[len(s.batches)-producerWindow:]
+		}
+		p.producers[sp.ID] = s
+	}
+	return wal.Offset(snap.Offset), nil
+}
+
+// decodeSnapshot parses and checks a snapshot file.
+func decodeSnapshot(data []byte) (snapshotFile, error) {
+	var snap snapshotFile
+	line, rest, ok := bytes.Cut(data, []byte("\n"))
+	if !ok {
+		return snap, errors.New("snapshot has no checksum line")
+	}
+	want, err := strconv.ParseUint(string(bytes.TrimSpace(rest)), 16, 32)
+	if err != nil {
+		return snap, fmt.Errorf("snapshot checksum: %w", err)
+	}
+	if got := crc32.Checksum(line, castagnoli); uint32(want) != got {
+		return snap, fmt.Errorf("snapshot checksum %08x, computed %08x", want, got)
+	}
+	if err := json.Unmarshal(line, &snap); err != nil {
+		return snap, fmt.Errorf("snapshot: %w", err)
+	}
+	if snap.Version != snapshotVersion {
+		return snap, fmt.Errorf("snapshot version %d is not %d", snap.Version, snapshotVersion)
+	}
+	if snap.Offset < 0 {
+		return snap, fmt.Errorf("snapshot offset %d", snap.Offset)
+	}
+	return snap, nil
+}
+
+// writeFileAtomic replaces path with data durably.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	f, err := os.Create(tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}

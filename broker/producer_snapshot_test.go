@@ -1,0 +1,165 @@
+package broker
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sluice-mq/sluice/wal"
+	"github.com/sluice-mq/sluice/wal/vfs"
+)
+
+type snapshotFixture struct {
+	t    *testing.T
+	dir  string
+	now  time.Time
+	cfg  wal.Config
+	part *partition
+}
+
+func newSnapshotFixture(t *testing.T) *snapshotFixture {
+	f := &snapshotFixture{t: t, dir: t.TempDir(), now: time.UnixMilli(1_000_000),
+		cfg: wal.Config{SegmentBytes: 1024, RetentionBytes: 2048, RetentionAge: -1}.WithDefaults()}
+	f.open()
+	return f
+}
+
+func (f *snapshotFixture) open() {
+	f.t.Helper()
+	l, err := wal.Open(vfs.OS, filepath.Join(f.dir, "log"), f.cfg, zerolog.Nop())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	p, err := openPartition(l, partitionOptions{
+		topic: "t", queue: 16, snapshotPath: filepath.Join(f.dir, "p.producers"),
+		producerExpiry: time.Hour, now: func() time.Time { return f.now }, metrics: newMetrics(), logger: zerolog.Nop(),
+	})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.part = p
+}
+
+func (f *snapshotFixture) close() {
+	f.t.Helper()
+	if err := f.part.log.Close(); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// append runs one group commit of raw and returns its result.
+func (f *snapshotFixture) append(raw []byte) appendResult {
+	f.t.Helper()
+	h, err := validateBatch(raw, 1<<20)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	r := &appendReq{batch: raw, hdr: h, res: make(chan appendResult, 1)}
+	f.part.appendGroup([]*appendReq{r})
+	return <-r.res
+}
+
+// pushOutOldSegments appends plain batches and applies retention until the
+// log start has passed offset.
+func (f *snapshotFixture) pushOutOldSegments(offset wal.Offset) {
+	f.t.Helper()
+	for i := 0; f.part.log.StartOffset() <= offset; i++ {
+		if i > 1000 {
+			f.t.Fatalf("log start stuck at %d", f.part.log.StartOffset())
+		}
+		if res := f.append(testBatch(4, -1, -1, -1, 5)); res.err != nil {
+			f.t.Fatal(res.err)
+		}
+		if _, err := f.part.log.Maintain(); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+}
+
+func TestProducerStateSurvivesRetentionAndRestart(t *testing.T) {
+	f := newSnapshotFixture(t)
+	first := f.append(testBatch(2, 7, 0, 0, 1))
+	second := f.append(testBatch(2, 7, 0, 2, 1))
+	if first.err != nil || second.err != nil {
+		t.Fatal(first.err, second.err)
+	}
+	f.pushOutOldSegments(second.base)
+	if err := f.part.writeSnapshot(); err != nil {
+		t.Fatal(err)
+	}
+	f.close()
+
+	f.open()
+	retry := f.append(testBatch(2, 7, 0, 2, 1))
+	if retry.err != nil || !retry.dup || retry.base != second.base {
+		t.Fatalf("retry after restart: %+v, want duplicate of offset %d", retry, second.base)
+	}
+	if gap := f.append(testBatch(1, 7, 0, 9, 1)); gap.err == nil {
+		t.Fatal("a sequence gap after restart was accepted")
+	}
+}
+
+func TestProducerStateWithoutSnapshotIsLostWithItsSegments(t *testing.T) {
+	// The control for the test above: without a snapshot, retention takes
+	// the deduplication window with it.
+	f := newSnapshotFixture(t)
+	second := f.append(testBatch(2, 7, 0, 0, 1))
+	f.pushOutOldSegments(second.base)
+	f.close()
+	f.open()
+	if retry := f.append(testBatch(2, 7, 0, 0, 1)); retry.dup {
+		t.Fatal("state survived without a snapshot: the snapshot test proves nothing")
+	}
+}
+
+func TestProducerExpiry(t *testing.T) {
+	f := newSnapshotFixture(t)
+	f.append(testBatch(1, 7, 0, 0, 1))
+	f.now = f.now.Add(30 * time.Minute)
+	f.append(testBatch(1, 8, 0, 0, 1))
+	f.now = f.now.Add(45 * time.Minute) // 7 idle 75 min, 8 idle 45 min
+	f.part.expireProducers()
+	if _, ok := f.part.producers[7]; ok {
+		t.Fatal("producer 7 outlived its expiry")
+	}
+	if _, ok := f.part.producers[8]; !ok {
+		t.Fatal("producer 8 expired early")
+	}
+}
+
+func TestCorruptSnapshotIsIgnored(t *testing.T) {
+	f := newSnapshotFixture(t)
+	res := f.append(testBatch(2, 7, 0, 0, 1))
+	if err := f.part.writeSnapshot(); err != nil {
+		t.Fatal(err)
+	}
+	f.close()
+	path := filepath.Join(f.dir, "p.producers")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[10] ^= 0x20
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.open()
+	// The log still holds the batch, so replay restores the state.
+	if retry := f.append(testBatch(2, 7, 0, 0, 1)); !retry.dup || retry.base != res.base {
+		t.Fatalf("retry: %+v", retry)
+	}
+}
+
+func FuzzDecodeSnapshot(f *testing.F) {
+	f.Add([]byte("{\"version\":1,\"offset\":3,\"producers\":[]}\n00000000\n"))
+	f.Add([]byte("garbage"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		snap, err := decodeSnapshot(data)
+		if err == nil && (snap.Version != snapshotVersion || snap.Offset < 0) {
+			t.Fatalf("accepted %+v", snap)
+		}
+	})
+}
