@@ -32,6 +32,11 @@ type appendReq struct {
 	res   chan appendResult // buffered, capacity 1
 }
 
+type parkedReply struct {
+	res    chan appendResult
+	result appendResult
+}
+
 type appendResult struct {
 	base     wal.Offset
 	logStart wal.Offset
@@ -52,9 +57,13 @@ type partition struct {
 	done    chan struct{}
 	stop    context.CancelFunc // set by Broker.startPartition before run starts
 
-	// producers is owned by the run goroutine.
+	// Owned by the run goroutine.
 	producers map[int64]*producerState
 	epoch     wal.Epoch
+	self      int32 // this broker's replica id
+	core      *core
+	parked    map[int]parkedReply // produce replies the core holds, by token
+	nextToken int
 
 	mu     sync.Mutex    // guards hw and hwWait
 	hw     wal.Offset    // guarded by mu
@@ -65,6 +74,7 @@ type partition struct {
 type partitionOptions struct {
 	topic          string
 	index          int32
+	self           int32            // this broker's node id
 	queue          int              // bound of the append queue
 	snapshotPath   string           // producer-state snapshot file
 	producerExpiry time.Duration    // forget idle producers after this
@@ -99,6 +109,9 @@ func openPartition(l *wal.Log, o partitionOptions) (*partition, error) {
 		return nil, err
 	}
 	p.hw = end
+	p.self = o.self
+	p.core = newCore([]int32{o.self}, 0, end)
+	p.parked = make(map[int]parkedReply)
 	return p, nil
 }
 
@@ -129,6 +142,10 @@ func (p *partition) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			p.failQueued()
+			for t, pr := range p.parked {
+				delete(p.parked, t)
+				pr.res <- appendResult{err: errShuttingDown}
+			}
 			if err := p.writeSnapshot(); err != nil {
 				p.logger.Error().Err(err).Msg("write producer snapshot at shutdown")
 			}
@@ -163,10 +180,12 @@ func (p *partition) failQueued() {
 	}
 }
 
-// appendGroup appends every batch of the group, fsyncs once, publishes the
-// new high watermark and then answers each request.
+// appendGroup appends every batch of the group and fsyncs once. Replies
+// wait in the core until the high watermark covers their batches; rejected
+// batches are answered at once.
 func (p *partition) appendGroup(group []*appendReq) {
 	results := make([]appendResult, len(group))
+	ends := make([]wal.Offset, len(group)) // 0: answer now
 	appended := false
 	for i, r := range group {
 		dupBase, dup, err := p.checkSequence(r.hdr)
@@ -175,7 +194,9 @@ func (p *partition) appendGroup(group []*appendReq) {
 			results[i].err = err
 			continue
 		case dup:
+			// A retry waits for its original, which may not be committed yet.
 			results[i].base, results[i].dup = dupBase, true
+			ends[i] = dupBase + wal.Offset(r.hdr.LastOffsetDelta) + 1
 			continue
 		}
 		base, last, err := p.log.Append(r.batch, p.epoch)
@@ -186,27 +207,49 @@ func (p *partition) appendGroup(group []*appendReq) {
 		}
 		p.recordProducer(r.hdr, base, last)
 		results[i].base = base
+		ends[i] = last + 1
 		appended = true
 	}
+	var syncErr error
 	if appended {
 		timer := p.m.startFsync()
-		end, err := p.log.Sync()
+		var end wal.Offset
+		end, syncErr = p.log.Sync()
 		timer()
-		if err != nil {
-			p.logger.Error().Err(err).Msg("fsync failed; the partition refuses appends until restarted")
-			for i := range results {
-				if results[i].err == nil {
-					results[i].err = fmt.Errorf("%w: sync %s-%d: %w", errStorage, p.topic, p.index, err)
-				}
-			}
-		} else {
-			p.setHighWatermark(end)
+		if syncErr != nil {
+			p.logger.Error().Err(syncErr).Msg("fsync failed; the partition refuses appends until restarted")
+		} else if hw, rose, released := p.core.durableEnd(p.self, end); rose {
+			p.setHighWatermark(hw)
+			p.release(released)
 		}
 	}
 	start := p.log.StartOffset()
 	for i, r := range group {
 		results[i].logStart = start
-		r.res <- results[i]
+		if syncErr != nil && results[i].err == nil && !results[i].dup {
+			results[i].err = fmt.Errorf("%w: sync %s-%d: %w", errStorage, p.topic, p.index, syncErr)
+		}
+		if results[i].err != nil || ends[i] == 0 {
+			r.res <- results[i]
+			continue
+		}
+		p.nextToken++
+		p.parked[p.nextToken] = parkedReply{res: r.res, result: results[i]}
+		if p.core.wait(ends[i], p.nextToken) {
+			p.release([]int{p.nextToken})
+		}
+	}
+}
+
+// release answers the replies the core let go.
+func (p *partition) release(tokens []int) {
+	for _, t := range tokens {
+		pr, ok := p.parked[t]
+		if !ok {
+			continue
+		}
+		delete(p.parked, t)
+		pr.res <- pr.result
 	}
 }
 

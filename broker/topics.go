@@ -115,6 +115,7 @@ func (b *Broker) openPartition(tp *topic, i int32) (*partition, error) {
 	p, err := openPartition(l, partitionOptions{
 		topic:          tp.meta.Name,
 		index:          i,
+		self:           b.cfg.NodeID,
 		queue:          b.cfg.PartitionQueue,
 		snapshotPath:   b.snapshotPath(tp.meta.ID, i),
 		producerExpiry: b.cfg.ProducerIDExpiration,
