@@ -200,7 +200,13 @@ func (p *partition) appendGroup(group []*appendReq) {
 			continue
 		}
 		base, last, err := p.log.Append(r.batch, p.epoch)
-		if err != nil {
+		switch {
+		case errors.Is(err, wal.ErrCorrupt) || errors.Is(err, wal.ErrInvalidBatch):
+			// The client's bytes, not our disk: a bad CRC lands here.
+			results[i].err = fmt.Errorf("%w: %w", errCorruptMessage, err)
+			p.logger.Debug().Err(err).Msg("rejected a corrupt batch")
+			continue
+		case err != nil:
 			results[i].err = fmt.Errorf("%w: append to %s-%d: %w", errStorage, p.topic, p.index, err)
 			p.logger.Error().Err(err).Msg("append failed")
 			continue
