@@ -1,0 +1,94 @@
+// Command loadgen drives a Kafka-protocol cluster (or NATS JetStream, for
+// comparison) with a named scenario and reports throughput, latency and
+// lag. See `loadgen -h` and package loadgen.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sluice-mq/sluice/loadgen"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	cfg := loadgen.DefaultConfig()
+	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	brokers := fs.String("brokers", strings.Join(cfg.Brokers, ","), "comma-separated Kafka bootstrap addresses")
+	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
+	quiet := fs.Bool("quiet", false, "no live progress line")
+	fs.StringVar(&cfg.System, "system", cfg.System, "kafka or jetstream")
+	fs.StringVar(&cfg.NATSURL, "nats-url", cfg.NATSURL, "NATS server URL (--system jetstream)")
+	fs.StringVar(&cfg.Label, "label", "", "free text carried into the report, e.g. the server's sync policy")
+	fs.StringVar(&cfg.Scenario, "scenario", cfg.Scenario, "one of: "+strings.Join(loadgen.Scenarios(), ", "))
+	fs.StringVar(&cfg.Topic, "topic", "", "topic (stream) to create and use (default: loadgen-<scenario>-<nanos>)")
+	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of the topic")
+	fs.IntVar(&cfg.Producers, "producers", cfg.Producers, "producer clients")
+	fs.IntVar(&cfg.Consumers, "consumers", cfg.Consumers, "consumer members (0: produce only)")
+	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "target records/s over all producers, open loop; 0: as fast as possible")
+	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "length of the (first) production phase")
+	fs.StringVar(&cfg.Sizes, "sizes", "", "payload sizes: fixed:N | uniform:A-B | mix:S*W,S*W,... (k/KiB/m/MiB; default per scenario)")
+	fs.StringVar(&cfg.Keys, "keys", "", "keys: none | uniform:N | zipf:N[:S] (default per scenario)")
+	fs.DurationVar(&cfg.Linger, "linger", cfg.Linger, "producer linger (Kafka)")
+	fs.IntVar(&cfg.BatchBytes, "batch-bytes", cfg.BatchBytes, "largest record batch (Kafka)")
+	fs.BoolVar(&cfg.Idempotent, "idempotent", cfg.Idempotent, "idempotent producer (JetStream: Nats-Msg-Id de-duplication)")
+	fs.StringVar(&cfg.Acks, "acks", cfg.Acks, "all, leader or none (Kafka)")
+	fs.IntVar(&cfg.InFlight, "in-flight", cfg.InFlight, "records a producer may have unacknowledged")
+	fs.StringVar(&cfg.ConsumerMode, "consumer-mode", cfg.ConsumerMode, "auto (group if supported), group or assign")
+	fs.StringVar(&cfg.Group, "group", "", "consumer group (default: loadgen-<topic>)")
+	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", cfg.SessionTimeout, "group session timeout (JetStream: AckWait)")
+	fs.DurationVar(&cfg.CommitInterval, "commit-interval", cfg.CommitInterval, "group auto-commit interval")
+	fs.Float64Var(&cfg.PeakFactor, "peak-factor", cfg.PeakFactor, "peak: rate multiplier during the peak")
+	fs.DurationVar(&cfg.PeakDuration, "peak-duration", 0, "peak: length of the peak (default duration/3)")
+	fs.DurationVar(&cfg.DrainTimeout, "drain-timeout", cfg.DrainTimeout, "longest wait for a drain or catch-up")
+	fs.IntVar(&cfg.Prefill, "prefill", 0, "replay: records written first (default rate*duration)")
+	fs.DurationVar(&cfg.CrashAfter, "crash-after", 0, "consumer-crash: when member 0 is killed (default duration/3)")
+	fs.BoolVar(&cfg.Cleanup, "cleanup", cfg.Cleanup, "delete the topic at the end")
+	fs.DurationVar(&cfg.Interval, "interval", cfg.Interval, "sampling interval of the progress line, CSV and SVG")
+	fs.BoolVar(&cfg.JSON, "json", false, "print the result as JSON")
+	fs.StringVar(&cfg.CSVPath, "csv", "", "write the per-interval series to this CSV file")
+	fs.StringVar(&cfg.SVGPath, "svg", "", "write a chart of throughput, latency and lag to this SVG file")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: loadgen [flags]\n\nscenarios:\n")
+		for _, s := range loadgen.Scenarios() {
+			fmt.Fprintf(fs.Output(), "  %-15s %s\n", s, loadgen.ScenarioHelp(s))
+		}
+		fmt.Fprintln(fs.Output(), "\nflags:")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg.Brokers = strings.Split(*brokers, ",")
+	cfg.Progress = !*quiet
+	level, err := zerolog.ParseLevel(*logLevel)
+	if err != nil {
+		return fmt.Errorf("log level: %w", err)
+	}
+	logger := zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).Level(level).With().Timestamp().Logger()
+
+	r, err := loadgen.New(cfg, logger)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return r.Run(ctx)
+}

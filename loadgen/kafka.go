@@ -1,0 +1,296 @@
+package loadgen
+
+// This file owns the Kafka-protocol System on franz-go: topic setup with
+// kadm, one client per producer and per consumer member, and the killable
+// dialer that lets a member crash without leaving its group or committing.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const joinGroupKey = 11
+
+type kafkaSystem struct {
+	cfg   Config
+	log   zerolog.Logger
+	admin *kgo.Client
+}
+
+func newKafkaSystem(cfg Config, log zerolog.Logger) (*kafkaSystem, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: kafka admin client: %w", err)
+	}
+	return &kafkaSystem{cfg: cfg, log: log, admin: cl}, nil
+}
+
+func (s *kafkaSystem) Setup(ctx context.Context, topic string, partitions int) error {
+	adm := kadm.NewClient(s.admin)
+	if _, err := adm.DeleteTopics(ctx, topic); err != nil {
+		s.log.Debug().Err(err).Str("topic", topic).Msg("delete before create")
+	}
+	resp, err := adm.CreateTopic(ctx, int32(partitions), -1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("loadgen: create topic %s: %w", topic, err)
+	}
+	// Wait until metadata shows every partition with a leader.
+	for {
+		md, err := adm.Metadata(ctx, topic)
+		if err == nil {
+			if t, ok := md.Topics[topic]; ok && t.Err == nil && len(t.Partitions) == partitions {
+				ready := true
+				for _, p := range t.Partitions {
+					ready = ready && p.Err == nil && p.Leader >= 0
+				}
+				if ready {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("loadgen: wait for topic %s: %w", topic, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (s *kafkaSystem) GroupsSupported(ctx context.Context) (bool, error) {
+	vs, err := kadm.NewClient(s.admin).ApiVersions(ctx)
+	if err != nil {
+		return false, fmt.Errorf("loadgen: api versions: %w", err)
+	}
+	any := false
+	for _, v := range vs {
+		if v.Err != nil {
+			continue
+		}
+		any = true
+		if _, ok := v.KeyMaxVersion(joinGroupKey); !ok {
+			return false, nil
+		}
+	}
+	if !any {
+		return false, fmt.Errorf("loadgen: api versions: no broker answered")
+	}
+	return true, nil
+}
+
+func (s *kafkaSystem) OrderedPartitions() bool { return true }
+
+func (s *kafkaSystem) Teardown(ctx context.Context, topic string) error {
+	if _, err := kadm.NewClient(s.admin).DeleteTopics(ctx, topic); err != nil {
+		return fmt.Errorf("loadgen: delete topic %s: %w", topic, err)
+	}
+	return nil
+}
+
+func (s *kafkaSystem) Close() { s.admin.Close() }
+
+func (s *kafkaSystem) NewProducer(_ context.Context, id int) (Producer, error) {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(s.cfg.Brokers...),
+		kgo.DefaultProduceTopic(s.cfg.Topic),
+		kgo.ClientID(fmt.Sprintf("loadgen-producer-%d", id)),
+		kgo.ProducerLinger(s.cfg.Linger),
+		kgo.ProducerBatchMaxBytes(int32(s.cfg.BatchBytes)),
+		kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.MaxBufferedRecords(s.cfg.InFlight),
+		kgo.MaxBufferedBytes(256 << 20),
+		kgo.RecordRetries(10),
+	}
+	switch s.cfg.Acks {
+	case "all":
+		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
+	case "leader":
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()))
+	case "none":
+		opts = append(opts, kgo.RequiredAcks(kgo.NoAck()))
+	}
+	if !s.cfg.Idempotent {
+		opts = append(opts, kgo.DisableIdempotentWrite())
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: kafka producer %d: %w", id, err)
+	}
+	return &kafkaProducer{cl: cl}, nil
+}
+
+type kafkaProducer struct{ cl *kgo.Client }
+
+func (p *kafkaProducer) Publish(ctx context.Context, msg *Message, done AckFunc) error {
+	rec := &kgo.Record{
+		Key:       msg.Key,
+		Value:     msg.Value,
+		Timestamp: msg.Scheduled,
+		Headers:   []kgo.RecordHeader{{Key: HeaderTimestamp, Value: encodeTimestamp(msg.Scheduled)}},
+	}
+	p.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) { done(err) })
+	return nil
+}
+
+func (p *kafkaProducer) Flush(ctx context.Context) error {
+	if err := p.cl.Flush(ctx); err != nil {
+		return fmt.Errorf("loadgen: flush: %w", err)
+	}
+	return nil
+}
+
+func (p *kafkaProducer) Close() { p.cl.Close() }
+
+func (s *kafkaSystem) NewConsumer(_ context.Context, spec ConsumerSpec) (Consumer, error) {
+	d := &killDialer{conns: map[net.Conn]struct{}{}}
+	start := kgo.NewOffset().AtEnd()
+	if spec.FromStart {
+		start = kgo.NewOffset().AtStart()
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(s.cfg.Brokers...),
+		kgo.ClientID(fmt.Sprintf("loadgen-consumer-%d", spec.ID)),
+		kgo.Dialer(d.DialContext),
+		kgo.FetchMaxWait(500 * time.Millisecond),
+	}
+	if spec.Group != "" {
+		opts = append(opts,
+			kgo.ConsumerGroup(spec.Group),
+			kgo.ConsumeTopics(spec.Topic),
+			kgo.ConsumeResetOffset(start),
+			kgo.SessionTimeout(s.cfg.SessionTimeout),
+			kgo.HeartbeatInterval(max(s.cfg.SessionTimeout/6, 100*time.Millisecond)),
+			kgo.AutoCommitInterval(s.cfg.CommitInterval),
+		)
+	} else {
+		parts := make(map[int32]kgo.Offset, len(spec.Partitions))
+		for _, p := range spec.Partitions {
+			parts[p] = start
+		}
+		opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{spec.Topic: parts}))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("loadgen: kafka consumer %d: %w", spec.ID, err)
+	}
+	return &kafkaConsumer{cl: cl, dialer: d, killed: make(chan struct{})}, nil
+}
+
+type kafkaConsumer struct {
+	cl       *kgo.Client
+	dialer   *killDialer
+	killOnce sync.Once
+	killed   chan struct{} // closed by Kill
+}
+
+func (c *kafkaConsumer) Run(ctx context.Context, sink Sink) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // ends with Run: cancel above or Kill
+		select {
+		case <-c.killed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var batch []Delivered
+	for {
+		fetches := c.cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if fetches.IsClientClosed() {
+			return nil
+		}
+		fetches.EachError(func(_ string, _ int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				sink.Error(err)
+			}
+		})
+		batch = batch[:0]
+		fetches.EachRecord(func(r *kgo.Record) {
+			d := Delivered{Partition: r.Partition, Offset: r.Offset, Bytes: len(r.Value)}
+			for _, h := range r.Headers {
+				if h.Key == HeaderTimestamp {
+					d.Scheduled = decodeTimestamp(h.Value)
+				}
+			}
+			batch = append(batch, d)
+		})
+		if len(batch) > 0 {
+			sink.Deliver(batch)
+		}
+	}
+}
+
+// Kill drops every connection and refuses new ones, so the member neither
+// heartbeats, commits nor leaves: the group sees a crash.
+func (c *kafkaConsumer) Kill() {
+	c.killOnce.Do(func() {
+		c.dialer.kill()
+		close(c.killed)
+	})
+}
+
+func (c *kafkaConsumer) Close() {
+	select {
+	case <-c.killed:
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = c.cl.LeaveGroupContext(ctx) // a crashed member does not leave
+	default:
+	}
+	c.cl.Close()
+}
+
+// killDialer tracks its connections so Kill can drop them all.
+type killDialer struct {
+	mu     sync.Mutex
+	dead   bool                  // guarded by mu
+	conns  map[net.Conn]struct{} // guarded by mu
+	dialer net.Dialer
+}
+
+var errKilled = errors.New("loadgen: member killed")
+
+func (d *killDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	d.mu.Lock()
+	dead := d.dead
+	d.mu.Unlock()
+	if dead {
+		return nil, errKilled
+	}
+	c, err := d.dialer.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.dead {
+		c.Close()
+		return nil, errKilled
+	}
+	d.conns[c] = struct{}{}
+	return c, nil
+}
+
+func (d *killDialer) kill() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.dead = true
+	for c := range d.conns {
+		c.Close()
+	}
+	d.conns = nil
+}
