@@ -1,15 +1,390 @@
 package broker
 
-// This file will own the group coordinator's wiring into the broker. Until
-// consumer groups land, the coordinator is empty.
+// This file owns the group coordinator's runtime: one group.Group state
+// machine per group id, each behind its own lock, a ticker that feeds the
+// clock to every group, the loading of committed offsets at start, and the
+// Go API (Join, Sync, Heartbeat, Leave) that the Kafka handlers and the HTTP
+// API share. This broker is the coordinator of every group.
+//
+// Locks: coordinator.mu guards the groups map only; groupRunner.mu guards
+// one group's state machine and its waiters, and is held across that group's
+// etcd writes so that a commit's check and its write see the same
+// generation. Lock order: groupRunner.mu before coordinator.mu; never wait
+// for a parked reply while holding either.
+//
+// Invariant: a parked JoinGroup or SyncGroup has a waiter channel (capacity
+// 1) registered before the group's outbox is drained, so its answer is
+// never lost; the waiting side also gives up when its context ends or the
+// coordinator stops, so a parked request never outlives the broker.
+// Invariant: a group leaves the map only after it is marked Dead, under its lock.
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
 
-type coordinator struct{}
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
 
-func (b *Broker) startCoordinator(context.Context) error { return nil }
+	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/meta"
+)
 
-func (b *Broker) stopCoordinator() {}
+// CoordinatorConfig tunes the group coordinator.
+type CoordinatorConfig struct {
+	// MinSessionTimeout and MaxSessionTimeout bound members' session
+	// timeouts (Kafka's group.min/max.session.timeout.ms: 6 s and 5 min).
+	MinSessionTimeout, MaxSessionTimeout time.Duration
+	// OffsetsRetention is how long offsets outlive the group's last member
+	// (Kafka's offsets.retention.minutes: 7 days).
+	OffsetsRetention time.Duration
+	// TickInterval is how often session, rebalance and sync deadlines are checked.
+	TickInterval time.Duration
+	// RetentionCheckInterval is how often expired offsets and empty groups
+	// are removed (Kafka's offsets.retention.check.interval.ms: 10 min).
+	RetentionCheckInterval time.Duration
+	// Tenant names the offsets' tenant in etcd.
+	Tenant string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
 
-// groupAPIs returns the dispatch entries of the group coordinator.
-func groupAPIs() map[int16]api { return nil }
+// DefaultCoordinatorConfig returns Kafka's defaults.
+func DefaultCoordinatorConfig() CoordinatorConfig {
+	return CoordinatorConfig{
+		MinSessionTimeout:      group.DefaultMinSessionTimeout,
+		MaxSessionTimeout:      group.DefaultMaxSessionTimeout,
+		OffsetsRetention:       group.DefaultOffsetsRetention,
+		TickInterval:           250 * time.Millisecond,
+		RetentionCheckInterval: 10 * time.Minute,
+		Tenant:                 meta.DefaultTenant,
+	}
+}
+
+// Validate reports the first setting that cannot work.
+func (c CoordinatorConfig) Validate() error {
+	if err := c.groupConfig().Validate(); err != nil {
+		return fmt.Errorf("broker: coordinator: %w", err)
+	}
+	if c.TickInterval <= 0 || c.RetentionCheckInterval <= 0 {
+		return fmt.Errorf("broker: coordinator: tick %v and retention check %v must be positive", c.TickInterval, c.RetentionCheckInterval)
+	}
+	if c.Tenant == "" {
+		return fmt.Errorf("broker: coordinator: tenant is required")
+	}
+	return nil
+}
+
+func (c CoordinatorConfig) groupConfig() group.Config {
+	return group.Config{
+		MinSessionTimeout: c.MinSessionTimeout,
+		MaxSessionTimeout: c.MaxSessionTimeout,
+		OffsetsRetention:  c.OffsetsRetention,
+		NewMemberID:       func(clientID string) string { return clientID + "-" + uuid.NewString() },
+	}
+}
+
+// etcdTimeout bounds one etcd call made while holding a group's lock.
+const etcdTimeout = 10 * time.Second
+
+type coordinator struct {
+	b      *Broker
+	cfg    CoordinatorConfig
+	gcfg   group.Config
+	logger zerolog.Logger
+
+	ticket atomic.Uint64
+	done   chan struct{} // closed by stop: parked waits end
+	stop   context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.Mutex
+	groups map[string]*groupRunner // guarded by mu
+}
+
+// groupRunner is one group and the requests parked on it.
+type groupRunner struct {
+	mu      sync.Mutex
+	g       *group.Group                            // guarded by mu
+	waiters map[group.Ticket]chan<- group.Completion // guarded by mu
+}
+
+// SetCoordinatorConfig replaces the coordinator defaults; call it before Run.
+func (b *Broker) SetCoordinatorConfig(cfg CoordinatorConfig) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	b.coord = &coordinator{cfg: cfg}
+	return nil
+}
+
+func (b *Broker) startCoordinator(ctx context.Context) error {
+	cfg := DefaultCoordinatorConfig()
+	if b.coord != nil {
+		cfg = b.coord.cfg
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	c := &coordinator{
+		b:      b,
+		cfg:    cfg,
+		gcfg:   cfg.groupConfig(),
+		logger: b.logger.With().Str("component", "coordinator").Logger(),
+		done:   make(chan struct{}),
+		groups: make(map[string]*groupRunner),
+	}
+	if err := c.load(ctx); err != nil {
+		return err
+	}
+	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.stop = cancel
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		c.tickLoop(loopCtx)
+	}()
+	b.coord = c
+	return nil
+}
+
+func (b *Broker) stopCoordinator() {
+	c := b.coord
+	if c == nil || c.stop == nil {
+		return
+	}
+	c.stop()
+	c.wg.Wait()
+	close(c.done)
+}
+
+func (c *coordinator) now() time.Time { return c.cfg.Now() }
+
+// runner returns the group's runner, creating an Empty group if create.
+func (c *coordinator) runner(id string, create bool) *groupRunner {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	gr := c.groups[id]
+	if gr == nil && create {
+		gr = &groupRunner{g: group.New(id, c.gcfg, c.now()), waiters: make(map[group.Ticket]chan<- group.Completion)}
+		c.groups[id] = gr
+	}
+	return gr
+}
+
+// forget removes a Dead group's runner from the map; the caller holds gr.mu.
+func (c *coordinator) forget(id string, gr *groupRunner) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.groups[id] == gr {
+		delete(c.groups, id)
+	}
+}
+
+// locked runs fn on the live group id under its lock, creating the group if
+// create; without create, an unknown group is errGroupNotFound.
+func (c *coordinator) locked(id string, create bool, fn func(gr *groupRunner) error) error {
+	if id == "" {
+		return fmt.Errorf("%w: empty", errInvalidGroupID)
+	}
+	for {
+		gr := c.runner(id, create)
+		if gr == nil {
+			return fmt.Errorf("group %q: %w", id, errGroupNotFound)
+		}
+		gr.mu.Lock()
+		if gr.g.State() == group.Dead {
+			c.forget(id, gr)
+			gr.mu.Unlock()
+			continue // deleted meanwhile: use a fresh one
+		}
+		err := fn(gr)
+		gr.deliver()
+		gr.mu.Unlock()
+		return err
+	}
+}
+
+// deliver hands the group's completions to their waiters; gr.mu is held.
+func (gr *groupRunner) deliver() {
+	for _, comp := range gr.g.TakeCompletions() {
+		if ch, ok := gr.waiters[comp.Ticket]; ok {
+			ch <- comp
+			delete(gr.waiters, comp.Ticket)
+		}
+	}
+}
+
+// park registers a waiter for ticket; gr.mu is held.
+func (gr *groupRunner) park(t group.Ticket) <-chan group.Completion {
+	ch := make(chan group.Completion, 1)
+	gr.waiters[t] = ch
+	return ch
+}
+
+func (c *coordinator) nextTicket() group.Ticket { return group.Ticket(c.ticket.Add(1)) }
+
+// wait returns a parked request's completion, or an error when ctx ends or
+// the coordinator stops first.
+func (c *coordinator) wait(ctx context.Context, ch <-chan group.Completion) (group.Completion, error) {
+	select {
+	case comp := <-ch:
+		return comp, nil
+	case <-ctx.Done():
+		return group.Completion{}, fmt.Errorf("%w: %w", errCoordinatorUnavailable, ctx.Err())
+	case <-c.done:
+		return group.Completion{}, fmt.Errorf("%w: shutting down", errCoordinatorUnavailable)
+	}
+}
+
+// startJoin registers a JoinGroup and returns the wait for its answer, so a
+// Kafka handler can park the reply without blocking its reader.
+func (c *coordinator) startJoin(groupID string, req group.JoinRequest) func(context.Context) group.JoinResult {
+	var res group.JoinResult
+	var ch <-chan group.Completion
+	err := c.locked(groupID, true, func(gr *groupRunner) error {
+		t := c.nextTicket()
+		var parked bool
+		if res, parked = gr.g.Join(c.now(), t, req); parked {
+			ch = gr.park(t)
+		}
+		return nil
+	})
+	if err != nil {
+		return func(context.Context) group.JoinResult { return group.JoinResult{Err: err, MemberID: req.MemberID} }
+	}
+	if ch == nil {
+		return func(context.Context) group.JoinResult { return res }
+	}
+	return func(ctx context.Context) group.JoinResult {
+		comp, err := c.wait(ctx, ch)
+		if err != nil {
+			return group.JoinResult{Err: err, MemberID: req.MemberID}
+		}
+		return *comp.Join
+	}
+}
+
+// Join runs a JoinGroup and waits for its answer; the answer's Err is
+// group.ErrMemberIDRequired (with MemberID set), another group error, or nil.
+func (c *coordinator) Join(ctx context.Context, groupID string, req group.JoinRequest) group.JoinResult {
+	return c.startJoin(groupID, req)(ctx)
+}
+
+// startSync registers a SyncGroup and returns the wait for its answer.
+func (c *coordinator) startSync(groupID string, req group.SyncRequest) func(context.Context) group.SyncResult {
+	var res group.SyncResult
+	var ch <-chan group.Completion
+	err := c.locked(groupID, false, func(gr *groupRunner) error {
+		t := c.nextTicket()
+		var parked bool
+		if res, parked = gr.g.Sync(c.now(), t, req); parked {
+			ch = gr.park(t)
+		}
+		return nil
+	})
+	if err != nil {
+		return func(context.Context) group.SyncResult { return group.SyncResult{Err: unknownGroupAsMember(err)} }
+	}
+	if ch == nil {
+		return func(context.Context) group.SyncResult { return res }
+	}
+	return func(ctx context.Context) group.SyncResult {
+		comp, err := c.wait(ctx, ch)
+		if err != nil {
+			return group.SyncResult{Err: err}
+		}
+		return *comp.Sync
+	}
+}
+
+// Sync runs a SyncGroup and waits for the member's assignment.
+func (c *coordinator) Sync(ctx context.Context, groupID string, req group.SyncRequest) group.SyncResult {
+	return c.startSync(groupID, req)(ctx)
+}
+
+// Heartbeat keeps a member's session alive; group.ErrRebalanceInProgress
+// tells it to rejoin.
+func (c *coordinator) Heartbeat(groupID, memberID, instanceID string, gen group.Generation) error {
+	return unknownGroupAsMember(c.locked(groupID, false, func(gr *groupRunner) error {
+		return gr.g.Heartbeat(c.now(), memberID, instanceID, gen)
+	}))
+}
+
+// Leave removes a member (by member id, or instance id for a static member).
+func (c *coordinator) Leave(groupID, memberID, instanceID string) error {
+	return unknownGroupAsMember(c.locked(groupID, false, func(gr *groupRunner) error {
+		return gr.g.Leave(c.now(), memberID, instanceID)
+	}))
+}
+
+// unknownGroupAsMember answers a member request to a group that does not
+// exist as Kafka does: the member is unknown.
+func unknownGroupAsMember(err error) error {
+	if err != nil && errors.Is(err, errGroupNotFound) {
+		return fmt.Errorf("%w: %w", group.ErrUnknownMember, err)
+	}
+	return err
+}
+
+// tickLoop feeds the clock to every group and, less often, removes expired
+// offsets and empty groups.
+func (c *coordinator) tickLoop(ctx context.Context) {
+	tick := time.NewTicker(c.cfg.TickInterval)
+	defer tick.Stop()
+	lastCheck := c.now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		now := c.now()
+		check := now.Sub(lastCheck) >= c.cfg.RetentionCheckInterval
+		if check {
+			lastCheck = now
+		}
+		for _, gr := range c.snapshot() {
+			gr.mu.Lock()
+			if gr.g.State() != group.Dead {
+				gr.g.Tick(now)
+				gr.deliver()
+				if check {
+					c.expire(ctx, gr, now)
+				}
+			}
+			gr.mu.Unlock()
+		}
+	}
+}
+
+func (c *coordinator) snapshot() []*groupRunner {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]*groupRunner, 0, len(c.groups))
+	for _, gr := range c.groups {
+		out = append(out, gr)
+	}
+	return out
+}
+
+// groupAPIs returns the dispatch entries of the group coordinator. Topic-ID
+// forms of OffsetCommit and OffsetFetch (v10+) and KIP-848 are not served.
+func groupAPIs() map[int16]api {
+	return map[int16]api{
+		8:  {min: 0, max: 9, handle: handleOffsetCommit},
+		9:  {min: 0, max: 9, handle: handleOffsetFetch},
+		10: {min: 0, max: 5, handle: handleFindCoordinator},
+		11: {min: 0, max: 9, handle: handleJoinGroup},
+		12: {min: 0, max: 4, handle: handleHeartbeat},
+		13: {min: 0, max: 5, handle: handleLeaveGroup},
+		14: {min: 0, max: 5, handle: handleSyncGroup},
+		15: {min: 0, max: 6, handle: handleDescribeGroups},
+		16: {min: 0, max: 5, handle: handleListGroups},
+		42: {min: 0, max: 3, handle: handleDeleteGroups},
+		47: {min: 0, max: 0, handle: handleOffsetDelete},
+	}
+}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/sluice-mq/sluice/broker/group"
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/wal"
 )
@@ -31,6 +32,14 @@ var (
 	errInvalidRequest       = errors.New("invalid request")
 	errInvalidTimestamp     = errors.New("invalid timestamp")
 	errStorage              = errors.New("storage error")
+
+	// Group coordinator errors (coordinator.go, group_*.go).
+	errInvalidGroupID         = errors.New("invalid group id")
+	errGroupNotFound          = errors.New("group not found")
+	errCoordinatorUnavailable = errors.New("group coordinator not available")
+	errOffsetMetadataTooLarge = errors.New("offset metadata too large")
+	errGroupSubscribedToTopic = errors.New("group is subscribed to the topic")
+	errCoordinatorKeyType     = errors.New("unsupported coordinator key type")
 )
 
 // errorCode maps an error to the Kafka error code a client should see.
@@ -82,6 +91,21 @@ var errorCodes = []struct {
 	{wal.ErrOffsetOutOfRange, kerr.OffsetOutOfRange.Code},
 	{errStorage, kerr.KafkaStorageError.Code},
 	{wal.ErrClosed, kerr.NotLeaderForPartition.Code},
+	{group.ErrUnknownMember, kerr.UnknownMemberID.Code},
+	{group.ErrIllegalGeneration, kerr.IllegalGeneration.Code},
+	{group.ErrFencedInstance, kerr.FencedInstanceID.Code},
+	{group.ErrRebalanceInProgress, kerr.RebalanceInProgress.Code},
+	{group.ErrInvalidSessionTimeout, kerr.InvalidSessionTimeout.Code},
+	{group.ErrInconsistentProtocol, kerr.InconsistentGroupProtocol.Code},
+	{group.ErrMemberIDRequired, kerr.MemberIDRequired.Code},
+	{group.ErrNotEmpty, kerr.NonEmptyGroup.Code},
+	{group.ErrDead, kerr.CoordinatorNotAvailable.Code},
+	{errInvalidGroupID, kerr.InvalidGroupID.Code},
+	{errGroupNotFound, kerr.GroupIDNotFound.Code},
+	{errCoordinatorUnavailable, kerr.CoordinatorNotAvailable.Code},
+	{errOffsetMetadataTooLarge, kerr.OffsetMetadataTooLarge.Code},
+	{errGroupSubscribedToTopic, kerr.GroupSubscribedToTopic.Code},
+	{errCoordinatorKeyType, kerr.InvalidRequest.Code},
 	{context.DeadlineExceeded, kerr.RequestTimedOut.Code},
 	{context.Canceled, kerr.RequestTimedOut.Code},
 }

@@ -27,6 +27,9 @@ type Offset struct {
 	Metadata    string
 	Generation  Generation // -1 for an admin or standalone commit
 	CommitTime  time.Time
+	// TopicID is the committed topic's ID; the owner's business, kept here
+	// so a recreated topic does not inherit its predecessor's offsets.
+	TopicID [16]byte
 }
 
 // CheckCommit decides whether a commit may be written, as Kafka's

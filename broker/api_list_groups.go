@@ -1,0 +1,34 @@
+package broker
+
+// ListGroups (key 16): every live group, filtered by state (v4+) and by
+// type (v5+; every group here is "classic").
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+const classicGroupType = "classic"
+
+func handleListGroups(b *Broker, _ context.Context, req *request) (reply, error) {
+	r := req.body.(*kmsg.ListGroupsRequest)
+	resp := newResponse(req).(*kmsg.ListGroupsResponse)
+	matches := func(filter []string, v string) bool {
+		return len(filter) == 0 || slices.ContainsFunc(filter, func(f string) bool { return strings.EqualFold(f, v) })
+	}
+	if !matches(r.TypesFilter, classicGroupType) {
+		return done(resp), nil
+	}
+	for _, g := range b.coord.ListGroups() {
+		if !matches(r.StatesFilter, g.State) {
+			continue
+		}
+		lg := kmsg.NewListGroupsResponseGroup()
+		lg.Group, lg.ProtocolType, lg.GroupState, lg.GroupType = g.Group, g.ProtocolType, g.State, classicGroupType
+		resp.Groups = append(resp.Groups, lg)
+	}
+	return done(resp), nil
+}

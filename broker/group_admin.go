@@ -1,0 +1,81 @@
+package broker
+
+// This file owns the coordinator's administrative views and actions:
+// describing, listing and deleting groups. They are shared by the Kafka
+// handlers (DescribeGroups, ListGroups, DeleteGroups) and the HTTP API.
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/sluice-mq/sluice/broker/group"
+)
+
+// GroupDescription is what DescribeGroups reports of a group.
+type GroupDescription struct {
+	Group        string
+	State        string
+	ProtocolType string
+	Protocol     string // "" unless Stable
+	Members      []group.MemberInfo
+}
+
+// GroupListing is what ListGroups reports of a group.
+type GroupListing struct {
+	Group        string
+	ProtocolType string
+	State        string
+}
+
+// DescribeGroup describes one group; errGroupNotFound if there is none.
+func (c *coordinator) DescribeGroup(groupID string) (GroupDescription, error) {
+	var d GroupDescription
+	err := c.locked(groupID, false, func(gr *groupRunner) error {
+		d = GroupDescription{
+			Group:        groupID,
+			State:        gr.g.State().String(),
+			ProtocolType: gr.g.ProtocolType(),
+			Members:      gr.g.Members(),
+		}
+		if gr.g.State() == group.Stable {
+			d.Protocol = gr.g.Protocol()
+		}
+		return nil
+	})
+	return d, err
+}
+
+// ListGroups lists every live group, sorted by id.
+func (c *coordinator) ListGroups() []GroupListing {
+	var out []GroupListing
+	for _, gr := range c.snapshot() {
+		gr.mu.Lock()
+		if gr.g.State() != group.Dead {
+			out = append(out, GroupListing{Group: gr.g.ID(), ProtocolType: gr.g.ProtocolType(), State: gr.g.State().String()})
+		}
+		gr.mu.Unlock()
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	return out
+}
+
+// DeleteGroup deletes an Empty group and its committed offsets:
+// group.ErrNotEmpty while it has members, errGroupNotFound if absent.
+func (c *coordinator) DeleteGroup(ctx context.Context, groupID string) error {
+	return c.locked(groupID, false, func(gr *groupRunner) error {
+		if gr.g.State() != group.Empty {
+			return fmt.Errorf("delete group %q in state %s: %w", groupID, gr.g.State(), group.ErrNotEmpty)
+		}
+		wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+		defer cancel()
+		if err := c.b.store.DeleteGroupOffsets(wctx, c.cfg.Tenant, groupID); err != nil {
+			return fmt.Errorf("%w: %w", errCoordinatorUnavailable, err)
+		}
+		if err := gr.g.MarkDead(c.now()); err != nil {
+			return err
+		}
+		c.forget(groupID, gr)
+		return nil
+	})
+}

@@ -1,0 +1,255 @@
+package broker
+
+// This file owns committed offsets on the coordinator side: loading them
+// from etcd at start, commits (checked by the group state machine, then
+// written to etcd in one transaction, then applied in memory), fetches,
+// admin resets, deletes and expiry.
+//
+// Invariant: an offset is in a group's memory only after it is durable in
+// etcd, and it is checked and written under the group's lock, so a member
+// whose generation ended cannot commit (DESIGN invariant 4).
+// Invariant: a committed offset is returned only while its topic still has
+// the topic ID it was committed under.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/meta"
+	"github.com/sluice-mq/sluice/wal"
+)
+
+// maxOffsetMetadata is Kafka's offset.metadata.max.bytes.
+const maxOffsetMetadata = 4096
+
+// OffsetCommit is one partition's commit.
+type OffsetCommit struct {
+	Offset      int64
+	LeaderEpoch int32 // -1 when unknown
+	Metadata    string
+}
+
+// load reads every committed offset of the tenant into Empty groups.
+// Offsets of deleted topics are left in etcd and ignored.
+func (c *coordinator) load(ctx context.Context) error {
+	all, err := c.b.store.TenantOffsets(ctx, c.cfg.Tenant)
+	if err != nil {
+		return fmt.Errorf("broker: load committed offsets: %w", err)
+	}
+	now := c.now()
+	for id, offsets := range all {
+		g := group.New(id, c.gcfg, now)
+		set := make(map[group.TopicPartition]group.Offset, len(offsets))
+		for _, o := range offsets {
+			t := c.b.lookupTopicID(o.TopicID)
+			if t == nil {
+				continue
+			}
+			set[group.TopicPartition{Topic: t.meta.Name, Partition: o.Partition}] = group.Offset{
+				Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata,
+				Generation: group.Generation(o.Generation), CommitTime: o.CommitTime, TopicID: o.TopicID,
+			}
+		}
+		g.SetOffsets(set)
+		c.groups[id] = &groupRunner{g: g, waiters: make(map[group.Ticket]chan<- group.Completion)}
+	}
+	c.logger.Info().Int("groups", len(all)).Msg("loaded committed offsets")
+	return nil
+}
+
+// CommitOffsets commits offsets for a member (memberID, instanceID, gen) or,
+// with gen < 0 and no member, as an admin while the group is Empty. The
+// error is for the whole request; the map holds per-partition errors (an
+// unknown topic or partition, metadata too large) for partitions not written.
+func (c *coordinator) CommitOffsets(ctx context.Context, groupID, memberID, instanceID string, gen group.Generation,
+	offsets map[group.TopicPartition]OffsetCommit) (map[group.TopicPartition]error, error) {
+	admin := gen < 0 && memberID == "" && instanceID == ""
+	perPartition := make(map[group.TopicPartition]error)
+	err := c.locked(groupID, admin, func(gr *groupRunner) error {
+		now := c.now()
+		if err := gr.g.CheckCommit(now, memberID, instanceID, gen); err != nil {
+			return err
+		}
+		return c.writeOffsets(ctx, gr, gen, offsets, perPartition)
+	})
+	if errors.Is(err, errGroupNotFound) {
+		err = fmt.Errorf("%w: %w", group.ErrIllegalGeneration, err)
+	}
+	return perPartition, err
+}
+
+// writeOffsets validates, writes and applies offsets; gr.mu is held.
+func (c *coordinator) writeOffsets(ctx context.Context, gr *groupRunner, gen group.Generation,
+	offsets map[group.TopicPartition]OffsetCommit, perPartition map[group.TopicPartition]error) error {
+	now := c.now()
+	durable := make([]meta.CommittedOffset, 0, len(offsets))
+	apply := make(map[group.TopicPartition]group.Offset, len(offsets))
+	for tp, o := range offsets {
+		t := c.b.lookupTopic(tp.Topic)
+		switch {
+		case t == nil || tp.Partition < 0 || int(tp.Partition) >= len(t.partitions):
+			perPartition[tp] = fmt.Errorf("%w: %s-%d", errUnknownTopic, tp.Topic, tp.Partition)
+			continue
+		case len(o.Metadata) > maxOffsetMetadata:
+			perPartition[tp] = fmt.Errorf("%w: %d bytes", errOffsetMetadataTooLarge, len(o.Metadata))
+			continue
+		}
+		durable = append(durable, meta.CommittedOffset{
+			OffsetKey: meta.OffsetKey{TopicID: t.meta.ID, Partition: tp.Partition},
+			Topic:     tp.Topic, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata,
+			Generation: int32(gen), CommitTime: now,
+		})
+		apply[tp] = group.Offset{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata,
+			Generation: gen, CommitTime: now, TopicID: t.meta.ID}
+	}
+	if len(durable) == 0 {
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	if err := c.b.store.CommitOffsets(wctx, c.cfg.Tenant, gr.g.ID(), durable); err != nil {
+		return fmt.Errorf("%w: %w", errCoordinatorUnavailable, err)
+	}
+	gr.g.SetOffsets(apply)
+	return nil
+}
+
+// FetchOffsets returns the committed offsets of tps (all of them if tps is
+// nil). Partitions without a committed offset are absent from the map. An
+// unknown group has no offsets.
+func (c *coordinator) FetchOffsets(groupID string, tps []group.TopicPartition) (map[group.TopicPartition]group.Offset, error) {
+	out := make(map[group.TopicPartition]group.Offset)
+	err := c.locked(groupID, false, func(gr *groupRunner) error {
+		if tps == nil {
+			tps, _ = gr.g.Offsets()
+		}
+		for _, tp := range tps {
+			o, ok := gr.g.Offset(tp)
+			if !ok {
+				continue
+			}
+			if t := c.b.lookupTopic(tp.Topic); t == nil || t.meta.ID != o.TopicID {
+				continue // the topic was deleted (and perhaps recreated)
+			}
+			out[tp] = o
+		}
+		return nil
+	})
+	if errors.Is(err, errGroupNotFound) {
+		return out, nil
+	}
+	return out, err
+}
+
+// ResetOffsets sets a group's offsets, as an admin: only while the group
+// has no members (group.ErrNotEmpty otherwise), and only to offsets within
+// [log start, high watermark] of each partition (wal.ErrOffsetOutOfRange,
+// HTTP 410, otherwise). Nothing is written unless every offset is valid.
+func (c *coordinator) ResetOffsets(ctx context.Context, groupID string, offsets map[string]map[int32]int64) error {
+	commits := make(map[group.TopicPartition]OffsetCommit)
+	for topic, parts := range offsets {
+		for partition, off := range parts {
+			p, err := c.b.partitionOf(topic, partition)
+			if err != nil {
+				return fmt.Errorf("reset offsets of group %q: %w", groupID, err)
+			}
+			start := p.log.StartOffset()
+			hw, _ := p.highWatermark()
+			if wal.Offset(off) < start || wal.Offset(off) > hw {
+				return fmt.Errorf("reset offsets of group %q: %s-%d to %d outside [%d, %d]: %w",
+					groupID, topic, partition, off, start, hw, wal.ErrOffsetOutOfRange)
+			}
+			commits[group.TopicPartition{Topic: topic, Partition: partition}] = OffsetCommit{Offset: off, LeaderEpoch: -1}
+		}
+	}
+	return c.locked(groupID, true, func(gr *groupRunner) error {
+		if gr.g.State() != group.Empty {
+			return fmt.Errorf("reset offsets of group %q with %d members: %w", groupID, gr.g.Len(), group.ErrNotEmpty)
+		}
+		perPartition := make(map[group.TopicPartition]error)
+		if err := c.writeOffsets(ctx, gr, -1, commits, perPartition); err != nil {
+			return err
+		}
+		for _, err := range perPartition {
+			return err
+		}
+		return nil
+	})
+}
+
+// DeleteOffsets deletes some offsets of a group (OffsetDelete): allowed for
+// an Empty group, or for topics no member of a consumer group subscribes to.
+func (c *coordinator) DeleteOffsets(ctx context.Context, groupID string, tps []group.TopicPartition) (map[group.TopicPartition]error, error) {
+	perPartition := make(map[group.TopicPartition]error)
+	err := c.locked(groupID, false, func(gr *groupRunner) error {
+		subscribed := map[string]bool{}
+		if gr.g.State() != group.Empty {
+			if gr.g.ProtocolType() != "consumer" {
+				return fmt.Errorf("group %q is %s: %w", groupID, gr.g.State(), group.ErrNotEmpty)
+			}
+			subscribed = gr.g.Subscribed(consumerTopics)
+		}
+		var keys []meta.OffsetKey
+		var gone []group.TopicPartition
+		for _, tp := range tps {
+			switch {
+			case subscribed[tp.Topic]:
+				perPartition[tp] = fmt.Errorf("%w: %s", errGroupSubscribedToTopic, tp.Topic)
+			case c.b.lookupTopic(tp.Topic) == nil:
+				perPartition[tp] = fmt.Errorf("%w: %s", errUnknownTopic, tp.Topic)
+			default:
+				if o, ok := gr.g.Offset(tp); ok {
+					keys = append(keys, meta.OffsetKey{TopicID: o.TopicID, Partition: tp.Partition})
+					gone = append(gone, tp)
+				}
+			}
+		}
+		wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+		defer cancel()
+		if err := c.b.store.DeleteOffsets(wctx, c.cfg.Tenant, groupID, keys); err != nil {
+			return fmt.Errorf("%w: %w", errCoordinatorUnavailable, err)
+		}
+		gr.g.DeleteOffsets(gone)
+		return nil
+	})
+	return perPartition, err
+}
+
+// consumerTopics decodes the topics of consumer-protocol member metadata.
+func consumerTopics(metadata []byte) []string {
+	var m kmsg.ConsumerMemberMetadata
+	if err := m.ReadFrom(metadata); err != nil {
+		return nil
+	}
+	return m.Topics
+}
+
+// expire deletes offsets past retention and forgets a group left with
+// nothing; gr.mu is held.
+func (c *coordinator) expire(ctx context.Context, gr *groupRunner, now time.Time) {
+	if tps := gr.g.ExpiredOffsets(now); len(tps) > 0 {
+		keys := make([]meta.OffsetKey, 0, len(tps))
+		for _, tp := range tps {
+			o, _ := gr.g.Offset(tp)
+			keys = append(keys, meta.OffsetKey{TopicID: o.TopicID, Partition: tp.Partition})
+		}
+		wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+		err := c.b.store.DeleteOffsets(wctx, c.cfg.Tenant, gr.g.ID(), keys)
+		cancel()
+		if err != nil {
+			c.logger.Warn().Err(err).Str("group", gr.g.ID()).Msg("delete expired offsets; will retry")
+			return
+		}
+		gr.g.DeleteOffsets(tps)
+		c.logger.Info().Str("group", gr.g.ID()).Int("offsets", len(tps)).Msg("expired committed offsets")
+	}
+	if gr.g.Deletable() {
+		_ = gr.g.MarkDead(now)
+		c.forget(gr.g.ID(), gr)
+	}
+}
