@@ -108,7 +108,7 @@ type coordinator struct {
 // groupRunner is one group and the requests parked on it.
 type groupRunner struct {
 	mu      sync.Mutex
-	g       *group.Group                            // guarded by mu
+	g       *group.Group                             // guarded by mu
 	waiters map[group.Ticket]chan<- group.Completion // guarded by mu
 }
 
