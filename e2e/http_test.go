@@ -469,7 +469,7 @@ func TestHTTPGroupFlow(t *testing.T) {
 	const (
 		topic     = "http-group"
 		total     = 50
-		sessionMs = 10_000
+		sessionMs = 6_000 // the broker's minimum, Kafka's group.min.session.timeout.ms
 	)
 	b := startBroker(t, brokerOptions{noAutoCreate: true})
 	createTopicHTTP(t, b, topic, 1, nil)
