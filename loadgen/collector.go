@@ -44,12 +44,13 @@ type collector struct {
 }
 
 type crashState struct {
-	member   int
-	at       time.Time
-	orphans  map[int32]bool
-	resumed  bool
-	pause    time.Duration
-	replayed int64
+	member      int
+	at          time.Time
+	orphans     map[int32]bool
+	resumed     bool
+	pause       time.Duration
+	replayed    int64 // records delivered again (already seen) after the kill
+	redelivered int64 // deliveries the system flagged as redeliveries after the kill
 }
 
 func newCollector(clock Clock, ordered bool, producers int) *collector {
@@ -126,7 +127,13 @@ func (c *collector) deliver(member int, batch []Delivered) {
 			if dup {
 				cs.replayed++
 			}
-			if !cs.resumed && (dup || (c.ordered && cs.orphans[d.Partition])) {
+			if d.Redelivered {
+				cs.redelivered++
+			}
+			// Kafka: the killed member's partitions flow again (after the
+			// session timeout and a rebalance). JetStream has no partition
+			// ownership: any delivery to a survivor counts.
+			if !cs.resumed && (dup || !c.ordered || cs.orphans[d.Partition]) {
 				cs.resumed, cs.pause = true, now.Sub(cs.at)
 			}
 		}

@@ -63,7 +63,8 @@ func WriteTable(w io.Writer, res *Result) error {
 			rp.Prefilled, rp.PrefillSeconds, rp.PrefillMsgsPerSec, rp.ReadSeconds, rp.ReadMsgsPerSec, rp.ReadMBPerSec)
 	}
 	if cr := res.Crash; cr != nil {
-		p("consumer crash\tkilled at %.2fs\tpause %.2fs (resumed %v)\treplayed %d", cr.KilledAtSeconds, cr.PauseSeconds, cr.Resumed, cr.Replayed)
+		p("consumer crash\tkilled at %.2fs\tpause %.2fs (resumed %v)\treplayed %d\tredelivered %d",
+			cr.KilledAtSeconds, cr.PauseSeconds, cr.Resumed, cr.Replayed, cr.Redelivered)
 	}
 	if len(res.Errors) == 0 {
 		p("errors\tnone")

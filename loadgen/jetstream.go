@@ -112,7 +112,7 @@ type jsProducer struct {
 func (p *jsProducer) Publish(ctx context.Context, msg *Message, done AckFunc) error {
 	m := nats.NewMsg(p.subject + "." + strconv.Itoa(int(msg.Partition)))
 	m.Data = msg.Value
-	m.Header.Set(HeaderTimestamp, string(encodeTimestamp(msg.Scheduled)))
+	m.Header.Set(HeaderTimestamp, strconv.FormatInt(msg.Scheduled.UnixNano(), 10)) // headers are text
 	if msg.Key != nil {
 		m.Header.Set("lg-key", string(msg.Key))
 	}
@@ -219,7 +219,9 @@ func (c *jsConsumer) Run(ctx context.Context, sink Sink) error {
 			d.Offset = int64(md.Sequence.Stream)
 			d.Redelivered = md.NumDelivered > 1
 		}
-		d.Scheduled = decodeTimestamp([]byte(m.Headers().Get(HeaderTimestamp)))
+		if ns, err := strconv.ParseInt(m.Headers().Get(HeaderTimestamp), 10, 64); err == nil {
+			d.Scheduled = time.Unix(0, ns)
+		}
 		sink.Deliver([]Delivered{d})
 		if err := m.Ack(); err != nil {
 			sink.Error(err)

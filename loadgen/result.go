@@ -89,6 +89,7 @@ type CrashResult struct {
 	Resumed         bool    `json:"resumed"`
 	PauseSeconds    float64 `json:"pause_seconds"` // kill until the killed member's records flowed again
 	Replayed        int64   `json:"replayed"`      // records delivered again after the kill
+	Redelivered     int64   `json:"redelivered"`   // JetStream: deliveries flagged as redeliveries
 }
 
 // Sample is one interval of the time series.
@@ -182,45 +183,62 @@ func (rn *run) fill(res *Result, prodEnd, consumeStart time.Time, caughtUp bool)
 	}
 	if rn.sc.crash {
 		cr := c.crashResult()
-		res.Crash = &CrashResult{Resumed: cr.resumed, PauseSeconds: cr.pause.Seconds(), Replayed: cr.replayed}
+		res.Crash = &CrashResult{Resumed: cr.resumed, PauseSeconds: cr.pause.Seconds(), Replayed: cr.replayed, Redelivered: cr.redelivered}
 		if cr.member >= 0 {
 			res.Crash.KilledAtSeconds = cr.at.Sub(rn.start).Seconds()
 		}
 	}
 }
 
-// sample appends one Sample per interval and prints the progress line.
-func (rn *run) sample(ctx context.Context) {
-	c := rn.col
-	var prevSent, prevAcked, prevCons, prevAckB, prevConB, prevErr int64
-	prevT := rn.clock.Now()
+// sampler turns the collector's counters into per-interval Samples.
+// Owned by one goroutine at a time (the sample loop, then execute).
+type sampler struct {
+	rn                                                *run
+	prevT                                             time.Time
+	prevSent, prevAcked, prevCons, prevAckB, prevConB int64
+	prevErr                                           int64
+}
+
+func (rn *run) newSampler() *sampler { return &sampler{rn: rn, prevT: rn.clock.Now()} }
+
+// take appends the Sample since the previous one and prints the progress line.
+func (sm *sampler) take() {
+	rn, c := sm.rn, sm.rn.col
+	now := rn.clock.Now()
+	dt := now.Sub(sm.prevT)
+	if dt <= 0 {
+		return
+	}
+	sm.prevT = now
+	sent, acked, cons := c.sent.Load(), c.acked.Load(), c.unique.Load()
+	ackB, conB, errs := c.ackBytes.Load(), c.conBytes.Load(), c.errorTotal()
+	ackI, e2eI := c.ack.TakeInterval(), c.e2e.TakeInterval()
+	rn.mu.Lock()
+	s := Sample{
+		T: now.Sub(rn.start).Seconds(), Phase: rn.phase,
+		SentPerSec: rate(sent-sm.prevSent, dt), AckedPerSec: rate(acked-sm.prevAcked, dt),
+		ConsumedPerSec: rate(cons-sm.prevCons, dt),
+		ProduceMBps:    rate(ackB-sm.prevAckB, dt) / mb, ConsumeMBps: rate(conB-sm.prevConB, dt) / mb,
+		AckP50Ms: ackI.P50Ms, AckP99Ms: ackI.P99Ms, E2EP50Ms: e2eI.P50Ms, E2EP99Ms: e2eI.P99Ms,
+		Lag: c.lag(), Backlog: c.backlog(), Errors: errs - sm.prevErr,
+	}
+	rn.series = append(rn.series, s)
+	rn.mu.Unlock()
+	sm.prevSent, sm.prevAcked, sm.prevCons, sm.prevAckB, sm.prevConB, sm.prevErr = sent, acked, cons, ackB, conB, errs
+	if rn.cfg.Progress {
+		fmt.Fprintln(rn.stderr, progressLine(s))
+	}
+}
+
+// sample takes one Sample per interval until ctx ends.
+func (sm *sampler) sample(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-rn.clock.After(rn.cfg.Interval):
+		case <-sm.rn.clock.After(sm.rn.cfg.Interval):
 		}
-		now := rn.clock.Now()
-		dt := now.Sub(prevT)
-		prevT = now
-		sent, acked, cons := c.sent.Load(), c.acked.Load(), c.unique.Load()
-		ackB, conB, errs := c.ackBytes.Load(), c.conBytes.Load(), c.errorTotal()
-		ackI, e2eI := c.ack.TakeInterval(), c.e2e.TakeInterval()
-		rn.mu.Lock()
-		s := Sample{
-			T: now.Sub(rn.start).Seconds(), Phase: rn.phase,
-			SentPerSec: rate(sent-prevSent, dt), AckedPerSec: rate(acked-prevAcked, dt),
-			ConsumedPerSec: rate(cons-prevCons, dt),
-			ProduceMBps:    rate(ackB-prevAckB, dt) / mb, ConsumeMBps: rate(conB-prevConB, dt) / mb,
-			AckP50Ms: ackI.P50Ms, AckP99Ms: ackI.P99Ms, E2EP50Ms: e2eI.P50Ms, E2EP99Ms: e2eI.P99Ms,
-			Lag: c.lag(), Backlog: c.backlog(), Errors: errs - prevErr,
-		}
-		rn.series = append(rn.series, s)
-		rn.mu.Unlock()
-		prevSent, prevAcked, prevCons, prevAckB, prevConB, prevErr = sent, acked, cons, ackB, conB, errs
-		if rn.cfg.Progress {
-			fmt.Fprintln(rn.stderr, progressLine(s))
-		}
+		sm.take()
 	}
 }
 

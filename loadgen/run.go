@@ -224,8 +224,9 @@ func (rn *run) execute(ctx context.Context, mode string, res *Result) error {
 	rn.phases = rn.sc.phases(cfg)
 	rn.start = rn.clock.Now().Add(50 * time.Millisecond)
 	rn.setPhase("start")
+	sm := rn.newSampler()
 	bgWG.Add(2)
-	go func() { defer bgWG.Done(); rn.sample(bg) }()
+	go func() { defer bgWG.Done(); sm.sample(bg) }()
 	go func() { defer bgWG.Done(); rn.monitor(bg, consumers) }()
 
 	rn.produce(ctx, prods)
@@ -244,6 +245,7 @@ func (rn *run) execute(ctx context.Context, mode string, res *Result) error {
 	}
 	stopBG()
 	bgWG.Wait()
+	sm.take() // the last, partial interval
 	rn.fill(res, prodEnd, consumeStart, caughtUp)
 	return nil
 }

@@ -10,8 +10,9 @@ import (
 	"time"
 )
 
-// HeaderTimestamp names the record header holding the scheduled send time
-// (8 bytes, big-endian Unix nanoseconds).
+// HeaderTimestamp names the record header holding the scheduled send time:
+// 8 bytes, big-endian Unix nanoseconds in Kafka; decimal Unix nanoseconds
+// in NATS, whose headers are text.
 const HeaderTimestamp = "lg-ts"
 
 // ErrGroupsUnsupported is returned when a consumer group is required and
