@@ -181,7 +181,7 @@ func TestKcatGroupConsumer(t *testing.T) {
 	value := func(p int32, i int) string { return fmt.Sprintf("kg-%d-%03d", p, i) }
 	produceSpread(t, b, topic, partitions, perPartition, value)
 
-	proc := startLineProc(t, "kcat -G", kcat, "-b", b.kafkaAddr, "-G", group, "-f", `%p %o %s\n`,
+	proc := startLineProc(t, "kcat -G", kcat, "-u", "-b", b.kafkaAddr, "-G", group, "-f", `%p %o %s\n`, // -u: unbuffered, or the last lines wait in stdio
 		"-X", "auto.offset.reset=earliest", "-X", "auto.commit.interval.ms=200", topic)
 	var got map[string]string // value -> "partition offset"
 	eventually(t, 60*time.Second, "kcat -G prints every record", func() (bool, string) {
