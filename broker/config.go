@@ -34,7 +34,8 @@ type Config struct {
 	// PartitionQueue bounds the produce batches waiting for one partition owner.
 	PartitionQueue int
 
-	Meta meta.Config
+	Meta        meta.Config
+	Coordinator CoordinatorConfig
 }
 
 // DefaultConfig returns the settings of a lone broker started with no flags.
@@ -55,6 +56,7 @@ func DefaultConfig() Config {
 			ListenClient: "127.0.0.1:2379",
 			ListenPeer:   "127.0.0.1:2380",
 		},
+		Coordinator: DefaultCoordinatorConfig(),
 	}
 }
 
@@ -87,6 +89,9 @@ func (c Config) Validate() error {
 	}
 	if c.ProducerIDExpiration <= 0 {
 		return fmt.Errorf("broker: producer id expiration %v must be positive", c.ProducerIDExpiration)
+	}
+	if err := c.Coordinator.Validate(); err != nil {
+		return err
 	}
 	if c.PartitionQueue < 1 {
 		return fmt.Errorf("broker: partition queue %d must be at least 1", c.PartitionQueue)

@@ -112,20 +112,8 @@ type groupRunner struct {
 	waiters map[group.Ticket]chan<- group.Completion // guarded by mu
 }
 
-// SetCoordinatorConfig replaces the coordinator defaults; call it before Run.
-func (b *Broker) SetCoordinatorConfig(cfg CoordinatorConfig) error {
-	if err := cfg.Validate(); err != nil {
-		return err
-	}
-	b.coord = &coordinator{cfg: cfg}
-	return nil
-}
-
 func (b *Broker) startCoordinator(ctx context.Context) error {
-	cfg := DefaultCoordinatorConfig()
-	if b.coord != nil {
-		cfg = b.coord.cfg
-	}
+	cfg := b.cfg.Coordinator
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

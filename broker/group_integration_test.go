@@ -28,11 +28,9 @@ func groupTestConfig() CoordinatorConfig {
 // with a stop function (also run at cleanup; stopping twice is harmless).
 func startGroupBroker(t *testing.T, cfg Config, ccfg CoordinatorConfig) (*Broker, func()) {
 	t.Helper()
+	cfg.Coordinator = ccfg
 	b, err := New(cfg, zerolog.Nop())
 	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.SetCoordinatorConfig(ccfg); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

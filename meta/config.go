@@ -40,6 +40,10 @@ type Config struct {
 	InitialCluster string
 	// Endpoints, when non-empty, means: embed nothing, connect to this etcd cluster.
 	Endpoints []string
+	// MaxTxnOps is the --max-txn-ops of the etcd cluster: how many operations
+	// one transaction may carry. 0 means EmbeddedMaxTxnOps for the embedded
+	// member (which is started with it) and DefaultMaxTxnOps for Endpoints.
+	MaxTxnOps int
 	// Prefix is put before every key. Default "/sluice/"; must end in "/".
 	Prefix string
 	// StartTimeout bounds Open's wait for etcd to become usable, on top of

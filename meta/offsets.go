@@ -12,7 +12,7 @@ package meta
 // readers that no longer find the topic ID (a deleted topic); the key's topic
 // ID is authoritative.
 //
-// Invariant: a commit of up to MaxOffsetsPerTxn partitions is one etcd
+// Invariant: a commit of up to the store's MaxTxnOps partitions is one etcd
 // transaction: all of its offsets become visible together or none does.
 // Invariant: deleting a group's offsets is one ranged delete.
 //
@@ -36,10 +36,15 @@ import (
 // offsetRecordVersion is the "v" field this build writes and reads.
 const offsetRecordVersion = 1
 
-// MaxOffsetsPerTxn is how many offsets one transaction writes: etcd's
-// default --max-txn-ops. Larger commits are split into transactions of this
-// size, each atomic, written in order.
-const MaxOffsetsPerTxn = 128
+// DefaultMaxTxnOps is etcd's default --max-txn-ops, assumed for an external
+// cluster unless Config.MaxTxnOps says otherwise. The embedded member is
+// started with EmbeddedMaxTxnOps, so a commit of up to that many partitions
+// is one transaction. Larger commits are split into transactions of the
+// limit's size, each atomic, written in order.
+const (
+	DefaultMaxTxnOps  = 128
+	EmbeddedMaxTxnOps = 10_000
+)
 
 // DefaultTenant is the tenant of every group until tenants exist.
 const DefaultTenant = "default"
@@ -83,10 +88,10 @@ func (s *Store) offsetKey(tenant, group string, k OffsetKey) string {
 	return s.groupOffsetsPrefix(tenant, group) + uuid.UUID(k.TopicID).String() + "/" + strconv.Itoa(int(k.Partition))
 }
 
-// CommitOffsets stores offsets of one group; see MaxOffsetsPerTxn.
+// CommitOffsets stores offsets of one group; see DefaultMaxTxnOps.
 func (s *Store) CommitOffsets(ctx context.Context, tenant, group string, offsets []CommittedOffset) error {
-	for start := 0; start < len(offsets); start += MaxOffsetsPerTxn {
-		chunk := offsets[start:min(start+MaxOffsetsPerTxn, len(offsets))]
+	for start := 0; start < len(offsets); start += s.maxTxnOps {
+		chunk := offsets[start:min(start+s.maxTxnOps, len(offsets))]
 		ops := make([]clientv3.Op, 0, len(chunk))
 		for _, o := range chunk {
 			if o.Partition < 0 || o.TopicID == uuid.Nil {
@@ -189,10 +194,10 @@ func decodeOffset(rel string, val []byte) (string, CommittedOffset, error) {
 }
 
 // DeleteOffsets deletes some offsets of one group (expiry, OffsetDelete),
-// MaxOffsetsPerTxn per transaction.
+// at most the store's transaction limit per transaction.
 func (s *Store) DeleteOffsets(ctx context.Context, tenant, group string, keys []OffsetKey) error {
-	for start := 0; start < len(keys); start += MaxOffsetsPerTxn {
-		chunk := keys[start:min(start+MaxOffsetsPerTxn, len(keys))]
+	for start := 0; start < len(keys); start += s.maxTxnOps {
+		chunk := keys[start:min(start+s.maxTxnOps, len(keys))]
 		ops := make([]clientv3.Op, 0, len(chunk))
 		for _, k := range chunk {
 			ops = append(ops, clientv3.OpDelete(s.offsetKey(tenant, group, k)))

@@ -46,10 +46,11 @@ const (
 
 // Store is the handle on Sluice's metadata in etcd. Safe for concurrent use.
 type Store struct {
-	log    zerolog.Logger
-	prefix string
-	client *clientv3.Client
-	etcd   *embed.Etcd // nil when connected to external endpoints
+	log       zerolog.Logger
+	prefix    string
+	maxTxnOps int // operations one etcd transaction may carry
+	client    *clientv3.Client
+	etcd      *embed.Etcd // nil when connected to external endpoints
 
 	done     chan struct{}  // closed by Close: stops watchers
 	watchers sync.WaitGroup // topic watchers; waited for before the client closes
@@ -73,9 +74,16 @@ func Open(ctx context.Context, cfg Config, log zerolog.Logger) (*Store, error) {
 	defer cancel()
 
 	s := &Store{
-		log:    log.With().Str("component", "meta").Logger(),
-		prefix: cfg.Prefix,
-		done:   make(chan struct{}),
+		log:       log.With().Str("component", "meta").Logger(),
+		prefix:    cfg.Prefix,
+		maxTxnOps: cfg.MaxTxnOps,
+		done:      make(chan struct{}),
+	}
+	if s.maxTxnOps == 0 {
+		s.maxTxnOps = DefaultMaxTxnOps
+		if len(cfg.Endpoints) == 0 {
+			s.maxTxnOps = EmbeddedMaxTxnOps
+		}
 	}
 	zlog := newEtcdLogger(log)
 	endpoints := cfg.Endpoints
@@ -149,6 +157,7 @@ func embedConfig(cfg Config, zlog *zap.Logger) (*embed.Config, error) {
 	// "new" only matters on the first start; a member with data restarts from it.
 	ec.ClusterState = embed.ClusterStateFlagNew
 	ec.SnapshotCount = etcdSnapshotCount
+	ec.MaxTxnOps = EmbeddedMaxTxnOps
 	ec.QuotaBackendBytes = etcdQuotaBackendBytes
 	ec.AutoCompactionMode = etcdCompactionMode
 	ec.AutoCompactionRetention = etcdCompactionEvery

@@ -48,6 +48,10 @@ func run(args []string) error {
 	fs.StringVar(&cfg.Meta.InitialCluster, "etcd-initial-cluster", "", "embedded etcd members, 1=http://host:port,2=... (default: this broker alone)")
 	fs.StringVar(&cfg.ObjectStore, "object-store", "", "file:///path or s3://bucket/prefix?endpoint=...&region=... (default: file://<data-dir>/objects)")
 	fs.BoolVar(&cfg.AutoCreateTopics, "auto-create-topics", cfg.AutoCreateTopics, "create topics on first use, as Kafka does")
+	fs.DurationVar(&cfg.Coordinator.MinSessionTimeout, "group-min-session-timeout", cfg.Coordinator.MinSessionTimeout, "shortest consumer session timeout accepted")
+	fs.DurationVar(&cfg.Coordinator.MaxSessionTimeout, "group-max-session-timeout", cfg.Coordinator.MaxSessionTimeout, "longest consumer session timeout accepted")
+	fs.DurationVar(&cfg.Coordinator.OffsetsRetention, "offsets-retention", cfg.Coordinator.OffsetsRetention, "how long committed offsets outlive a group's last member")
+	fs.DurationVar(&cfg.ProducerIDExpiration, "producer-id-expiration", cfg.ProducerIDExpiration, "how long an idle idempotent producer's state is kept")
 	fs.DurationVar(&cfg.RetentionCheckInterval, "retention-check-interval", cfg.RetentionCheckInterval, "how often segments are rolled by age and retention is applied")
 	if err := fs.Parse(args); err != nil {
 		return err
