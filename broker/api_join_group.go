@@ -20,6 +20,7 @@ func handleJoinGroup(b *Broker, ctx context.Context, req *request) (reply, error
 		MemberID:             r.MemberID,
 		InstanceID:           derefString(r.InstanceID),
 		ClientID:             req.clientID,
+		ClientHost:           req.remoteHost,
 		SessionTimeout:       time.Duration(r.SessionTimeoutMillis) * time.Millisecond,
 		ProtocolType:         r.ProtocolType,
 		RequireKnownMemberID: req.version >= 4,

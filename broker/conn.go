@@ -36,6 +36,7 @@ type request struct {
 	key, version int16
 	correlation  int32
 	clientID     string
+	remoteHost   string // the client's address as the coordinator reports it
 	body         kmsg.Request
 }
 
@@ -99,6 +100,10 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 		nc.Close()
 	}()
 
+	remoteHost := "/" + nc.RemoteAddr().String() // Kafka's form: "/host:port"
+	if host, _, err := net.SplitHostPort(nc.RemoteAddr().String()); err == nil {
+		remoteHost = "/" + host
+	}
 	r := bufio.NewReaderSize(nc, 64<<10)
 	for {
 		frame, err := readFrame(r, b.cfg.MaxRequestBytes)
@@ -113,6 +118,7 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 			logger.Warn().Err(err).Msg("closing connection on an unparsable request")
 			return
 		}
+		req.remoteHost = remoteHost
 		start := time.Now()
 		rep, err := b.dispatch(ctx, req)
 		if err != nil {
