@@ -220,7 +220,9 @@ func TestGroupConsumersFailoverAndCooperativeJoin(t *testing.T) {
 	eventually(t, 20*time.Second, "a Stable group of three", stableWith(3))
 
 	produceRound(t, admin, topic, partitions, 40, ends)
-	defer func() { t.Logf("counts a=%d b=%d c=%d d=%d", prog.count("a"), prog.count("b"), prog.count("c"), prog.count("d")) }()
+	defer func() {
+		t.Logf("counts a=%d b=%d c=%d d=%d", prog.count("a"), prog.count("b"), prog.count("c"), prog.count("d"))
+	}()
 	eventually(t, 30*time.Second, "three consumers each to process records",
 		func() bool { return prog.count("a") > 0 && prog.count("b") > 0 && prog.count("c") > 0 })
 
