@@ -543,3 +543,33 @@ func TestClosedAndDelete(t *testing.T) {
 		t.Fatalf("files left after delete: %v", files)
 	}
 }
+
+func TestBytesFrom(t *testing.T) {
+	l := mustOpen(t, vfs.NewMem(), Config{SegmentBytes: 1000, IndexIntervalBytes: 200})
+	var a appended
+	for i := range 60 {
+		mustAppend(t, l, &a, mkBatch(1+i%3, 40+i*5, int64(i), byte(i)))
+	}
+	// The backlog from the batch holding each offset is the sum of that
+	// batch and every later one.
+	var suffix int64
+	want := map[Offset]int64{}
+	for i := len(a.batches) - 1; i >= 0; i-- {
+		suffix += int64(len(a.batches[i]))
+		h, _ := ParseBatchHeader(a.batches[i])
+		for off := h.BaseOffset; off <= h.LastOffset(); off++ {
+			want[off] = suffix
+		}
+	}
+	for off, w := range want {
+		if got, err := l.BytesFrom(off); err != nil || got != w {
+			t.Fatalf("BytesFrom(%d) = %d, %v; want %d", off, got, err, w)
+		}
+	}
+	if got, err := l.BytesFrom(l.EndOffset()); err != nil || got != 0 {
+		t.Fatalf("BytesFrom(end) = %d, %v", got, err)
+	}
+	if _, err := l.BytesFrom(l.EndOffset() + 1); !errors.Is(err, ErrOffsetOutOfRange) {
+		t.Fatalf("BytesFrom past the end: %v", err)
+	}
+}

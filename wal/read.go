@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 )
 
 // view is a reader's snapshot of one segment.
@@ -264,4 +265,23 @@ func findInView(v view, ts int64) ([]byte, error) {
 		pos += int64(h.Size())
 	}
 	return nil, nil
+}
+
+// BytesFrom returns how many bytes of the log lie at and above the batch
+// holding off: the backlog, in bytes, of a reader positioned at off.
+func (l *Log) BytesFrom(off Offset) (int64, error) {
+	views, gen, err := l.snapshotFrom(off, math.MaxInt64/2) // every segment from off on
+	if err != nil || views == nil {
+		return 0, err
+	}
+	defer l.retry(views, gen, readRetries)
+	pos, err := locate(views[0], off)
+	if err != nil {
+		return 0, err
+	}
+	total := views[0].size - pos
+	for _, v := range views[1:] {
+		total += v.size
+	}
+	return total, nil
 }
