@@ -35,12 +35,12 @@ type collector struct {
 
 	ack, e2e *Histogram
 
-	mu          sync.Mutex
-	maxSeen     map[int32]int64        // guarded by mu: highest offset delivered per partition (ordered)
-	seen        bitset                 // guarded by mu: sequences delivered (unordered)
-	errs        map[string]int64       // guarded by mu
-	memberParts map[int]map[int32]bool // guarded by mu: partitions each member has received
-	crash       crashState             // guarded by mu
+	mu      sync.Mutex
+	maxSeen map[int32]int64  // guarded by mu: highest offset delivered per partition (ordered)
+	seen    bitset           // guarded by mu: sequences delivered (unordered)
+	errs    map[string]int64 // guarded by mu
+	owner   map[int32]int    // guarded by mu: member that delivered each partition last
+	crash   crashState       // guarded by mu
 }
 
 type crashState struct {
@@ -55,15 +55,15 @@ type crashState struct {
 
 func newCollector(clock Clock, ordered bool, producers int) *collector {
 	c := &collector{
-		clock:       clock,
-		ordered:     ordered,
-		behind:      make([]atomic.Int64, producers),
-		ack:         NewHistogram(),
-		e2e:         NewHistogram(),
-		maxSeen:     map[int32]int64{},
-		errs:        map[string]int64{},
-		memberParts: map[int]map[int32]bool{},
-		crash:       crashState{member: -1},
+		clock:   clock,
+		ordered: ordered,
+		behind:  make([]atomic.Int64, producers),
+		ack:     NewHistogram(),
+		e2e:     NewHistogram(),
+		maxSeen: map[int32]int64{},
+		errs:    map[string]int64{},
+		owner:   map[int32]int{},
+		crash:   crashState{member: -1},
 	}
 	c.e2eOn.Store(true)
 	return c
@@ -96,13 +96,8 @@ func (c *collector) deliver(member int, batch []Delivered) {
 	var lat []time.Duration
 	var uniq, dups, bytes int64
 	c.mu.Lock()
-	parts := c.memberParts[member]
-	if parts == nil {
-		parts = map[int32]bool{}
-		c.memberParts[member] = parts
-	}
 	for _, d := range batch {
-		parts[d.Partition] = true
+		c.owner[d.Partition] = member
 		bytes += int64(d.Bytes)
 		var dup bool
 		if c.ordered {
@@ -151,13 +146,27 @@ func (c *collector) deliver(member int, batch []Delivered) {
 	}
 }
 
-// markKill records that member is being killed now.
+// owners is how many distinct members currently own (last delivered) a partition.
+func (c *collector) owners() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	seen := map[int]bool{}
+	for _, m := range c.owner {
+		seen[m] = true
+	}
+	return len(seen)
+}
+
+// markKill records that member is being killed now; its orphans are the
+// partitions it delivered last.
 func (c *collector) markKill(member int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	orphans := map[int32]bool{}
-	for p := range c.memberParts[member] {
-		orphans[p] = true
+	for p, m := range c.owner {
+		if m == member {
+			orphans[p] = true
+		}
 	}
 	c.crash = crashState{member: member, at: c.clock.Now(), orphans: orphans}
 }

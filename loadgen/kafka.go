@@ -243,14 +243,20 @@ func (c *kafkaConsumer) Kill() {
 	})
 }
 
+// leaveTimeout bounds a clean LeaveGroup at the end of a run; the
+// measurements are taken by then.
+const leaveTimeout = 3 * time.Second
+
 func (c *kafkaConsumer) Close() {
+	timeout := leaveTimeout
 	select {
 	case <-c.killed:
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = c.cl.LeaveGroupContext(ctx) // a crashed member does not leave
+		timeout = 0 // a crashed member does not leave
 	default:
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	_ = c.cl.LeaveGroupContext(ctx) // on timeout the leave finishes in the background
+	cancel()
 	c.cl.Close()
 }
 

@@ -212,11 +212,7 @@ func (rn *run) execute(ctx context.Context, mode string, res *Result) error {
 
 	consumeStart := rn.clock.Now()
 	consumers, err := rn.startConsumers(bg, mode, &bgWG)
-	defer func() {
-		for _, c := range consumers {
-			c.Close()
-		}
-	}()
+	defer closeAll(consumers)
 	if err != nil {
 		return err
 	}
@@ -460,8 +456,26 @@ func (rn *run) prefill(ctx context.Context, prods []Producer, res *Result) error
 func (rn *run) monitor(ctx context.Context, consumers []Consumer) {
 	if rn.sc.crash && len(consumers) > 0 {
 		rn.waitUntil(ctx, rn.start.Add(rn.cfg.CrashAfter))
+		// Kill a member of a settled group: wait (until the end of the
+		// first phase at most) for every member that can own a partition
+		// to be receiving.
+		want := len(consumers)
+		if rn.sys.OrderedPartitions() {
+			want = min(want, rn.cfg.Partitions)
+		}
+		giveUp := rn.start.Add(rn.phases[0].dur)
+		for rn.col.owners() < want && rn.clock.Now().Before(giveUp) {
+			select {
+			case <-ctx.Done():
+				return
+			case <-rn.clock.After(10 * time.Millisecond):
+			}
+		}
 		if ctx.Err() != nil {
 			return
+		}
+		if n := rn.col.owners(); n < want {
+			rn.log.Warn().Int("receiving", n).Int("members", want).Msg("killing a member before the group settled")
 		}
 		rn.col.markKill(0)
 		consumers[0].Kill()
@@ -528,4 +542,15 @@ func drainThreshold(base []int64, rate float64) int64 {
 		med = s[len(s)/2]
 	}
 	return 2*med + int64(rate*0.05) + 10
+}
+
+// closeAll closes the consumers concurrently, so members leaving a group do
+// not wait on each other's rebalances one after another.
+func closeAll(consumers []Consumer) {
+	var wg sync.WaitGroup
+	for _, c := range consumers {
+		wg.Add(1)
+		go func() { defer wg.Done(); c.Close() }()
+	}
+	wg.Wait()
 }
