@@ -39,6 +39,7 @@ type Broker struct {
 	topics map[string]*topic   // guarded by mu
 	byID   map[[16]byte]*topic // guarded by mu
 
+	lagRates  lagRates      // commit-rate samples for consumer lag
 	rrPublish atomic.Uint64 // round-robin partition choice for unkeyed HTTP messages
 
 	pidMu           sync.Mutex

@@ -1,8 +1,389 @@
 package broker
 
-// This file owns the HTTP consumer API: membership, fetch, commit, reset
-// and lag, on the same group coordinator the Kafka protocol uses.
+// This file owns the HTTP consumer API's membership, commit and reset
+// endpoints. HTTP members are ordinary members of the same groups Kafka
+// clients join: they speak the "consumer" protocol type with the "range"
+// assignor, and when an HTTP member is the leader the broker computes the
+// range assignment for everyone (Kafka clients compute it themselves).
+// Generations, fencing and commit rules are the coordinator's, unchanged.
 
-import "net/http"
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"time"
 
-func (b *Broker) registerGroupAPI(mux *http.ServeMux) {}
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/wal"
+)
+
+const (
+	httpProtocolType       = "consumer"
+	httpAssignor           = "range"
+	httpDefaultSession     = 30 * time.Second
+	httpDefaultRebalance   = 60 * time.Second
+	httpClientID           = "sluice-http"
+	httpMaxRebalanceWait   = 5 * time.Minute
+	httpDefaultFetchBytes  = 1 << 20
+	httpMaxFetchBytes      = 64 << 20
+	httpMaxFetchWait       = 30 * time.Second
+	httpMaxMessagesPerPoll = 10000
+)
+
+func (b *Broker) registerGroupAPI(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/groups/{group}/members:join", b.httpJoin)
+	mux.HandleFunc("POST /v1/groups/{group}/members:heartbeat", b.httpHeartbeat)
+	mux.HandleFunc("POST /v1/groups/{group}/members:leave", b.httpLeave)
+	mux.HandleFunc("POST /v1/groups/{group}/messages:fetch", b.httpFetch)
+	mux.HandleFunc("POST /v1/groups/{group}/offsets:commit", b.httpCommit)
+	mux.HandleFunc("POST /v1/groups/{group}/offsets:reset", b.httpReset)
+	mux.HandleFunc("GET /v1/groups/{group}/lag", b.httpLag)
+}
+
+type joinRequest struct {
+	Topics             []string `json:"topics"`
+	MemberID           string   `json:"member_id"`
+	SessionTimeoutMs   int64    `json:"session_timeout_ms"`
+	RebalanceTimeoutMs int64    `json:"rebalance_timeout_ms"`
+}
+
+type assignedTopic struct {
+	Topic      string  `json:"topic"`
+	Partitions []int32 `json:"partitions"`
+}
+
+type membership struct {
+	MemberID         string          `json:"member_id"`
+	Generation       int32           `json:"generation"`
+	SessionTimeoutMs int64           `json:"session_timeout_ms"`
+	Assignment       []assignedTopic `json:"assignment"`
+}
+
+type memberRef struct {
+	MemberID   string `json:"member_id"`
+	Generation *int32 `json:"generation"`
+}
+
+// groupFromPath returns the {group} path value, or an error for an empty one.
+func groupFromPath(r *http.Request) (string, error) {
+	g := r.PathValue("group")
+	if g == "" {
+		return "", badRequest("group id must not be empty")
+	}
+	return g, nil
+}
+
+func (b *Broker) httpJoin(w http.ResponseWriter, r *http.Request) {
+	groupID, err := groupFromPath(r)
+	var req joinRequest
+	if err == nil {
+		err = decodeJSON(w, r, &req)
+	}
+	if err == nil {
+		var m membership
+		if m, err = b.joinHTTP(r, groupID, req); err == nil {
+			writeJSON(w, http.StatusOK, m)
+			return
+		}
+	}
+	b.writeError(w, r, err)
+}
+
+// joinHTTP runs a JoinGroup and SyncGroup round for an HTTP member.
+func (b *Broker) joinHTTP(r *http.Request, groupID string, req joinRequest) (membership, error) {
+	if len(req.Topics) == 0 {
+		return membership{}, badRequest("topics must not be empty")
+	}
+	topics := slices.Clone(req.Topics)
+	sort.Strings(topics)
+	topics = slices.Compact(topics)
+	for _, t := range topics {
+		if b.lookupTopic(t) == nil {
+			return membership{}, fmt.Errorf("%w: %s", errUnknownTopic, t)
+		}
+	}
+	session := time.Duration(req.SessionTimeoutMs) * time.Millisecond
+	if session == 0 {
+		session = httpDefaultSession
+	}
+	rebalance := time.Duration(req.RebalanceTimeoutMs) * time.Millisecond
+	if rebalance == 0 {
+		rebalance = httpDefaultRebalance
+	}
+	if rebalance < 0 || rebalance > httpMaxRebalanceWait {
+		return membership{}, badRequest("rebalance_timeout_ms must be in (0, %d]", httpMaxRebalanceWait.Milliseconds())
+	}
+	subscription := kmsg.ConsumerMemberMetadata{Topics: topics}
+	res := b.coord.Join(r.Context(), groupID, group.JoinRequest{
+		MemberID: req.MemberID, ClientID: httpClientID, ClientHost: "/" + r.RemoteAddr,
+		SessionTimeout: session, RebalanceTimeout: rebalance, ProtocolType: httpProtocolType,
+		Protocols: []group.Protocol{{Name: httpAssignor, Metadata: subscription.AppendTo(nil)}},
+	})
+	if res.Err != nil {
+		return membership{}, res.Err
+	}
+	var assignments map[string][]byte
+	if res.Leader == res.MemberID {
+		if res.Protocol != httpAssignor {
+			return membership{}, fmt.Errorf("%w: the group chose assignor %q; HTTP members assign with %q",
+				group.ErrInconsistentProtocol, res.Protocol, httpAssignor)
+		}
+		assignments = b.rangeAssign(res.Members)
+	}
+	sres := b.coord.Sync(r.Context(), groupID, group.SyncRequest{
+		MemberID: res.MemberID, Generation: res.Generation,
+		ProtocolType: httpProtocolType, Protocol: res.Protocol, Assignments: assignments,
+	})
+	if sres.Err != nil {
+		return membership{}, sres.Err
+	}
+	m := membership{MemberID: res.MemberID, Generation: int32(res.Generation), SessionTimeoutMs: session.Milliseconds(),
+		Assignment: []assignedTopic{}}
+	if len(sres.Assignment) > 0 {
+		var a kmsg.ConsumerMemberAssignment
+		if err := a.ReadFrom(sres.Assignment); err != nil {
+			return membership{}, fmt.Errorf("decode assignment: %w", err)
+		}
+		for _, t := range a.Topics {
+			m.Assignment = append(m.Assignment, assignedTopic{Topic: t.Topic, Partitions: t.Partitions})
+		}
+	}
+	return m, nil
+}
+
+// rangeAssign is Kafka's range assignor: per topic, subscribers in member
+// id order each take a contiguous run of partitions, the first ones one
+// extra when the count does not divide evenly.
+func (b *Broker) rangeAssign(members []group.MemberInfo) map[string][]byte {
+	subscribers := map[string][]string{}
+	for _, m := range members {
+		var md kmsg.ConsumerMemberMetadata
+		if err := md.ReadFrom(m.Metadata); err != nil {
+			b.logger.Warn().Err(err).Str("member", m.ID).Msg("undecodable subscription; the member gets nothing")
+			continue
+		}
+		for _, t := range md.Topics {
+			subscribers[t] = append(subscribers[t], m.ID)
+		}
+	}
+	owned := map[string][]kmsg.ConsumerMemberAssignmentTopic{}
+	topics := make([]string, 0, len(subscribers))
+	for t := range subscribers {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	for _, t := range topics {
+		tp := b.lookupTopic(t)
+		if tp == nil {
+			continue
+		}
+		ids := subscribers[t]
+		sort.Strings(ids)
+		ids = slices.Compact(ids)
+		n, k := len(tp.partitions), len(ids)
+		for i, id := range ids {
+			start := i*(n/k) + min(i, n%k)
+			count := n / k
+			if i < n%k {
+				count++
+			}
+			if count == 0 {
+				continue
+			}
+			parts := make([]int32, count)
+			for j := range parts {
+				parts[j] = int32(start + j)
+			}
+			owned[id] = append(owned[id], kmsg.ConsumerMemberAssignmentTopic{Topic: t, Partitions: parts})
+		}
+	}
+	out := make(map[string][]byte, len(members))
+	for _, m := range members {
+		a := kmsg.ConsumerMemberAssignment{Topics: owned[m.ID]}
+		out[m.ID] = a.AppendTo(nil)
+	}
+	return out
+}
+
+func (b *Broker) httpHeartbeat(w http.ResponseWriter, r *http.Request) {
+	groupID, err := groupFromPath(r)
+	var req memberRef
+	if err == nil {
+		err = decodeJSON(w, r, &req)
+	}
+	if err == nil && (req.MemberID == "" || req.Generation == nil) {
+		err = badRequest("member_id and generation are required")
+	}
+	if err == nil {
+		err = b.coord.Heartbeat(groupID, req.MemberID, "", group.Generation(*req.Generation))
+	}
+	if err != nil {
+		b.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (b *Broker) httpLeave(w http.ResponseWriter, r *http.Request) {
+	groupID, err := groupFromPath(r)
+	var req memberRef
+	if err == nil {
+		err = decodeJSON(w, r, &req)
+	}
+	if err == nil && req.MemberID == "" {
+		err = badRequest("member_id is required")
+	}
+	if err == nil {
+		err = b.coord.Leave(groupID, req.MemberID, "")
+	}
+	if err != nil {
+		b.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "left"})
+}
+
+type commitRequest struct {
+	MemberID   string `json:"member_id"`
+	Generation *int32 `json:"generation"`
+	Offsets    []struct {
+		Topic     string `json:"topic"`
+		Partition int32  `json:"partition"`
+		Offset    int64  `json:"offset"`
+	} `json:"offsets"`
+}
+
+func (b *Broker) httpCommit(w http.ResponseWriter, r *http.Request) {
+	groupID, err := groupFromPath(r)
+	var req commitRequest
+	if err == nil {
+		err = decodeJSON(w, r, &req)
+	}
+	switch {
+	case err != nil:
+	case req.MemberID == "" || req.Generation == nil:
+		err = badRequest("member_id and generation are required; a commit without a generation could overwrite a newer member's progress")
+	case len(req.Offsets) == 0:
+		err = badRequest("offsets must not be empty")
+	}
+	if err != nil {
+		b.writeError(w, r, err)
+		return
+	}
+	offsets := make(map[group.TopicPartition]OffsetCommit, len(req.Offsets))
+	for _, o := range req.Offsets {
+		if o.Offset < 0 {
+			b.writeError(w, r, badRequest("offset %d of %s-%d is negative", o.Offset, o.Topic, o.Partition))
+			return
+		}
+		offsets[group.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = OffsetCommit{Offset: o.Offset, LeaderEpoch: -1}
+	}
+	perPartition, err := b.coord.CommitOffsets(r.Context(), groupID, req.MemberID, "", group.Generation(*req.Generation), offsets)
+	if err == nil {
+		for tp, perr := range perPartition {
+			if perr != nil {
+				err = fmt.Errorf("%s-%d: %w", tp.Topic, tp.Partition, perr)
+				break
+			}
+		}
+	}
+	if err != nil {
+		b.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": "committed", "count": len(offsets)})
+}
+
+type resetRequest struct {
+	Topic       string `json:"topic"`
+	Partition   *int32 `json:"partition"`
+	Offset      *int64 `json:"offset"`
+	TimestampMs *int64 `json:"timestamp_ms"`
+	To          string `json:"to"`
+}
+
+func (b *Broker) httpReset(w http.ResponseWriter, r *http.Request) {
+	groupID, err := groupFromPath(r)
+	var req resetRequest
+	if err == nil {
+		err = decodeJSON(w, r, &req)
+	}
+	var targets map[int32]int64
+	if err == nil {
+		targets, err = b.resetTargets(req)
+	}
+	if err == nil {
+		err = b.coord.ResetOffsets(r.Context(), groupID, map[string]map[int32]int64{req.Topic: targets})
+	}
+	if err != nil {
+		b.writeError(w, r, err)
+		return
+	}
+	type reset struct {
+		Partition int32 `json:"partition"`
+		Offset    int64 `json:"offset"`
+	}
+	var out []reset
+	for p, o := range targets {
+		out = append(out, reset{p, o})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
+	writeJSON(w, http.StatusOK, map[string]any{"topic": req.Topic, "offsets": out})
+}
+
+// resetTargets resolves a reset request to an offset per partition.
+func (b *Broker) resetTargets(req resetRequest) (map[int32]int64, error) {
+	given := 0
+	for _, set := range []bool{req.Offset != nil, req.TimestampMs != nil, req.To != ""} {
+		if set {
+			given++
+		}
+	}
+	if given != 1 {
+		return nil, badRequest("give exactly one of offset, timestamp_ms and to")
+	}
+	if req.To != "" && req.To != "earliest" && req.To != "latest" {
+		return nil, badRequest("to must be earliest or latest, not %q", req.To)
+	}
+	t := b.lookupTopic(req.Topic)
+	if t == nil {
+		return nil, fmt.Errorf("%w: %s", errUnknownTopic, req.Topic)
+	}
+	parts := t.partitions
+	if req.Partition != nil {
+		p, err := b.partitionOf(req.Topic, *req.Partition)
+		if err != nil {
+			return nil, err
+		}
+		parts = []*partition{p}
+	}
+	out := make(map[int32]int64, len(parts))
+	for _, p := range parts {
+		hw, _ := p.highWatermark()
+		switch {
+		case req.Offset != nil:
+			out[p.index] = *req.Offset
+		case req.To == "earliest":
+			out[p.index] = int64(p.log.StartOffset())
+		case req.To == "latest":
+			out[p.index] = int64(hw)
+		default:
+			off, _, err := b.listOffset(p, *req.TimestampMs)
+			if err != nil {
+				return nil, err
+			}
+			if off < 0 { // nothing at or after the time: the end, as Kafka resets
+				off = int64(hw)
+			}
+			out[p.index] = off
+		}
+		if out[p.index] < int64(p.log.StartOffset()) {
+			return nil, fmt.Errorf("%w: %s-%d offset %d is below the log start %d", wal.ErrOffsetOutOfRange,
+				req.Topic, p.index, out[p.index], p.log.StartOffset())
+		}
+	}
+	return out, nil
+}

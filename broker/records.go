@@ -78,31 +78,43 @@ func unsnappy(data []byte) ([]byte, error) {
 	return out, nil
 }
 
-// firstOffsetAtOrAfter returns the offset and timestamp of the first record
-// in batch whose timestamp is at least ts.
-func firstOffsetAtOrAfter(batch []byte, ts int64) (offset, recordTS int64, found bool, err error) {
+// eachRecord calls fn with the offset and timestamp of every record of a
+// stored batch, in order, until fn returns false.
+func eachRecord(batch []byte, fn func(offset, timestamp int64, rec *kmsg.Record) bool) error {
 	var rb kmsg.RecordBatch
 	if err := rb.ReadFrom(batch); err != nil {
-		return 0, 0, false, fmt.Errorf("decode batch: %w", err)
+		return fmt.Errorf("decode batch: %w", err)
 	}
 	raw, err := decompress(rb.Attributes&attrCodecMask, rb.Records)
 	if err != nil {
-		return 0, 0, false, fmt.Errorf("decompress batch at %d: %w", rb.FirstOffset, err)
+		return fmt.Errorf("decompress batch at %d: %w", rb.FirstOffset, err)
 	}
 	for i := int32(0); i < rb.NumRecords && len(raw) > 0; i++ {
 		length, n := binary.Varint(raw)
 		if n <= 0 || length < 0 || int64(len(raw)-n) < length {
-			return 0, 0, false, fmt.Errorf("record %d of batch at %d is truncated", i, rb.FirstOffset)
+			return fmt.Errorf("record %d of batch at %d is truncated", i, rb.FirstOffset)
 		}
 		var rec kmsg.Record
 		if err := rec.ReadFrom(raw[:n+int(length)]); err != nil {
-			return 0, 0, false, fmt.Errorf("record %d of batch at %d: %w", i, rb.FirstOffset, err)
+			return fmt.Errorf("record %d of batch at %d: %w", i, rb.FirstOffset, err)
 		}
 		raw = raw[n+int(length):]
-		recTS := rb.FirstTimestamp + rec.TimestampDelta64
-		if recTS >= ts {
-			return rb.FirstOffset + int64(rec.OffsetDelta), recTS, true, nil
+		if !fn(rb.FirstOffset+int64(rec.OffsetDelta), rb.FirstTimestamp+rec.TimestampDelta64, &rec) {
+			return nil
 		}
 	}
-	return 0, 0, false, nil
+	return nil
+}
+
+// firstOffsetAtOrAfter returns the offset and timestamp of the first record
+// in batch whose timestamp is at least ts.
+func firstOffsetAtOrAfter(batch []byte, ts int64) (offset, recordTS int64, found bool, err error) {
+	err = eachRecord(batch, func(off, recTS int64, _ *kmsg.Record) bool {
+		if recTS >= ts {
+			offset, recordTS, found = off, recTS, true
+			return false
+		}
+		return true
+	})
+	return offset, recordTS, found, err
 }

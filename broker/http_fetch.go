@@ -1,0 +1,219 @@
+package broker
+
+// This file owns POST /v1/groups/{group}/messages:fetch: a group member
+// reads one of its assigned partitions, from its group's committed offset
+// (or the log start when nothing is committed) or from an explicit offset,
+// long-polling on the high watermark for up to wait_ms. A fetch by a valid
+// member of the current generation also counts as a heartbeat.
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"slices"
+	"time"
+	"unicode/utf8"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/wal"
+)
+
+type fetchRequest struct {
+	MemberID   string `json:"member_id"`
+	Generation *int32 `json:"generation"`
+	Topic      string `json:"topic"`
+	Partition  *int32 `json:"partition"`
+	Offset     *int64 `json:"offset"`
+	MaxBytes   int    `json:"max_bytes"`
+	WaitMs     int64  `json:"wait_ms"`
+}
+
+type fetchedMessage struct {
+	Offset        int64             `json:"offset"`
+	Partition     int32             `json:"partition"`
+	MessageKey    *string           `json:"message_key,omitempty"`
+	KeyBase64     *string           `json:"key_base64,omitempty"`
+	MessageID     string            `json:"message_id,omitempty"`
+	Headers       map[string]string `json:"headers,omitempty"`
+	Payload       *string           `json:"payload,omitempty"`
+	PayloadBase64 string            `json:"payload_base64"`
+	TimestampMs   int64             `json:"timestamp_ms"`
+}
+
+type fetchResponse struct {
+	Messages      []fetchedMessage `json:"messages"`
+	HighWatermark int64            `json:"high_watermark"`
+	NextOffset    int64            `json:"next_offset"`
+}
+
+func (b *Broker) httpFetch(w http.ResponseWriter, r *http.Request) {
+	groupID, err := groupFromPath(r)
+	var req fetchRequest
+	if err == nil {
+		err = decodeJSON(w, r, &req)
+	}
+	var resp fetchResponse
+	if err == nil {
+		resp, err = b.fetchHTTP(r.Context(), groupID, req)
+	}
+	if err != nil {
+		b.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (b *Broker) fetchHTTP(ctx context.Context, groupID string, req fetchRequest) (fetchResponse, error) {
+	switch {
+	case req.MemberID == "" || req.Generation == nil:
+		return fetchResponse{}, badRequest("member_id and generation are required")
+	case req.Partition == nil:
+		return fetchResponse{}, badRequest("partition is required")
+	case req.MaxBytes < 0 || req.WaitMs < 0:
+		return fetchResponse{}, badRequest("max_bytes and wait_ms must not be negative")
+	}
+	p, err := b.partitionOf(req.Topic, *req.Partition)
+	if err != nil {
+		return fetchResponse{}, err
+	}
+	if err := b.coord.Heartbeat(groupID, req.MemberID, "", group.Generation(*req.Generation)); err != nil {
+		return fetchResponse{}, err
+	}
+	if err := b.checkAssigned(groupID, req.MemberID, req.Topic, *req.Partition); err != nil {
+		return fetchResponse{}, err
+	}
+	from := int64(p.log.StartOffset())
+	if req.Offset != nil {
+		from = *req.Offset
+	} else {
+		tp := group.TopicPartition{Topic: req.Topic, Partition: *req.Partition}
+		committed, err := b.coord.FetchOffsets(groupID, []group.TopicPartition{tp})
+		if err != nil {
+			return fetchResponse{}, err
+		}
+		if o, ok := committed[tp]; ok {
+			from = o.Offset
+		}
+	}
+	maxBytes := req.MaxBytes
+	if maxBytes == 0 {
+		maxBytes = httpDefaultFetchBytes
+	}
+	maxBytes = min(maxBytes, httpMaxFetchBytes)
+	wait := min(time.Duration(req.WaitMs)*time.Millisecond, httpMaxFetchWait)
+	return b.readMessages(ctx, p, from, maxBytes, wait)
+}
+
+// checkAssigned fails unless the member's current assignment holds the
+// partition.
+func (b *Broker) checkAssigned(groupID, memberID, topic string, partition int32) error {
+	d, err := b.coord.DescribeGroup(groupID)
+	if err != nil {
+		return err
+	}
+	for _, m := range d.Members {
+		if m.ID != memberID {
+			continue
+		}
+		var a kmsg.ConsumerMemberAssignment
+		if len(m.Assignment) > 0 {
+			if err := a.ReadFrom(m.Assignment); err != nil {
+				return fmt.Errorf("decode assignment of %s: %w", memberID, err)
+			}
+		}
+		for _, t := range a.Topics {
+			if t.Topic == topic && slices.Contains(t.Partitions, partition) {
+				return nil
+			}
+		}
+	}
+	return &apiError{Status: http.StatusConflict, Code: "NOT_ASSIGNED",
+		Message: fmt.Sprintf("%s-%d is not assigned to member %s in this generation; join again", topic, partition, memberID)}
+}
+
+// readMessages reads records from offset from, waiting up to wait for the
+// high watermark to pass it.
+func (b *Broker) readMessages(ctx context.Context, p *partition, from int64, maxBytes int, wait time.Duration) (fetchResponse, error) {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		hw, changed := p.highWatermark()
+		if from < int64(p.log.StartOffset()) || from > int64(hw) {
+			return fetchResponse{}, fmt.Errorf("%w: offset %d outside [%d, %d] of %s-%d", wal.ErrOffsetOutOfRange,
+				from, p.log.StartOffset(), hw, p.topic, p.index)
+		}
+		if from < int64(hw) || wait <= 0 {
+			return b.decodeMessages(p, from, hw, maxBytes)
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			wait = 0
+		case <-ctx.Done():
+			return fetchResponse{}, ctx.Err()
+		}
+	}
+}
+
+func (b *Broker) decodeMessages(p *partition, from int64, hw wal.Offset, maxBytes int) (fetchResponse, error) {
+	resp := fetchResponse{Messages: []fetchedMessage{}, HighWatermark: int64(hw), NextOffset: from}
+	data, _, err := p.read(wal.Offset(from), maxBytes)
+	if err != nil {
+		return resp, err
+	}
+	b.m.bytesOut(p.topic, len(data))
+	for len(data) > 0 && len(resp.Messages) < httpMaxMessagesPerPoll {
+		h, err := wal.ParseBatchHeader(data)
+		if err != nil || h.Size() > len(data) {
+			return resp, fmt.Errorf("%w: stored batch at %d: %v", errStorage, resp.NextOffset, err)
+		}
+		err = eachRecord(data[:h.Size()], func(off, ts int64, rec *kmsg.Record) bool {
+			if off < from {
+				return true
+			}
+			if off >= int64(hw) || len(resp.Messages) == httpMaxMessagesPerPoll {
+				return false
+			}
+			resp.Messages = append(resp.Messages, toFetchedMessage(p.index, off, ts, rec))
+			resp.NextOffset = off + 1
+			return true
+		})
+		if err != nil {
+			return resp, fmt.Errorf("%w: %w", errStorage, err)
+		}
+		data = data[h.Size():]
+	}
+	return resp, nil
+}
+
+func toFetchedMessage(partition int32, off, ts int64, rec *kmsg.Record) fetchedMessage {
+	m := fetchedMessage{Offset: off, Partition: partition, TimestampMs: ts,
+		PayloadBase64: base64.StdEncoding.EncodeToString(rec.Value)}
+	if rec.Key != nil {
+		if utf8.Valid(rec.Key) {
+			k := string(rec.Key)
+			m.MessageKey = &k
+		} else {
+			k := base64.StdEncoding.EncodeToString(rec.Key)
+			m.KeyBase64 = &k
+		}
+	}
+	if utf8.Valid(rec.Value) {
+		v := string(rec.Value)
+		m.Payload = &v
+	}
+	for _, h := range rec.Headers {
+		if h.Key == messageIDHeader {
+			m.MessageID = string(h.Value)
+			continue
+		}
+		if m.Headers == nil {
+			m.Headers = map[string]string{}
+		}
+		m.Headers[h.Key] = string(h.Value)
+	}
+	return m
+}

@@ -1,0 +1,219 @@
+package broker
+
+// This file owns consumer lag: per group and partition, the distance from
+// the committed offset to the log end in offsets and in bytes, the age of
+// the oldest unconsumed record, and the time to catch up at the rate the
+// group has been committing. GET /v1/groups/{group}/lag serves it and a
+// Prometheus collector exports it at scrape time.
+//
+// The commit rate comes from the committed offsets this broker observed
+// (on lag requests and scrapes) over the last rateWindow; the samples are
+// guarded by lagRates.mu.
+
+import (
+	"fmt"
+	"math"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/wal"
+)
+
+const (
+	rateWindow     = 10 * time.Minute
+	maxRateSamples = 32
+)
+
+type partitionLag struct {
+	Topic          string   `json:"topic"`
+	Partition      int32    `json:"partition"`
+	Committed      int64    `json:"committed"`
+	LogEnd         int64    `json:"log_end"`
+	Lag            int64    `json:"lag"`
+	LagBytes       int64    `json:"lag_bytes"`
+	OldestAgeMs    int64    `json:"oldest_unconsumed_age_ms"`
+	CommitRate     *float64 `json:"commit_rate_per_second"` // null until two distinct commits were seen
+	CatchUpSeconds *float64 `json:"catch_up_seconds"`       // null while the rate is unknown or zero
+}
+
+type rateSample struct {
+	at     time.Time
+	offset int64
+}
+
+// lagRates remembers recent committed offsets per group partition.
+type lagRates struct {
+	mu      sync.Mutex
+	samples map[string][]rateSample // guarded by mu
+}
+
+// observe records a committed offset and returns the commit rate over the
+// window, in offsets per second, if it can be told.
+func (lr *lagRates) observe(key string, now time.Time, offset int64) (float64, bool) {
+	lr.mu.Lock()
+	defer lr.mu.Unlock()
+	if lr.samples == nil {
+		lr.samples = make(map[string][]rateSample)
+	}
+	s := lr.samples[key]
+	for len(s) > 0 && now.Sub(s[0].at) > rateWindow {
+		s = s[1:]
+	}
+	if len(s) == 0 || s[len(s)-1].offset != offset {
+		s = append(s, rateSample{at: now, offset: offset})
+	}
+	if len(s) > maxRateSamples {
+		s = s[len(s)-maxRateSamples:]
+	}
+	lr.samples[key] = s
+	if len(s) < 2 {
+		return 0, false
+	}
+	first, last := s[0], s[len(s)-1]
+	secs := now.Sub(first.at).Seconds()
+	if secs <= 0 {
+		return 0, false
+	}
+	return float64(last.offset-first.offset) / secs, true
+}
+
+// groupLag computes the lag of every partition the group has committed.
+func (b *Broker) groupLag(groupID string, now time.Time) ([]partitionLag, error) {
+	offsets, err := b.coord.FetchOffsets(groupID, nil)
+	if err != nil {
+		return nil, err
+	}
+	tps := make([]group.TopicPartition, 0, len(offsets))
+	for tp := range offsets {
+		tps = append(tps, tp)
+	}
+	sort.Slice(tps, func(i, j int) bool {
+		if tps[i].Topic != tps[j].Topic {
+			return tps[i].Topic < tps[j].Topic
+		}
+		return tps[i].Partition < tps[j].Partition
+	})
+	out := make([]partitionLag, 0, len(tps))
+	for _, tp := range tps {
+		p, err := b.partitionOf(tp.Topic, tp.Partition)
+		if err != nil {
+			continue // deleted since the commit
+		}
+		out = append(out, b.partitionLag(groupID, p, offsets[tp].Offset, now))
+	}
+	return out, nil
+}
+
+func (b *Broker) partitionLag(groupID string, p *partition, committed int64, now time.Time) partitionLag {
+	hw, _ := p.highWatermark()
+	l := partitionLag{Topic: p.topic, Partition: p.index, Committed: committed, LogEnd: int64(hw)}
+	from := max(wal.Offset(committed), p.log.StartOffset())
+	if from < hw {
+		l.Lag = int64(hw - from)
+		backlog, err1 := p.log.BytesFrom(from)
+		beyond, err2 := p.log.BytesFrom(hw)
+		if err1 == nil && err2 == nil {
+			l.LagBytes = backlog - beyond
+		}
+		if ts, ok := recordTimestamp(p, from, hw); ok {
+			l.OldestAgeMs = max(0, now.UnixMilli()-ts)
+		}
+	}
+	key := groupID + "\x00" + p.topic + "\x00" + strconv.Itoa(int(p.index))
+	if rate, ok := b.lagRates.observe(key, now, committed); ok {
+		l.CommitRate = &rate
+		if rate > 0 {
+			eta := math.Round(float64(l.Lag)/rate*10) / 10
+			l.CatchUpSeconds = &eta
+		}
+	}
+	return l
+}
+
+// recordTimestamp returns the timestamp of the record at offset off.
+func recordTimestamp(p *partition, off, hw wal.Offset) (int64, bool) {
+	data, err := p.log.Read(off, hw, 1)
+	if err != nil || len(data) == 0 {
+		return 0, false
+	}
+	h, err := wal.ParseBatchHeader(data)
+	if err != nil || h.Size() > len(data) {
+		return 0, false
+	}
+	var ts int64
+	found := false
+	_ = eachRecord(data[:h.Size()], func(o, t int64, _ *kmsg.Record) bool {
+		if o >= int64(off) {
+			ts, found = t, true
+			return false
+		}
+		return true
+	})
+	return ts, found
+}
+
+func (b *Broker) httpLag(w http.ResponseWriter, r *http.Request) {
+	groupID, err := groupFromPath(r)
+	if err != nil {
+		b.writeError(w, r, err)
+		return
+	}
+	if _, err := b.coord.DescribeGroup(groupID); err != nil {
+		b.writeError(w, r, fmt.Errorf("group %q: %w", groupID, err))
+		return
+	}
+	lags, err := b.groupLag(groupID, time.Now())
+	if err != nil {
+		b.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"group": groupID, "partitions": lags})
+}
+
+// lagCollector exports every group's lag at scrape time.
+type lagCollector struct {
+	b                      *Broker
+	offsets, bytes, ageSec *prometheus.Desc
+}
+
+func newLagCollector(b *Broker) *lagCollector {
+	labels := []string{"group", "topic", "partition"}
+	return &lagCollector{
+		b:       b,
+		offsets: prometheus.NewDesc("sluice_group_lag_offsets", "Log end minus committed offset.", labels, nil),
+		bytes:   prometheus.NewDesc("sluice_group_lag_bytes", "Bytes between the committed offset and the log end.", labels, nil),
+		ageSec:  prometheus.NewDesc("sluice_group_lag_oldest_age_seconds", "Age of the oldest unconsumed record.", labels, nil),
+	}
+}
+
+func (c *lagCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.offsets
+	ch <- c.bytes
+	ch <- c.ageSec
+}
+
+func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.b.coord == nil {
+		return
+	}
+	now := time.Now()
+	for _, g := range c.b.coord.ListGroups() {
+		lags, err := c.b.groupLag(g.Group, now)
+		if err != nil {
+			continue
+		}
+		for _, l := range lags {
+			part := strconv.Itoa(int(l.Partition))
+			ch <- prometheus.MustNewConstMetric(c.offsets, prometheus.GaugeValue, float64(l.Lag), g.Group, l.Topic, part)
+			ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(l.LagBytes), g.Group, l.Topic, part)
+			ch <- prometheus.MustNewConstMetric(c.ageSec, prometheus.GaugeValue, float64(l.OldestAgeMs)/1000, g.Group, l.Topic, part)
+		}
+	}
+}
