@@ -149,6 +149,7 @@ func (b *Broker) fetchPartition(p *partition, rp kmsg.FetchRequestTopicPartition
 	}
 	sp.RecordBatches = data
 	b.m.bytesOut(p.topic, len(data))
+	b.m.recordsOutN(p.topic, countRecords(data))
 	return len(data), nil
 }
 

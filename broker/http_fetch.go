@@ -165,6 +165,7 @@ func (b *Broker) decodeMessages(p *partition, from int64, hw wal.Offset, maxByte
 		return resp, err
 	}
 	b.m.bytesOut(p.topic, len(data))
+	b.m.recordsOutN(p.topic, countRecords(data))
 	for len(data) > 0 && len(resp.Messages) < httpMaxMessagesPerPoll {
 		h, err := wal.ParseBatchHeader(data)
 		if err != nil || h.Size() > len(data) {

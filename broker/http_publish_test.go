@@ -167,3 +167,32 @@ func TestHTTPPublishBadInput(t *testing.T) {
 		})
 	}
 }
+
+// FuzzPublishRequest: arbitrary bodies for the publish endpoint must be
+// refused or turned into valid batches, never panic.
+func FuzzPublishRequest(f *testing.F) {
+	f.Add([]byte(`{"messages":[{"message_key":"k","payload":"v","headers":{"a":"b"}}]}`))
+	f.Add([]byte(`{"producer_id":1,"producer_epoch":0,"messages":[{"payload_base64":"AAE=","sequence":0,"partition":1}]}`))
+	f.Add([]byte(`{"messages":[{"timestamp_ms":-1}]}`))
+	b := &Broker{}
+	tp := &topic{partitions: make([]*partition, 3), settings: parseSettings(nil)}
+	tp.meta.Name = "fuzz"
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var req publishRequest
+		if err := json.Unmarshal(body, &req); err != nil {
+			return
+		}
+		batches, err := b.buildPublishBatches(tp, &req)
+		if err != nil {
+			return
+		}
+		for _, pb := range batches {
+			if _, err := validateBatch(pb.raw, 1<<30); err != nil {
+				t.Fatalf("built an invalid batch: %v", err)
+			}
+			if pb.partition < 0 || pb.partition >= 3 {
+				t.Fatalf("partition %d of 3", pb.partition)
+			}
+		}
+	})
+}

@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/wal"
 )
 
 type metrics struct {
@@ -19,6 +21,7 @@ type metrics struct {
 	bytesInC   *prometheus.CounterVec
 	recordsInC *prometheus.CounterVec
 	bytesOutC  *prometheus.CounterVec
+	recordsOut *prometheus.CounterVec
 	fsync      prometheus.Histogram
 }
 
@@ -41,12 +44,15 @@ func newMetrics() *metrics {
 		bytesOutC: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_topic_bytes_out_total", Help: "Record batch bytes returned to fetches, by topic.",
 		}, []string{"topic"}),
+		recordsOut: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_topic_records_out_total", Help: "Records in the batches returned to fetches, by topic.",
+		}, []string{"topic"}),
 		fsync: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "sluice_wal_fsync_duration_seconds", Help: "Duration of group-commit fsyncs.",
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
 		}),
 	}
-	m.reg.MustRegister(m.requests, m.latency, m.bytesInC, m.recordsInC, m.bytesOutC, m.fsync,
+	m.reg.MustRegister(m.requests, m.latency, m.bytesInC, m.recordsInC, m.bytesOutC, m.recordsOut, m.fsync,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -64,6 +70,24 @@ func (m *metrics) recordsIn(topic string, bytes, records int) {
 
 func (m *metrics) bytesOut(topic string, bytes int) {
 	m.bytesOutC.WithLabelValues(topic).Add(float64(bytes))
+}
+
+func (m *metrics) recordsOutN(topic string, records int) {
+	m.recordsOut.WithLabelValues(topic).Add(float64(records))
+}
+
+// countRecords adds up the record counts of whole batches in data.
+func countRecords(data []byte) int {
+	n := 0
+	for len(data) >= wal.BatchHeaderSize {
+		h, err := wal.ParseBatchHeader(data)
+		if err != nil || h.Size() > len(data) {
+			break
+		}
+		n += int(h.RecordCount)
+		data = data[h.Size():]
+	}
+	return n
 }
 
 // startFsync starts timing one fsync; call the result when it ends.

@@ -26,6 +26,16 @@ var zstdDecoders = sync.Pool{New: func() any {
 	return d
 }}
 
+// readAllLimited reads r to its end, failing past maxDecompressed bytes
+// rather than silently truncating.
+func readAllLimited(r io.Reader) ([]byte, error) {
+	out, err := io.ReadAll(io.LimitReader(r, maxDecompressed+1))
+	if err == nil && len(out) > maxDecompressed {
+		err = fmt.Errorf("decompressed batch exceeds %d bytes", maxDecompressed)
+	}
+	return out, err
+}
+
 // xerialMagic starts snappy data framed the way the Java client frames it.
 var xerialMagic = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
 
@@ -39,11 +49,11 @@ func decompress(codec int16, data []byte) ([]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		return io.ReadAll(io.LimitReader(zr, maxDecompressed))
+		return readAllLimited(zr)
 	case 2:
 		return unsnappy(data)
 	case 3:
-		return io.ReadAll(io.LimitReader(lz4.NewReader(bytes.NewReader(data)), maxDecompressed))
+		return readAllLimited(lz4.NewReader(bytes.NewReader(data)))
 	case 4:
 		d := zstdDecoders.Get().(*zstd.Decoder)
 		defer zstdDecoders.Put(d)
@@ -54,7 +64,7 @@ func decompress(codec int16, data []byte) ([]byte, error) {
 
 func unsnappy(data []byte) ([]byte, error) {
 	if !bytes.HasPrefix(data, xerialMagic) {
-		return snappy.Decode(nil, data)
+		return snappyBlock(data)
 	}
 	// xerial framing: magic, two int32 versions, then (length, chunk) pairs.
 	rest := data[16:]
@@ -68,9 +78,12 @@ func unsnappy(data []byte) ([]byte, error) {
 		if n > len(rest) {
 			return nil, fmt.Errorf("xerial snappy: chunk of %d bytes past the end", n)
 		}
-		chunk, err := snappy.Decode(nil, rest[:n])
+		chunk, err := snappyBlock(rest[:n])
 		if err != nil {
 			return nil, err
+		}
+		if len(out)+len(chunk) > maxDecompressed {
+			return nil, fmt.Errorf("snappy: decompressed batch exceeds %d bytes", maxDecompressed)
 		}
 		out = append(out, chunk...)
 		rest = rest[n:]
@@ -104,6 +117,19 @@ func eachRecord(batch []byte, fn func(offset, timestamp int64, rec *kmsg.Record)
 		}
 	}
 	return nil
+}
+
+// snappyBlock decodes one snappy block, refusing one that claims to
+// decompress past maxDecompressed before allocating for it.
+func snappyBlock(data []byte) ([]byte, error) {
+	n, err := snappy.DecodedLen(data)
+	if err != nil {
+		return nil, err
+	}
+	if n > maxDecompressed {
+		return nil, fmt.Errorf("snappy: block claims %d bytes, more than %d", n, maxDecompressed)
+	}
+	return snappy.Decode(nil, data)
 }
 
 // firstOffsetAtOrAfter returns the offset and timestamp of the first record
