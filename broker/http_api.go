@@ -39,13 +39,14 @@ func httpStatusFor(err error) *apiError {
 	code := errorCode(err)
 	status := http.StatusInternalServerError
 	switch code {
-	case kerr.UnknownTopicOrPartition.Code:
+	case kerr.UnknownTopicOrPartition.Code, kerr.GroupIDNotFound.Code:
 		status = http.StatusNotFound
 	case kerr.TopicAlreadyExists.Code:
 		status = http.StatusConflict
 	case kerr.InvalidTopicException.Code, kerr.InvalidPartitions.Code, kerr.InvalidConfig.Code,
 		kerr.InvalidReplicationFactor.Code, kerr.InvalidRecord.Code, kerr.CorruptMessage.Code,
-		kerr.InvalidRequest.Code, kerr.InvalidTimestamp.Code:
+		kerr.InvalidRequest.Code, kerr.InvalidTimestamp.Code, kerr.InvalidSessionTimeout.Code,
+		kerr.InvalidGroupID.Code, kerr.OffsetMetadataTooLarge.Code:
 		status = http.StatusBadRequest
 	case kerr.MessageTooLarge.Code:
 		status = http.StatusRequestEntityTooLarge
@@ -53,7 +54,8 @@ func httpStatusFor(err error) *apiError {
 		status = http.StatusGone
 	case kerr.OutOfOrderSequenceNumber.Code, kerr.InvalidProducerEpoch.Code,
 		kerr.IllegalGeneration.Code, kerr.UnknownMemberID.Code, kerr.FencedInstanceID.Code,
-		kerr.RebalanceInProgress.Code, kerr.NonEmptyGroup.Code:
+		kerr.RebalanceInProgress.Code, kerr.NonEmptyGroup.Code, kerr.InconsistentGroupProtocol.Code,
+		kerr.MemberIDRequired.Code:
 		status = http.StatusConflict
 	case kerr.RequestTimedOut.Code, kerr.NotLeaderForPartition.Code, kerr.CoordinatorNotAvailable.Code:
 		status = http.StatusServiceUnavailable
