@@ -12,7 +12,6 @@ package loadgen
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -238,7 +237,7 @@ func errorKind(err error) string {
 	if len(s) > 60 {
 		s = s[:60]
 	}
-	return fmt.Sprintf("%s", s)
+	return s
 }
 
 // bitset is a growable set of non-negative integers.

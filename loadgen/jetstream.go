@@ -88,7 +88,7 @@ func (s *jetStreamSystem) NewProducer(_ context.Context, id int) (Producer, erro
 		return nil, fmt.Errorf("loadgen: jetstream producer %d: %w", id, err)
 	}
 	p := &jsProducer{id: id, nc: nc, js: js, subject: streamName(s.cfg.Topic), idem: s.cfg.Idempotent,
-		pending: make(chan jsPending, s.cfg.InFlight), done: make(chan struct{})}
+		pending: make(chan jsPending, s.cfg.InFlight), closing: make(chan struct{}), done: make(chan struct{})}
 	go p.collect()
 	return p, nil
 }
@@ -105,9 +105,12 @@ type jsProducer struct {
 	subject string
 	idem    bool
 	wg      sync.WaitGroup // publishes whose ack has not been handled yet
-	pending chan jsPending // owned by collect
+	pending chan jsPending // publish order; drained by collect
+	closing chan struct{}  // closed by Close
 	done    chan struct{}  // closed when collect returns
 }
+
+var errProducerClosed = errors.New("loadgen: producer closed before the acknowledgment")
 
 func (p *jsProducer) Publish(ctx context.Context, msg *Message, done AckFunc) error {
 	m := nats.NewMsg(p.subject + "." + strconv.Itoa(int(msg.Partition)))
@@ -139,17 +142,25 @@ func (p *jsProducer) Publish(ctx context.Context, msg *Message, done AckFunc) er
 	}
 }
 
-// collect hands each acknowledgment to its callback, in publish order.
+// collect hands each acknowledgment to its callback, in publish order,
+// until Close.
 func (p *jsProducer) collect() {
 	defer close(p.done)
-	for pd := range p.pending {
+	for {
 		select {
-		case <-pd.fut.Ok():
-			pd.done(nil)
-		case err := <-pd.fut.Err():
-			pd.done(err)
+		case pd := <-p.pending:
+			select {
+			case <-pd.fut.Ok():
+				pd.done(nil)
+			case err := <-pd.fut.Err():
+				pd.done(err)
+			case <-p.closing:
+				pd.done(errProducerClosed)
+			}
+			p.wg.Done()
+		case <-p.closing:
+			return
 		}
-		p.wg.Done()
 	}
 }
 
@@ -164,10 +175,11 @@ func (p *jsProducer) Flush(ctx context.Context) error {
 	}
 }
 
+// Close must not run concurrently with Publish.
 func (p *jsProducer) Close() {
-	p.nc.Close() // fails outstanding futures, so collect drains
-	close(p.pending)
+	close(p.closing)
 	<-p.done
+	p.nc.Close()
 }
 
 func (s *jetStreamSystem) NewConsumer(ctx context.Context, spec ConsumerSpec) (Consumer, error) {

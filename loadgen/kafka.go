@@ -73,17 +73,17 @@ func (s *kafkaSystem) GroupsSupported(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("loadgen: api versions: %w", err)
 	}
-	any := false
+	answered := false
 	for _, v := range vs {
 		if v.Err != nil {
 			continue
 		}
-		any = true
+		answered = true
 		if _, ok := v.KeyMaxVersion(joinGroupKey); !ok {
 			return false, nil
 		}
 	}
-	if !any {
+	if !answered {
 		return false, fmt.Errorf("loadgen: api versions: no broker answered")
 	}
 	return true, nil

@@ -455,79 +455,84 @@ func (rn *run) prefill(ctx context.Context, prods []Producer, res *Result) error
 // peak's drain detection.
 func (rn *run) monitor(ctx context.Context, consumers []Consumer) {
 	if rn.sc.crash && len(consumers) > 0 {
-		rn.waitUntil(ctx, rn.start.Add(rn.cfg.CrashAfter))
-		// Kill a member of a settled group: wait (until the end of the
-		// first phase at most) for every member that can own a partition
-		// to be receiving.
-		want := len(consumers)
-		if rn.sys.OrderedPartitions() {
-			want = min(want, rn.cfg.Partitions)
-		}
-		giveUp := rn.start.Add(rn.phases[0].dur)
-		for rn.col.owners() < want && rn.clock.Now().Before(giveUp) {
-			select {
-			case <-ctx.Done():
-				return
-			case <-rn.clock.After(10 * time.Millisecond):
-			}
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		if n := rn.col.owners(); n < want {
-			rn.log.Warn().Int("receiving", n).Int("members", want).Msg("killing a member before the group settled")
-		}
-		rn.col.markKill(0)
-		consumers[0].Kill()
-		rn.log.Info().Msg("consumer 0 killed")
+		rn.killMember(ctx, consumers)
 	}
+	rn.watchDrain(ctx)
+}
+
+// killMember kills consumer 0 at CrashAfter, once the group has settled:
+// it waits (until the end of the first phase at most) for every member that
+// can own a partition to be receiving.
+func (rn *run) killMember(ctx context.Context, consumers []Consumer) {
+	rn.waitUntil(ctx, rn.start.Add(rn.cfg.CrashAfter))
+	want := len(consumers)
+	if rn.sys.OrderedPartitions() {
+		want = min(want, rn.cfg.Partitions)
+	}
+	giveUp := rn.start.Add(rn.phases[0].dur)
+	for rn.col.owners() < want && rn.clock.Now().Before(giveUp) && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-rn.clock.After(10 * time.Millisecond):
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if n := rn.col.owners(); n < want {
+		rn.log.Warn().Int("receiving", n).Int("members", want).Msg("killing a member before the group settled")
+	}
+	rn.col.markKill(0)
+	consumers[0].Kill()
+	rn.log.Info().Msg("consumer 0 killed")
+}
+
+// watchDrain samples the backlog of a scenario with an untilDrained phase:
+// its steady level during the first phase (after a warm-up third), then,
+// from the start of the drain phase, the time until it is back to that
+// level; it closes rn.drained then.
+func (rn *run) watchDrain(ctx context.Context) {
 	var drainStart time.Time
-	var steadyEnd time.Time
+	end := rn.start
 	for _, ph := range rn.phases {
 		if ph.untilDrained {
-			drainStart = steadyEnd
+			drainStart = end
 			break
 		}
-		if steadyEnd.IsZero() {
-			steadyEnd = rn.start
-		}
-		steadyEnd = steadyEnd.Add(ph.dur)
+		end = end.Add(ph.dur)
 	}
 	if drainStart.IsZero() {
 		return
 	}
-	// Baseline: the backlog during the first (steady) phase, after a warm-up.
 	firstEnd := rn.start.Add(rn.phases[0].dur)
+	warm := rn.start.Add(rn.phases[0].dur / 3)
 	var base []int64
 	var maxBack int64
-	tick := 20 * time.Millisecond
 	for {
 		select {
 		case <-ctx.Done():
 			rn.drainRes.maxBack = maxBack
 			return
-		case <-rn.clock.After(tick):
+		case <-rn.clock.After(20 * time.Millisecond):
 		}
 		now := rn.clock.Now()
 		b := rn.col.backlog()
 		maxBack = max(maxBack, b)
-		switch {
-		case now.Before(firstEnd):
-			if now.After(rn.start.Add(rn.phases[0].dur / 3)) {
+		if now.Before(firstEnd) {
+			if now.After(warm) {
 				base = append(base, b)
 			}
-		case now.Before(drainStart):
-			if rn.drainRes.threshold == 0 {
-				rn.drainRes.threshold = drainThreshold(base, rn.cfg.Rate)
-			}
-		default:
-			if b <= rn.drainRes.threshold {
-				rn.drainRes.ok = true
-				rn.drainRes.drainTime = now.Sub(drainStart)
-				rn.drainRes.maxBack = maxBack
-				close(rn.drained)
-				return
-			}
+			continue
+		}
+		if rn.drainRes.threshold == 0 {
+			rn.drainRes.threshold = drainThreshold(base, rn.cfg.Rate)
+		}
+		if !now.Before(drainStart) && b <= rn.drainRes.threshold {
+			rn.drainRes.ok = true
+			rn.drainRes.drainTime = now.Sub(drainStart)
+			rn.drainRes.maxBack = maxBack
+			close(rn.drained)
+			return
 		}
 	}
 }
