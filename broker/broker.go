@@ -136,7 +136,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		b.advertise = b.kafkaLn.Addr().String()
 	}
 	if b.httpLn, err = net.Listen("tcp", b.cfg.HTTPListen); err != nil {
-		b.kafkaLn.Close()
+		_ = b.kafkaLn.Close()
 		return fmt.Errorf("broker: http listener: %w", err)
 	}
 	httpSrv := &http.Server{Handler: b.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
@@ -169,7 +169,9 @@ func (b *Broker) Run(ctx context.Context) error {
 	b.ready.Store(false)
 	b.logger.Info().Msg("shutting down")
 	stopServing()
-	b.kafkaLn.Close()
+	if err := b.kafkaLn.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		b.logger.Warn().Err(err).Msg("kafka listener close")
+	}
 	b.closeConns()
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()

@@ -82,7 +82,7 @@ func (b *Broker) closeConns() {
 	b.connMu.Lock()
 	defer b.connMu.Unlock()
 	for nc := range b.openConns {
-		nc.Close()
+		_ = nc.Close() // only to unblock its reader; serveConn closes it again
 	}
 }
 
@@ -97,7 +97,7 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 	defer func() {
 		close(out)
 		<-writerDone
-		nc.Close()
+		_ = nc.Close() // may already be closed by closeConns or writeReplies
 	}()
 
 	remoteHost := "/" + nc.RemoteAddr().String() // Kafka's form: "/host:port"
@@ -157,7 +157,7 @@ func (b *Broker) writeReplies(nc net.Conn, out <-chan outbound, logger zerolog.L
 		if err != nil {
 			logger.Debug().Err(err).Msg("write response")
 			failed = true
-			nc.Close()
+			_ = nc.Close() // the write error is logged above; this unblocks the reader
 		}
 	}
 	if !failed {

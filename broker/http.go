@@ -14,14 +14,14 @@ func (b *Broker) httpHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(b.m.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Write([]byte("ok\n"))
+		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !b.ready.Load() {
 			http.Error(w, "not ready\n", http.StatusServiceUnavailable)
 			return
 		}
-		w.Write([]byte("ready\n"))
+		_, _ = w.Write([]byte("ready\n"))
 	})
 	b.registerAPI(mux)
 	return mux

@@ -169,7 +169,9 @@ func (b *Broker) decodeMessages(p *partition, from int64, hw wal.Offset, maxByte
 	for len(data) > 0 && len(resp.Messages) < httpMaxMessagesPerPoll {
 		h, err := wal.ParseBatchHeader(data)
 		if err != nil || h.Size() > len(data) {
-			return resp, fmt.Errorf("%w: stored batch at %d: %v", errStorage, resp.NextOffset, err)
+			// err stays text: wrapping wal.ErrInvalidBatch would turn this
+			// storage fault into the client's CorruptMessage (HTTP 400).
+			return resp, fmt.Errorf("%w: stored batch at %d: %v", errStorage, resp.NextOffset, err) //nolint:errorlint // see above
 		}
 		err = eachRecord(data[:h.Size()], func(off, ts int64, rec *kmsg.Record) bool {
 			if off < from {

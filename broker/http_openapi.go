@@ -12,5 +12,5 @@ var openAPIDoc []byte
 
 func (b *Broker) httpOpenAPI(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(openAPIDoc)
+	_, _ = w.Write(openAPIDoc)
 }

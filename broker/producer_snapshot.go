@@ -150,7 +150,7 @@ func decodeSnapshot(data []byte) (snapshotFile, error) {
 }
 
 // writeFileAtomic replaces path with data durably.
-func writeFileAtomic(path string, data []byte) error {
+func writeFileAtomic(path string, data []byte) (err error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
@@ -161,11 +161,11 @@ func writeFileAtomic(path string, data []byte) error {
 		return err
 	}
 	if _, err := f.Write(data); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	if err := f.Close(); err != nil {
@@ -178,6 +178,10 @@ func writeFileAtomic(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	defer d.Close()
+	defer func() {
+		if cerr := d.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
 	return d.Sync()
 }

@@ -90,7 +90,7 @@ func (b *Broker) openTopic(t meta.Topic) error {
 		p, err := b.openPartition(tp, i)
 		if err != nil {
 			for _, p := range tp.partitions {
-				p.log.Close()
+				_ = p.log.Close() // nothing was appended; err says why the open failed
 			}
 			return err
 		}
@@ -124,7 +124,7 @@ func (b *Broker) openPartition(tp *topic, i int32) (*partition, error) {
 		logger:         logger,
 	})
 	if err != nil {
-		l.Close()
+		_ = l.Close()
 		return nil, err
 	}
 	return p, nil

@@ -79,7 +79,7 @@ func (b *Broker) addPartitions(ctx context.Context, name string, count int32, va
 		p, err := b.openPartition(nt, i)
 		if err != nil {
 			for _, p := range fresh {
-				p.log.Close()
+				_ = p.log.Close() // nothing was appended; err says why the open failed
 			}
 			return err
 		}

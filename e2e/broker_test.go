@@ -290,7 +290,10 @@ func (b *broker) stop() error {
 	}
 	select {
 	case <-exited:
-		return fmt.Errorf("process had already exited: %v", b.exitErr())
+		if err := b.exitErr(); err != nil {
+			return fmt.Errorf("process had already exited: %w", err)
+		}
+		return errors.New("process had already exited with status 0")
 	default:
 	}
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -374,12 +377,6 @@ func lastLines(data []byte, n int) []string {
 		}
 	}
 	return lines
-}
-
-// logContains reports whether the broker's log has a line containing s.
-func (b *broker) logContains(s string) bool {
-	data, err := os.ReadFile(b.logPath)
-	return err == nil && bytes.Contains(data, []byte(s))
 }
 
 // newClient returns a franz-go client for b, closed at cleanup.

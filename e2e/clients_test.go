@@ -150,7 +150,7 @@ func TestKcat(t *testing.T) {
 func TestConfluentPython(t *testing.T) {
 	const python = "/usr/bin/python3"
 	if out, err := exec.Command(python, "-c", "import confluent_kafka").CombinedOutput(); err != nil {
-		requireCI(t, python+" with confluent_kafka", fmt.Errorf("%v: %s", err, out))
+		requireCI(t, python+" with confluent_kafka", fmt.Errorf("%w: %s", err, out))
 	}
 	b := startBroker(t, brokerOptions{})
 	out := runTool(t, 2*time.Minute, "", python, "testdata/confluent_roundtrip.py",

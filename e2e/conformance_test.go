@@ -8,6 +8,7 @@ package e2e
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -119,7 +120,11 @@ func fetchRaw(t testing.TB, addr string, version int16, topic string, partition 
 // codeName renders a Kafka error code for messages.
 func codeName(code int16) string {
 	if err := kerr.ErrorForCode(code); err != nil {
-		return fmt.Sprintf("%d %s", code, kerr.ErrorForCode(code).(*kerr.Error).Message)
+		var ke *kerr.Error
+		if errors.As(err, &ke) {
+			return fmt.Sprintf("%d %s", code, ke.Message)
+		}
+		return fmt.Sprintf("%d %v", code, err)
 	}
 	return "0 (no error)"
 }

@@ -278,7 +278,7 @@ func TestConfluentGroups(t *testing.T) {
 		dieAfter     = 30
 	)
 	if out, err := exec.Command(python, "-c", "import confluent_kafka").CombinedOutput(); err != nil {
-		requireCI(t, python+" with confluent_kafka", fmt.Errorf("%v: %s", err, out))
+		requireCI(t, python+" with confluent_kafka", fmt.Errorf("%w: %s", err, out))
 	}
 	b := startBroker(t, brokerOptions{})
 	requireGroupAPIs(t, b)

@@ -44,7 +44,7 @@ func parseMetrics(t testing.TB, text string) map[string]float64 {
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
-		name, labels, rest := line, "", ""
+		var name, labels, rest string
 		if i := strings.IndexByte(line, '{'); i >= 0 {
 			j := strings.LastIndexByte(line, '}')
 			if j < i {

@@ -92,10 +92,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: member name %q must not contain '=' or ','", ErrInvalidConfig, c.Name)
 	}
 	if _, _, err := net.SplitHostPort(c.ListenClient); err != nil {
-		return fmt.Errorf("%w: etcd listen client %q: %v", ErrInvalidConfig, c.ListenClient, err)
+		return fmt.Errorf("%w: etcd listen client %q: %w", ErrInvalidConfig, c.ListenClient, err)
 	}
 	if _, _, err := net.SplitHostPort(c.ListenPeer); err != nil {
-		return fmt.Errorf("%w: etcd listen peer %q: %v", ErrInvalidConfig, c.ListenPeer, err)
+		return fmt.Errorf("%w: etcd listen peer %q: %w", ErrInvalidConfig, c.ListenPeer, err)
 	}
 	if _, err := c.advertisePeerURLs(); err != nil {
 		return err
@@ -122,7 +122,7 @@ func (c Config) advertisePeerURLs() ([]url.URL, error) {
 	}
 	members, err := types.NewURLsMap(c.InitialCluster)
 	if err != nil {
-		return nil, fmt.Errorf("%w: etcd initial cluster %q: %v", ErrInvalidConfig, c.InitialCluster, err)
+		return nil, fmt.Errorf("%w: etcd initial cluster %q: %w", ErrInvalidConfig, c.InitialCluster, err)
 	}
 	urls, ok := members[c.Name]
 	if !ok || len(urls) == 0 {

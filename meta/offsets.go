@@ -162,11 +162,11 @@ func decodeOffset(rel string, val []byte) (string, CommittedOffset, error) {
 	}
 	group, err := url.PathUnescape(parts[0])
 	if err != nil {
-		return "", CommittedOffset{}, fmt.Errorf("meta: offset key %q: %w: %v", rel, ErrCorrupt, err)
+		return "", CommittedOffset{}, fmt.Errorf("meta: offset key %q: %w: %w", rel, ErrCorrupt, err)
 	}
 	id, err := uuid.Parse(parts[1])
 	if err != nil {
-		return "", CommittedOffset{}, fmt.Errorf("meta: offset key %q: %w: %v", rel, ErrCorrupt, err)
+		return "", CommittedOffset{}, fmt.Errorf("meta: offset key %q: %w: %w", rel, ErrCorrupt, err)
 	}
 	p, err := strconv.ParseInt(parts[2], 10, 32)
 	if err != nil || p < 0 {
@@ -174,7 +174,7 @@ func decodeOffset(rel string, val []byte) (string, CommittedOffset, error) {
 	}
 	var r offsetRecord
 	if err := json.Unmarshal(val, &r); err != nil {
-		return "", CommittedOffset{}, fmt.Errorf("meta: decode offset %q: %w: %v", rel, ErrCorrupt, err)
+		return "", CommittedOffset{}, fmt.Errorf("meta: decode offset %q: %w: %w", rel, ErrCorrupt, err)
 	}
 	switch {
 	case r.V > offsetRecordVersion:

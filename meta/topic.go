@@ -78,7 +78,7 @@ func encodeTopic(t Topic) ([]byte, error) {
 func decodeTopic(name string, kv *mvccpb.KeyValue) (Topic, error) {
 	var r topicRecord
 	if err := json.Unmarshal(kv.Value, &r); err != nil {
-		return Topic{}, fmt.Errorf("meta: decode topic %q: %w: %v", name, ErrCorrupt, err)
+		return Topic{}, fmt.Errorf("meta: decode topic %q: %w: %w", name, ErrCorrupt, err)
 	}
 	switch {
 	case r.V > topicRecordVersion:

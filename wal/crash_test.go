@@ -54,14 +54,6 @@ type crashModel struct {
 	batches [][]byte
 }
 
-func (m *crashModel) end() Offset {
-	if len(m.batches) == 0 {
-		return 0
-	}
-	h, _ := ParseBatchHeader(m.batches[len(m.batches)-1])
-	return h.LastOffset() + 1
-}
-
 // cut keeps the batches below off (a batch boundary).
 func (m *crashModel) cut(off Offset) {
 	for i, b := range m.batches {

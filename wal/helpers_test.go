@@ -70,17 +70,6 @@ type appended struct {
 
 func (a *appended) add(b []byte) { a.batches = append(a.batches, append([]byte(nil), b...)) }
 
-// from returns the appended batches whose last offset >= off.
-func (a *appended) from(off Offset) [][]byte {
-	for i, b := range a.batches {
-		h, _ := ParseBatchHeader(b)
-		if h.LastOffset() >= off {
-			return a.batches[i:]
-		}
-	}
-	return nil
-}
-
 func mustAppend(t testing.TB, l *Log, a *appended, b []byte) (Offset, Offset) {
 	t.Helper()
 	base, last, err := l.Append(b, 7)

@@ -147,7 +147,7 @@ func (l *Log) recoverSegment(base Offset, last bool) (seg *segment, intact bool,
 	seg = &segment{file: f, path: path, created: l.cfg.Now(), sealed: !last}
 	size, err := f.Size()
 	if err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, false, fmt.Errorf("wal: size of segment %d: %w", base, err)
 	}
 	if !last {
@@ -160,7 +160,7 @@ func (l *Log) recoverSegment(base Offset, last bool) (seg *segment, intact bool,
 	}
 	res, err := scanSegment(f, base, size, l.cfg.IndexIntervalBytes)
 	if err != nil {
-		f.Close()
+		_ = f.Close()
 		return nil, false, err
 	}
 	seg.idx = res.idx
@@ -169,7 +169,7 @@ func (l *Log) recoverSegment(base Offset, last bool) (seg *segment, intact bool,
 			Int64("position", res.idx.size).Int64("dropped_bytes", size-res.idx.size).Err(res.stop).
 			Msg("wal: truncating segment at torn or corrupt batch")
 		if err := f.Truncate(res.idx.size); err != nil {
-			f.Close()
+			_ = f.Close()
 			return nil, false, fmt.Errorf("wal: truncate segment %d at byte %d: %w", base, res.idx.size, err)
 		}
 	}
@@ -216,10 +216,11 @@ func (l *Log) removeSegmentFiles(bases []Offset) error {
 	return errors.Join(errs...)
 }
 
-// closeAll closes the files of a Log that failed to open.
+// closeAll closes the files of a Log that failed to open. Open returns the
+// error that got it here, so close errors are not reported.
 func (l *Log) closeAll() {
 	for _, s := range l.segs {
-		s.close()
+		_ = s.close()
 	}
 	l.segs = nil
 }

@@ -77,16 +77,18 @@ func (s *segment) acquire() { s.refs.Add(1) }
 // release drops a reference, closing the file if the segment was dropped.
 func (s *segment) release() {
 	if s.refs.Add(-1) == 0 && s.dropped.Load() {
-		s.close()
+		_ = s.close() // kept in closeErr; see drop
 	}
 }
 
 // drop marks the segment as gone from the log; the file closes when the last
-// reference is released. The caller must hold Log.mu for writing.
+// reference is released. The caller must hold Log.mu for writing. The close
+// error is kept in closeErr, which closeFiles reports; a segment dropped by
+// retention or truncation has no data left to lose.
 func (s *segment) drop() {
 	s.dropped.Store(true)
 	if s.refs.Load() == 0 {
-		s.close()
+		_ = s.close()
 	}
 }
 
@@ -211,12 +213,16 @@ func readHeader(f vfs.File, pos, size int64) (BatchHeader, error) {
 }
 
 // readFile reads a whole small file.
-func readFile(fs vfs.FS, path string) ([]byte, error) {
+func readFile(fs vfs.FS, path string) (_ []byte, err error) {
 	f, err := fs.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() {
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
 	n, err := f.Size()
 	if err != nil {
 		return nil, err
@@ -240,11 +246,11 @@ func writeFileSync(fs vfs.FS, path string, b []byte) error {
 		return err
 	}
 	if _, err := f.Write(b); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	if err := f.Close(); err != nil {

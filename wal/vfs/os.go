@@ -60,7 +60,7 @@ func (osFS) SyncDir(dir string) error {
 }
 
 func (f osFile) Size() (int64, error) {
-	st, err := f.File.Stat()
+	st, err := f.Stat()
 	if err != nil {
 		return 0, err
 	}
