@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-mq/sluice/wal"
+	"github.com/sluice-mq/sluice/wal/vfs"
 )
 
 // maxGroupCommit bounds how many queued batches share one fsync.
@@ -76,6 +77,7 @@ type partitionOptions struct {
 	index          int32
 	self           int32            // this broker's node id
 	queue          int              // bound of the append queue
+	fs             vfs.FS           // for the snapshot file
 	snapshotPath   string           // producer-state snapshot file
 	producerExpiry time.Duration    // forget idle producers after this
 	now            func() time.Time // clock for producer expiry

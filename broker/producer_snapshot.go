@@ -21,14 +21,17 @@ import (
 	"fmt"
 	"hash/crc32"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 
 	"github.com/sluice-mq/sluice/wal"
+	"github.com/sluice-mq/sluice/wal/vfs"
 )
 
 const snapshotVersion = 1
+
+// maxSnapshotBytes bounds a snapshot file read at open.
+const maxSnapshotBytes = 256 << 20
 
 type snapshotFile struct {
 	Version   int                `json:"version"`
@@ -87,7 +90,7 @@ func (p *partition) writeSnapshot() error {
 		return err
 	}
 	data := fmt.Appendf(line, "\n%08x\n", crc32.Checksum(line, castagnoli))
-	return writeFileAtomic(p.opts.snapshotPath, data)
+	return vfs.WriteFileDurable(p.opts.fs, p.opts.snapshotPath, data)
 }
 
 // loadSnapshot restores producer state and returns the offset it covers,
@@ -96,7 +99,7 @@ func (p *partition) loadSnapshot() (wal.Offset, error) {
 	if p.opts.snapshotPath == "" {
 		return 0, nil
 	}
-	data, err := os.ReadFile(p.opts.snapshotPath)
+	data, err := vfs.ReadFile(p.opts.fs, p.opts.snapshotPath, maxSnapshotBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
@@ -147,41 +150,4 @@ func decodeSnapshot(data []byte) (snapshotFile, error) {
 		return snap, fmt.Errorf("snapshot offset %d", snap.Offset)
 	}
 	return snap, nil
-}
-
-// writeFileAtomic replaces path with data durably.
-func writeFileAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	tmp := path + ".tmp"
-	f, err := os.Create(tmp)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := d.Close(); cerr != nil && err == nil {
-			err = cerr
-		}
-	}()
-	return d.Sync()
 }

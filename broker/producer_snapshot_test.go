@@ -35,7 +35,7 @@ func (f *snapshotFixture) open() {
 		f.t.Fatal(err)
 	}
 	p, err := openPartition(l, partitionOptions{
-		topic: "t", queue: 16, snapshotPath: filepath.Join(f.dir, "p.producers"),
+		topic: "t", queue: 16, fs: vfs.OS, snapshotPath: filepath.Join(f.dir, "p.producers"),
 		producerExpiry: time.Hour, now: func() time.Time { return f.now }, metrics: newMetrics(), logger: zerolog.Nop(),
 	})
 	if err != nil {

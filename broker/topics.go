@@ -117,6 +117,7 @@ func (b *Broker) openPartition(tp *topic, i int32) (*partition, error) {
 		index:          i,
 		self:           b.cfg.NodeID,
 		queue:          b.cfg.PartitionQueue,
+		fs:             b.fs,
 		snapshotPath:   b.snapshotPath(tp.meta.ID, i),
 		producerExpiry: b.cfg.ProducerIDExpiration,
 		now:            time.Now,

@@ -85,7 +85,7 @@ func (l *Log) cleanDir() ([]Offset, error) {
 	}
 	for _, n := range names {
 		base, suffix, ok := parseSegmentName(n)
-		stray := strings.HasSuffix(n, tmpSuffix) ||
+		stray := strings.HasSuffix(n, vfs.TmpSuffix) ||
 			(ok && (suffix == indexSuffix || suffix == timeIndexSuffix) && !logs[base])
 		if !stray {
 			if !ok || (suffix != logSuffix && suffix != indexSuffix && suffix != timeIndexSuffix) {

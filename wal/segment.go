@@ -29,7 +29,6 @@ const (
 	logSuffix       = ".log"
 	indexSuffix     = ".index"
 	timeIndexSuffix = ".timeindex"
-	tmpSuffix       = ".tmp"
 	baseDigits      = 20
 )
 
@@ -213,50 +212,12 @@ func readHeader(f vfs.File, pos, size int64) (BatchHeader, error) {
 }
 
 // readFile reads a whole small file.
-func readFile(fs vfs.FS, path string) (_ []byte, err error) {
-	f, err := fs.Open(path)
-	if err != nil {
-		return nil, err
+func readFile(fs vfs.FS, path string) ([]byte, error) {
+	b, err := vfs.ReadFile(fs, path, MaxSegmentBytes)
+	if errors.Is(err, vfs.ErrTooLarge) {
+		return nil, fmt.Errorf("%w: %w", err, ErrCorrupt)
 	}
-	defer func() {
-		if cerr := f.Close(); cerr != nil && err == nil {
-			err = cerr
-		}
-	}()
-	n, err := f.Size()
-	if err != nil {
-		return nil, err
-	}
-	if n > MaxSegmentBytes {
-		return nil, fmt.Errorf("file of %d bytes too large: %w", n, ErrCorrupt)
-	}
-	b := make([]byte, n)
-	if _, err := f.ReadAt(b, 0); err != nil && !errors.Is(err, io.EOF) {
-		return nil, err
-	}
-	return b, nil
-}
-
-// writeFileSync writes b to path via a synced temporary file and a rename.
-// The rename is durable after the directory is synced.
-func writeFileSync(fs vfs.FS, path string, b []byte) error {
-	tmp := path + tmpSuffix
-	f, err := fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(b); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return fs.Rename(tmp, path)
+	return b, err
 }
 
 // loadSealedIndex reads and checks a sealed segment's index files against its

@@ -15,6 +15,8 @@ package wal
 import (
 	"fmt"
 	"path/filepath"
+
+	"github.com/sluice-mq/sluice/wal/vfs"
 )
 
 // Sync makes everything appended so far durable and returns the durable end
@@ -147,7 +149,7 @@ func (l *Log) writeIndexFiles(s *segment) error {
 		suffix string
 	}{{indexKindOffset, indexSuffix}, {indexKindTime, timeIndexSuffix}} {
 		path := filepath.Join(l.dir, segmentName(s.base(), k.suffix))
-		if err := writeFileSync(l.fs, path, encodeIndex(&s.idx, k.kind)); err != nil {
+		if err := vfs.WriteFile(l.fs, path, encodeIndex(&s.idx, k.kind)); err != nil {
 			return fmt.Errorf("wal: write index of segment %d: %w", s.base(), err)
 		}
 	}
