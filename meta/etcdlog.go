@@ -8,6 +8,8 @@ package meta
 // Panic/Fatal semantics still apply after Write returns.
 
 import (
+	"sync/atomic"
+
 	"github.com/rs/zerolog"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -17,16 +19,18 @@ import (
 const etcdLogLevel = zapcore.WarnLevel
 
 // newEtcdLogger returns a zap logger that forwards warn and above to log,
-// with component=etcd.
-func newEtcdLogger(log zerolog.Logger) *zap.Logger {
-	return zap.New(&zerologCore{log: log.With().Str("component", "etcd").Logger()})
+// with component=etcd. Once *stopping is set, entries are logged at debug:
+// etcd reports its own listeners closing during a clean stop as errors.
+func newEtcdLogger(log zerolog.Logger, stopping *atomic.Bool) *zap.Logger {
+	return zap.New(&zerologCore{log: log.With().Str("component", "etcd").Logger(), stopping: stopping})
 }
 
 // zerologCore is a zapcore.Core writing to a zerolog logger. It is immutable;
 // With returns a copy.
 type zerologCore struct {
-	log    zerolog.Logger
-	fields []zapcore.Field // from With, written before each entry's own fields
+	log      zerolog.Logger
+	fields   []zapcore.Field // from With, written before each entry's own fields
+	stopping *atomic.Bool    // nil or false: normal levels
 }
 
 func (c *zerologCore) Enabled(l zapcore.Level) bool { return l >= etcdLogLevel }
@@ -35,7 +39,7 @@ func (c *zerologCore) With(fields []zapcore.Field) zapcore.Core {
 	merged := make([]zapcore.Field, 0, len(c.fields)+len(fields))
 	merged = append(merged, c.fields...)
 	merged = append(merged, fields...)
-	return &zerologCore{log: c.log, fields: merged}
+	return &zerologCore{log: c.log, fields: merged, stopping: c.stopping}
 }
 
 func (c *zerologCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
@@ -54,7 +58,11 @@ func (c *zerologCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 		f.AddTo(enc)
 	}
 	// WithLevel, unlike Fatal() and Panic(), never exits or panics.
-	ev := c.log.WithLevel(zerologLevel(e.Level))
+	level := zerologLevel(e.Level)
+	if c.stopping != nil && c.stopping.Load() && level < zerolog.FatalLevel {
+		level = zerolog.DebugLevel
+	}
+	ev := c.log.WithLevel(level)
 	if e.LoggerName != "" {
 		ev = ev.Str("logger", e.LoggerName)
 	}

@@ -1,8 +1,10 @@
 package meta
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/rs/zerolog"
@@ -12,7 +14,7 @@ import (
 
 func TestEtcdLoggerForwardsWarnDropsInfo(t *testing.T) {
 	var buf strings.Builder
-	lg := newEtcdLogger(zerolog.New(&buf)).With(zap.String("member", "1"))
+	lg := newEtcdLogger(zerolog.New(&buf), nil).With(zap.String("member", "1"))
 
 	lg.Debug("debug line")
 	lg.Info("info line", zap.Int("n", 1))
@@ -62,5 +64,21 @@ func TestZerologLevel(t *testing.T) {
 				t.Errorf("zerologLevel(%v) = %v, want %v", tt.in, got, tt.want)
 			}
 		})
+	}
+}
+
+func TestEtcdLoggerQuietWhileStopping(t *testing.T) {
+	var buf bytes.Buffer
+	var stopping atomic.Bool
+	lg := newEtcdLogger(zerolog.New(&buf).Level(zerolog.InfoLevel), &stopping)
+	lg.Error("serving failed before stop")
+	if !strings.Contains(buf.String(), "serving failed before stop") {
+		t.Fatalf("an error before stopping was dropped: %q", buf.String())
+	}
+	buf.Reset()
+	stopping.Store(true)
+	lg.Error("use of closed network connection")
+	if buf.Len() != 0 {
+		t.Fatalf("an error while stopping was logged above debug: %q", buf.String())
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -48,7 +49,8 @@ const (
 type Store struct {
 	log       zerolog.Logger
 	prefix    string
-	maxTxnOps int // operations one etcd transaction may carry
+	maxTxnOps int         // operations one etcd transaction may carry
+	stopping  atomic.Bool // set by Close: etcd's shutdown noise is logged at debug
 	client    *clientv3.Client
 	etcd      *embed.Etcd // nil when connected to external endpoints
 
@@ -85,7 +87,7 @@ func Open(ctx context.Context, cfg Config, log zerolog.Logger) (*Store, error) {
 			s.maxTxnOps = EmbeddedMaxTxnOps
 		}
 	}
-	zlog := newEtcdLogger(log)
+	zlog := newEtcdLogger(log, &s.stopping)
 	endpoints := cfg.Endpoints
 	if len(endpoints) == 0 {
 		e, err := startEmbedded(ctx, cfg, zlog)
@@ -280,6 +282,7 @@ func (s *Store) Close() error {
 			errs = append(errs, fmt.Errorf("meta: close etcd client: %w", err))
 		}
 	}
+	s.stopping.Store(true)
 	s.stopEmbedded()
 	s.bg.Wait()
 	s.log.Info().Msg("metadata store closed")
