@@ -30,6 +30,7 @@ type collector struct {
 	consumed, unique, dup, conBytes atomic.Int64
 	prefilled                       atomic.Int64
 	lastAck, lastDeliver            atomic.Int64   // Unix nanos
+	firstDeliver                    atomic.Int64   // Unix nanos
 	behind                          []atomic.Int64 // per producer: scheduled sends due and not yet made
 
 	ack, e2e *Histogram
@@ -138,6 +139,7 @@ func (c *collector) deliver(member int, batch []Delivered) {
 	c.dup.Add(dups)
 	c.conBytes.Add(bytes)
 	c.lastDeliver.Store(now.UnixNano())
+	c.firstDeliver.CompareAndSwap(0, now.UnixNano())
 	if c.e2eOn.Load() {
 		for _, l := range lat {
 			c.e2e.Record(l)

@@ -204,15 +204,18 @@ func (s *jetStreamSystem) NewConsumer(ctx context.Context, spec ConsumerSpec) (C
 		nc.Close()
 		return nil, fmt.Errorf("loadgen: jetstream consumer %d: %w", spec.ID, err)
 	}
-	return &jsConsumer{nc: nc, cons: cons, killed: make(chan struct{})}, nil
+	return &jsConsumer{nc: nc, cons: cons, killed: make(chan struct{}), ready: make(chan struct{})}, nil
 }
 
 type jsConsumer struct {
 	nc       *nats.Conn
 	cons     jetstream.Consumer
 	killOnce sync.Once
-	killed   chan struct{}
+	killed   chan struct{} // closed by Kill
+	ready    chan struct{} // closed by Run once pulling
 }
+
+func (c *jsConsumer) Ready() <-chan struct{} { return c.ready }
 
 func (c *jsConsumer) Run(ctx context.Context, sink Sink) error {
 	cc, err := c.cons.Consume(func(m jetstream.Msg) {
@@ -244,6 +247,7 @@ func (c *jsConsumer) Run(ctx context.Context, sink Sink) error {
 	if err != nil {
 		return fmt.Errorf("loadgen: consume: %w", err)
 	}
+	close(c.ready)
 	select {
 	case <-ctx.Done():
 	case <-c.killed:

@@ -154,6 +154,7 @@ func (p *kafkaProducer) Close() { p.cl.Close() }
 
 func (s *kafkaSystem) NewConsumer(_ context.Context, spec ConsumerSpec) (Consumer, error) {
 	d := &killDialer{conns: map[net.Conn]struct{}{}}
+	c := &kafkaConsumer{dialer: d, killed: make(chan struct{}), ready: make(chan struct{})}
 	start := kgo.NewOffset().AtEnd()
 	if spec.FromStart {
 		start = kgo.NewOffset().AtStart()
@@ -172,6 +173,11 @@ func (s *kafkaSystem) NewConsumer(_ context.Context, spec ConsumerSpec) (Consume
 			kgo.SessionTimeout(s.cfg.SessionTimeout),
 			kgo.HeartbeatInterval(max(s.cfg.SessionTimeout/6, 100*time.Millisecond)),
 			kgo.AutoCommitInterval(s.cfg.CommitInterval),
+			kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, m map[string][]int32) {
+				if len(m[spec.Topic]) > 0 {
+					c.readyOnce.Do(func() { close(c.ready) })
+				}
+			}),
 		)
 	} else {
 		parts := make(map[int32]kgo.Offset, len(spec.Partitions))
@@ -179,20 +185,26 @@ func (s *kafkaSystem) NewConsumer(_ context.Context, spec ConsumerSpec) (Consume
 			parts[p] = start
 		}
 		opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{spec.Topic: parts}))
+		c.readyOnce.Do(func() { close(c.ready) })
 	}
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: kafka consumer %d: %w", spec.ID, err)
 	}
-	return &kafkaConsumer{cl: cl, dialer: d, killed: make(chan struct{})}, nil
+	c.cl = cl
+	return c, nil
 }
 
 type kafkaConsumer struct {
-	cl       *kgo.Client
-	dialer   *killDialer
-	killOnce sync.Once
-	killed   chan struct{} // closed by Kill
+	cl        *kgo.Client
+	dialer    *killDialer
+	killOnce  sync.Once
+	killed    chan struct{} // closed by Kill
+	readyOnce sync.Once
+	ready     chan struct{} // closed on the first assignment of the topic's partitions
 }
+
+func (c *kafkaConsumer) Ready() <-chan struct{} { return c.ready }
 
 func (c *kafkaConsumer) Run(ctx context.Context, sink Sink) error {
 	ctx, cancel := context.WithCancel(ctx)

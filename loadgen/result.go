@@ -78,7 +78,7 @@ type ReplayResult struct {
 	PrefillFailed     int64   `json:"prefill_failed,omitempty"`
 	PrefillSeconds    float64 `json:"prefill_seconds"`
 	PrefillMsgsPerSec float64 `json:"prefill_msgs_per_sec"`
-	ReadSeconds       float64 `json:"read_seconds"` // consumers' start until everything was read
+	ReadSeconds       float64 `json:"read_seconds"` // first record received until everything was read
 	ReadMsgsPerSec    float64 `json:"read_msgs_per_sec"`
 	ReadMBPerSec      float64 `json:"read_mb_per_sec"`
 }
@@ -170,10 +170,11 @@ func (rn *run) fill(res *Result, prodEnd, consumeStart time.Time, caughtUp bool)
 		}
 		res.Lag.CatchUpSeconds = end.Sub(prodEnd).Seconds()
 	}
-	if rn.sc.prefill && res.Replay != nil {
-		res.Replay.ReadSeconds = cd.Seconds()
-		res.Replay.ReadMsgsPerSec = res.Consumed.MsgsPerSec
-		res.Replay.ReadMBPerSec = res.Consumed.MBPerSec
+	if rn.sc.prefill && res.Replay != nil && c.firstDeliver.Load() != 0 {
+		rd := lastDeliver.Sub(time.Unix(0, c.firstDeliver.Load()))
+		res.Replay.ReadSeconds = rd.Seconds()
+		res.Replay.ReadMsgsPerSec = rate(res.Consumed.Records, rd)
+		res.Replay.ReadMBPerSec = rate(res.Consumed.Bytes, rd) / mb
 	}
 	if rn.cfg.Scenario == ScenarioPeak {
 		d := rn.drainRes

@@ -217,6 +217,7 @@ func (rn *run) execute(ctx context.Context, mode string, res *Result) error {
 		return err
 	}
 
+	rn.waitReady(ctx, consumers)
 	rn.phases = rn.sc.phases(cfg)
 	rn.start = rn.clock.Now().Add(50 * time.Millisecond)
 	rn.setPhase("start")
@@ -280,6 +281,41 @@ func (rn *run) startConsumers(ctx context.Context, mode string, wg *sync.WaitGro
 		}(i)
 	}
 	return out, nil
+}
+
+// readyTimeout bounds the wait for consumers to get their partitions.
+const readyTimeout = 30 * time.Second
+
+// waitReady waits until the members that can own partitions are receiving,
+// so production does not start into a group that is still joining (which
+// would show up as end-to-end latency).
+func (rn *run) waitReady(ctx context.Context, consumers []Consumer) {
+	want := len(consumers)
+	if rn.sys.OrderedPartitions() {
+		want = min(want, rn.cfg.Partitions)
+	}
+	deadline := rn.clock.Now().Add(readyTimeout)
+	for {
+		ready := 0
+		for _, c := range consumers {
+			select {
+			case <-c.Ready():
+				ready++
+			default:
+			}
+		}
+		if ready >= want || ctx.Err() != nil {
+			return
+		}
+		if rn.clock.Now().After(deadline) {
+			rn.log.Warn().Int("ready", ready).Int("members", want).Msg("consumers not all assigned; producing anyway")
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-rn.clock.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // produce drives every producer through the phases and returns when all are done.

@@ -87,6 +87,10 @@ type Consumer interface {
 	// Run hands batches to sink until ctx ends or Kill is called; sink is
 	// called from Run's goroutine only.
 	Run(ctx context.Context, sink Sink) error
+	// Ready is closed once the member can receive: it has partitions
+	// assigned (group) or has started fetching. A group member left
+	// without partitions is never ready.
+	Ready() <-chan struct{}
 	// Kill stops abruptly: no leave, no commit, connections dropped.
 	Kill()
 	// Close leaves the group and releases resources.

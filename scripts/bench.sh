@@ -14,7 +14,8 @@
 # free ports and is stopped by the EXIT trap; data lives in a temp dir.
 #
 # Knobs (environment): BENCH_RUNS (3), BENCH_DURATION (6s, main runs),
-# BENCH_SHORT_DURATION (3s, other scenarios), BENCH_DRAIN_TIMEOUT (15s, peak drain and catch-up), BENCH_OUT (BENCHMARKS.md),
+# BENCH_SHORT_DURATION (3s, other scenarios), BENCH_DRAIN_TIMEOUT (15s, peak drain and catch-up),
+# BENCH_COMMON_RATE (2000 msgs/s offered to every system), BENCH_OUT (BENCHMARKS.md),
 # BENCH_SKIP_GO=1 (skip go test -bench), BENCH_SYSTEMS ("sluice js-default js-always").
 set -euo pipefail
 
@@ -24,6 +25,7 @@ RUNS=${BENCH_RUNS:-3}
 DUR=${BENCH_DURATION:-6s}
 SHORT=${BENCH_SHORT_DURATION:-3s}
 DRAIN=${BENCH_DRAIN_TIMEOUT:-15s}
+COMMON=${BENCH_COMMON_RATE:-2000}
 OUT=${BENCH_OUT:-$ROOT/BENCHMARKS.md}
 SYSTEMS=${BENCH_SYSTEMS:-"sluice js-default js-always"}
 NATS_VERSION=v2.15.2
@@ -199,6 +201,8 @@ suite() {
 	log "$SYS: peak $peak msgs/s; latency at 50% ($r50/s) and 90% ($r90/s)"
 	for i in $(seq 1 "$RUNS"); do run rate50 "$i" --scenario steady --rate "$r50" --duration "$DUR" || true; done
 	for i in $(seq 1 "$RUNS"); do run rate90 "$i" --scenario steady --rate "$r90" --duration "$DUR" || true; done
+	log "$SYS: latency at the common rate ($COMMON/s)"
+	for i in $(seq 1 "$RUNS"); do run common "$i" --scenario steady --rate "$COMMON" --duration "$DUR" || true; done
 	log "$SYS: peak scenario (steady $r50/s, 3x for 3s, drain)"
 	for i in $(seq 1 "$RUNS"); do
 		run peak "$i" --scenario peak --rate "$r50" --duration 3s --peak-duration 3s --drain-timeout "$DRAIN" || true
@@ -241,6 +245,7 @@ log "writing $OUT"
 	echo "date=$(date -u '+%Y-%m-%d %H:%M UTC')"
 	echo "elapsed=$(( $(date +%s) - STARTED ))"
 	echo "drain=$DRAIN"
+	echo "common=$COMMON"
 	echo "runs=$RUNS duration=$DUR short=$SHORT drain_timeout=$DRAIN producers=$PRODUCERS consumers=$CONSUMERS partitions=$PARTITIONS"
 } >"$RES/machine.txt"
 python3 - "$RES" "$OUT" <<'PY'
@@ -352,7 +357,15 @@ for k, n in present:
           f"{fmt(stat(k,name,'ack_latency.p99_ms'),2)} | {fmt(stat(k,name,'ack_latency.p999_ms'),2)} | {fmt(stat(k,name,'ack_latency.max_ms'),2)} |")
 w("")
 
-w("## End-to-end latency (producer's scheduled send time → consumer receive)\n")
+w(f"## Latency at the same offered load ({int(machine.get('common', 0)):,} msgs/s on every system)\n")
+w("| system | ack p50 | ack p99 | ack p99.9 | e2e p50 | e2e p99 | e2e p99.9 |\n|---|---|---|---|---|---|---|")
+for k, n in present:
+    w(f"| {n} | {fmt(stat(k,'common','ack_latency.p50_ms'),2)} | {fmt(stat(k,'common','ack_latency.p99_ms'),2)} | "
+      f"{fmt(stat(k,'common','ack_latency.p999_ms'),2)} | {fmt(stat(k,'common','e2e_latency.p50_ms'),2)} | "
+      f"{fmt(stat(k,'common','e2e_latency.p99_ms'),2)} | {fmt(stat(k,'common','e2e_latency.p999_ms'),2)} |")
+w("")
+
+w("## End-to-end latency at 50% and 90% of each system's peak (producer's scheduled send time → consumer receive)\n")
 w("| system | load | p50 | p99 | p99.9 | max |\n|---|---|---|---|---|---|")
 for k, n in present:
     for name, label in [("rate50", "50%"), ("rate90", "90%")]:
@@ -417,7 +430,9 @@ if any(k == s for k, _ in present):
         w(f"| Sluice / {n}: peak produced msgs/s | {ratio(stat(s,'max','produced.msgs_per_sec'), stat(k,'max','produced.msgs_per_sec'))} |")
         for name, label in [("rate50", "50%"), ("rate90", "90%")]:
             w(f"| Sluice / {n}: ack p99 at {label} of own peak (lower is better) | {ratio(stat(s,name,'ack_latency.p99_ms'), stat(k,name,'ack_latency.p99_ms'))} |")
-        w(f"| Sluice / {n}: e2e p99 at 50% (lower is better) | {ratio(stat(s,'rate50','e2e_latency.p99_ms'), stat(k,'rate50','e2e_latency.p99_ms'))} |")
+        w(f"| Sluice / {n}: ack p99 at the same {int(machine.get('common', 0)):,} msgs/s (lower is better) | {ratio(stat(s,'common','ack_latency.p99_ms'), stat(k,'common','ack_latency.p99_ms'))} |")
+        w(f"| Sluice / {n}: e2e p99 at the same {int(machine.get('common', 0)):,} msgs/s (lower is better) | {ratio(stat(s,'common','e2e_latency.p99_ms'), stat(k,'common','e2e_latency.p99_ms'))} |")
+        w(f"| Sluice / {n}: e2e p99 at 50% of own peak (lower is better) | {ratio(stat(s,'rate50','e2e_latency.p99_ms'), stat(k,'rate50','e2e_latency.p99_ms'))} |")
         w(f"| Sluice / {n}: drain time after the peak (lower is better) | {ratio(drain(s), drain(k))} |")
     smb = stat(s, "max", "produced.mb_per_sec")
     lmb = stat(s, "large-payloads", "produced.mb_per_sec")
