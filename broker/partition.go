@@ -6,7 +6,8 @@ package broker
 // producer state or raises the high watermark.
 // Invariant: the high watermark never exceeds the log's durable end, so a
 // consumer never sees a record that a crash could take back.
-// Invariant: a produce reply is sent only after the fsync covering its batch.
+// Invariant: a produce reply is sent only once the high watermark covers its
+// batch (partition_core.go), which on a lone broker is right after the fsync.
 //
 // The high watermark and its change notification are guarded by mu, so
 // Fetch long polls on other goroutines can wait on it.
