@@ -83,7 +83,7 @@ func DefaultConfig() Config {
 		Consumers:      1,
 		Rate:           1000,
 		Duration:       10 * time.Second,
-		Linger:         5 * time.Millisecond,
+		Linger:         0, // Kafka's classic linger.ms; batches still form while requests are in flight
 		BatchBytes:     1 << 20,
 		Idempotent:     true,
 		Acks:           "all",

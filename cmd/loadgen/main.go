@@ -77,6 +77,11 @@ func run(args []string) error {
 		return err
 	}
 	cfg.Brokers = strings.Split(*brokers, ",")
+	consumersSet := false
+	fs.Visit(func(f *flag.Flag) { consumersSet = consumersSet || f.Name == "consumers" })
+	if cfg.Scenario == loadgen.ScenarioConsumerCrash && !consumersSet {
+		cfg.Consumers = 3 // a crash needs survivors
+	}
 	cfg.Progress = !*quiet
 	level, err := zerolog.ParseLevel(*logLevel)
 	if err != nil {
