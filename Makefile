@@ -1,12 +1,12 @@
 # Sluice build, test and benchmark targets. `make test` is what CI runs.
 GO        ?= go
 BIN       := bin
-BINARIES  := sluiced
+BINARIES  := sluiced loadgen
 GOLANGCI  := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 FUZZTIME  ?= 20s
 DATA_DIR  ?= data
 
-.PHONY: all build run test test-short lint verify fuzz bench clean
+.PHONY: all build run test test-short lint verify fuzz bench bench-go clean
 
 all: build
 
@@ -45,7 +45,14 @@ fuzz:
 	  done; \
 	done
 
+# The benchmark suite: the Go micro-benchmarks of wal and broker, this
+# machine's limits (fio, iperf3), and loadgen on one Sluice broker and on NATS
+# JetStream; writes BENCHMARKS.md (about 12 minutes on 2 cores).
 bench:
+	scripts/bench.sh
+
+# Only the Go micro-benchmarks (also run and reported by `make bench`).
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./wal/ ./broker/
 
 clean:

@@ -1,10 +1,11 @@
 package broker
 
-// This file owns the HTTP endpoints: /metrics, /healthz and /readyz. The
-// JSON API of DESIGN.md §7 joins them here.
+// This file owns the HTTP endpoints: /metrics, /healthz, /readyz and
+// /debug/pprof/. The JSON API (http_api.go) joins them here.
 
 import (
 	"net/http"
+	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -23,6 +24,11 @@ func (b *Broker) httpHandler() http.Handler {
 		}
 		_, _ = w.Write([]byte("ready\n"))
 	})
+	// Profiles for operators (and BENCHMARKS.md): CPU, heap, goroutines.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	b.registerAPI(mux)
 	return mux
 }
