@@ -118,9 +118,7 @@ func (b *Broker) prepareAppend(topicName string, index int32, records []byte) (*
 }
 
 // validateBatch checks that records is exactly one well-formed v2 batch a
-// client may send, no larger than maxBytes. It does not check the CRC: the
-// wal does that on append, and checking twice cost 12% of the produce path's
-// CPU in the profile (BENCHMARKS.md).
+// client may send, with a correct CRC, no larger than maxBytes.
 func validateBatch(records []byte, maxBytes int32) (wal.BatchHeader, error) {
 	if len(records) == 0 {
 		return wal.BatchHeader{}, fmt.Errorf("%w: no record batch", errInvalidRecord)
@@ -140,7 +138,12 @@ func validateBatch(records []byte, maxBytes int32) (wal.BatchHeader, error) {
 	case size < len(records):
 		return h, fmt.Errorf("%w: more than one batch for a partition", errInvalidRecord)
 	}
-	// The CRC is checked once, by the wal as it appends (see appendGroup).
+	// Checked here, on the connection's goroutine, so the partition owner
+	// only sees intact batches and can settle producer sequences before the
+	// group's single write (wal.AppendGroup checks again as it appends).
+	if err := wal.CheckCRC(records); err != nil {
+		return h, fmt.Errorf("%w: %w", errCorruptMessage, err)
+	}
 	switch {
 	case h.Attributes&attrControl != 0:
 		return h, fmt.Errorf("%w: clients may not send control batches", errInvalidRecord)

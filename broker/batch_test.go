@@ -51,6 +51,7 @@ func TestValidateBatch(t *testing.T) {
 		{"empty", func() []byte { return nil }, 1 << 20, errInvalidRecord},
 		{"too large", func() []byte { return testBatch(3, -1, -1, -1, 1000) }, 20, errMessageTooLarge},
 		{"short header", func() []byte { return good[:40] }, 1 << 20, errCorruptMessage},
+		{"bad crc", func() []byte { b := testBatch(3, -1, -1, -1, 1000); b[len(b)-1] ^= 0xff; return b }, 1 << 20, errCorruptMessage},
 		{"truncated", func() []byte { return testBatch(3, -1, -1, -1, 1000)[:len(good)-2] }, 1 << 20, errCorruptMessage},
 		{"two batches", func() []byte { return append(testBatch(1, -1, -1, -1, 1), testBatch(1, -1, -1, -1, 1)...) }, 1 << 20, errInvalidRecord},
 		{"control", func() []byte { b := testBatch(1, -1, -1, -1, 1); b[22] |= attrControl; return recrc(b) }, 1 << 20, errInvalidRecord},

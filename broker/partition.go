@@ -183,13 +183,15 @@ func (p *partition) failQueued() {
 	}
 }
 
-// appendGroup appends every batch of the group and fsyncs once. Replies
-// wait in the core until the high watermark covers their batches; rejected
-// batches are answered at once.
+// appendGroup appends every batch of the group with one write and one
+// fsync. Replies wait in the core until the high watermark covers their
+// batches; rejected batches are answered at once.
 func (p *partition) appendGroup(group []*appendReq) {
 	results := make([]appendResult, len(group))
 	ends := make([]wal.Offset, len(group)) // 0: answer now
-	appended := false
+	batches := make([][]byte, 0, len(group))
+	accepted := make([]int, 0, len(group))
+	next := p.log.EndOffset()
 	for i, r := range group {
 		dupBase, dup, err := p.checkSequence(r.hdr)
 		switch {
@@ -202,36 +204,46 @@ func (p *partition) appendGroup(group []*appendReq) {
 			ends[i] = dupBase + wal.Offset(r.hdr.LastOffsetDelta) + 1
 			continue
 		}
-		base, last, err := p.log.Append(r.batch, p.epoch)
-		switch {
-		case errors.Is(err, wal.ErrCorrupt) || errors.Is(err, wal.ErrInvalidBatch):
-			// The client's bytes, not our disk: a bad CRC lands here.
-			results[i].err = fmt.Errorf("%w: %w", errCorruptMessage, err)
-			p.logger.Debug().Err(err).Msg("rejected a corrupt batch")
-			continue
-		case err != nil:
-			results[i].err = fmt.Errorf("%w: append to %s-%d: %w", errStorage, p.topic, p.index, err)
-			p.logger.Error().Err(err).Msg("append failed")
-			continue
-		}
-		p.recordProducer(r.hdr, base, last)
-		results[i].base = base
-		ends[i] = last + 1
-		appended = true
+		// Batches were validated (CRC included) before they were queued, so
+		// the wal assigns exactly these offsets; the producer state of a
+		// batch later in the group depends on it.
+		p.recordProducer(r.hdr, next, next+wal.Offset(r.hdr.LastOffsetDelta))
+		next += wal.Offset(r.hdr.LastOffsetDelta) + 1
+		batches = append(batches, r.batch)
+		accepted = append(accepted, i)
 	}
 	var syncErr error
-	if appended {
-		timer := p.m.startFsync()
-		var end wal.Offset
-		end, syncErr = p.log.Sync()
-		timer()
-		if syncErr != nil {
-			p.logger.Error().Err(syncErr).Msg("fsync failed; the partition refuses appends until restarted")
-		} else if hw, rose, released := p.core.durableEnd(p.self, end); rose {
-			p.setHighWatermark(hw)
-			p.release(released)
+	if len(batches) > 0 {
+		appended := false
+		for j, res := range p.log.AppendGroup(batches, p.epoch) {
+			i := accepted[j]
+			if res.Err != nil {
+				results[i].err = fmt.Errorf("%w: append to %s-%d: %w", errStorage, p.topic, p.index, res.Err)
+				p.logger.Error().Err(res.Err).Msg("append failed")
+				continue
+			}
+			results[i].base = res.Base
+			ends[i] = res.Last + 1
+			appended = true
+		}
+		if appended {
+			timer := p.m.startFsync()
+			var end wal.Offset
+			end, syncErr = p.log.Sync()
+			timer()
+			if syncErr != nil {
+				p.logger.Error().Err(syncErr).Msg("fsync failed; the partition refuses appends until restarted")
+			} else if hw, rose, released := p.core.durableEnd(p.self, end); rose {
+				p.setHighWatermark(hw)
+				p.release(released)
+			}
 		}
 	}
+	p.answer(group, results, ends, syncErr)
+}
+
+// answer sends rejected results at once and parks the others in the core.
+func (p *partition) answer(group []*appendReq, results []appendResult, ends []wal.Offset, syncErr error) {
 	start := p.log.StartOffset()
 	for i, r := range group {
 		results[i].logStart = start

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -163,17 +162,4 @@ func FuzzDecodeSnapshot(f *testing.F) {
 			t.Fatalf("accepted %+v", snap)
 		}
 	})
-}
-
-func TestCorruptBatchRejectedOnAppend(t *testing.T) {
-	f := newSnapshotFixture(t)
-	bad := testBatch(3, 7, 0, 0, 1)
-	bad[len(bad)-1] ^= 0xff
-	if res := f.append(bad); !errors.Is(res.err, errCorruptMessage) || errorCode(res.err) != 2 {
-		t.Fatalf("bad CRC: %v (code %d), want CORRUPT_MESSAGE", res.err, errorCode(res.err))
-	}
-	// The log is still usable and the producer's state untouched.
-	if res := f.append(testBatch(3, 7, 0, 0, 1)); res.err != nil || res.base != 0 {
-		t.Fatalf("good batch after a bad one: %+v", res)
-	}
 }

@@ -123,7 +123,7 @@ func (l *Log) append(batch []byte, stamp bool, epoch Epoch) (Offset, Offset, err
 		return 0, 0, fmt.Errorf("wal: stamped batch base offset %d, log end %d: %w", h.BaseOffset, l.end, ErrInvalidBatch)
 	}
 	active := l.segs[len(l.segs)-1]
-	if l.needsRoll(active, h, len(batch)) {
+	if l.needsRoll(active, active.idx.size, h, len(batch)) {
 		if err := l.roll(); err != nil {
 			return 0, 0, err
 		}
@@ -161,14 +161,15 @@ func (l *Log) fail(err error) error {
 }
 
 // needsRoll reports whether a batch of n bytes with header h must go into a
-// new segment. The caller holds wmu.
-func (l *Log) needsRoll(active *segment, h BatchHeader, n int) bool {
+// new segment, when the active segment holds size bytes (written or about
+// to be). The caller holds wmu.
+func (l *Log) needsRoll(active *segment, size int64, h BatchHeader, n int) bool {
 	x := &active.idx
-	if x.size == 0 {
+	if size == 0 {
 		return false
 	}
-	return x.size+int64(n) > l.cfg.SegmentBytes ||
-		x.size+int64(n) > MaxSegmentBytes ||
+	return size+int64(n) > l.cfg.SegmentBytes ||
+		size+int64(n) > MaxSegmentBytes ||
 		h.LastOffset()-x.base > maxRelativeOffset ||
 		l.cfg.Now().Sub(active.created) >= l.cfg.SegmentAge
 }
