@@ -465,6 +465,9 @@ if gb is not None:
     w("```")
     w("\n".join(l for l in gb.splitlines() if l.startswith(("Benchmark", "ok", "FAIL", "PASS", "---", "#")) or "FAILED" in l or "error" in l.lower()))
     w("```\n")
+prof = os.path.join(os.path.dirname(os.path.abspath(out)), "docs", "profiling.md")
+if os.path.exists(prof):
+    w(open(prof).read().strip() + "\n")
 open(out, "w").write("\n".join(L) + "\n")
 PY
 log "done: $OUT"
