@@ -1,0 +1,140 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func describeConfig(t *testing.T, adm *kadm.Client, topic, key string) kadm.Config {
+	t.Helper()
+	rcs, err := adm.DescribeTopicConfigs(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil || rc.Err != nil {
+		t.Fatalf("describe %s: %v %v", topic, err, rc.Err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == key {
+			return c
+		}
+	}
+	t.Fatalf("describe %s: no %s among %d configs", topic, key, len(rc.Configs))
+	return kadm.Config{}
+}
+
+func TestTopicConfigsThroughKadm(t *testing.T) {
+	cfg := testBrokerConfig(t)
+	b, stop := startGroupBroker(t, cfg, cfg.Coordinator)
+	adm := kadm.NewClient(testClient(t, b))
+	ctx := context.Background()
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"retention.ms": kadm.StringPtr("3600000")}, "cfg"); err != nil {
+		t.Fatal(err)
+	}
+	if c := describeConfig(t, adm, "cfg", "retention.ms"); c.MaybeValue() != "3600000" || c.Source != 1 {
+		t.Fatalf("explicit retention.ms: %+v", c)
+	}
+	if c := describeConfig(t, adm, "cfg", "segment.bytes"); c.MaybeValue() != "67108864" || c.Source != 5 {
+		t.Fatalf("default segment.bytes: %+v", c)
+	}
+
+	set := func(op kadm.IncrementalOp, key, value string) error {
+		t.Helper()
+		resp, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: op, Name: key, Value: kadm.StringPtr(value)}}, "cfg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp[0].Err
+	}
+	if err := set(kadm.SetConfig, "max.message.bytes", "2048"); err != nil {
+		t.Fatal(err)
+	}
+	if err := set(kadm.SetConfig, "retention.ms", "soon"); !errors.Is(err, kerr.InvalidConfig) {
+		t.Fatalf("invalid value: %v", err)
+	}
+	if err := set(kadm.SetConfig, "log.cleaner.magic", "1"); !errors.Is(err, kerr.InvalidConfig) {
+		t.Fatalf("unknown key: %v", err)
+	}
+	if err := set(kadm.DeleteConfig, "retention.ms", ""); err != nil {
+		t.Fatal(err)
+	}
+	if c := describeConfig(t, adm, "cfg", "retention.ms"); c.MaybeValue() != "86400000" {
+		t.Fatalf("deleted retention.ms should be back at its default: %+v", c)
+	}
+	// The new max.message.bytes is enforced at once.
+	cl := testClient(t, b, kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.RecordRetries(1))
+	big := &kgo.Record{Topic: "cfg", Value: make([]byte, 4096)}
+	if err := cl.ProduceSync(ctx, big).FirstErr(); !errors.Is(err, kerr.MessageTooLarge) {
+		t.Fatalf("4 KiB record with max.message.bytes=2048: %v", err)
+	}
+	// Non-incremental AlterConfigs replaces the whole set.
+	resp, err := adm.AlterTopicConfigsState(ctx, []kadm.AlterConfig{{Name: "segment.ms", Value: kadm.StringPtr("60000")}}, "cfg")
+	if err != nil || resp[0].Err != nil {
+		t.Fatalf("alter configs: %v %v", err, resp[0].Err)
+	}
+	if c := describeConfig(t, adm, "cfg", "max.message.bytes"); c.MaybeValue() != "1048588" {
+		t.Fatalf("AlterConfigs must reset keys it does not name: %+v", c)
+	}
+	// Configs survive a restart (fresh broker on the same data dir).
+	stop()
+	b2 := startBroker(t, cfg)
+	adm2 := kadm.NewClient(testClient(t, b2))
+	if c := describeConfig(t, adm2, "cfg", "segment.ms"); c.MaybeValue() != "60000" {
+		t.Fatalf("segment.ms after restart: %+v", c)
+	}
+}
+
+func TestCreatePartitionsAndDeleteTopics(t *testing.T) {
+	b := startBroker(t, testBrokerConfig(t))
+	cl := testClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	created, err := adm.CreateTopic(ctx, 1, 1, nil, "grow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreatePartitions(ctx, 2, "grow"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "grow", Partition: 2, Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatalf("produce to a new partition: %v", err)
+	}
+	resp, err := adm.UpdatePartitions(ctx, 2, "grow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := resp.On("grow", nil); !errors.Is(r.Err, kerr.InvalidPartitions) {
+		t.Fatalf("shrinking to 2: %v", r.Err)
+	}
+
+	if _, err := adm.DeleteTopics(ctx, "grow"); err != nil {
+		t.Fatal(err)
+	}
+	md, err := adm.Metadata(ctx, "grow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if td := md.Topics["grow"]; !errors.Is(td.Err, kerr.UnknownTopicOrPartition) && td.Err != nil {
+		t.Fatalf("metadata after delete: %v", td.Err)
+	}
+	again, err := adm.CreateTopic(ctx, 1, 1, nil, "grow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.ID == created.ID {
+		t.Fatal("a recreated topic kept its old topic ID")
+	}
+	ends, err := adm.ListEndOffsets(ctx, "grow")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := ends.Lookup("grow", 0); o.Offset != 0 {
+		t.Fatalf("recreated topic starts at %d, not empty", o.Offset)
+	}
+}
