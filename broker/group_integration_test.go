@@ -60,12 +60,16 @@ func startGroupBroker(t *testing.T, cfg Config, ccfg CoordinatorConfig) (*Broker
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
 	for !cond() {
-		if time.Now().After(deadline) {
+		select {
+		case <-deadline.C:
 			t.Fatalf("timed out after %v waiting for %s", within, what)
+		case <-poll.C:
 		}
-		time.Sleep(20 * time.Millisecond) // polling toward a deadline, not timing
 	}
 }
 
