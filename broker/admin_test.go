@@ -138,3 +138,39 @@ func TestCreatePartitionsAndDeleteTopics(t *testing.T) {
 		t.Fatalf("recreated topic starts at %d, not empty", o.Offset)
 	}
 }
+
+func TestDeleteTopicDeletesCommittedOffsets(t *testing.T) {
+	b := startBroker(t, testBrokerConfig(t))
+	cl := testClient(t, b)
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	for _, name := range []string{"doomed", "kept"} {
+		if _, err := adm.CreateTopic(ctx, 2, 1, nil, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	offsets := kadm.Offsets{}
+	for _, name := range []string{"doomed", "kept"} {
+		offsets.Add(kadm.Offset{Topic: name, Partition: 0, At: 0, LeaderEpoch: -1})
+		offsets.Add(kadm.Offset{Topic: name, Partition: 1, At: 0, LeaderEpoch: -1})
+	}
+	if resp, err := adm.CommitOffsets(ctx, "g", offsets); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	if _, err := adm.DeleteTopics(ctx, "doomed"); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := b.store.TenantOffsets(ctx, b.cfg.Coordinator.Tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, group := range stored {
+		for _, o := range group {
+			count[o.Topic]++
+		}
+	}
+	if count["doomed"] != 0 || count["kept"] != 2 {
+		t.Fatalf("offsets left in etcd after deleting the topic: %v", count)
+	}
+}

@@ -253,3 +253,33 @@ func (c *coordinator) expire(ctx context.Context, gr *groupRunner, now time.Time
 		c.forget(gr.g.ID(), gr)
 	}
 }
+
+// forgetTopic deletes every group's committed offsets of a deleted topic
+// (identified by its ID, so a topic recreated under the same name keeps its
+// own). Failures are logged: the offsets are already ignored, since their
+// topic ID no longer exists, and the next deletion of the topic retries.
+func (c *coordinator) forgetTopic(ctx context.Context, name string, id [16]byte) {
+	for _, gr := range c.snapshot() {
+		gr.mu.Lock()
+		tps, all := gr.g.Offsets()
+		var gone []group.TopicPartition
+		var keys []meta.OffsetKey
+		for _, tp := range tps {
+			if o := all[tp]; tp.Topic == name && o.TopicID == id {
+				gone = append(gone, tp)
+				keys = append(keys, meta.OffsetKey{TopicID: id, Partition: tp.Partition})
+			}
+		}
+		if len(keys) > 0 {
+			wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+			err := c.b.store.DeleteOffsets(wctx, c.cfg.Tenant, gr.g.ID(), keys)
+			cancel()
+			if err != nil {
+				c.logger.Warn().Err(err).Str("group", gr.g.ID()).Str("topic", name).Msg("delete offsets of a deleted topic")
+			} else {
+				gr.g.DeleteOffsets(gone)
+			}
+		}
+		gr.mu.Unlock()
+	}
+}

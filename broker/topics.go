@@ -224,6 +224,9 @@ func (b *Broker) deleteTopic(ctx context.Context, name string) (meta.Topic, erro
 			}
 		}
 	}
+	if b.coord != nil {
+		b.coord.forgetTopic(ctx, name, t.ID)
+	}
 	b.logger.Info().Str("topic", name).Msg("deleted topic")
 	return t, nil
 }
