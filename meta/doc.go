@@ -1,9 +1,9 @@
 // Package meta is Sluice's control plane over etcd. It owns the etcd
 // connection (an embedded single- or multi-member etcd by default, or an
 // existing cluster given by endpoints), the cluster id, and the durable
-// metadata every broker agrees on: topics today; broker registry and leases,
-// controller election, partition state and leader epochs, committed offsets,
-// tenants and quotas in later steps. It imports nothing else of Sluice's.
+// metadata every broker agrees on: topics, committed offsets and producer
+// ids today; broker registry and leases, controller election, partition
+// state and leader epochs, tenants and quotas in later steps. It imports nothing else of Sluice's.
 //
 // # Key layout, version 1
 //
@@ -27,7 +27,10 @@
 //	<prefix>brokers/<id>                    reserved: broker registration, bound to a lease
 //	<prefix>controller/                     reserved: controller election (concurrency.Election)
 //	<prefix>offsets/<tenant>/<group>/<topicID>/<n>
-//	                                        reserved: committed offset with its generation
+//	                                        {"v":1,"topic","offset","leader_epoch","metadata",
+//	                                         "generation","commit_time_ms"}; <tenant> and
+//	                                        <group> path-escaped; a commit of many
+//	                                        partitions is one transaction (offsets.go)
 //	<prefix>tenants/<name>                  reserved: tenant and quota settings
 //
 // <topicID> is the topic's UUID in its canonical 36-character text form; <n>
