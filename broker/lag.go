@@ -11,7 +11,6 @@ package broker
 // guarded by lagRates.mu.
 
 import (
-	"fmt"
 	"math"
 	"net/http"
 	"sort"
@@ -166,7 +165,7 @@ func (b *Broker) httpLag(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if _, err := b.coord.DescribeGroup(groupID); err != nil {
-		b.writeError(w, r, fmt.Errorf("group %q: %w", groupID, err))
+		b.writeError(w, r, err)
 		return
 	}
 	lags, err := b.groupLag(groupID, time.Now())
