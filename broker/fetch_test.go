@@ -1,0 +1,106 @@
+package broker
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// fetchReq builds a Fetch for partition 0 of topic; the client sends it at
+// the highest version both sides support, so it names the topic both ways.
+func fetchReq(b *Broker, topic string, offset int64, maxWait, minBytes, maxBytes, partMax int32) *kmsg.FetchRequest {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = -1
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = maxWait, minBytes, maxBytes
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = topic
+	rt.TopicID = b.lookupTopic(topic).meta.ID
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 0, offset, partMax, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	return req
+}
+
+// TestFetchLongPoll: a fetch at the high watermark waits for data (min
+// bytes) instead of answering empty, and answers as soon as a produce
+// raises the high watermark, long before its max wait.
+func TestFetchLongPoll(t *testing.T) {
+	b := startBroker(t, testBrokerConfig(t))
+	cl := testClient(t, b, kgo.ProducerBatchCompression(kgo.NoCompression()))
+	createTopic(t, cl, "poll", 1, nil)
+	ctx := context.Background()
+
+	type result struct {
+		resp *kmsg.FetchResponse
+		err  error
+		took time.Duration
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		resp, err := fetchReq(b, "poll", 0, 30000, 1, 1<<20, 1<<20).RequestWith(ctx, cl)
+		done <- result{resp, err, time.Since(start)}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("fetch at the high watermark answered at once (%v, %v) instead of waiting", r.took, r.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "poll", Value: []byte("wake")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	p := r.resp.Topics[0].Partitions[0]
+	if p.ErrorCode != 0 || p.HighWatermark != 1 || len(p.RecordBatches) == 0 {
+		t.Fatalf("woken fetch: code %d hw %d %d bytes", p.ErrorCode, p.HighWatermark, len(p.RecordBatches))
+	}
+	if r.took > 25*time.Second { // a timed-out poll would take the full 30 s
+		t.Fatalf("the fetch waited %v: it was not woken by the produce", r.took)
+	}
+
+	// With MinBytes 0 (or a zero wait) an empty fetch answers at once.
+	resp, err := fetchReq(b, "poll", 1, 20000, 0, 1<<20, 1<<20).RequestWith(ctx, cl)
+	if err != nil || len(resp.Topics[0].Partitions[0].RecordBatches) != 0 {
+		t.Fatalf("min bytes 0: %v", err)
+	}
+}
+
+// TestFetchByteLimits: partition max bytes and max bytes cut whole batches,
+// but the first batch is returned even when it is larger than the limits.
+func TestFetchByteLimits(t *testing.T) {
+	b := startBroker(t, testBrokerConfig(t))
+	cl := testClient(t, b, kgo.ProducerBatchCompression(kgo.NoCompression()))
+	createTopic(t, cl, "limits", 1, nil)
+	ctx := context.Background()
+	for i := 0; i < 5; i++ { // five separate batches of ~2 KiB
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "limits", Value: make([]byte, 2000)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func(resp *kmsg.FetchResponse) int { return countRecords(resp.Topics[0].Partitions[0].RecordBatches) }
+	for _, tt := range []struct {
+		name              string
+		maxBytes, partMax int32
+		want              int
+	}{
+		{"everything", 1 << 20, 1 << 20, 5},
+		{"partition max below one batch", 1 << 20, 100, 1},
+		{"max bytes below one batch", 100, 1 << 20, 1},
+		{"partition max of two batches", 1 << 20, 4300, 2},
+	} {
+		resp, err := fetchReq(b, "limits", 0, 0, 0, tt.maxBytes, tt.partMax).RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := count(resp); got != tt.want {
+			t.Errorf("%s: %d records, want %d", tt.name, got, tt.want)
+		}
+	}
+}
