@@ -96,7 +96,9 @@ func TestBitset(t *testing.T) {
 			t.Fatalf("%d absent after set", i)
 		}
 	}
-	if b.testAndSet(-1) || b.testAndSet(-1) {
+	first := b.testAndSet(-1)
+	second := b.testAndSet(-1)
+	if first || second {
 		t.Fatal("negative offsets are never duplicates")
 	}
 }

@@ -296,7 +296,7 @@ func (d *killDialer) DialContext(ctx context.Context, network, addr string) (net
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.dead {
-		c.Close()
+		_ = c.Close() // refused: the member is dead
 		return nil, errKilled
 	}
 	d.conns[c] = struct{}{}
@@ -308,7 +308,7 @@ func (d *killDialer) kill() {
 	defer d.mu.Unlock()
 	d.dead = true
 	for c := range d.conns {
-		c.Close()
+		_ = c.Close() // cutting the member off is the point
 	}
 	d.conns = nil
 }

@@ -68,7 +68,7 @@ func (r *Runner) writeReports(res *Result) error {
 			return fmt.Errorf("loadgen: create %s: %w", path, err)
 		}
 		if err := f(out, res); err != nil {
-			out.Close()
+			_ = out.Close() // the write error is the one to report
 			return err
 		}
 		if err := out.Close(); err != nil {

@@ -66,7 +66,7 @@ func runMain(m *testing.M) int {
 		cmd := exec.Command("go", "build", "-o", sluicedPath, "./cmd/sluiced")
 		cmd.Dir = ".."
 		if out, err := cmd.CombinedOutput(); err != nil {
-			sluicedErr = fmt.Errorf("go build ./cmd/sluiced: %v\n%s", err, out)
+			sluicedErr = fmt.Errorf("go build ./cmd/sluiced: %w\n%s", err, out)
 		}
 	}
 	defer func() {
@@ -147,7 +147,7 @@ func startSluiced(t *testing.T) (string, error) {
 		case err := <-exited:
 			exited <- err
 			log, _ := os.ReadFile(logPath)
-			return "", fmt.Errorf("sluiced exited before ready: %v\n%s", err, tail(log))
+			return "", fmt.Errorf("sluiced exited before ready: %w\n%s", err, tail(log))
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
