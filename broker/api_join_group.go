@@ -32,7 +32,7 @@ func handleJoinGroup(b *Broker, ctx context.Context, req *request) (reply, error
 		jr.Protocols = append(jr.Protocols, group.Protocol{Name: p.Name, Metadata: p.Metadata})
 	}
 	wait := b.coord.startJoin(r.Group, jr)
-	return func() kmsg.Response {
+	return waitReply(func() kmsg.Response {
 		res := wait(ctx)
 		resp := newResponse(req).(*kmsg.JoinGroupResponse)
 		resp.MemberID = res.MemberID
@@ -53,7 +53,7 @@ func handleJoinGroup(b *Broker, ctx context.Context, req *request) (reply, error
 			resp.Members = append(resp.Members, rm)
 		}
 		return resp
-	}, nil
+	}), nil
 }
 
 func derefString(s *string) string {

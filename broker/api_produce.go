@@ -73,23 +73,53 @@ func handleProduce(b *Broker, ctx context.Context, req *request) (reply, error) 
 	if r.Acks == 0 {
 		return nil, nil
 	}
-	return func() kmsg.Response {
-		for _, pp := range pending {
-			var res appendResult
-			select {
-			case res = <-pp.res:
-			case <-ctx.Done():
-				res.err = errShuttingDown
-			}
-			if res.err != nil {
-				setProduceError(b, pp.part, pp.p.topic, res.err)
-				continue
-			}
-			pp.part.BaseOffset = int64(res.base)
-			pp.part.LogStartOffset = int64(res.logStart)
+	return &produceReply{b: b, stop: ctx.Done(), resp: resp, pending: pending}, nil
+}
+
+// produceReply completes a produce response as the partition owners answer.
+// Only the connection's writer goroutine calls it.
+type produceReply struct {
+	b       *Broker
+	stop    <-chan struct{} // closed at shutdown
+	resp    *kmsg.ProduceResponse
+	pending []producePending
+	got     int // pending[:got] are filled in
+}
+
+func (r *produceReply) ready() bool {
+	for r.got < len(r.pending) {
+		select {
+		case res := <-r.pending[r.got].res:
+			r.fill(res)
+		default:
+			return false
 		}
-		return resp
-	}, nil
+	}
+	return true
+}
+
+func (r *produceReply) response() kmsg.Response {
+	for r.got < len(r.pending) {
+		var res appendResult
+		select {
+		case res = <-r.pending[r.got].res:
+		case <-r.stop:
+			res.err = errShuttingDown
+		}
+		r.fill(res)
+	}
+	return r.resp
+}
+
+func (r *produceReply) fill(res appendResult) {
+	pp := r.pending[r.got]
+	r.got++
+	if res.err != nil {
+		setProduceError(r.b, pp.part, pp.p.topic, res.err)
+		return
+	}
+	pp.part.BaseOffset = int64(res.base)
+	pp.part.LogStartOffset = int64(res.logStart)
 }
 
 func setProduceError(b *Broker, sp *kmsg.ProduceResponseTopicPartition, topic string, err error) {

@@ -25,7 +25,7 @@ func handleSyncGroup(b *Broker, ctx context.Context, req *request) (reply, error
 		sr.Assignments[a.MemberID] = a.MemberAssignment
 	}
 	wait := b.coord.startSync(r.Group, sr)
-	return func() kmsg.Response {
+	return waitReply(func() kmsg.Response {
 		res := wait(ctx)
 		resp := newResponse(req).(*kmsg.SyncGroupResponse)
 		if res.Err != nil {
@@ -36,5 +36,5 @@ func handleSyncGroup(b *Broker, ctx context.Context, req *request) (reply, error
 		resp.Protocol = &res.Protocol
 		resp.MemberAssignment = res.Assignment
 		return resp
-	}, nil
+	}), nil
 }

@@ -41,10 +41,28 @@ type request struct {
 }
 
 // reply produces the response of a request, waiting if it must. A nil reply
-// means no response is sent (produce with acks=0).
-type reply func() kmsg.Response
+// means no response is sent (produce with acks=0). ready reports, without
+// blocking, whether response would return at once: the writer flushes what
+// it has buffered before it waits on a reply that is not ready, so one slow
+// reply never holds back the bytes of the replies before it.
+type reply interface {
+	ready() bool
+	response() kmsg.Response
+}
 
-func done(resp kmsg.Response) reply { return func() kmsg.Response { return resp } }
+// doneReply is a response that is already complete.
+type doneReply struct{ resp kmsg.Response }
+
+func (r doneReply) ready() bool             { return true }
+func (r doneReply) response() kmsg.Response { return r.resp }
+
+func done(resp kmsg.Response) reply { return doneReply{resp} }
+
+// waitReply is a response that may block (a parked JoinGroup or SyncGroup).
+type waitReply func() kmsg.Response
+
+func (f waitReply) ready() bool             { return false }
+func (f waitReply) response() kmsg.Response { return f() }
 
 type outbound struct {
 	req   *request
@@ -145,7 +163,14 @@ func (b *Broker) writeReplies(nc net.Conn, out <-chan outbound, logger zerolog.L
 	var buf []byte
 	failed := false
 	for o := range out {
-		resp := o.reply()
+		if !failed && w.Buffered() > 0 && !o.reply.ready() {
+			if err := w.Flush(); err != nil {
+				logger.Debug().Err(err).Msg("write response")
+				failed = true
+				_ = nc.Close()
+			}
+		}
+		resp := o.reply.response()
 		if failed {
 			continue
 		}
