@@ -31,7 +31,7 @@ func describeConfig(t *testing.T, adm *kadm.Client, topic, key string) kadm.Conf
 
 func TestTopicConfigsThroughKadm(t *testing.T) {
 	cfg := testBrokerConfig(t)
-	b, stop := startGroupBroker(t, cfg, cfg.Coordinator)
+	b, stop := startStoppableBroker(t, cfg)
 	adm := kadm.NewClient(testClient(t, b))
 	ctx := context.Background()
 	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"retention.ms": kadm.StringPtr("3600000")}, "cfg"); err != nil {

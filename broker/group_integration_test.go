@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -29,32 +28,7 @@ func groupTestConfig() CoordinatorConfig {
 func startGroupBroker(t *testing.T, cfg Config, ccfg CoordinatorConfig) (*Broker, func()) {
 	t.Helper()
 	cfg.Coordinator = ccfg
-	b, err := New(cfg, zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- b.Run(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-errc; err != nil {
-				t.Errorf("broker run: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	select {
-	case <-b.Ready():
-	case err := <-errc:
-		errc <- err
-		t.Fatalf("broker stopped before it was ready: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("broker not ready after 60s")
-	}
-	return b, stop
+	return startStoppableBroker(t, cfg)
 }
 
 // eventually polls cond until it holds or the deadline passes.

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -38,6 +39,14 @@ func testBrokerConfig(t testing.TB) Config {
 // once it answers Kafka requests.
 func startBroker(t testing.TB, cfg Config) *Broker {
 	t.Helper()
+	b, _ := startStoppableBroker(t, cfg)
+	return b
+}
+
+// startStoppableBroker is startBroker that also returns a stop function
+// (run at cleanup too; stopping twice is harmless), for restart tests.
+func startStoppableBroker(t testing.TB, cfg Config) (*Broker, func()) {
+	t.Helper()
 	b, err := New(cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
@@ -45,12 +54,16 @@ func startBroker(t testing.TB, cfg Config) *Broker {
 	ctx, cancel := context.WithCancel(context.Background())
 	errc := make(chan error, 1)
 	go func() { errc <- b.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("broker run: %v", err)
-		}
-	})
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			if err := <-errc; err != nil {
+				t.Errorf("broker run: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
 	select {
 	case <-b.Ready():
 	case err := <-errc:
@@ -59,7 +72,7 @@ func startBroker(t testing.TB, cfg Config) *Broker {
 	case <-time.After(60 * time.Second):
 		t.Fatal("broker not ready after 60s")
 	}
-	return b
+	return b, stop
 }
 
 // testClient is a franz-go client of b, closed when the test ends.

@@ -8,13 +8,10 @@ BIN=$1
 RATE=$2
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 W=$(mktemp -d "${TMPDIR:-/tmp}/sluice-lat.XXXXXX")
-fp() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
-K=$(fp); H=$(fp); C=$(fp); P=$(fp)
-"$BIN" --data-dir "$W/d" --kafka-listen 127.0.0.1:$K --http-listen 127.0.0.1:$H \
-  --etcd-listen-client 127.0.0.1:$C --etcd-listen-peer 127.0.0.1:$P --log-level warn > "$W/log" 2>&1 &
-PID=$!
-trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$W"' EXIT
-for _ in $(seq 1 120); do curl -sf 127.0.0.1:$H/readyz >/dev/null && break; sleep 0.5; done
+. "$ROOT/scripts/broker.sh"
+PID=
+trap 'if [ -n "$PID" ]; then kill $PID 2>/dev/null; wait $PID 2>/dev/null; fi; rm -rf "$W"' EXIT
+start_broker "$BIN" "$W"
 "$ROOT/bin/loadgen" --brokers 127.0.0.1:$K --scenario steady --rate "$RATE" --duration 8s --sizes fixed:1024 \
   --partitions 6 --producers 2 --consumers 2 --acks all --quiet --json > "$W/r.json"
 python3 - "$W/r.json" "$BIN" "$RATE" <<'PY'

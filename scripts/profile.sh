@@ -10,13 +10,10 @@ BIN=$1
 RATE=${2:-60000}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/sluice-prof.XXXXXX")
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
-K=$(free_port); H=$(free_port); C=$(free_port); P=$(free_port)
-"$BIN" --data-dir "$WORK/data" --kafka-listen 127.0.0.1:$K --http-listen 127.0.0.1:$H \
-  --etcd-listen-client 127.0.0.1:$C --etcd-listen-peer 127.0.0.1:$P --log-level warn > "$WORK/broker.log" 2>&1 &
-PID=$!
-trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -rf "$WORK"' EXIT
-for _ in $(seq 1 120); do curl -sf 127.0.0.1:$H/readyz >/dev/null && break; sleep 0.5; done
+. "$ROOT/scripts/broker.sh"
+PID=
+trap 'if [ -n "$PID" ]; then kill $PID 2>/dev/null; wait $PID 2>/dev/null; fi; rm -rf "$WORK"' EXIT
+start_broker "$BIN" "$WORK"
 "$ROOT/bin/loadgen" --brokers 127.0.0.1:$K --scenario steady --rate "$RATE" --duration 25s \
   --sizes fixed:1024 --partitions 6 --producers 2 --consumers 2 --acks all --quiet --json > "$WORK/result.json" &
 LG=$!
