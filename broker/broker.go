@@ -73,10 +73,14 @@ func New(cfg Config, logger zerolog.Logger) (*Broker, error) {
 	if cfg.Meta.Name == "" {
 		cfg.Meta.Name = fmt.Sprint(cfg.NodeID)
 	}
+	fs := cfg.FS
+	if fs == nil {
+		fs = vfs.OS
+	}
 	return &Broker{
 		cfg:       cfg,
 		logger:    logger.With().Str("component", "broker").Int32("node", cfg.NodeID).Logger(),
-		fs:        vfs.OS,
+		fs:        fs,
 		m:         newMetrics(),
 		topics:    make(map[string]*topic),
 		byID:      make(map[[16]byte]*topic),

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/meta"
+	"github.com/sluice-mq/sluice/wal/vfs"
 )
 
 // Config is everything a broker needs to run. cmd/sluiced fills it from flags
@@ -36,6 +37,11 @@ type Config struct {
 
 	Meta        meta.Config
 	Coordinator CoordinatorConfig
+
+	// FS is the file system every broker-owned file goes through (logs,
+	// producer snapshots, the data-dir identity, deletions). Nil means the
+	// operating system's; tests pass a vfs.Mem or a vfs.Faulty.
+	FS vfs.FS
 }
 
 // DefaultConfig returns the settings of a lone broker started with no flags.
