@@ -8,6 +8,12 @@ package broker
 // consumer never sees a record that a crash could take back.
 // Invariant: a produce reply is sent only once the high watermark covers its
 // batch (partition_core.go), which on a lone broker is right after the fsync.
+// Invariant: every queued or parked produce is answered: a failed write or
+// fsync fails the whole group and every parked reply the high watermark can
+// no longer reach, and a request is never queued once the owner has begun
+// its final drain (the door, qmu/closed, shuts before the drain).
+// Invariant: producer state never runs ahead of durability: a group's
+// sequence changes are undone unless its append and fsync succeed.
 //
 // The high watermark and its change notification are guarded by mu, so
 // Fetch long polls on other goroutines can wait on it.
@@ -55,6 +61,8 @@ type partition struct {
 	opts   partitionOptions
 
 	appends chan *appendReq
+	qmu     sync.RWMutex // the door: enqueue holds it shared, the final drain exclusively
+	closed  bool         // guarded by qmu: no more appends are accepted
 	ctl     chan func()
 	done    chan struct{}
 	stop    context.CancelFunc // set by Broker.startPartition before run starts
@@ -66,6 +74,7 @@ type partition struct {
 	core      *core
 	parked    map[int]parkedReply // produce replies the core holds, by token
 	nextToken int
+	failed    error // the log's sticky failure, once an append or fsync failed
 
 	mu     sync.Mutex    // guards hw and hwWait
 	hw     wal.Offset    // guarded by mu
@@ -144,11 +153,11 @@ func (p *partition) run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			p.qmu.Lock()
+			p.closed = true
+			p.qmu.Unlock()
 			p.failQueued()
-			for t, pr := range p.parked {
-				delete(p.parked, t)
-				pr.res <- appendResult{err: errShuttingDown}
-			}
+			p.failParked(errShuttingDown)
 			if err := p.writeSnapshot(); err != nil {
 				p.logger.Error().Err(err).Msg("write producer snapshot at shutdown")
 			}
@@ -172,6 +181,16 @@ func (p *partition) run(ctx context.Context) {
 	}
 }
 
+// failParked answers every parked reply with err.
+func (p *partition) failParked(err error) {
+	for t, pr := range p.parked {
+		delete(p.parked, t)
+		pr.result.err = err
+		pr.result.dup = false
+		pr.res <- pr.result
+	}
+}
+
 func (p *partition) failQueued() {
 	for {
 		select {
@@ -185,12 +204,15 @@ func (p *partition) failQueued() {
 
 // appendGroup appends every batch of the group with one write and one
 // fsync. Replies wait in the core until the high watermark covers their
-// batches; rejected batches are answered at once.
+// batches; rejected batches are answered at once. Producer sequences are
+// settled before the write (later batches of a producer in the group depend
+// on earlier ones) and undone if the write or the fsync fails.
 func (p *partition) appendGroup(group []*appendReq) {
 	results := make([]appendResult, len(group))
 	ends := make([]wal.Offset, len(group)) // 0: answer now
 	batches := make([][]byte, 0, len(group))
 	accepted := make([]int, 0, len(group))
+	undo := producerUndo{}
 	next := p.log.EndOffset()
 	for i, r := range group {
 		dupBase, dup, err := p.checkSequence(r.hdr)
@@ -207,6 +229,7 @@ func (p *partition) appendGroup(group []*appendReq) {
 		// Batches were validated (CRC included) before they were queued, so
 		// the wal assigns exactly these offsets; the producer state of a
 		// batch later in the group depends on it.
+		undo.save(p.producers, r.hdr.ProducerID)
 		p.recordProducer(r.hdr, next, next+wal.Offset(r.hdr.LastOffsetDelta))
 		next += wal.Offset(r.hdr.LastOffsetDelta) + 1
 		batches = append(batches, r.batch)
@@ -214,19 +237,22 @@ func (p *partition) appendGroup(group []*appendReq) {
 	}
 	var syncErr error
 	if len(batches) > 0 {
-		appended := false
+		appended, failedAppend := false, false
 		for j, res := range p.log.AppendGroup(batches, p.epoch) {
 			i := accepted[j]
 			if res.Err != nil {
 				results[i].err = fmt.Errorf("%w: append to %s-%d: %w", errStorage, p.topic, p.index, res.Err)
 				p.logger.Error().Err(res.Err).Msg("append failed")
+				failedAppend = true
 				continue
 			}
 			results[i].base = res.Base
 			ends[i] = res.Last + 1
 			appended = true
 		}
-		if appended {
+		// After a failed append the sync reports whether the failure is the
+		// log's (sticky) or the batch's alone.
+		if appended || failedAppend {
 			timer := p.m.startFsync()
 			var end wal.Offset
 			end, syncErr = p.log.Sync()
@@ -238,17 +264,45 @@ func (p *partition) appendGroup(group []*appendReq) {
 				p.release(released)
 			}
 		}
+		if syncErr != nil || failedAppend {
+			p.settleProducers(group, accepted, results, undo, syncErr == nil)
+		}
 	}
 	p.answer(group, results, ends, syncErr)
+}
+
+// settleProducers makes the producer state match what the log durably
+// holds after a group that did not wholly succeed: it undoes the group's
+// changes and, if the fsync succeeded, records again the batches that were
+// appended.
+func (p *partition) settleProducers(group []*appendReq, accepted []int, results []appendResult, undo producerUndo, synced bool) {
+	undo.restore(p.producers)
+	if !synced {
+		return
+	}
+	for _, i := range accepted {
+		if results[i].err == nil {
+			h := group[i].hdr
+			p.recordProducer(h, results[i].base, results[i].base+wal.Offset(h.LastOffsetDelta))
+		}
+	}
 }
 
 // answer sends rejected results at once and parks the others in the core.
 func (p *partition) answer(group []*appendReq, results []appendResult, ends []wal.Offset, syncErr error) {
 	start := p.log.StartOffset()
+	if syncErr != nil && p.failed == nil {
+		p.failed = fmt.Errorf("%w: sync %s-%d: %w", errStorage, p.topic, p.index, syncErr)
+		// The high watermark cannot rise past the failed log's durable end:
+		// nothing parked above it will ever be released.
+		p.failParked(p.failed)
+	}
 	for i, r := range group {
 		results[i].logStart = start
-		if syncErr != nil && results[i].err == nil && !results[i].dup {
-			results[i].err = fmt.Errorf("%w: sync %s-%d: %w", errStorage, p.topic, p.index, syncErr)
+		if p.failed != nil && results[i].err == nil && ends[i] > p.core.hw {
+			// A fresh batch that was not made durable, or a retry of one
+			// that never will be.
+			results[i].err, results[i].dup = p.failed, false
 		}
 		if results[i].err != nil || ends[i] == 0 {
 			r.res <- results[i]
@@ -277,11 +331,14 @@ func (p *partition) release(tokens []int) {
 // enqueue hands a batch to the owner; the reply arrives on r.res. It fails
 // fast with errBackpressure when the queue is full.
 func (p *partition) enqueue(r *appendReq) error {
+	p.qmu.RLock()
+	defer p.qmu.RUnlock()
+	if p.closed {
+		return errShuttingDown
+	}
 	select {
 	case p.appends <- r:
 		return nil
-	case <-p.done:
-		return errShuttingDown
 	default:
 		return errBackpressure
 	}
@@ -292,14 +349,19 @@ func (p *partition) enqueue(r *appendReq) error {
 func (p *partition) maintain() {
 	select {
 	case p.ctl <- func() {
+		// The snapshot is written before retention deletes the segments it
+		// replaces, so a crash in between cannot leave a snapshot older than
+		// the log start (the producers' next batches would then look like
+		// sequence gaps). If it cannot be written, nothing is deleted.
+		p.expireProducers()
+		if err := p.writeSnapshot(); err != nil {
+			p.logger.Error().Err(err).Msg("write producer snapshot; retention postponed")
+			return
+		}
 		if n, err := p.log.Maintain(); err != nil {
 			p.logger.Error().Err(err).Msg("retention failed")
 		} else if n > 0 {
 			p.logger.Info().Int("segments", n).Int64("log_start", int64(p.log.StartOffset())).Msg("retention deleted segments")
-		}
-		p.expireProducers()
-		if err := p.writeSnapshot(); err != nil {
-			p.logger.Error().Err(err).Msg("write producer snapshot")
 		}
 	}:
 	default:

@@ -13,6 +13,7 @@ package broker
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/sluice-mq/sluice/wal"
 )
@@ -73,6 +74,38 @@ func (p *partition) checkSequence(h wal.BatchHeader) (dupBase wal.Offset, dup bo
 		return 0, false, fmt.Errorf("%w: producer %d epoch %d expected sequence %d, got %d", errOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, want, h.BaseSequence)
 	}
 	return 0, false, nil
+}
+
+// producerUndo holds the state of producers as it was before a group
+// commit changed it; nil marks a producer the group introduced.
+type producerUndo map[int64]*producerState
+
+// save remembers id's state the first time the group touches it.
+func (u producerUndo) save(producers map[int64]*producerState, id int64) {
+	if id < 0 {
+		return
+	}
+	if _, ok := u[id]; ok {
+		return
+	}
+	s := producers[id]
+	if s != nil {
+		c := *s
+		c.batches = slices.Clone(s.batches)
+		s = &c
+	}
+	u[id] = s
+}
+
+// restore puts every saved producer back as it was.
+func (u producerUndo) restore(producers map[int64]*producerState) {
+	for id, s := range u {
+		if s == nil {
+			delete(producers, id)
+		} else {
+			producers[id] = s
+		}
+	}
 }
 
 // recordProducer remembers an appended batch of an idempotent producer.

@@ -17,24 +17,25 @@ type snapshotFixture struct {
 	dir  string
 	now  time.Time
 	cfg  wal.Config
+	fs   vfs.FS // the partition's file system; vfs.OS unless a test injects faults
 	part *partition
 }
 
 func newSnapshotFixture(t *testing.T) *snapshotFixture {
 	f := &snapshotFixture{t: t, dir: t.TempDir(), now: time.UnixMilli(1_000_000),
-		cfg: wal.Config{SegmentBytes: 1024, RetentionBytes: 2048, RetentionAge: -1}.WithDefaults()}
+		cfg: wal.Config{SegmentBytes: 1024, RetentionBytes: 2048, RetentionAge: -1}.WithDefaults(), fs: vfs.OS}
 	f.open()
 	return f
 }
 
 func (f *snapshotFixture) open() {
 	f.t.Helper()
-	l, err := wal.Open(vfs.OS, filepath.Join(f.dir, "log"), f.cfg, zerolog.Nop())
+	l, err := wal.Open(f.fs, filepath.Join(f.dir, "log"), f.cfg, zerolog.Nop())
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	p, err := openPartition(l, partitionOptions{
-		topic: "t", queue: 16, fs: vfs.OS, snapshotPath: filepath.Join(f.dir, "p.producers"),
+		topic: "t", queue: 16, fs: f.fs, snapshotPath: filepath.Join(f.dir, "p.producers"),
 		producerExpiry: time.Hour, now: func() time.Time { return f.now }, metrics: newMetrics(), logger: zerolog.Nop(),
 	})
 	if err != nil {
