@@ -3,6 +3,9 @@ package broker
 // This file owns the topic configuration keys Sluice accepts, their defaults
 // and their validation. Only explicitly set keys are stored in etcd; the
 // effective value of every other key is its default here.
+//
+// Invariant: every validated value means what it means in Kafka; none is
+// silently replaced by a default on its way to wal.Config (walConfig).
 
 import (
 	"fmt"
@@ -50,8 +53,8 @@ const (
 )
 
 var topicConfigDefs = map[string]configDef{
-	cfgRetentionMs:       {kind: kindLong, def: "86400000", min: -1, doc: "delete segments older than this; -1 keeps them forever"},
-	cfgRetentionBytes:    {kind: kindLong, def: "-1", min: -1, doc: "delete oldest segments while a partition is larger than this; -1 is unlimited"},
+	cfgRetentionMs:       {kind: kindLong, def: "86400000", min: -1, doc: "delete segments older than this; 0 deletes every sealed segment, -1 keeps them forever"},
+	cfgRetentionBytes:    {kind: kindLong, def: "-1", min: -1, doc: "delete oldest segments while a partition is larger than this; 0 keeps only the active segment, -1 is unlimited"},
 	cfgSegmentBytes:      {kind: kindInt, def: "67108864", min: 14, doc: "roll the active segment at this size"},
 	cfgSegmentMs:         {kind: kindLong, def: "600000", min: 1, doc: "roll the active segment after this age"},
 	cfgMaxMessageBytes:   {kind: kindInt, def: "1048588", min: 0, doc: "largest record batch accepted"},
@@ -170,20 +173,52 @@ func parseSettings(configs map[string]string) topicSettings {
 }
 
 // walConfig turns topic settings into the wal's configuration.
+//
+// The wal reads a zero RetentionAge or RetentionBytes as "use the default",
+// while Kafka's retention.ms=0 and retention.bytes=0 mean "keep nothing
+// sealed". They map to the smallest positive values, which retain exactly
+// what zero would: RetentionAge 1ns deletes a sealed segment whose max
+// timestamp is older than now (the cutoff is in milliseconds, so it is one
+// millisecond earlier only when the clock reads a whole millisecond), and
+// RetentionBytes 1 deletes every sealed segment while anything at all is left,
+// as no segment with a batch in it is 1 byte long. Negative means unlimited.
 func (s topicSettings) walConfig() wal.Config {
-	age := time.Duration(s.RetentionMs) * time.Millisecond
-	if s.RetentionMs < 0 {
-		age = -1
-	}
-	idx := int(s.IndexInterval)
-	if idx <= 0 {
-		idx = 1
-	}
 	return wal.Config{
 		SegmentBytes:       s.SegmentBytes,
-		SegmentAge:         time.Duration(s.SegmentMs) * time.Millisecond,
-		IndexIntervalBytes: idx,
-		RetentionAge:       age,
-		RetentionBytes:     s.RetentionBytes,
+		SegmentAge:         millis(s.SegmentMs),
+		IndexIntervalBytes: max(int(s.IndexInterval), 1),
+		RetentionAge:       walRetentionAge(s.RetentionMs),
+		RetentionBytes:     walRetentionBytes(s.RetentionBytes),
 	}.WithDefaults()
+}
+
+// walRetentionAge maps retention.ms to wal.Config.RetentionAge (see walConfig).
+func walRetentionAge(ms int64) time.Duration {
+	switch {
+	case ms < 0:
+		return -1
+	case ms == 0:
+		return time.Nanosecond
+	}
+	return millis(ms)
+}
+
+// millis converts a non-negative count of milliseconds to a Duration,
+// saturating instead of overflowing (the configs accept any int64).
+func millis(ms int64) time.Duration {
+	if ms > int64(math.MaxInt64/time.Millisecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// walRetentionBytes maps retention.bytes to wal.Config.RetentionBytes (see walConfig).
+func walRetentionBytes(n int64) int64 {
+	switch {
+	case n < 0:
+		return -1
+	case n == 0:
+		return 1
+	}
+	return n
 }

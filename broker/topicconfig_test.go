@@ -2,8 +2,10 @@ package broker
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidateTopicConfig(t *testing.T) {
@@ -65,5 +67,55 @@ func TestValidateTopicName(t *testing.T) {
 		if err := validateTopicName(name); !errors.Is(err, errInvalidTopic) {
 			t.Errorf("%q: got %v, want errInvalidTopic", name, err)
 		}
+	}
+}
+
+// TestSettingsToWalRetention checks the retention.ms / retention.bytes →
+// wal.Config mapping: 0 keeps nothing sealed, -1 is unlimited, and no value
+// falls back to the wal's default (issue 7, item 13).
+func TestSettingsToWalRetention(t *testing.T) {
+	tests := []struct {
+		name      string
+		configs   map[string]string
+		wantAge   time.Duration // exact, or for 0 any value in (0, 1ms)
+		wantBytes int64         // exact, or for 0 any value in (0, smallest batch)
+	}{
+		{"defaults", nil, 24 * time.Hour, -1},
+		{"ms=0", map[string]string{"retention.ms": "0"}, 0, -1},
+		{"bytes=0", map[string]string{"retention.bytes": "0"}, 24 * time.Hour, 0},
+		{"both 0", map[string]string{"retention.ms": "0", "retention.bytes": "0"}, 0, 0},
+		{"unlimited", map[string]string{"retention.ms": "-1", "retention.bytes": "-1"}, -1, -1},
+		{"explicit", map[string]string{"retention.ms": "1500", "retention.bytes": "4096"}, 1500 * time.Millisecond, 4096},
+		{"huge ms", map[string]string{"retention.ms": "9223372036854775807", "segment.ms": "9223372036854775807"}, math.MaxInt64, -1},
+	}
+	const smallestBatch = 61 // a v2 batch header with no records
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if err := validateTopicConfigs(tt.configs); err != nil {
+				t.Fatal(err)
+			}
+			cfg := parseSettings(tt.configs).walConfig()
+			if err := cfg.Validate(); err != nil {
+				t.Fatalf("wal config %+v: %v", cfg, err)
+			}
+			if tt.wantAge == 0 {
+				if cfg.RetentionAge <= 0 || cfg.RetentionAge >= time.Millisecond {
+					t.Errorf("retention.ms=0 gave RetentionAge %v, want in (0, 1ms)", cfg.RetentionAge)
+				}
+			} else if cfg.RetentionAge != tt.wantAge {
+				t.Errorf("RetentionAge = %v, want %v", cfg.RetentionAge, tt.wantAge)
+			}
+			if tt.wantBytes == 0 {
+				if cfg.RetentionBytes <= 0 || cfg.RetentionBytes >= smallestBatch {
+					t.Errorf("retention.bytes=0 gave RetentionBytes %d, want in (0, %d)", cfg.RetentionBytes, smallestBatch)
+				}
+			} else if cfg.RetentionBytes != tt.wantBytes {
+				t.Errorf("RetentionBytes = %d, want %d", cfg.RetentionBytes, tt.wantBytes)
+			}
+			// WithDefaults must not turn the mapped values back into defaults.
+			if again := cfg.WithDefaults(); again.RetentionAge != cfg.RetentionAge || again.RetentionBytes != cfg.RetentionBytes {
+				t.Errorf("WithDefaults changed retention: %+v → %+v", cfg, again)
+			}
+		})
 	}
 }
