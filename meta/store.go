@@ -163,6 +163,9 @@ func embedConfig(cfg Config, zlog *zap.Logger) (*embed.Config, error) {
 	ec.QuotaBackendBytes = etcdQuotaBackendBytes
 	ec.AutoCompactionMode = etcdCompactionMode
 	ec.AutoCompactionRetention = etcdCompactionEvery
+	// NewConfig leaves the unary-request threshold at 0, which makes every
+	// request "slow" and logs a "request stats" warning per offset commit.
+	ec.WarningUnaryRequestDuration = embed.DefaultWarningUnaryRequestDuration
 	// Metrics stay on the client port (no extra listener); no HTTP/JSON gateway, no pprof.
 	ec.ListenMetricsUrls = nil
 	ec.EnablePprof = false
