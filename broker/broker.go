@@ -116,6 +116,12 @@ func (b *Broker) Run(ctx context.Context) error {
 	if b.clusterID, err = b.store.ClusterID(ctx); err != nil {
 		return fmt.Errorf("broker: cluster id: %w", err)
 	}
+	if err := b.checkDataDir(b.clusterID); err != nil {
+		return err
+	}
+	if err := emptyTrash(b.fs, b.trashDir()); err != nil {
+		return fmt.Errorf("broker: empty %s: %w", b.trashDir(), err)
+	}
 
 	partCtx, stopPartitions := context.WithCancel(context.WithoutCancel(ctx))
 	b.partCtx = partCtx
@@ -208,6 +214,11 @@ func (b *Broker) maintainLoop(ctx context.Context) {
 func (b *Broker) snapshotPath(id [16]byte, partition int32) string {
 	return filepath.Join(b.cfg.DataDir, "state", uuidString(id), fmt.Sprintf("%d.producers", partition))
 }
+
+// trashDir is where deleted directories are renamed before their removal,
+// so a deletion is durable at once and a crash mid-removal leaves nothing
+// that looks like live data; startup empties it.
+func (b *Broker) trashDir() string { return filepath.Join(b.cfg.DataDir, "trash") }
 
 func (b *Broker) walDir(id [16]byte, partition int32) string {
 	return filepath.Join(b.cfg.DataDir, "wal", uuidString(id), fmt.Sprint(partition))

@@ -386,12 +386,13 @@ func (p *partition) reconfigure(cfg wal.Config) {
 	}
 }
 
-// stopAndDelete stops the owner and removes the partition's log from disk.
-func (p *partition) stopAndDelete() {
+// stopAndClose stops the owner and closes the log; the caller removes the
+// partition's directories.
+func (p *partition) stopAndClose() {
 	p.stop()
 	<-p.done
-	if err := p.log.Delete(); err != nil {
-		p.logger.Error().Err(err).Msg("delete log")
+	if err := p.log.Close(); err != nil {
+		p.logger.Warn().Err(err).Msg("close log of a deleted partition")
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"time"
@@ -51,8 +50,9 @@ func validateTopicName(name string) error {
 	return nil
 }
 
-// loadTopics opens the partitions of every topic in etcd and removes local
-// logs of topics that were deleted while this broker was down.
+// loadTopics opens the partitions of every topic in etcd and sets aside the
+// local data of topics etcd does not know (datadir.go): deleted while this
+// broker was down, or a sign of the wrong metadata, so never deleted here.
 func (b *Broker) loadTopics(ctx context.Context) error {
 	ts, err := b.store.Topics(ctx)
 	if err != nil {
@@ -61,23 +61,13 @@ func (b *Broker) loadTopics(ctx context.Context) error {
 	known := make(map[string]bool, len(ts))
 	for _, t := range ts {
 		known[uuidString(t.ID)] = true
+	}
+	if err := b.setAsideUnknown(known); err != nil {
+		return err
+	}
+	for _, t := range ts {
 		if err := b.openTopic(t); err != nil {
 			return err
-		}
-	}
-	for _, sub := range []string{"wal", "state"} {
-		root := filepath.Join(b.cfg.DataDir, sub)
-		entries, err := os.ReadDir(root)
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("broker: read %s: %w", root, err)
-		}
-		for _, e := range entries {
-			if !known[e.Name()] {
-				b.logger.Warn().Str("dir", filepath.Join(sub, e.Name())).Msg("removing the local data of a deleted topic")
-				if err := os.RemoveAll(filepath.Join(root, e.Name())); err != nil {
-					return fmt.Errorf("broker: remove stale data %s: %w", e.Name(), err)
-				}
-			}
 		}
 	}
 	return nil
@@ -216,11 +206,12 @@ func (b *Broker) deleteTopic(ctx context.Context, name string) (meta.Topic, erro
 	b.mu.Unlock()
 	if tp != nil {
 		for _, p := range tp.partitions {
-			p.stopAndDelete()
+			p.stopAndClose()
 		}
 		for _, sub := range []string{"wal", "state"} {
-			if err := os.RemoveAll(filepath.Join(b.cfg.DataDir, sub, uuidString(tp.meta.ID))); err != nil {
-				b.logger.Error().Err(err).Str("topic", name).Msg("remove topic directory")
+			dir := filepath.Join(b.cfg.DataDir, sub, uuidString(tp.meta.ID))
+			if err := removeAllDurable(b.fs, dir, b.trashDir()); err != nil {
+				b.logger.Error().Err(err).Str("topic", name).Str("dir", dir).Msg("remove topic directory")
 			}
 		}
 	}

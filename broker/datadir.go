@@ -1,0 +1,207 @@
+package broker
+
+// This file owns the identity of the data directory and what the broker does
+// with local data that the metadata does not know.
+//
+// The data directory remembers which cluster and which node it belongs to,
+// in <data-dir>/sluice.properties (Kafka keeps the same in meta.properties):
+//
+//	version=1
+//	cluster.id=<the cluster id from etcd, 22 characters>
+//	node.id=<the broker's --node-id>
+//
+// Lines are key=value; a reader refuses a version it does not know and
+// ignores keys it does not know within its version. The file is written
+// once, atomically and durably (temp file, fsync, rename, directory fsync),
+// when a broker first starts on the directory.
+//
+// Invariant: a broker never starts on a data directory of another cluster or
+// node: with a wrong --etcd-endpoints, a changed prefix or a wiped etcd the
+// cluster id differs and Run refuses, naming both ids, before it opens or
+// touches a log.
+// Invariant: startup never deletes local data. A topic directory whose topic
+// etcd does not know is moved aside into <data-dir>/orphans/<time>/ and
+// logged; an operator removes it once sure it is not needed.
+//
+// Only Run's goroutine calls these functions, before serving starts.
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluice-mq/sluice/wal/vfs"
+)
+
+const (
+	identityFile    = "sluice.properties"
+	identityVersion = 1
+	orphansDir      = "orphans"
+	maxIdentitySize = 64 << 10
+)
+
+// errForeignDataDir marks a data directory that belongs to another cluster or node.
+var errForeignDataDir = errors.New("data directory belongs to another cluster or node")
+
+type dataDirIdentity struct {
+	clusterID string
+	nodeID    int32
+}
+
+func (id dataDirIdentity) encode() []byte {
+	return fmt.Appendf(nil, "version=%d\ncluster.id=%s\nnode.id=%d\n", identityVersion, id.clusterID, id.nodeID)
+}
+
+func decodeIdentity(data []byte) (dataDirIdentity, error) {
+	var id dataDirIdentity
+	kv := map[string]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			return id, fmt.Errorf("line %q is not key=value", line)
+		}
+		kv[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	if v := kv["version"]; v != strconv.Itoa(identityVersion) {
+		return id, fmt.Errorf("version %q, this broker reads version %d", v, identityVersion)
+	}
+	id.clusterID = kv["cluster.id"]
+	if id.clusterID == "" {
+		return id, errors.New("no cluster.id")
+	}
+	n, err := strconv.ParseInt(kv["node.id"], 10, 32)
+	if err != nil {
+		return id, fmt.Errorf("node.id: %w", err)
+	}
+	id.nodeID = int32(n)
+	return id, nil
+}
+
+// checkDataDir compares the data directory's identity with the cluster id
+// etcd reports and this broker's node id, writing the identity on first use.
+func (b *Broker) checkDataDir(clusterID string) error {
+	path := filepath.Join(b.cfg.DataDir, identityFile)
+	want := dataDirIdentity{clusterID: clusterID, nodeID: b.cfg.NodeID}
+	data, err := vfs.ReadFile(b.fs, path, maxIdentitySize)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if err := vfs.WriteFileDurable(b.fs, path, want.encode()); err != nil {
+			return fmt.Errorf("broker: write %s: %w", path, err)
+		}
+		b.logger.Info().Str("cluster_id", clusterID).Str("path", path).Msg("data directory joined the cluster")
+		return nil
+	case err != nil:
+		return fmt.Errorf("broker: read %s: %w", path, err)
+	}
+	have, err := decodeIdentity(data)
+	if err != nil {
+		return fmt.Errorf("broker: %s is damaged (%w); it records which cluster the data belongs to, so the broker will not guess", path, err)
+	}
+	if have.clusterID != clusterID {
+		return fmt.Errorf("broker: %w: %s says cluster %s, but the metadata store (etcd) reports cluster %s; "+
+			"check --etcd-endpoints and the etcd prefix, or restore etcd's data; nothing was changed", errForeignDataDir, path, have.clusterID, clusterID)
+	}
+	if have.nodeID != b.cfg.NodeID {
+		return fmt.Errorf("broker: %w: %s says node %d, but this broker runs as --node-id %d; nothing was changed",
+			errForeignDataDir, path, have.nodeID, b.cfg.NodeID)
+	}
+	return nil
+}
+
+// setAsideUnknown moves topic directories under wal/ and state/ whose topic
+// id is not in known into <data-dir>/orphans/<time>/, durably, and logs each.
+func (b *Broker) setAsideUnknown(known map[string]bool) error {
+	stamp := time.Now().UTC().Format("20060102T150405.000000000Z")
+	for _, sub := range []string{"wal", "state"} {
+		root := filepath.Join(b.cfg.DataDir, sub)
+		names, err := b.fs.ReadDir(root)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("broker: read %s: %w", root, err)
+		}
+		var moved bool
+		for _, name := range names {
+			if known[name] {
+				continue
+			}
+			dest := filepath.Join(b.cfg.DataDir, orphansDir, stamp, sub)
+			if err := mkdirAllDurable(b.fs, dest); err != nil {
+				return fmt.Errorf("broker: set aside %s: %w", name, err)
+			}
+			if err := b.fs.Rename(filepath.Join(root, name), filepath.Join(dest, name)); err != nil {
+				return fmt.Errorf("broker: set aside %s: %w", filepath.Join(sub, name), err)
+			}
+			if err := b.fs.SyncDir(dest); err != nil {
+				return fmt.Errorf("broker: set aside %s: %w", name, err)
+			}
+			moved = true
+			b.logger.Warn().Str("dir", filepath.Join(sub, name)).Str("moved_to", filepath.Join(dest, name)).
+				Msg("local data of a topic the metadata does not know was set aside, not deleted; remove it once sure it is not needed")
+		}
+		if moved {
+			if err := b.fs.SyncDir(root); err != nil {
+				return fmt.Errorf("broker: set aside in %s: %w", root, err)
+			}
+		}
+	}
+	return nil
+}
+
+// TODO(issue 7): replace with the vfs helpers once they land.
+func mkdirAllDurable(fs vfs.FS, dir string) error {
+	if err := fs.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for d := dir; d != filepath.Dir(d) && d != "." && d != "/"; d = filepath.Dir(d) {
+		if err := fs.SyncDir(filepath.Dir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func removeAllDurable(fs vfs.FS, path, trash string) error {
+	if err := mkdirAllDurable(fs, trash); err != nil {
+		return err
+	}
+	dest := filepath.Join(trash, fmt.Sprintf("%d-%s", time.Now().UnixNano(), filepath.Base(path)))
+	if err := fs.Rename(path, dest); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	if err := fs.SyncDir(filepath.Dir(path)); err != nil {
+		return err
+	}
+	if err := fs.SyncDir(trash); err != nil {
+		return err
+	}
+	return os.RemoveAll(dest)
+}
+
+func emptyTrash(fs vfs.FS, trash string) error {
+	names, err := fs.ReadDir(trash)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, n := range names {
+		if err := os.RemoveAll(filepath.Join(trash, n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
