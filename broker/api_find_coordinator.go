@@ -1,15 +1,15 @@
 package broker
 
 // FindCoordinator (key 10): this broker coordinates every consumer group.
-// v4+ asks for a batch of keys. Transactions are not served, so transaction
-// keys answer COORDINATOR_NOT_AVAILABLE; other key types INVALID_REQUEST.
+// v4+ asks for a batch of keys. Transactions are not served: transaction
+// keys answer errTransactionsUnsupported, a non-retriable code with a message
+// that says so; other key types INVALID_REQUEST.
 
 import (
 	"context"
 	"net"
 	"strconv"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -29,9 +29,8 @@ func handleFindCoordinator(b *Broker, _ context.Context, req *request) (reply, e
 		c.NodeID, c.Host, c.Port = -1, "", -1
 		switch {
 		case r.CoordinatorType == coordinatorKeyTransaction:
-			c.ErrorCode = kerr.CoordinatorNotAvailable.Code
-			msg := "transactions are not supported"
-			c.ErrorMessage = &msg
+			c.ErrorCode = errorCode(errTransactionsUnsupported)
+			c.ErrorMessage = kmsg.StringPtr(errTransactionsUnsupported.Error())
 		case r.CoordinatorType != coordinatorKeyGroup:
 			c.ErrorCode = errorCode(errCoordinatorKeyType)
 		default:

@@ -3,7 +3,8 @@ package broker
 // InitProducerId (key 22): a fresh producer id (epoch 0) for an idempotent
 // producer. Ids come from etcd in blocks, so they are unique across brokers
 // and restarts. Transactions are not supported: a transactional id is
-// refused.
+// refused with errTransactionsUnsupported (the response has no error message
+// field in any version; FindCoordinator, which clients send first, carries it).
 
 import (
 	"context"
@@ -21,7 +22,7 @@ func handleInitProducerID(b *Broker, ctx context.Context, req *request) (reply, 
 	resp := newResponse(req).(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if r.TransactionalID != nil {
-		resp.ErrorCode = kerr.InvalidRequest.Code
+		resp.ErrorCode = errorCode(errTransactionsUnsupported)
 		b.logger.Info().Str("transactional_id", *r.TransactionalID).Msg("refused InitProducerId: transactions are not supported")
 		return done(resp), nil
 	}

@@ -40,6 +40,12 @@ var (
 	errOffsetMetadataTooLarge = errors.New("offset metadata too large")
 	errGroupSubscribedToTopic = errors.New("group is subscribed to the topic")
 	errCoordinatorKeyType     = errors.New("unsupported coordinator key type")
+
+	// errTransactionsUnsupported refuses transactional ids. Its code is
+	// TRANSACTIONAL_ID_AUTHORIZATION_FAILED: not retriable, so franz-go,
+	// librdkafka and the Java client fail at once (librdkafka and Java show
+	// the message), where COORDINATOR_NOT_AVAILABLE made them retry forever.
+	errTransactionsUnsupported = errors.New("transactions are not supported by this broker yet")
 )
 
 // errorCode maps an error to the Kafka error code a client should see.
@@ -106,6 +112,7 @@ var errorCodes = []struct {
 	{errOffsetMetadataTooLarge, kerr.OffsetMetadataTooLarge.Code},
 	{errGroupSubscribedToTopic, kerr.GroupSubscribedToTopic.Code},
 	{errCoordinatorKeyType, kerr.InvalidRequest.Code},
+	{errTransactionsUnsupported, kerr.TransactionalIDAuthorizationFailed.Code},
 	{context.DeadlineExceeded, kerr.RequestTimedOut.Code},
 	{context.Canceled, kerr.RequestTimedOut.Code},
 }

@@ -34,6 +34,7 @@ func TestErrorCode(t *testing.T) {
 		{"version", errUnsupportedVersion, kerr.UnsupportedVersion},
 		{"out of range", wal.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
 		{"fenced epoch", fmt.Errorf("x: %w", kerr.FencedLeaderEpoch), kerr.FencedLeaderEpoch},
+		{"transactions", fmt.Errorf("x: %w", errTransactionsUnsupported), kerr.TransactionalIDAuthorizationFailed},
 		{"unmapped", errors.New("surprise"), kerr.UnknownServerError},
 	}
 	for _, tt := range tests {
