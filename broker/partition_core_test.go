@@ -70,3 +70,28 @@ func TestCoreCurrentEpochRule(t *testing.T) {
 		t.Fatalf("epoch start on a quorum: hw %d, want 21", hw)
 	}
 }
+
+// TestCoreQuorumEvenReplicaCount: with four replicas a quorum is three, not
+// two; half the replicas holding a record do not commit it.
+func TestCoreQuorumEvenReplicaCount(t *testing.T) {
+	for _, tc := range []struct {
+		replicas []int32
+		quorum   int
+	}{
+		{[]int32{1}, 1}, {[]int32{1, 2}, 2}, {[]int32{1, 2, 3}, 2},
+		{[]int32{1, 2, 3, 4}, 3}, {[]int32{1, 2, 3, 4, 5}, 3}, {[]int32{1, 2, 3, 4, 5, 6}, 4},
+	} {
+		c := newCore(tc.replicas, 0, 0)
+		if got := c.quorum(); got != tc.quorum {
+			t.Errorf("%d replicas: quorum %d, want %d", len(tc.replicas), got, tc.quorum)
+		}
+	}
+	c := newCore([]int32{1, 2, 3, 4}, 0, 0)
+	c.durableEnd(1, 10)
+	if hw, rose, _ := c.durableEnd(2, 10); rose || hw != 0 {
+		t.Fatalf("two of four replicas moved the high watermark to %d", hw)
+	}
+	if hw, _, _ := c.durableEnd(3, 10); hw != 10 {
+		t.Fatalf("three of four replicas: high watermark %d, want 10", hw)
+	}
+}

@@ -1,0 +1,151 @@
+package broker
+
+// The broker on a failing disk, through Config.FS: a failed fsync or a full
+// disk is answered with KAFKA_STORAGE_ERROR, leaves the high watermark where
+// the last durable batch put it, and never lets a fetch see the failed
+// batch, although its bytes sit in the page cache. kill -9 keeps the page
+// cache, so only these tests can tell such bugs apart from correct code.
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/wal/vfs"
+)
+
+// produceRaw sends one batch to topic-partition with acks=all and returns
+// the partition's answer.
+func produceRaw(t *testing.T, b *Broker, cl *kgo.Client, topic string, partition int32, batch []byte) kmsg.ProduceResponseTopicPartition {
+	t.Helper()
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic, rt.TopicID = topic, b.lookupTopic(topic).meta.ID
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = partition, batch
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Topics[0].Partitions[0]
+}
+
+// latestOffsetOf returns the high watermark ListOffsets reports for partition 0.
+func latestOffsetOf(t *testing.T, cl *kgo.Client, topic string) int64 {
+	t.Helper()
+	req := kmsg.NewPtrListOffsetsRequest()
+	req.ReplicaID = -1
+	rt := kmsg.NewListOffsetsRequestTopic()
+	rt.Topic = topic
+	rp := kmsg.NewListOffsetsRequestTopicPartition()
+	rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = 0, -1, -1
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode != 0 {
+		t.Fatalf("list offsets: error %d", p.ErrorCode)
+	}
+	return p.Offset
+}
+
+// fetchOffsetsFrom fetches partition 0 from offset without waiting and returns
+// the high watermark and the offset of every record returned.
+func fetchOffsetsFrom(t *testing.T, b *Broker, cl *kgo.Client, topic string, offset int64) (int64, []int64) {
+	t.Helper()
+	resp, err := fetchReq(b, topic, offset, 0, 0, 1<<20, 1<<20).RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if p.ErrorCode != 0 {
+		t.Fatalf("fetch from %d: error %d", offset, p.ErrorCode)
+	}
+	var offsets []int64
+	raw := p.RecordBatches
+	for len(raw) > 0 {
+		var rb kmsg.RecordBatch
+		if err := rb.ReadFrom(raw); err != nil {
+			t.Fatalf("fetched batch: %v", err)
+		}
+		for i := range rb.NumRecords {
+			offsets = append(offsets, rb.FirstOffset+int64(i))
+		}
+		raw = raw[12+int(rb.Length):]
+	}
+	return p.HighWatermark, offsets
+}
+
+func TestStorageFaults(t *testing.T) {
+	cases := []struct {
+		name string
+		op   vfs.Op
+		err  error
+	}{
+		{"fsync fails", vfs.OpSync, nil},
+		{"disk full", vfs.OpWrite, syscall.ENOSPC},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			faults := &armedFaults{op: tc.op, path: ".log", err: tc.err}
+			cfg := testBrokerConfig(t)
+			cfg.FS = vfs.NewFaulty(vfs.OS, faults.inject)
+			b := startBroker(t, cfg)
+			cl := testClient(t, b)
+			createTopic(t, cl, "disk", 1, nil)
+
+			if p := produceRaw(t, b, cl, "disk", 0, testBatch(1, -1, -1, -1, 1)); p.ErrorCode != 0 || p.BaseOffset != 0 {
+				t.Fatalf("first produce: error %d at %d", p.ErrorCode, p.BaseOffset)
+			}
+			faults.armed.Store(true)
+			p := produceRaw(t, b, cl, "disk", 0, testBatch(2, -1, -1, -1, 1))
+			if p.ErrorCode != kerr.KafkaStorageError.Code {
+				t.Fatalf("produce on a failing disk: error %d at offset %d, want KAFKA_STORAGE_ERROR", p.ErrorCode, p.BaseOffset)
+			}
+			if hw := latestOffsetOf(t, cl, "disk"); hw != 1 {
+				t.Fatalf("high watermark %d after the failed produce, want 1", hw)
+			}
+			hw, offsets := fetchOffsetsFrom(t, b, cl, "disk", 0)
+			if hw != 1 || len(offsets) != 1 || offsets[0] != 0 {
+				t.Fatalf("fetch after the failed produce: high watermark %d, offsets %v; want 1 and [0]", hw, offsets)
+			}
+			// The failure is sticky: the partition refuses appends until it
+			// is reopened, with the same precise error.
+			faults.armed.Store(false)
+			if p := produceRaw(t, b, cl, "disk", 0, testBatch(1, -1, -1, -1, 1)); p.ErrorCode != kerr.KafkaStorageError.Code {
+				t.Fatalf("produce after the disk recovered: error %d, want KAFKA_STORAGE_ERROR until reopened", p.ErrorCode)
+			}
+		})
+	}
+}
+
+func TestStorageFaultIsolatedToItsPartition(t *testing.T) {
+	faults := &armedFaults{op: vfs.OpSync, path: "/0/"}
+	cfg := testBrokerConfig(t)
+	cfg.FS = vfs.NewFaulty(vfs.OS, faults.inject)
+	b := startBroker(t, cfg)
+	cl := testClient(t, b)
+	createTopic(t, cl, "two", 2, nil)
+	faults.armed.Store(true)
+	if p := produceRaw(t, b, cl, "two", 0, testBatch(1, -1, -1, -1, 1)); p.ErrorCode != kerr.KafkaStorageError.Code {
+		t.Fatalf("partition 0 on a failing disk: error %d", p.ErrorCode)
+	}
+	if p := produceRaw(t, b, cl, "two", 1, testBatch(1, -1, -1, -1, 1)); p.ErrorCode != 0 {
+		t.Fatalf("partition 1: error %v", kerr.ErrorForCode(p.ErrorCode))
+	}
+	var se *kerr.Error
+	if !errors.As(kerr.ErrorForCode(kerr.KafkaStorageError.Code), &se) || !se.Retriable {
+		t.Fatal("KAFKA_STORAGE_ERROR should be retriable for clients")
+	}
+}
