@@ -29,6 +29,26 @@ type Config struct {
 	RetentionCheckInterval time.Duration
 	// MaxRequestBytes bounds one request frame (Kafka's socket.request.max.bytes).
 	MaxRequestBytes int32
+	// QueuedMaxRequestBytes bounds the request bytes the broker holds at
+	// once, over all connections, from the first byte read until the reply
+	// is written (Kafka's queued.max.request.bytes). When it is spent the
+	// broker stops reading requests (reqmem.go). A frame larger than it is
+	// refused.
+	QueuedMaxRequestBytes int64
+	// FetchMaxBytes caps the MaxBytes of a Kafka fetch and the max_bytes of
+	// an HTTP fetch (Kafka's fetch.max.bytes). The first batch is still
+	// returned whole when it alone is larger.
+	FetchMaxBytes int32
+	// MaxConnections bounds open Kafka connections (Kafka's max.connections);
+	// connections over it are closed at accept.
+	MaxConnections int
+	// MaxConnectionsPerIP bounds open Kafka connections from one client IP
+	// (Kafka's max.connections.per.ip); 0 means no per-IP bound.
+	MaxConnectionsPerIP int
+	// ConnectionsMaxIdle closes a Kafka connection that has no request in
+	// flight and has sent no request bytes for this long (Kafka's
+	// connections.max.idle.ms).
+	ConnectionsMaxIdle time.Duration
 	// ProducerIDExpiration is how long an idle idempotent producer's state
 	// is kept (Kafka's producer.id.expiration.ms).
 	ProducerIDExpiration time.Duration
@@ -56,6 +76,11 @@ func DefaultConfig() Config {
 		DefaultPartitions:      1,
 		RetentionCheckInterval: 30 * time.Second,
 		MaxRequestBytes:        100 << 20,
+		QueuedMaxRequestBytes:  100 << 20,
+		FetchMaxBytes:          55 << 20,
+		MaxConnections:         10000,
+		MaxConnectionsPerIP:    0,
+		ConnectionsMaxIdle:     10 * time.Minute,
 		PartitionQueue:         256,
 		ProducerIDExpiration:   24 * time.Hour,
 		Meta: meta.Config{
@@ -92,6 +117,21 @@ func (c Config) Validate() error {
 	}
 	if c.MaxRequestBytes < 1024 {
 		return fmt.Errorf("broker: max request bytes %d is too small", c.MaxRequestBytes)
+	}
+	if c.QueuedMaxRequestBytes < minQueuedRequestBytes {
+		return fmt.Errorf("broker: queued max request bytes %d is below %d", c.QueuedMaxRequestBytes, minQueuedRequestBytes)
+	}
+	if c.FetchMaxBytes < 1024 {
+		return fmt.Errorf("broker: fetch max bytes %d is below 1024", c.FetchMaxBytes)
+	}
+	if c.MaxConnections < 1 {
+		return fmt.Errorf("broker: max connections %d must be at least 1", c.MaxConnections)
+	}
+	if c.MaxConnectionsPerIP < 0 {
+		return fmt.Errorf("broker: max connections per ip %d must not be negative (0: no per-IP bound)", c.MaxConnectionsPerIP)
+	}
+	if c.ConnectionsMaxIdle < time.Millisecond {
+		return fmt.Errorf("broker: connections max idle %v must be at least 1ms", c.ConnectionsMaxIdle)
 	}
 	if c.ProducerIDExpiration <= 0 {
 		return fmt.Errorf("broker: producer id expiration %v must be positive", c.ProducerIDExpiration)

@@ -1,17 +1,26 @@
 package broker
 
-// This file owns Kafka connections: framing, request headers, and the
-// ordering of responses.
+// This file owns Kafka connections: accepting them within the connection
+// limits (connlimit.go), framing, request headers, and the ordering of
+// responses.
 //
 // Invariant: responses on a connection are written in request order.
 // Invariant: a frame that cannot be parsed closes its connection (with a log
 // line); it never reaches a handler and never stops the broker.
+// Invariant: a request's frame stays reserved in the broker's request memory
+// (reqmem.go) until its reply is written or the request is dropped; an
+// acks=0 produce is handled as acks=1 so that the writer can wait for its
+// append before releasing it, and nothing is written back for it.
+// Invariant: between replies a connection keeps an encoding buffer of at
+// most maxKeptReplyBuffer bytes.
 //
 // Each connection has a reader goroutine (serveConn), which decodes requests
 // and runs handlers in order, and a writer goroutine, which waits for each
 // reply in turn and writes it. Produce handlers queue their batches on the
 // reader goroutine and return a reply that waits for the fsync, so requests
-// pipelined on one connection share group commits.
+// pipelined on one connection share group commits. The accept loop owns the
+// request memory and the connection limiter; the two goroutines of a
+// connection share its connActivity.
 
 import (
 	"bufio"
@@ -65,13 +74,19 @@ func (f waitReply) ready() bool             { return false }
 func (f waitReply) response() kmsg.Response { return f() }
 
 type outbound struct {
-	req   *request
-	reply reply
+	req    *request
+	reply  reply
+	mem    reservation // the request's frame, released once answered
+	silent bool        // an acks=0 produce: wait for the reply, send nothing
 }
 
 var errFrame = errors.New("bad frame")
 
 func (b *Broker) serveKafka(ctx context.Context) error {
+	mem := newRequestMemory(b.cfg.QueuedMaxRequestBytes)
+	limiter := newConnLimiter(b.cfg.MaxConnections, b.cfg.MaxConnectionsPerIP)
+	// A flood of refused connections must not flood the log.
+	refusals := b.logger.Sample(&zerolog.BurstSampler{Burst: 5, Period: 10 * time.Second})
 	for {
 		nc, err := b.kafkaLn.Accept()
 		if err != nil {
@@ -81,16 +96,27 @@ func (b *Broker) serveKafka(ctx context.Context) error {
 			b.logger.Warn().Err(err).Msg("accept")
 			continue
 		}
+		ip := remoteIP(nc.RemoteAddr())
+		if reason := limiter.admit(ip); reason != "" {
+			_ = nc.Close() // refused before any byte is read; nothing to report
+			b.m.connsRefused.WithLabelValues(reason).Inc()
+			refusals.Warn().Str("remote", nc.RemoteAddr().String()).Str("reason", reason).
+				Msg("refused connection (logged at most 5 times per 10s)")
+			continue
+		}
+		b.m.connsOpen.Inc()
 		b.connMu.Lock()
 		b.openConns[nc] = struct{}{}
 		b.connMu.Unlock()
 		b.conns.Add(1)
 		go func() {
 			defer b.conns.Done()
-			b.serveConn(ctx, nc)
+			b.serveConn(ctx, nc, mem)
 			b.connMu.Lock()
 			delete(b.openConns, nc)
 			b.connMu.Unlock()
+			limiter.leave(ip)
+			b.m.connsOpen.Dec()
 		}()
 	}
 }
@@ -104,13 +130,14 @@ func (b *Broker) closeConns() {
 	}
 }
 
-func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
+func (b *Broker) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory) {
 	logger := b.logger.With().Str("remote", nc.RemoteAddr().String()).Logger()
+	act := newConnActivity(time.Now())
 	out := make(chan outbound, maxPipelined)
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		b.writeReplies(nc, out, logger)
+		b.writeReplies(nc, out, mem, act, logger)
 	}()
 	defer func() {
 		close(out)
@@ -122,43 +149,70 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn) {
 	if host, _, err := net.SplitHostPort(nc.RemoteAddr().String()); err == nil {
 		remoteHost = "/" + host
 	}
-	r := bufio.NewReaderSize(nc, 64<<10)
+	r := bufio.NewReaderSize(&idleReader{nc: nc, idle: b.cfg.ConnectionsMaxIdle, act: act}, 64<<10)
 	for {
-		frame, err := readFrame(r, b.cfg.MaxRequestBytes)
+		frame, res, err := mem.readFrame(ctx, r, b.cfg.MaxRequestBytes)
 		if err != nil {
-			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
+			switch {
+			case errors.Is(err, errIdle):
+				b.m.connsIdle.Inc()
+				logger.Debug().Err(err).Msg("closing idle connection")
+			case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil:
 				logger.Warn().Err(err).Msg("closing connection")
 			}
 			return
 		}
+		act.started()
+		drop := func() {
+			mem.release(&res)
+			act.finished(time.Now())
+		}
 		req, err := parseRequest(frame)
 		if err != nil {
+			drop()
 			logger.Warn().Err(err).Msg("closing connection on an unparsable request")
 			return
 		}
 		req.remoteHost = remoteHost
+		silent := answerAcksZeroSilently(req)
 		start := time.Now()
 		rep, err := b.dispatch(ctx, req)
 		if err != nil {
+			drop()
 			logger.Warn().Err(err).Str("api", kmsg.NameForKey(req.key)).Int16("version", req.version).
 				Str("client", req.clientID).Msg("closing connection")
 			return
 		}
 		b.m.observeRequest(req.key, start)
 		if rep == nil {
+			drop()
 			continue
 		}
 		select {
-		case out <- outbound{req: req, reply: rep}:
+		case out <- outbound{req: req, reply: rep, mem: res, silent: silent}:
 		case <-ctx.Done():
+			drop()
 			return
 		}
 	}
 }
 
-// writeReplies writes each reply in order. After a write error it keeps
-// draining so the reader never blocks on a dead connection.
-func (b *Broker) writeReplies(nc net.Conn, out <-chan outbound, logger zerolog.Logger) {
+// answerAcksZeroSilently turns an acks=0 produce into an acks=1 one whose
+// reply is awaited but not sent, and reports whether it did: its batches are
+// referenced until they are appended, so its request memory must stay
+// reserved until then.
+func answerAcksZeroSilently(req *request) bool {
+	if pr, ok := req.body.(*kmsg.ProduceRequest); ok && pr.Acks == 0 {
+		pr.Acks = 1
+		return true
+	}
+	return false
+}
+
+// writeReplies writes each reply in order and then releases its request.
+// After a write error it keeps draining so the reader never blocks on a dead
+// connection.
+func (b *Broker) writeReplies(nc net.Conn, out <-chan outbound, mem *requestMemory, act *connActivity, logger zerolog.Logger) {
 	w := bufio.NewWriterSize(nc, 64<<10)
 	var buf []byte
 	failed := false
@@ -171,14 +225,17 @@ func (b *Broker) writeReplies(nc net.Conn, out <-chan outbound, logger zerolog.L
 			}
 		}
 		resp := o.reply.response()
-		if failed {
-			continue
+		var err error
+		if !failed && !o.silent {
+			buf = encodeResponse(buf[:0], o.req, resp)
+			_, err = w.Write(buf)
+			buf = keepReplyBuffer(buf)
+			if err == nil && len(out) == 0 {
+				err = w.Flush()
+			}
 		}
-		buf = encodeResponse(buf[:0], o.req, resp)
-		_, err := w.Write(buf)
-		if err == nil && len(out) == 0 {
-			err = w.Flush()
-		}
+		mem.release(&o.mem)
+		act.finished(time.Now())
 		if err != nil {
 			logger.Debug().Err(err).Msg("write response")
 			failed = true
@@ -190,24 +247,17 @@ func (b *Broker) writeReplies(nc net.Conn, out <-chan outbound, logger zerolog.L
 	}
 }
 
-// readFrame reads one size-prefixed request.
-func readFrame(r io.Reader, max int32) ([]byte, error) {
-	var size [4]byte
-	if _, err := io.ReadFull(r, size[:]); err != nil {
-		return nil, err
+// maxKeptReplyBuffer is the largest encoding buffer a connection keeps for
+// its next reply; a larger one (a big fetch) is left to the collector, so an
+// idle connection does not pin its largest reply for its lifetime.
+const maxKeptReplyBuffer = 1 << 20
+
+// keepReplyBuffer returns what a connection keeps of buf after a reply.
+func keepReplyBuffer(buf []byte) []byte {
+	if cap(buf) > maxKeptReplyBuffer {
+		return nil
 	}
-	n := int32(binary.BigEndian.Uint32(size[:]))
-	if n < 8 || n > max {
-		return nil, fmt.Errorf("%w: request size %d outside [8, %d]", errFrame, n, max)
-	}
-	frame := make([]byte, n)
-	if _, err := io.ReadFull(r, frame); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, fmt.Errorf("%w: truncated request: %w", errFrame, err)
-	}
-	return frame, nil
+	return buf[:0]
 }
 
 // parseRequest decodes the request header and, for a known key and a

@@ -1,7 +1,9 @@
 package broker
 
 import (
+	"bufio"
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"testing"
@@ -41,10 +43,16 @@ func TestReadFrameLimits(t *testing.T) {
 		{"huge size", binary.BigEndian.AppendUint32(nil, 1<<31-1)},
 		{"tiny size", binary.BigEndian.AppendUint32(nil, 3)},
 		{"truncated body", append(binary.BigEndian.AppendUint32(nil, 100), make([]byte, 10)...)},
+		{"truncated past the first chunk", append(binary.BigEndian.AppendUint32(nil, 1<<19), make([]byte, frameChunk+10)...)},
+		{"larger than the request memory", append(binary.BigEndian.AppendUint32(nil, 1<<20-1), make([]byte, 1<<20-1)...)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := readFrame(bytes.NewReader(tt.input), 1<<20); !errors.Is(err, errFrame) {
+			mem := newRequestMemory(1<<20 - 2)
+			if _, _, err := mem.readFrame(context.Background(), bufio.NewReader(bytes.NewReader(tt.input)), 1<<20); !errors.Is(err, errFrame) {
 				t.Fatalf("readFrame = %v, want errFrame", err)
+			}
+			if got := mem.reserved(); got != 0 {
+				t.Fatalf("a refused frame left %d bytes reserved", got)
 			}
 		})
 	}

@@ -23,6 +23,10 @@ type metrics struct {
 	bytesOutC  *prometheus.CounterVec
 	recordsOut *prometheus.CounterVec
 	fsync      prometheus.Histogram
+
+	connsOpen    prometheus.Gauge       // connlimit.go
+	connsRefused *prometheus.CounterVec // connlimit.go
+	connsIdle    prometheus.Counter     // connlimit.go
 }
 
 func newMetrics() *metrics {
@@ -52,6 +56,19 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
 		}),
 	}
+	m.connsOpen = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_connections_open", Help: "Open Kafka connections.",
+	})
+	m.connsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_connections_refused_total", Help: "Kafka connections closed at accept, by the limit they were over.",
+	}, []string{"reason"})
+	for _, reason := range []string{refusedMaxConnections, refusedMaxPerIP} {
+		m.connsRefused.WithLabelValues(reason) // export zeros
+	}
+	m.connsIdle = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_connections_idle_closed_total", Help: "Kafka connections closed after connections max idle without a request.",
+	})
+	m.reg.MustRegister(m.connsOpen, m.connsRefused, m.connsIdle)
 	m.reg.MustRegister(m.requests, m.latency, m.bytesInC, m.recordsInC, m.bytesOutC, m.recordsOut, m.fsync,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
