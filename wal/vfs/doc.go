@@ -6,14 +6,21 @@
 //
 //   - OS: the real disk (package os), with SyncDir fsyncing a directory.
 //   - NewMem: an in-memory FS that tracks what is durable. File contents become
-//     durable on File.Sync; creation, removal and rename of a name become durable
-//     on SyncDir of its parent directory. CrashClone returns a new FS holding
-//     only the durable state; CrashCloneTorn also keeps a random prefix of
-//     each file's bytes written since its last Sync (a torn tail).
-//     Directories themselves are durable as soon as MkdirAll returns (a
-//     simplification; a directory's entries are not).
+//     durable on File.Sync; creation, removal and rename of a name (a file's or
+//     a directory's) become durable on SyncDir of its parent directory.
+//     CrashClone returns a new FS holding only the durable state, walked from
+//     the roots "/" and ".": a directory whose name was never made durable is
+//     lost with everything under it, and a renamed directory keeps the durable
+//     entries it had; CrashCloneTorn also keeps a random prefix of each file's
+//     bytes written since its last Sync (a torn tail).
 //   - NewFaulty: wraps any FS and consults an inject function before every
 //     operation, so a test can fail the nth write or every sync on a path.
+//
+// Helpers on any FS: WriteFile and WriteFileDurable replace a file through a
+// synced temporary file and a rename; MkdirAllDurable creates directories and
+// fsyncs each created one's parent; RemoveAllDurable deletes a tree by first
+// renaming it into a trash directory, so a crash never leaves it half removed
+// in place, and EmptyTrash clears what interrupted removals left there.
 //
 // Writes are sequential: a File opened with os.O_APPEND writes at its end,
 // otherwise at its own position, which starts at 0 and advances with each Write.

@@ -1,15 +1,16 @@
 package vfs
 
 // Mem owns an in-memory namespace and, separately, the part of it that would
-// survive a crash.
+// survive a crash. Directories are modelled as inodes: each holds the table
+// of entries a crash would keep, so a renamed directory takes its durable
+// contents with it.
 //
-// Invariant: durable[path] is the inode a crash would keep under path; it
-// changes only in SyncDir of path's parent.
+// Invariant: memDir.durable is the set of entries a crash keeps in that
+// directory; it changes only in SyncDir of that directory.
 // Invariant: inode.synced is the content a crash would keep; it changes only
 // in File.Sync, and is never mutated in place (copy on write).
-// All state is guarded by Mem.mu. Directories are durable as soon as they
-// exist (a simplification: wal never removes and recreates its directories
-// within one test crash).
+// Invariant: the roots "/" and "." are durable and never removed.
+// All state is guarded by Mem.mu.
 
 import (
 	"fmt"
@@ -26,10 +27,9 @@ import (
 
 // Mem is an in-memory FS that can simulate a crash; see the package doc.
 type Mem struct {
-	mu      sync.Mutex
-	files   map[string]*memInode // guarded by mu
-	durable map[string]*memInode // guarded by mu
-	dirs    map[string]bool      // guarded by mu
+	mu    sync.Mutex
+	files map[string]*memInode // guarded by mu: live files by path
+	dirs  map[string]*memDir   // guarded by mu: live directories by path
 }
 
 type memInode struct {
@@ -37,17 +37,34 @@ type memInode struct {
 	synced []byte // guarded by Mem.mu; shares data's backing array until copied
 }
 
-// NewMem returns an empty in-memory FS with a root directory "/" and ".".
+// memDir is a directory inode.
+type memDir struct {
+	durable map[string]memEntry // guarded by Mem.mu: what a crash keeps, by name
+}
+
+// memEntry is a durable directory entry: a file or a directory.
+type memEntry struct {
+	file *memInode
+	dir  *memDir
+}
+
+func newMemDir() *memDir { return &memDir{durable: map[string]memEntry{}} }
+
+var memRoots = [...]string{"/", "."}
+
+// NewMem returns an empty in-memory FS with the root directories "/" and ".".
 func NewMem() *Mem {
-	return &Mem{
-		files:   map[string]*memInode{},
-		durable: map[string]*memInode{},
-		dirs:    map[string]bool{"/": true, ".": true},
+	m := &Mem{files: map[string]*memInode{}, dirs: map[string]*memDir{}}
+	for _, r := range memRoots {
+		m.dirs[r] = newMemDir()
 	}
+	return m
 }
 
 // CrashClone returns a new FS holding only the durable state of m: the names
-// made durable by SyncDir and, for each, the contents made durable by Sync.
+// made durable by SyncDir of their directory (recursively from the roots, so
+// a directory whose own name is not durable is lost with everything in it)
+// and, for each file, the contents made durable by Sync.
 func (m *Mem) CrashClone() *Mem { return m.crashClone(nil) }
 
 // CrashCloneTorn is CrashClone, except that each file whose unsynced bytes
@@ -60,24 +77,40 @@ func (m *Mem) crashClone(rng *rand.Rand) *Mem {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c := NewMem()
-	for d := range m.dirs {
-		c.dirs[d] = true
+	type durableFile struct {
+		path string
+		ino  *memInode
+		in   *memDir // the clone's directory holding it
 	}
-	paths := make([]string, 0, len(m.durable))
-	for p := range m.durable {
-		paths = append(paths, p)
+	var files []durableFile
+	var walk func(path string, src, dst *memDir)
+	walk = func(path string, src, dst *memDir) {
+		for name, e := range src.durable {
+			p := filepath.Join(path, name)
+			if e.dir != nil {
+				nd := newMemDir()
+				c.dirs[p] = nd
+				dst.durable[name] = memEntry{dir: nd}
+				walk(p, e.dir, nd)
+				continue
+			}
+			files = append(files, durableFile{path: p, ino: e.file, in: dst})
+		}
 	}
-	sort.Strings(paths) // deterministic use of rng
-	for _, p := range paths {
-		ino := m.durable[p]
+	for _, r := range memRoots {
+		walk(r, m.dirs[r], c.dirs[r])
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path }) // deterministic use of rng
+	for _, f := range files {
+		ino := f.ino
 		data := slices.Clone(ino.synced)
 		if rng != nil && len(ino.data) > len(ino.synced) && slices.Equal(ino.data[:len(ino.synced)], ino.synced) {
 			extra := rng.IntN(len(ino.data) - len(ino.synced) + 1)
 			data = slices.Clone(ino.data[:len(ino.synced)+extra])
 		}
 		n := &memInode{data: data, synced: data}
-		c.files[p] = n
-		c.durable[p] = n
+		c.files[f.path] = n
+		f.in.durable[filepath.Base(f.path)] = memEntry{file: n}
 	}
 	return c
 }
@@ -91,10 +124,10 @@ func (m *Mem) OpenFile(name string, flag int, perm os.FileMode) (File, error) {
 	name = clean(name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.dirs[name] {
+	if m.dirs[name] != nil {
 		return nil, pathErr("open", name, fmt.Errorf("is a directory"))
 	}
-	if !m.dirs[filepath.Dir(name)] {
+	if m.dirs[filepath.Dir(name)] == nil {
 		return nil, pathErr("open", name, os.ErrNotExist)
 	}
 	ino, ok := m.files[name]
@@ -131,8 +164,11 @@ func (m *Mem) Remove(name string) error {
 		delete(m.files, name)
 		return nil
 	}
-	if !m.dirs[name] {
+	if m.dirs[name] == nil {
 		return pathErr("remove", name, os.ErrNotExist)
+	}
+	if slices.Contains(memRoots[:], name) {
+		return pathErr("remove", name, os.ErrPermission)
 	}
 	if len(m.childrenLocked(name)) > 0 {
 		return pathErr("remove", name, fmt.Errorf("directory not empty"))
@@ -141,21 +177,49 @@ func (m *Mem) Remove(name string) error {
 	return nil
 }
 
-// Rename implements FS.
+// Rename implements FS. A file replaces a file at newname; a directory
+// moves with everything in it, and newname must not exist.
 func (m *Mem) Rename(oldname, newname string) error {
 	oldname, newname = clean(oldname), clean(newname)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	ino, ok := m.files[oldname]
-	if !ok {
-		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: os.ErrNotExist}
+	linkErr := func(err error) error { return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: err} }
+	ino, isFile := m.files[oldname]
+	if !isFile && m.dirs[oldname] == nil {
+		return linkErr(os.ErrNotExist)
 	}
-	if !m.dirs[filepath.Dir(newname)] || m.dirs[newname] {
-		return &os.LinkError{Op: "rename", Old: oldname, New: newname, Err: os.ErrInvalid}
+	if m.dirs[filepath.Dir(newname)] == nil || m.dirs[newname] != nil {
+		return linkErr(os.ErrInvalid)
 	}
-	delete(m.files, oldname)
-	m.files[newname] = ino
+	if isFile {
+		delete(m.files, oldname)
+		m.files[newname] = ino
+		return nil
+	}
+	if _, ok := m.files[newname]; ok || slices.Contains(memRoots[:], oldname) || isUnder(newname, oldname) {
+		return linkErr(os.ErrInvalid)
+	}
+	for p, d := range m.dirs {
+		if p == oldname || isUnder(p, oldname) {
+			delete(m.dirs, p)
+			m.dirs[newname+p[len(oldname):]] = d
+		}
+	}
+	for p, ino := range m.files {
+		if isUnder(p, oldname) {
+			delete(m.files, p)
+			m.files[newname+p[len(oldname):]] = ino
+		}
+	}
 	return nil
+}
+
+// isUnder reports whether the clean path p lies strictly inside dir.
+func isUnder(p, dir string) bool {
+	if dir == "/" {
+		return p != "/" && strings.HasPrefix(p, "/")
+	}
+	return strings.HasPrefix(p, dir+string(filepath.Separator))
 }
 
 // MkdirAll implements FS.
@@ -163,11 +227,18 @@ func (m *Mem) MkdirAll(dir string, perm os.FileMode) error {
 	dir = clean(dir)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for d := dir; !m.dirs[d]; d = filepath.Dir(d) {
+	var missing []string
+	for d := dir; m.dirs[d] == nil; d = filepath.Dir(d) {
 		if _, ok := m.files[d]; ok {
 			return pathErr("mkdir", d, fmt.Errorf("not a directory"))
 		}
-		m.dirs[d] = true
+		missing = append(missing, d)
+		if filepath.Dir(d) == d { // a path under no root, such as "C:"
+			return pathErr("mkdir", d, os.ErrNotExist)
+		}
+	}
+	for _, d := range missing {
+		m.dirs[d] = newMemDir()
 	}
 	return nil
 }
@@ -194,7 +265,7 @@ func (m *Mem) ReadDir(dir string) ([]string, error) {
 	dir = clean(dir)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.dirs[dir] {
+	if m.dirs[dir] == nil {
 		return nil, pathErr("readdir", dir, os.ErrNotExist)
 	}
 	return m.childrenLocked(dir), nil
@@ -205,7 +276,7 @@ func (m *Mem) Stat(name string) (os.FileInfo, error) {
 	name = clean(name)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.dirs[name] {
+	if m.dirs[name] != nil {
 		return memInfo{name: filepath.Base(name), dir: true}, nil
 	}
 	if ino, ok := m.files[name]; ok {
@@ -214,22 +285,25 @@ func (m *Mem) Stat(name string) (os.FileInfo, error) {
 	return nil, pathErr("stat", name, os.ErrNotExist)
 }
 
-// SyncDir implements FS: the names in dir become durable as they are now.
+// SyncDir implements FS: the entries of dir (files and directories) become
+// durable as they are now.
 func (m *Mem) SyncDir(dir string) error {
 	dir = clean(dir)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.dirs[dir] {
+	d := m.dirs[dir]
+	if d == nil {
 		return pathErr("syncdir", dir, os.ErrNotExist)
 	}
-	for p := range m.durable {
-		if filepath.Dir(p) == dir {
-			delete(m.durable, p)
-		}
-	}
+	d.durable = map[string]memEntry{}
 	for p, ino := range m.files {
 		if filepath.Dir(p) == dir {
-			m.durable[p] = ino
+			d.durable[filepath.Base(p)] = memEntry{file: ino}
+		}
+	}
+	for p, sub := range m.dirs {
+		if p != dir && filepath.Dir(p) == dir {
+			d.durable[filepath.Base(p)] = memEntry{dir: sub}
 		}
 	}
 	return nil

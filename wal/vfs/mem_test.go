@@ -97,7 +97,9 @@ func TestMemCrashKeepsOnlySyncedState(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			m := NewMem()
-			m.MkdirAll("/d", 0o755)
+			if err := MkdirAllDurable(m, "/d"); err != nil { // the directory itself is durable
+				t.Fatal(err)
+			}
 			tc.script(t, m)
 			c := m.CrashClone()
 			for _, name := range c.Files() {
@@ -118,7 +120,9 @@ func TestMemCrashKeepsOnlySyncedState(t *testing.T) {
 func TestMemTornTailIsAPrefix(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	m := NewMem()
-	m.MkdirAll("/d", 0o755)
+	if err := MkdirAllDurable(m, "/d"); err != nil {
+		t.Fatal(err)
+	}
 	f, _ := m.Create("/d/a")
 	write(t, f, "synced:")
 	f.Sync()

@@ -36,10 +36,10 @@ func WriteFile(fs FS, path string, b []byte) error {
 }
 
 // WriteFileDurable is WriteFile followed by a sync of path's directory,
-// creating the directory first if needed.
+// creating the directory first if needed, durably (MkdirAllDurable).
 func WriteFileDurable(fs FS, path string, b []byte) error {
 	dir := filepath.Dir(path)
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
+	if err := MkdirAllDurable(fs, dir); err != nil {
 		return err
 	}
 	if err := WriteFile(fs, path, b); err != nil {
