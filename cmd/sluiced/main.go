@@ -7,6 +7,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"strings"
@@ -37,6 +38,7 @@ func run(args []string) error {
 		partitions  = fs.Int("default-partitions", int(cfg.DefaultPartitions), "partitions of auto-created topics and of CreateTopics asking for the default")
 		endpoints   = fs.String("etcd-endpoints", "", "comma-separated URLs of an existing etcd cluster (instead of the embedded one)")
 		maxRequestB = fs.Int("max-request-bytes", int(cfg.MaxRequestBytes), "largest Kafka request frame accepted")
+		fetchMaxB   = fs.Int("fetch-max-bytes", int(cfg.FetchMaxBytes), "cap on the bytes of one fetch (Kafka and HTTP); the first batch is returned whole even if larger")
 	)
 	fs.StringVar(&cfg.AZ, "az", cfg.AZ, "availability zone of this broker")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the WAL, embedded etcd and the default object store")
@@ -53,6 +55,10 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.Coordinator.OffsetsRetention, "offsets-retention", cfg.Coordinator.OffsetsRetention, "how long committed offsets outlive a group's last member")
 	fs.DurationVar(&cfg.ProducerIDExpiration, "producer-id-expiration", cfg.ProducerIDExpiration, "how long an idle idempotent producer's state is kept")
 	fs.DurationVar(&cfg.RetentionCheckInterval, "retention-check-interval", cfg.RetentionCheckInterval, "how often segments are rolled by age and retention is applied")
+	fs.Int64Var(&cfg.QueuedMaxRequestBytes, "queued-max-request-bytes", cfg.QueuedMaxRequestBytes, "request bytes held at once over all connections; when spent the broker stops reading requests")
+	fs.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "open Kafka connections accepted; more are closed at accept")
+	fs.IntVar(&cfg.MaxConnectionsPerIP, "max-connections-per-ip", cfg.MaxConnectionsPerIP, "open Kafka connections accepted from one client IP (0: no per-IP limit)")
+	fs.DurationVar(&cfg.ConnectionsMaxIdle, "connections-max-idle", cfg.ConnectionsMaxIdle, "close a Kafka connection with no request in flight and none received for this long")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -64,6 +70,10 @@ func run(args []string) error {
 	cfg.NodeID = int32(*nodeID)
 	cfg.DefaultPartitions = int32(*partitions)
 	cfg.MaxRequestBytes = int32(*maxRequestB)
+	if *fetchMaxB > math.MaxInt32 {
+		return fmt.Errorf("--fetch-max-bytes %d is above %d", *fetchMaxB, math.MaxInt32)
+	}
+	cfg.FetchMaxBytes = int32(*fetchMaxB)
 	if *endpoints != "" {
 		cfg.Meta.Endpoints = strings.Split(*endpoints, ",")
 	}
