@@ -119,27 +119,22 @@ func (b *Broker) fetchOnce(req *request, r *kmsg.FetchRequest) (*kmsg.FetchRespo
 // fetchPartition fills sp for one partition and returns the record bytes
 // added and, when the read reached the high watermark, its change channel.
 func (b *Broker) fetchPartition(p *partition, rp kmsg.FetchRequestTopicPartition, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, <-chan struct{}) {
-	hw, wait := p.highWatermark()
-	start := p.log.StartOffset()
+	hw, wait, perr := p.position(wal.Offset(rp.FetchOffset))
 	sp.HighWatermark = int64(hw)
 	sp.LastStableOffset = int64(hw)
-	sp.LogStartOffset = int64(start)
-	if err := checkLeaderEpoch(rp.CurrentLeaderEpoch, p.epoch); err != nil {
+	sp.LogStartOffset = int64(p.log.StartOffset())
+	if err := checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch()); err != nil {
 		sp.ErrorCode = errorCode(err)
 		return 0, nil
 	}
-	from := wal.Offset(rp.FetchOffset)
-	if from < start || from > hw {
-		sp.ErrorCode = kerr.OffsetOutOfRange.Code
-		return 0, nil
-	}
-	if from == hw {
+	if perr != nil || wait != nil {
+		sp.ErrorCode = errorCode(perr)
 		return 0, wait
 	}
 	if budget <= 0 && !first {
 		return 0, nil
 	}
-	data, _, err := p.read(from, max(budget, 1))
+	data, readHW, err := p.read(wal.Offset(rp.FetchOffset), max(budget, 1))
 	if err != nil {
 		sp.ErrorCode = errorCode(err)
 		if !errors.Is(err, wal.ErrOffsetOutOfRange) {
@@ -147,6 +142,9 @@ func (b *Broker) fetchPartition(p *partition, rp kmsg.FetchRequestTopicPartition
 		}
 		return 0, nil
 	}
+	// The read may have gone up to a newer high watermark; report the one
+	// that bounds the records returned.
+	sp.HighWatermark, sp.LastStableOffset = int64(readHW), int64(readHW)
 	sp.RecordBatches = data
 	b.m.bytesOut(p.topic, len(data))
 	b.m.recordsOutN(p.topic, countRecords(data))

@@ -29,10 +29,10 @@ func handleListOffsets(b *Broker, _ context.Context, req *request) (reply, error
 			sp.Partition = rp.Partition
 			p, err := b.partitionOf(rt.Topic, rp.Partition)
 			if err == nil {
-				err = checkLeaderEpoch(rp.CurrentLeaderEpoch, 0)
+				err = checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch())
 			}
 			if err == nil {
-				sp.LeaderEpoch = int32(p.epoch)
+				sp.LeaderEpoch = int32(p.leaderEpoch())
 				sp.Offset, sp.Timestamp, err = b.listOffset(p, rp.Timestamp)
 			}
 			if err != nil {

@@ -84,7 +84,7 @@ func (b *Broker) metadataTopic(t *topic) kmsg.MetadataResponseTopic {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = p.index
 		mp.Leader = b.cfg.NodeID
-		mp.LeaderEpoch = int32(p.epoch)
+		mp.LeaderEpoch = int32(p.leaderEpoch())
 		mp.Replicas = []int32{b.cfg.NodeID}
 		mp.ISR = []int32{b.cfg.NodeID}
 		mt.Partitions = append(mt.Partitions, mp)

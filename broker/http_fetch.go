@@ -140,12 +140,11 @@ func (b *Broker) readMessages(ctx context.Context, p *partition, from int64, max
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
-		hw, changed := p.highWatermark()
-		if from < int64(p.log.StartOffset()) || from > int64(hw) {
-			return fetchResponse{}, fmt.Errorf("%w: offset %d outside [%d, %d] of %s-%d", wal.ErrOffsetOutOfRange,
-				from, p.log.StartOffset(), hw, p.topic, p.index)
+		hw, changed, err := p.position(wal.Offset(from))
+		if err != nil {
+			return fetchResponse{}, err
 		}
-		if from < int64(hw) || wait <= 0 {
+		if changed == nil || wait <= 0 {
 			return b.decodeMessages(p, from, hw, maxBytes)
 		}
 		select {

@@ -20,9 +20,9 @@ package broker
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -69,12 +69,16 @@ type partition struct {
 
 	// Owned by the run goroutine.
 	producers map[int64]*producerState
-	epoch     wal.Epoch
 	self      int32 // this broker's replica id
 	core      *core
 	parked    map[int]parkedReply // produce replies the core holds, by token
 	nextToken int
 	failed    error // the log's sticky failure, once an append or fsync failed
+
+	// epoch is the partition's leader epoch. Only the owner writes it (the
+	// replication of DESIGN.md §4 will, on a leader change); connection
+	// goroutines read it for Fetch, Metadata and ListOffsets.
+	epoch atomic.Int32
 
 	mu     sync.Mutex    // guards hw and hwWait
 	hw     wal.Offset    // guarded by mu
@@ -238,7 +242,7 @@ func (p *partition) appendGroup(group []*appendReq) {
 	var syncErr error
 	if len(batches) > 0 {
 		appended, failedAppend := false, false
-		for j, res := range p.log.AppendGroup(batches, p.epoch) {
+		for j, res := range p.log.AppendGroup(batches, p.leaderEpoch()) {
 			i := accepted[j]
 			if res.Err != nil {
 				results[i].err = fmt.Errorf("%w: append to %s-%d: %w", errStorage, p.topic, p.index, res.Err)
@@ -396,15 +400,34 @@ func (p *partition) stopAndClose() {
 	}
 }
 
+// leaderEpoch is the partition's current leader epoch; any goroutine may call it.
+func (p *partition) leaderEpoch() wal.Epoch { return wal.Epoch(p.epoch.Load()) }
+
+// position classifies a consumer's fetch offset against the log: below the
+// log start or past the log end it is out of range; at or above the high
+// watermark (up to the log end, where a record may be appended but not yet
+// committed) there is nothing to read yet, and the caller waits on the
+// returned channel; below it there is data. Kafka answers an offset between
+// the high watermark and the log end the same way: with an empty fetch, not
+// an error, so consumers are not reset after a leader change.
+func (p *partition) position(from wal.Offset) (hw wal.Offset, wait <-chan struct{}, err error) {
+	hw, changed := p.highWatermark()
+	start, end := p.log.StartOffset(), max(p.log.EndOffset(), hw)
+	switch {
+	case from < start || from > end:
+		return hw, nil, fmt.Errorf("%w: offset %d outside [%d, %d] of %s-%d", wal.ErrOffsetOutOfRange, from, start, end, p.topic, p.index)
+	case from >= hw:
+		return hw, changed, nil
+	}
+	return hw, nil, nil
+}
+
 // read returns whole batches from offset, up to the high watermark.
 func (p *partition) read(from wal.Offset, maxBytes int) ([]byte, wal.Offset, error) {
-	hw, _ := p.highWatermark()
-	if from > hw {
-		return nil, hw, wal.ErrOffsetOutOfRange
-	}
-	b, err := p.log.Read(from, hw, maxBytes)
-	if errors.Is(err, wal.ErrOffsetOutOfRange) {
+	hw, wait, err := p.position(from)
+	if err != nil || wait != nil {
 		return nil, hw, err
 	}
+	b, err := p.log.Read(from, hw, maxBytes)
 	return b, hw, err
 }

@@ -149,3 +149,92 @@ func TestStorageFaultIsolatedToItsPartition(t *testing.T) {
 		t.Fatal("KAFKA_STORAGE_ERROR should be retriable for clients")
 	}
 }
+
+// TestFetchBetweenHighWatermarkAndLogEnd: an offset the log holds but has
+// not committed is not out of range (a consumer there after a leader change
+// must not be reset); it gets an empty answer, and past the log end
+// OFFSET_OUT_OF_RANGE.
+func TestFetchBetweenHighWatermarkAndLogEnd(t *testing.T) {
+	faults := &armedFaults{op: vfs.OpSync, path: ".log"}
+	cfg := testBrokerConfig(t)
+	cfg.FS = vfs.NewFaulty(vfs.OS, faults.inject)
+	b := startBroker(t, cfg)
+	cl := testClient(t, b)
+	createTopic(t, cl, "gap", 1, nil)
+	produceRaw(t, b, cl, "gap", 0, testBatch(1, -1, -1, -1, 1))
+	faults.armed.Store(true)
+	produceRaw(t, b, cl, "gap", 0, testBatch(2, -1, -1, -1, 1)) // written, never synced: log end 3, HW 1
+	for _, tc := range []struct {
+		offset int64
+		code   int16
+	}{{1, 0}, {2, 0}, {3, 0}, {4, kerr.OffsetOutOfRange.Code}} {
+		resp, err := fetchReq(b, "gap", tc.offset, 0, 0, 1<<20, 1<<20).RequestWith(context.Background(), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := resp.Topics[0].Partitions[0]
+		if p.ErrorCode != tc.code || len(p.RecordBatches) != 0 || p.HighWatermark != 1 {
+			t.Errorf("fetch at %d: error %d, %d record bytes, HW %d; want error %d, none, HW 1",
+				tc.offset, p.ErrorCode, len(p.RecordBatches), p.HighWatermark, tc.code)
+		}
+	}
+}
+
+// TestLeaderEpochChecked: ListOffsets and Fetch compare the client's leader
+// epoch with the partition's, which replication will change while
+// connections read it (the race detector watches this test).
+func TestLeaderEpochChecked(t *testing.T) {
+	b := startBroker(t, testBrokerConfig(t))
+	cl := testClient(t, b)
+	createTopic(t, cl, "epochs", 1, nil)
+	p := b.lookupTopic("epochs").partitions[0]
+	p.epoch.Store(3) // what a leader change at epoch 3 will do
+	for _, tc := range []struct {
+		client int32
+		code   int16
+	}{{-1, 0}, {3, 0}, {2, kerr.FencedLeaderEpoch.Code}, {4, kerr.UnknownLeaderEpoch.Code}} {
+		req := kmsg.NewPtrListOffsetsRequest()
+		req.ReplicaID = -1
+		rt := kmsg.NewListOffsetsRequestTopic()
+		rt.Topic = "epochs"
+		rp := kmsg.NewListOffsetsRequestTopicPartition()
+		rp.Partition, rp.Timestamp, rp.CurrentLeaderEpoch = 0, -1, tc.client
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(context.Background(), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lp := resp.Topics[0].Partitions[0]
+		if lp.ErrorCode != tc.code || (tc.code == 0 && lp.LeaderEpoch != 3) {
+			t.Errorf("list offsets with epoch %d: error %d, leader epoch %d; want error %d", tc.client, lp.ErrorCode, lp.LeaderEpoch, tc.code)
+		}
+		freq := fetchReq(b, "epochs", 0, 0, 0, 1<<20, 1<<20)
+		freq.Topics[0].Partitions[0].CurrentLeaderEpoch = tc.client
+		fresp, err := freq.RequestWith(context.Background(), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if code := fresp.Topics[0].Partitions[0].ErrorCode; code != tc.code {
+			t.Errorf("fetch with epoch %d: error %d, want %d", tc.client, code, tc.code)
+		}
+	}
+	// Connections read the epoch while the owner changes it.
+	stop := make(chan struct{})
+	go func() {
+		for e := int32(4); ; e++ {
+			select {
+			case <-stop:
+				return
+			default:
+				p.epoch.Store(e)
+			}
+		}
+	}()
+	for range 20 {
+		if _, err := fetchReq(b, "epochs", 0, 0, 0, 1<<20, 1<<20).RequestWith(context.Background(), cl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+}
