@@ -3,11 +3,14 @@ package broker
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 func describeConfig(t *testing.T, adm *kadm.Client, topic, key string) kadm.Config {
@@ -172,5 +175,100 @@ func TestDeleteTopicDeletesCommittedOffsets(t *testing.T) {
 	}
 	if count["doomed"] != 0 || count["kept"] != 2 {
 		t.Fatalf("offsets left in etcd after deleting the topic: %v", count)
+	}
+}
+
+// TestDescribeBrokerConfigs: a named broker describes its settings under
+// Kafka's names with their real values and sources, honouring a names filter;
+// the cluster-wide default resource has no dynamic configs (issue 7, item 18).
+func TestDescribeBrokerConfigs(t *testing.T) {
+	cfg := testBrokerConfig(t) // RetentionCheckInterval 100ms
+	cfg.DefaultPartitions = 3
+	cfg.AutoCreateTopics = false
+	b := startBroker(t, cfg)
+	cl := testClient(t, b)
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+
+	rcs, err := adm.DescribeBrokerConfigs(ctx, cfg.NodeID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On(strconv.Itoa(int(cfg.NodeID)), nil)
+	if err != nil || rc.Err != nil {
+		t.Fatalf("describe broker %d: %v %v", cfg.NodeID, err, rc.Err)
+	}
+	got := make(map[string]kadm.Config, len(rc.Configs))
+	for _, c := range rc.Configs {
+		got[c.Key] = c
+	}
+	const static, def = kmsg.ConfigSourceStaticBrokerConfig, kmsg.ConfigSourceDefaultConfig
+	tests := []struct {
+		name, value string
+		source      kmsg.ConfigSource
+	}{
+		{"broker.id", "1", def},
+		{"num.partitions", "3", static},
+		{"auto.create.topics.enable", "false", static},
+		{"default.replication.factor", "1", def},
+		{"socket.request.max.bytes", "104857600", def},
+		{"log.retention.check.interval.ms", "100", static},
+		{"log.retention.ms", "86400000", def},
+		{"log.retention.bytes", "-1", def},
+		{"log.segment.bytes", "67108864", def},
+		{"log.roll.ms", "600000", def},
+		{"message.max.bytes", "1048588", def},
+		{"min.insync.replicas", "1", def},
+		{"offsets.retention.minutes", "10080", def},
+		{"group.max.session.timeout.ms", "300000", def},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, ok := got[tt.name]
+			if !ok {
+				t.Fatalf("not described; got %d configs", len(got))
+			}
+			if c.MaybeValue() != tt.value || c.Source != tt.source {
+				t.Fatalf("%s = %q source %v, want %q source %v", tt.name, c.MaybeValue(), c.Source, tt.value, tt.source)
+			}
+			if len(c.Synonyms) == 0 || c.Synonyms[len(c.Synonyms)-1].Source != def {
+				t.Fatalf("synonyms %+v do not end in the default", c.Synonyms)
+			}
+		})
+	}
+	for _, absent := range []string{"log.cleaner.enable", "transaction.state.log.replication.factor"} {
+		if _, ok := got[absent]; ok {
+			t.Errorf("%s described, but Sluice has no such setting", absent)
+		}
+	}
+
+	// The names filter: only the known names asked for.
+	req := kmsg.NewPtrDescribeConfigsRequest()
+	rr := kmsg.NewDescribeConfigsRequestResource()
+	rr.ResourceType, rr.ResourceName = kmsg.ConfigResourceTypeBroker, strconv.Itoa(int(cfg.NodeID))
+	rr.ConfigNames = []string{"num.partitions", "log.segment.bytes", "no.such.config"}
+	req.Resources = append(req.Resources, rr)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range resp.Resources[0].Configs {
+		names = append(names, c.Name)
+		if !c.ReadOnly {
+			t.Errorf("%s is not read-only; broker configs cannot be altered", c.Name)
+		}
+	}
+	if strings.Join(names, ",") != "log.segment.bytes,num.partitions" {
+		t.Errorf("filtered describe = %v, want [log.segment.bytes num.partitions]", names)
+	}
+
+	// The cluster-wide default resource holds Kafka's dynamic defaults: none here.
+	rcs, err = adm.DescribeBrokerConfigs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rcs) != 1 || rcs[0].Err != nil || len(rcs[0].Configs) != 0 {
+		t.Errorf("cluster default broker resource: %+v, want no configs and no error", rcs)
 	}
 }

@@ -2,13 +2,17 @@ package broker
 
 // DescribeConfigs (key 32), AlterConfigs (key 33) and
 // IncrementalAlterConfigs (key 44) for topic configs. Broker configs are
-// static (flags and the config file): they describe as an empty set and
-// cannot be altered over the protocol.
+// static (flags and the config file): a named broker describes its settings
+// under Kafka's names (brokerConfigEntries), read-only; the cluster-wide
+// default resource (empty name) describes as Kafka's dynamic defaults, which
+// Sluice has none of; nothing broker-level can be altered over the protocol.
 
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -33,6 +37,10 @@ func handleDescribeConfigs(b *Broker, _ context.Context, req *request) (reply, e
 			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(b.cfg.NodeID)) {
 				sr.ErrorCode = kerr.InvalidRequest.Code
 				sr.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("this is broker %d", b.cfg.NodeID))
+				break
+			}
+			if rr.ResourceType == kmsg.ConfigResourceTypeBroker && rr.ResourceName != "" {
+				sr.Configs = describeBrokerConfigs(brokerConfigEntries(b.cfg), rr.ConfigNames, r.IncludeSynonyms, r.IncludeDocumentation)
 			}
 		default:
 			sr.ErrorCode = kerr.InvalidRequest.Code
@@ -44,14 +52,7 @@ func handleDescribeConfigs(b *Broker, _ context.Context, req *request) (reply, e
 }
 
 func describeTopicConfigs(explicit map[string]string, names []string, docs bool) []kmsg.DescribeConfigsResponseResourceConfig {
-	want := func(string) bool { return true }
-	if names != nil {
-		set := make(map[string]bool, len(names))
-		for _, n := range names {
-			set[n] = true
-		}
-		want = func(k string) bool { return set[k] }
-	}
+	want := nameFilter(names)
 	var out []kmsg.DescribeConfigsResponseResourceConfig
 	for _, key := range topicConfigKeys() {
 		if !want(key) {
@@ -67,22 +68,127 @@ func describeTopicConfigs(explicit map[string]string, names []string, docs bool)
 		if isDefault {
 			c.Source = kmsg.ConfigSourceDefaultConfig
 		}
-		switch def.kind {
-		case kindLong:
-			c.ConfigType = kmsg.ConfigTypeLong
-		case kindInt:
-			c.ConfigType = kmsg.ConfigTypeInt
-		case kindBool:
-			c.ConfigType = kmsg.ConfigTypeBoolean
-		default:
-			c.ConfigType = kmsg.ConfigTypeString
-		}
+		c.ConfigType = topicConfigType(def.kind)
 		if docs {
 			c.Documentation = kmsg.StringPtr(def.doc)
 		}
 		out = append(out, c)
 	}
 	return out
+}
+
+// brokerConfigEntry is one broker setting under its Kafka name.
+type brokerConfigEntry struct {
+	name  string
+	value string // effective
+	def   string // what DefaultConfig (or the topic default) gives
+	typ   kmsg.ConfigType
+	doc   string
+}
+
+// topicDefaultsAtBroker names the broker-level Kafka config whose value is
+// the default of each topic config. Sluice's topic defaults are fixed, so
+// these always describe as defaults.
+var topicDefaultsAtBroker = map[string]string{
+	cfgRetentionMs:       "log.retention.ms",
+	cfgRetentionBytes:    "log.retention.bytes",
+	cfgSegmentBytes:      "log.segment.bytes",
+	cfgSegmentMs:         "log.roll.ms",
+	cfgMaxMessageBytes:   "message.max.bytes",
+	cfgCleanupPolicy:     "log.cleanup.policy",
+	cfgTimestampType:     "log.message.timestamp.type",
+	cfgMinInsyncReplicas: "min.insync.replicas",
+	cfgLocalRetentionMs:  "log.local.retention.ms",
+	cfgLocalRetentionB:   "log.local.retention.bytes",
+	cfgIndexInterval:     "log.index.interval.bytes",
+}
+
+// brokerConfigEntries lists the settings of cfg that Kafka has a broker
+// config for, sorted by name. A value equal to DefaultConfig's describes as
+// a default: a flag set to its default value cannot be told apart.
+func brokerConfigEntries(cfg Config) []brokerConfigEntry {
+	d := DefaultConfig()
+	num := func(n int64) string { return strconv.FormatInt(n, 10) }
+	ms := func(x time.Duration) string { return num(x.Milliseconds()) }
+	out := []brokerConfigEntry{
+		{"broker.id", num(int64(cfg.NodeID)), num(int64(d.NodeID)), kmsg.ConfigTypeInt, "this broker's node id"},
+		{"broker.rack", cfg.AZ, d.AZ, kmsg.ConfigTypeString, "the availability zone of this broker"},
+		{"auto.create.topics.enable", strconv.FormatBool(cfg.AutoCreateTopics), strconv.FormatBool(d.AutoCreateTopics), kmsg.ConfigTypeBoolean, "create a topic when a client asks for its metadata"},
+		{"num.partitions", num(int64(cfg.DefaultPartitions)), num(int64(d.DefaultPartitions)), kmsg.ConfigTypeInt, "partitions of an automatically created topic"},
+		{"default.replication.factor", "1", "1", kmsg.ConfigTypeInt, "replicas of a topic; a Sluice broker holds the only replica"},
+		{"socket.request.max.bytes", num(int64(cfg.MaxRequestBytes)), num(int64(d.MaxRequestBytes)), kmsg.ConfigTypeInt, "largest request frame accepted"},
+		{"log.retention.check.interval.ms", ms(cfg.RetentionCheckInterval), ms(d.RetentionCheckInterval), kmsg.ConfigTypeLong, "how often partitions roll aged segments and apply retention"},
+		{"producer.id.expiration.ms", ms(cfg.ProducerIDExpiration), ms(d.ProducerIDExpiration), kmsg.ConfigTypeInt, "how long an idle idempotent producer's state is kept"},
+		{"group.min.session.timeout.ms", ms(cfg.Coordinator.MinSessionTimeout), ms(d.Coordinator.MinSessionTimeout), kmsg.ConfigTypeInt, "smallest session timeout a group member may ask for"},
+		{"group.max.session.timeout.ms", ms(cfg.Coordinator.MaxSessionTimeout), ms(d.Coordinator.MaxSessionTimeout), kmsg.ConfigTypeInt, "largest session timeout a group member may ask for"},
+		{"offsets.retention.minutes", num(int64(cfg.Coordinator.OffsetsRetention / time.Minute)), num(int64(d.Coordinator.OffsetsRetention / time.Minute)), kmsg.ConfigTypeInt, "how long committed offsets outlive a group's last member"},
+		{"offsets.retention.check.interval.ms", ms(cfg.Coordinator.RetentionCheckInterval), ms(d.Coordinator.RetentionCheckInterval), kmsg.ConfigTypeLong, "how often expired offsets and empty groups are removed"},
+	}
+	for topicKey, name := range topicDefaultsAtBroker {
+		def := topicConfigDefs[topicKey]
+		out = append(out, brokerConfigEntry{name, def.def, def.def, topicConfigType(def.kind), "default of topic config " + topicKey + ": " + def.doc})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
+	return out
+}
+
+// describeBrokerConfigs answers DescribeConfigs for this broker: every entry,
+// or those named. All are static: read-only, and either a default or a
+// static broker config (flags or the config file).
+func describeBrokerConfigs(entries []brokerConfigEntry, names []string, synonyms, docs bool) []kmsg.DescribeConfigsResponseResourceConfig {
+	want := nameFilter(names)
+	var out []kmsg.DescribeConfigsResponseResourceConfig
+	for _, e := range entries {
+		if !want(e.name) {
+			continue
+		}
+		c := kmsg.NewDescribeConfigsResponseResourceConfig()
+		c.Name, c.Value, c.ReadOnly, c.ConfigType = e.name, kmsg.StringPtr(e.value), true, e.typ
+		c.IsDefault = e.value == e.def
+		c.Source = kmsg.ConfigSourceStaticBrokerConfig
+		if c.IsDefault {
+			c.Source = kmsg.ConfigSourceDefaultConfig
+		}
+		if synonyms { // in order of precedence, as Kafka lists them
+			syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+			syn.Name, syn.Value, syn.Source = e.name, c.Value, c.Source
+			c.ConfigSynonyms = append(c.ConfigSynonyms, syn)
+			if !c.IsDefault {
+				syn.Value, syn.Source = kmsg.StringPtr(e.def), kmsg.ConfigSourceDefaultConfig
+				c.ConfigSynonyms = append(c.ConfigSynonyms, syn)
+			}
+		}
+		if docs {
+			c.Documentation = kmsg.StringPtr(e.doc)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// nameFilter is DescribeConfigs' config name filter: nil wants every name.
+func nameFilter(names []string) func(string) bool {
+	if names == nil {
+		return func(string) bool { return true }
+	}
+	set := make(map[string]bool, len(names))
+	for _, n := range names {
+		set[n] = true
+	}
+	return func(k string) bool { return set[k] }
+}
+
+func topicConfigType(k configKind) kmsg.ConfigType {
+	switch k {
+	case kindLong:
+		return kmsg.ConfigTypeLong
+	case kindInt:
+		return kmsg.ConfigTypeInt
+	case kindBool:
+		return kmsg.ConfigTypeBoolean
+	default:
+		return kmsg.ConfigTypeString
+	}
 }
 
 // handleAlterConfigs replaces the whole set of a topic's explicit configs.
