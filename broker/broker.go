@@ -119,7 +119,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	if err := b.checkDataDir(b.clusterID); err != nil {
 		return err
 	}
-	if err := emptyTrash(b.fs, b.trashDir()); err != nil {
+	if err := vfs.EmptyTrash(b.fs, b.trashDir()); err != nil {
 		return fmt.Errorf("broker: empty %s: %w", b.trashDir(), err)
 	}
 

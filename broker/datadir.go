@@ -135,7 +135,7 @@ func (b *Broker) setAsideUnknown(known map[string]bool) error {
 				continue
 			}
 			dest := filepath.Join(b.cfg.DataDir, orphansDir, stamp, sub)
-			if err := mkdirAllDurable(b.fs, dest); err != nil {
+			if err := vfs.MkdirAllDurable(b.fs, dest); err != nil {
 				return fmt.Errorf("broker: set aside %s: %w", name, err)
 			}
 			if err := b.fs.Rename(filepath.Join(root, name), filepath.Join(dest, name)); err != nil {
@@ -152,55 +152,6 @@ func (b *Broker) setAsideUnknown(known map[string]bool) error {
 			if err := b.fs.SyncDir(root); err != nil {
 				return fmt.Errorf("broker: set aside in %s: %w", root, err)
 			}
-		}
-	}
-	return nil
-}
-
-// TODO(issue 7): replace with the vfs helpers once they land.
-func mkdirAllDurable(fs vfs.FS, dir string) error {
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for d := dir; d != filepath.Dir(d) && d != "." && d != "/"; d = filepath.Dir(d) {
-		if err := fs.SyncDir(filepath.Dir(d)); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func removeAllDurable(fs vfs.FS, path, trash string) error {
-	if err := mkdirAllDurable(fs, trash); err != nil {
-		return err
-	}
-	dest := filepath.Join(trash, fmt.Sprintf("%d-%s", time.Now().UnixNano(), filepath.Base(path)))
-	if err := fs.Rename(path, dest); err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil
-		}
-		return err
-	}
-	if err := fs.SyncDir(filepath.Dir(path)); err != nil {
-		return err
-	}
-	if err := fs.SyncDir(trash); err != nil {
-		return err
-	}
-	return os.RemoveAll(dest)
-}
-
-func emptyTrash(fs vfs.FS, trash string) error {
-	names, err := fs.ReadDir(trash)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	for _, n := range names {
-		if err := os.RemoveAll(filepath.Join(trash, n)); err != nil {
-			return err
 		}
 	}
 	return nil

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/wal"
+	"github.com/sluice-mq/sluice/wal/vfs"
 )
 
 const maxTopicNameLen = 249
@@ -210,7 +211,7 @@ func (b *Broker) deleteTopic(ctx context.Context, name string) (meta.Topic, erro
 		}
 		for _, sub := range []string{"wal", "state"} {
 			dir := filepath.Join(b.cfg.DataDir, sub, uuidString(tp.meta.ID))
-			if err := removeAllDurable(b.fs, dir, b.trashDir()); err != nil {
+			if err := vfs.RemoveAllDurable(b.fs, dir, b.trashDir()); err != nil {
 				b.logger.Error().Err(err).Str("topic", name).Str("dir", dir).Msg("remove topic directory")
 			}
 		}
