@@ -83,7 +83,7 @@ type outbound struct {
 var errFrame = errors.New("bad frame")
 
 func (b *Broker) serveKafka(ctx context.Context) error {
-	mem := newRequestMemory(b.cfg.QueuedMaxRequestBytes)
+	mem := newRequestMemory(b.cfg.QueuedMaxRequestBytes, b.m.requestMem)
 	limiter := newConnLimiter(b.cfg.MaxConnections, b.cfg.MaxConnectionsPerIP)
 	// A flood of refused connections must not flood the log.
 	refusals := b.logger.Sample(&zerolog.BurstSampler{Burst: 5, Period: 10 * time.Second})

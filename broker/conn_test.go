@@ -47,7 +47,7 @@ func TestReadFrameLimits(t *testing.T) {
 		{"larger than the request memory", append(binary.BigEndian.AppendUint32(nil, 1<<20-1), make([]byte, 1<<20-1)...)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			mem := newRequestMemory(1<<20 - 2)
+			mem := newRequestMemory(1<<20-2, nil)
 			if _, _, err := mem.readFrame(context.Background(), bufio.NewReader(bytes.NewReader(tt.input)), 1<<20); !errors.Is(err, errFrame) {
 				t.Fatalf("readFrame = %v, want errFrame", err)
 			}

@@ -27,6 +27,7 @@ type metrics struct {
 	connsOpen    prometheus.Gauge       // connlimit.go
 	connsRefused *prometheus.CounterVec // connlimit.go
 	connsIdle    prometheus.Counter     // connlimit.go
+	requestMem   prometheus.Gauge       // reqmem.go
 }
 
 func newMetrics() *metrics {
@@ -68,7 +69,10 @@ func newMetrics() *metrics {
 	m.connsIdle = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sluice_connections_idle_closed_total", Help: "Kafka connections closed after connections max idle without a request.",
 	})
-	m.reg.MustRegister(m.connsOpen, m.connsRefused, m.connsIdle)
+	m.requestMem = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_request_memory_bytes", Help: "Request bytes held (read and not yet answered), over all Kafka connections; bounded by queued max request bytes.",
+	})
+	m.reg.MustRegister(m.connsOpen, m.connsRefused, m.connsIdle, m.requestMem)
 	m.reg.MustRegister(m.requests, m.latency, m.bytesInC, m.recordsInC, m.bytesOutC, m.recordsOut, m.fsync,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

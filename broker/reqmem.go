@@ -37,6 +37,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // frameChunk is the first allocation of a frame larger than it.
@@ -48,6 +50,7 @@ const minQueuedRequestBytes = frameChunk
 // requestMemory is a budget of bytes shared by every connection.
 type requestMemory struct {
 	capacity int64
+	gauge    prometheus.Gauge // the reserved bytes, exported; may be nil
 
 	mu        sync.Mutex
 	used      int64        // guarded by mu
@@ -66,8 +69,15 @@ type reservation struct {
 	overdraft bool // this frame holds the overdraft until it is read
 }
 
-func newRequestMemory(capacity int64) *requestMemory {
-	return &requestMemory{capacity: capacity}
+func newRequestMemory(capacity int64, gauge prometheus.Gauge) *requestMemory {
+	return &requestMemory{capacity: capacity, gauge: gauge}
+}
+
+func (m *requestMemory) addLocked(n int64) {
+	m.used += n
+	if m.gauge != nil {
+		m.gauge.Set(float64(m.used))
+	}
 }
 
 // reserved reports the bytes reserved now.
@@ -82,7 +92,7 @@ func (m *requestMemory) reserved() int64 {
 func (m *requestMemory) grow(ctx context.Context, r *reservation, n int64) error {
 	m.mu.Lock()
 	if r.overdraft {
-		m.used += n
+		m.addLocked(n)
 		m.mu.Unlock()
 		r.held += n
 		return nil
@@ -126,11 +136,11 @@ func (m *requestMemory) grow(ctx context.Context, r *reservation, n int64) error
 func (m *requestMemory) grantLocked(n int64) (ok, overdraft bool) {
 	switch {
 	case m.used+n <= m.capacity:
-		m.used += n
+		m.addLocked(n)
 		return true, false
 	case !m.overdraft && m.used <= m.capacity:
 		m.overdraft = true
-		m.used += n
+		m.addLocked(n)
 		return true, true
 	}
 	return false, false
@@ -169,7 +179,7 @@ func (m *requestMemory) release(r *reservation) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.used -= r.held
+	m.addLocked(-r.held)
 	if r.overdraft {
 		m.overdraft = false
 	}

@@ -1,0 +1,290 @@
+package broker
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// growAsync grows r by n on another goroutine; the result arrives on the
+// channel.
+func growAsync(m *requestMemory, r *reservation, n int64) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- m.grow(context.Background(), r, n) }()
+	return done
+}
+
+// waitQueued polls until m has n waiters.
+func waitQueued(t *testing.T, m *requestMemory, n int) {
+	t.Helper()
+	pollUntil(t, 10*time.Second, fmt.Sprintf("%d waiters", n), func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return len(m.waiters) == n
+	})
+}
+
+// pollUntil polls cond with a ticker until it holds or timeout passes.
+func pollUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline.C:
+			t.Fatalf("%s: not reached within %v", what, timeout)
+		}
+	}
+}
+
+func mustGranted(t *testing.T, what string, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: not granted", what)
+	}
+}
+
+func mustWaiting(t *testing.T, what string, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		t.Fatalf("%s: granted (%v) while the budget is spent", what, err)
+	default:
+	}
+}
+
+// TestRequestMemoryOrder: grants that fit are immediate; a frame that does
+// not fit takes the overdraft; while it is taken everyone waits in arrival
+// order, even a small request that would fit.
+func TestRequestMemoryOrder(t *testing.T) {
+	m := newRequestMemory(100, nil)
+	var a, b, c, d reservation
+	mustGranted(t, "a 60", growAsync(m, &a, 60))
+	mustGranted(t, "b 50 (overdraft)", growAsync(m, &b, 50))
+	if !b.overdraft || m.reserved() != 110 {
+		t.Fatalf("b overdraft %v, reserved %d; want the overdraft and 110", b.overdraft, m.reserved())
+	}
+	cDone := growAsync(m, &c, 30)
+	waitQueued(t, m, 1)
+	dDone := growAsync(m, &d, 1)
+	waitQueued(t, m, 2)
+	m.read(&b) // b's frame is complete: the overdraft is free, but 110 > 100
+	mustWaiting(t, "c", cDone)
+	mustWaiting(t, "d", dDone)
+	m.release(&b)
+	mustGranted(t, "c after b's release", cDone)
+	mustGranted(t, "d after c", dDone)
+	for _, r := range []*reservation{&a, &c, &d} {
+		m.release(r)
+	}
+	if got := m.reserved(); got != 0 {
+		t.Fatalf("reserved %d after every release", got)
+	}
+}
+
+// TestRequestMemoryHoldAndWait: two frames that each hold part of a spent
+// budget and want more would wait for each other forever; the overdraft lets
+// one finish, and its release lets the other go on.
+func TestRequestMemoryHoldAndWait(t *testing.T) {
+	m := newRequestMemory(100, nil)
+	var a, b reservation
+	mustGranted(t, "a 60", growAsync(m, &a, 60))
+	mustGranted(t, "b 40", growAsync(m, &b, 40))
+	mustGranted(t, "a +30 by the overdraft", growAsync(m, &a, 30))
+	bDone := growAsync(m, &b, 30)
+	waitQueued(t, m, 1)
+	mustGranted(t, "a +10 while it holds the overdraft", growAsync(m, &a, 10))
+	mustWaiting(t, "b", bDone)
+	m.read(&a)
+	m.release(&a)
+	mustGranted(t, "b after a", bDone)
+	m.release(&b)
+	if got := m.reserved(); got != 0 {
+		t.Fatalf("reserved %d after every release", got)
+	}
+}
+
+// TestRequestMemoryCancel: a waiter whose context ends leaves the queue and
+// holds nothing.
+func TestRequestMemoryCancel(t *testing.T) {
+	m := newRequestMemory(100, nil)
+	var a, b, c reservation
+	mustGranted(t, "a 100", growAsync(m, &a, 100))
+	mustGranted(t, "b 1 by the overdraft", growAsync(m, &b, 1))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.grow(ctx, &c, 50) }()
+	waitQueued(t, m, 1)
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("grow returned nil after its context ended")
+	}
+	m.release(&c)
+	m.release(&b)
+	m.release(&a)
+	if got := m.reserved(); got != 0 || len(m.waiters) != 0 {
+		t.Fatalf("reserved %d, %d waiters after every release", got, len(m.waiters))
+	}
+}
+
+// TestReadFrameReservesAsBytesArrive: a frame announced at 900 KiB of which
+// 100 KiB arrived holds at most twice that, not 900 KiB.
+func TestReadFrameReservesAsBytesArrive(t *testing.T) {
+	const size, sent = 900 << 10, 100 << 10
+	m := newRequestMemory(1<<20, nil)
+	pr, pw := io.Pipe()
+	type result struct {
+		frame []byte
+		res   reservation
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		f, r, err := m.readFrame(context.Background(), bufio.NewReaderSize(pr, 64<<10), 1<<20)
+		done <- result{f, r, err}
+	}()
+	body := make([]byte, size)
+	for i := range body {
+		body[i] = byte(i)
+	}
+	if _, err := pw.Write(binary.BigEndian.AppendUint32(nil, size)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pw.Write(body[:sent]); err != nil {
+		t.Fatal(err)
+	}
+	pollUntil(t, 10*time.Second, "the sent bytes reserved", func() bool { return m.reserved() >= sent })
+	if got := m.reserved(); got > 2*sent {
+		t.Fatalf("%d bytes of a %d-byte frame arrived and %d are reserved; want at most %d", sent, size, got, 2*sent)
+	}
+	if _, err := pw.Write(body[sent:]); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if string(r.frame) != string(body) || r.res.held != size || m.reserved() != size {
+		t.Fatalf("frame of %d bytes (equal: %v), held %d, reserved %d", len(r.frame), string(r.frame) == string(body), r.res.held, m.reserved())
+	}
+	m.release(&r.res)
+	if got := m.reserved(); got != 0 {
+		t.Fatalf("reserved %d after release", got)
+	}
+}
+
+// startFlood opens n connections that each announce a frame of announce
+// bytes and send sent bytes of it, then stall. They close at cleanup.
+func startFlood(t *testing.T, b *Broker, n, announce, sent int) {
+	t.Helper()
+	payload := append(binary.BigEndian.AppendUint32(nil, uint32(announce)), make([]byte, sent)...)
+	var wg sync.WaitGroup
+	for range n {
+		c := dialRaw(t, b, "")
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = c.nc.Write(payload) // may block while the broker's budget is spent
+		}()
+	}
+	t.Cleanup(wg.Wait) // the dialRaw cleanups (run first) close the connections
+}
+
+// heapInuse is the heap in use after a collection.
+func heapInuse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapInuse
+}
+
+// produceAndConsume produces n records to topic and consumes them back.
+func produceAndConsume(t *testing.T, b *Broker, topic string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cl := testClient(t, b, kgo.DefaultProduceTopic(topic), kgo.ConsumeTopics(topic))
+	for i := range n {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, "v%d", i)}).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
+	got := 0
+	for got < n {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("consumed %d of %d records: %v", got, n, err)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch: %v", err) })
+		got += fs.NumRecords()
+	}
+}
+
+// TestRequestMemoryFlood: connections that announce large frames and send
+// part of them hold request memory for what they sent, not for what they
+// announced: the broker's heap stays within its request budget, and another
+// client still produces and consumes. (Before the budget, every announced
+// frame was allocated whole at once: 40 x 15 MiB here.)
+func TestRequestMemoryFlood(t *testing.T) {
+	const (
+		budget   = 16 << 20
+		conns    = 40
+		announce = 15 << 20
+		sent     = 256 << 10
+	)
+	cfg := testBrokerConfig(t)
+	cfg.QueuedMaxRequestBytes = budget
+	b := startBroker(t, cfg)
+	createTopic(t, testClient(t, b), "flood", 1, nil)
+	before := heapInuse()
+
+	startFlood(t, b, conns, announce, sent)
+	pollUntil(t, 30*time.Second, "the flood's bytes read", func() bool {
+		return metricValue(t, b, "sluice_request_memory_bytes") >= conns*sent
+	})
+	produceAndConsume(t, b, "flood", 100)
+
+	after := heapInuse()
+	limit := uint64(budget + announce + 16<<20) // the budget, its one overdraft, a margin
+	t.Logf("heap in use %d MiB before the flood, %d MiB during it; request memory %.0f MiB",
+		before>>20, after>>20, metricValue(t, b, "sluice_request_memory_bytes")/(1<<20))
+	if after > before+limit {
+		t.Fatalf("heap in use grew by %d MiB during the flood; the request budget allows %d MiB", (after-before)>>20, limit>>20)
+	}
+}
+
+// TestRequestMemoryFloodRecovers: a flood that spends the whole budget and
+// stalls stops the broker reading requests only until the idle timeout
+// closes the stalled connections; then other clients go on.
+func TestRequestMemoryFloodRecovers(t *testing.T) {
+	cfg := testBrokerConfig(t)
+	cfg.QueuedMaxRequestBytes = 4 << 20
+	cfg.ConnectionsMaxIdle = time.Second
+	b := startBroker(t, cfg)
+	createTopic(t, testClient(t, b), "recover", 1, nil)
+
+	startFlood(t, b, 8, 3<<20, 1<<20)
+	pollUntil(t, 30*time.Second, "the budget spent", func() bool {
+		return metricValue(t, b, "sluice_request_memory_bytes") >= 4<<20
+	})
+	produceAndConsume(t, b, "recover", 10)
+	if n := metricValue(t, b, "sluice_connections_idle_closed_total"); n < 1 {
+		t.Fatalf("%v idle connections closed; the flood's should have been", n)
+	}
+}
