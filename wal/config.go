@@ -21,6 +21,10 @@ var (
 	ErrInvalidBatch = errors.New("wal: invalid record batch")
 	// ErrNotBatchBoundary is returned by Truncate for an offset inside a batch.
 	ErrNotBatchBoundary = errors.New("wal: offset is not a batch boundary")
+	// ErrUnknownVersion marks a file written in a format version this build
+	// does not read (by a newer Sluice); Open refuses the log rather than
+	// guess.
+	ErrUnknownVersion = errors.New("wal: unknown format version")
 	// ErrInvalidConfig is returned by Config.Validate.
 	ErrInvalidConfig = errors.New("wal: invalid config")
 )

@@ -8,14 +8,17 @@ package wal
 //     Truncate, Maintain, SetConfig, Close, Delete. Fields written only by a
 //     wmu holder may be read by a wmu holder without mu.
 //   - smu guards the group-commit state (sync.go): syncing, durable.
-//   - mu guards the segment list and everything readers look at: segs, end,
-//     cfg, failed, closed, truncGen, unsynced, dirDirty and the active
+//   - mu guards the segment list and everything readers look at: segs, start,
+//     end, cfg, failed, closed, truncGen, unsynced, dirDirty and the active
 //     segment's index. The appender holds it across disk I/O only to shrink
 //     a file in Truncate.
 //
 // Invariant: segs is non-empty while the Log is open; segs[i+1].base ==
 // segs[i].idx.next; end == segs[len-1].idx.next; only segs[len-1] is active
 // (unsealed).
+// Invariant: segs[0].base <= start <= end. Sealed segments wholly below start
+// (idx.next <= start) are dead: unreadable, and removed by Maintain; they
+// stay in segs only while their files are on disk.
 // Invariant: once failed is set it stays set until the Log is reopened.
 
 import (
@@ -49,6 +52,7 @@ type Log struct {
 	mu       sync.RWMutex
 	cfg      Config     // guarded by mu; written under wmu too
 	segs     []*segment // guarded by mu; written under wmu too
+	start    Offset     // guarded by mu; written under wmu too: the log start offset (logstart.go)
 	end      Offset     // guarded by mu; written under wmu too
 	failed   error      // guarded by mu
 	closed   bool       // guarded by mu; written under wmu too
@@ -61,10 +65,7 @@ type Log struct {
 func (l *Log) StartOffset() Offset {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	if len(l.segs) == 0 {
-		return l.end
-	}
-	return l.segs[0].base()
+	return l.start
 }
 
 // EndOffset is the offset the next appended record will get (the log end offset).
@@ -265,8 +266,22 @@ func (l *Log) closeFiles() error {
 	return errors.Join(errs...)
 }
 
-// Delete closes the log without syncing and removes its directory.
+// TrashDirName is the directory, next to a log's directory, that Delete
+// moves the log into before removing it.
+const TrashDirName = ".trash"
+
+// Delete is DeleteTo with the trash directory TrashDirName next to the log's
+// directory.
 func (l *Log) Delete() error {
+	return l.DeleteTo(filepath.Join(filepath.Dir(l.dir), TrashDirName))
+}
+
+// DeleteTo closes the log without syncing and removes its directory durably
+// (vfs.RemoveAllDurable): the directory is renamed into trashDir, which must be
+// on the same file system, before anything in it is removed, so a crash
+// leaves the log whole or gone, never a log with segments missing. Whatever
+// a crash leaves in trashDir is for vfs.EmptyTrash.
+func (l *Log) DeleteTo(trashDir string) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	if !l.isClosed() {
@@ -274,20 +289,8 @@ func (l *Log) Delete() error {
 			l.log.Warn().Err(err).Msg("wal: close before delete")
 		}
 	}
-	names, err := l.fs.ReadDir(l.dir)
-	if err != nil && !errorsIsNotExist(err) {
+	if err := vfs.RemoveAllDurable(l.fs, l.dir, trashDir); err != nil {
 		return fmt.Errorf("wal: delete %s: %w", l.dir, err)
-	}
-	for _, n := range names {
-		if err := l.fs.Remove(filepath.Join(l.dir, n)); err != nil && !errorsIsNotExist(err) {
-			return fmt.Errorf("wal: delete %s: %w", n, err)
-		}
-	}
-	if err := l.fs.Remove(l.dir); err != nil && !errorsIsNotExist(err) {
-		return fmt.Errorf("wal: delete %s: %w", l.dir, err)
-	}
-	if err := l.fs.SyncDir(filepath.Dir(l.dir)); err != nil {
-		return fmt.Errorf("wal: delete %s: sync parent: %w", l.dir, err)
 	}
 	return nil
 }

@@ -201,6 +201,10 @@ func TestRetention(t *testing.T) {
 		{"bytes never active", Config{RetentionAge: -1, RetentionBytes: 1}, 6, 60},
 		{"both", Config{RetentionAge: 5*time.Hour + time.Minute, RetentionBytes: 4 * 161}, 3, 30},
 		{"all old", Config{RetentionAge: time.Minute}, 6, 60},
+		// The log is 6*161 + 71 bytes: exactly at the limit nothing goes, one
+		// byte over the oldest segment goes.
+		{"bytes exactly at limit", Config{RetentionAge: -1, RetentionBytes: 6*161 + 71}, 0, 0},
+		{"bytes one over limit", Config{RetentionAge: -1, RetentionBytes: 6*161 + 71 - 1}, 1, 10},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -358,6 +362,9 @@ func TestAppendRejects(t *testing.T) {
 
 func TestStickyFailures(t *testing.T) {
 	isLog := func(p string) bool { return strings.HasSuffix(p, ".log") }
+	// Open syncs the log directory twice (recovery, log-start checkpoint) and
+	// its parents once each while creating them.
+	isLogDir := func(p string) bool { return p == "/data/t-0" }
 	cases := []struct {
 		name   string
 		inject func(vfs.Op, string) error
@@ -365,7 +372,7 @@ func TestStickyFailures(t *testing.T) {
 	}{
 		{"fsync", vfs.FailNth(vfs.OpSync, 2, isLog, false), "sync"},
 		{"write", vfs.FailNth(vfs.OpWrite, 3, isLog, false), "append"},
-		{"dir fsync", vfs.FailNth(vfs.OpSyncDir, 3, nil, false), "sync"},
+		{"dir fsync", vfs.FailNth(vfs.OpSyncDir, 3, isLogDir, false), "sync"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,8 +6,14 @@ package wal
 // Invariant: retention removes whole sealed segments, oldest first, and never
 // the active one, so the end offset survives a restart: a roll that precedes a
 // deletion is made durable before the deletion starts.
+// Invariant: retention checkpoints the new log start (logstart.go) before it
+// removes a segment, and stops at the first segment it fails to remove, so
+// the segments on disk are always a contiguous run that holds the log start
+// (recover.go removes the leftovers below it).
 // Invariant: Truncate is durable when it returns, and lowers DurableEnd to
-// the truncation point.
+// the truncation point. It removes later segments only after the removal of
+// the kept segment's index files is durable, so a crash never leaves a gap
+// after a segment that recovery would trust.
 
 import (
 	"errors"
@@ -17,8 +23,10 @@ import (
 
 // Maintain rolls a non-empty active segment older than SegmentAge, then
 // deletes sealed segments past RetentionAge (by their max timestamp) or
-// beyond RetentionBytes (oldest first), advancing StartOffset. It returns how
-// many segments it deleted.
+// beyond RetentionBytes (oldest first), and those wholly below a start set by
+// AdvanceStart, advancing StartOffset. It returns how many segments it
+// deleted. A segment it fails to remove stays (unreadable, below the start)
+// for the next Maintain; the error is returned but is not sticky.
 func (l *Log) Maintain() (deleted int, err error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
@@ -36,35 +44,28 @@ func (l *Log) Maintain() (deleted int, err error) {
 		return 0, nil
 	}
 	// Make the sealed segments, their indexes and the newest segment's name
-	// durable first, so a crash mid-deletion cannot lose the end offset.
+	// durable first, so a crash mid-deletion cannot lose the end offset and
+	// the checkpoint never exceeds the durable end.
 	if _, err := l.sync(true); err != nil {
 		return 0, err
 	}
-	l.mu.Lock()
-	victims := append([]*segment(nil), l.segs[:n]...)
-	l.segs = append([]*segment(nil), l.segs[n:]...)
-	for _, s := range victims {
-		s.drop()
-	}
-	l.mu.Unlock()
-	var errs []error
-	for _, s := range victims {
-		if err := l.removeFiles(s); err != nil {
-			errs = append(errs, err)
+	if start := l.segs[n].base(); start > l.start {
+		if err := l.setStart(start); err != nil {
+			return 0, err
 		}
-		l.log.Info().Int64("segment", int64(s.base())).Int64("next", int64(s.idx.next)).
-			Int64("bytes", s.idx.size).Msg("wal: retention deleted segment")
 	}
-	if err := l.fs.SyncDir(l.dir); err != nil {
-		errs = append(errs, l.fail(fmt.Errorf("wal: fsync dir %s: %w", l.dir, err)))
-	}
-	return n, errors.Join(errs...)
+	return l.removeDead()
 }
 
-// expired counts the leading sealed segments retention deletes. The caller holds wmu.
+// expired counts the leading sealed segments retention deletes: those
+// already below the log start, then those past the age or size limits. The
+// caller holds wmu.
 func (l *Log) expired() int {
 	sealed := len(l.segs) - 1
 	n := 0
+	for n < sealed && l.segs[n].idx.next <= l.start {
+		n++
+	}
 	if l.cfg.RetentionAge >= 0 {
 		cutoff := l.cfg.Now().Add(-l.cfg.RetentionAge).UnixMilli()
 		for n < sealed && l.segs[n].idx.maxTS < cutoff {
@@ -84,10 +85,42 @@ func (l *Log) expired() int {
 	return n
 }
 
-// removeFiles removes a dropped segment's files.
+// removeDead removes the sealed segments wholly below the log start, oldest
+// first, stopping at the first failure, and makes the removals durable. A
+// segment leaves segs only once its files are gone. The caller holds wmu and
+// has checkpointed the start.
+func (l *Log) removeDead() (int, error) {
+	removed := 0
+	var rerr error
+	for len(l.segs) > 1 && l.segs[0].idx.next <= l.start {
+		s := l.segs[0]
+		if err := l.removeFiles(s); err != nil {
+			l.log.Warn().Err(err).Int64("segment", int64(s.base())).Msg("wal: retention stopped at a segment it could not remove; retrying at the next run")
+			rerr = err
+			break
+		}
+		l.mu.Lock()
+		l.segs = append([]*segment(nil), l.segs[1:]...)
+		s.drop()
+		l.mu.Unlock()
+		removed++
+		l.log.Info().Int64("segment", int64(s.base())).Int64("next", int64(s.idx.next)).
+			Int64("bytes", s.idx.size).Msg("wal: retention deleted segment")
+	}
+	if removed > 0 {
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return removed, errors.Join(rerr, l.fail(fmt.Errorf("wal: fsync dir %s: %w", l.dir, err)))
+		}
+	}
+	return removed, rerr
+}
+
+// removeFiles removes a segment's files, the .log last: an index without its
+// .log is a stray that Open removes, while a .log without its index is only
+// rescanned.
 func (l *Log) removeFiles(s *segment) error {
 	var errs []error
-	for _, suffix := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+	for _, suffix := range []string{indexSuffix, timeIndexSuffix, logSuffix} {
 		err := l.fs.Remove(filepath.Join(l.dir, segmentName(s.base(), suffix)))
 		if err != nil && !errorsIsNotExist(err) {
 			errs = append(errs, fmt.Errorf("wal: remove segment %d: %w", s.base(), err))
@@ -104,8 +137,8 @@ func (l *Log) Truncate(to Offset) error {
 	if err := l.usable(); err != nil {
 		return err
 	}
-	if to < l.segs[0].base() || to > l.end {
-		return fmt.Errorf("wal: truncate to %d, log has [%d, %d]: %w", to, l.segs[0].base(), l.end, ErrOffsetOutOfRange)
+	if to < l.start || to > l.end {
+		return fmt.Errorf("wal: truncate to %d, log has [%d, %d]: %w", to, l.start, l.end, ErrOffsetOutOfRange)
 	}
 	if to == l.end {
 		return nil
@@ -188,18 +221,24 @@ func (l *Log) truncate(to Offset) error {
 	return l.finishTruncate(keep, victims)
 }
 
-// finishTruncate makes a truncation durable: the file, the removal of later
-// segments and of the new active segment's index files.
+// finishTruncate makes a truncation durable: the file, the removal of the
+// kept segment's index files (durable before any later segment goes, see the
+// file comment), then the removal of later segments.
 func (l *Log) finishTruncate(keep *segment, victims []*segment) error {
 	if err := keep.file.Sync(); err != nil {
 		return l.fail(fmt.Errorf("wal: fsync segment %d: %w", keep.base(), err))
 	}
-	for _, s := range append(victims, keep) {
+	for _, s := range append([]*segment{keep}, victims...) {
 		for _, suffix := range []string{indexSuffix, timeIndexSuffix} {
 			err := l.fs.Remove(filepath.Join(l.dir, segmentName(s.base(), suffix)))
 			if err != nil && !errorsIsNotExist(err) {
 				return l.fail(fmt.Errorf("wal: truncate: remove index of segment %d: %w", s.base(), err))
 			}
+		}
+	}
+	if len(victims) > 0 {
+		if err := l.fs.SyncDir(l.dir); err != nil {
+			return l.fail(fmt.Errorf("wal: fsync dir %s: %w", l.dir, err))
 		}
 	}
 	for _, s := range victims {

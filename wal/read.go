@@ -69,7 +69,7 @@ func (l *Log) snapshotFrom(from Offset, want int64) ([]view, uint64, error) {
 	if l.closed {
 		return nil, 0, ErrClosed
 	}
-	start := l.segs[0].base()
+	start := l.start
 	if from < start || from > l.end {
 		return nil, 0, fmt.Errorf("wal: read at offset %d, log has [%d, %d): %w", from, start, l.end, ErrOffsetOutOfRange)
 	}
@@ -209,50 +209,57 @@ func readSegment(v view, pos int64, limit Offset, budget int, first bool) (data 
 }
 
 // FindTimestamp returns (a copy of) the first batch in offset order whose
-// maxTimestamp is >= ts, or (nil, nil) if there is none.
+// maxTimestamp is >= ts and that holds an offset at or above StartOffset, or
+// (nil, nil) if there is none.
 func (l *Log) FindTimestamp(ts int64) ([]byte, error) {
+	minBase := Offset(0)
 	for attempt := 0; ; attempt++ {
-		v, gen, ok, err := l.snapshotForTime(ts)
+		v, start, gen, ok, err := l.snapshotForTime(ts, minBase)
 		if err != nil || !ok {
 			return nil, err
 		}
-		batch, err := findInView(v, ts)
+		batch, err := findInView(v, ts, start)
 		if l.retry([]view{v}, gen, attempt) {
 			continue
 		}
-		return batch, err
+		if err != nil || batch != nil {
+			return batch, err
+		}
+		// Only batches below the log start reach ts in this segment.
+		minBase = v.next
 	}
 }
 
-// snapshotForTime returns a view of the first segment whose max timestamp
-// reaches ts, with a reference taken.
-func (l *Log) snapshotForTime(ts int64) (view, uint64, bool, error) {
+// snapshotForTime returns a view of the first segment based at or above
+// minBase and not below the log start whose max timestamp reaches ts, with a
+// reference taken, and the log start.
+func (l *Log) snapshotForTime(ts int64, minBase Offset) (view, Offset, uint64, bool, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
-		return view{}, 0, false, ErrClosed
+		return view{}, 0, 0, false, ErrClosed
 	}
 	for _, s := range l.segs {
-		if s.idx.size > 0 && s.idx.maxTS >= ts {
+		if s.base() >= minBase && s.idx.size > 0 && s.idx.maxTS >= ts && s.idx.next > l.start {
 			s.acquire()
 			return view{seg: s, base: s.base(), next: s.idx.next, size: s.idx.size,
-				offsets: s.idx.offsets, times: s.idx.times}, l.truncGen, true, nil
+				offsets: s.idx.offsets, times: s.idx.times}, l.start, l.truncGen, true, nil
 		}
 	}
-	return view{}, 0, false, nil
+	return view{}, 0, 0, false, nil
 }
 
 // findInView scans v from the time index's hint for the first batch whose
-// maxTimestamp >= ts.
-func findInView(v view, ts int64) ([]byte, error) {
-	start := lookupTime(v.base, v.times, ts)
-	pos := lookupOffset(v.base, v.offsets, start)
+// maxTimestamp >= ts and whose last offset is at or above start.
+func findInView(v view, ts int64, start Offset) ([]byte, error) {
+	from := max(lookupTime(v.base, v.times, ts), start)
+	pos := lookupOffset(v.base, v.offsets, from)
 	for pos < v.size {
 		h, err := readHeader(v.seg.file, pos, v.size)
 		if err != nil {
 			return nil, fmt.Errorf("wal: segment %d: %w", v.base, err)
 		}
-		if h.MaxTimestamp >= ts {
+		if h.MaxTimestamp >= ts && h.LastOffset() >= start {
 			b := make([]byte, h.Size())
 			if _, err := v.seg.file.ReadAt(b, pos); err != nil && !errors.Is(err, io.EOF) {
 				return nil, fmt.Errorf("wal: read segment %d at byte %d: %w", v.base, pos, err)

@@ -5,13 +5,34 @@ package wal
 //
 // Invariant: after Open, every remaining segment holds only whole batches
 // that passed validation, segments are contiguous, index files exist only for
-// sealed segments and match them, and the recovered state is durable.
+// sealed segments and match them, the first segment holds the log start (or
+// begins at it), a log-start checkpoint exists, and the recovered state is
+// durable.
+//
+// Gaps. A segment whose base does not continue the previous one is resolved
+// by what can explain it:
+//   - Segments wholly below the checkpointed log start are the leftovers of
+//     an interrupted deletion (retention and AdvanceStart checkpoint first,
+//     then delete oldest first): they are removed, whatever gaps they have.
+//   - After a segment whose index files were missing or stale (it was never
+//     completely synced: Sync writes index files only after fsyncing the
+//     segment), nothing later was durable either: the later segments go, as
+//     after a torn segment. Truncate removes the index files of the segment
+//     it keeps durably before it removes any later segment, so a crashed
+//     truncation lands here too.
+//   - After a segment whose index files were valid, or between the
+//     checkpoint and the first segment, nothing explains a gap: data that was
+//     durable is gone. Open refuses the log with ErrCorrupt rather than drop
+//     either side.
+//   - A log without a checkpoint (written before checkpoints existed) drops
+//     the older side, which is what that version's retention was doing.
 
 import (
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -37,21 +58,23 @@ func Open(fs vfs.FS, dir string, cfg Config, log zerolog.Logger) (*Log, error) {
 		cfg: cfg.WithDefaults(),
 	}
 	l.scond = sync.NewCond(&l.smu)
-	if err := fs.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
-	}
-	if err := fs.SyncDir(filepath.Dir(dir)); err != nil {
-		return nil, fmt.Errorf("wal: open %s: sync parent: %w", dir, err)
+	if err := l.makeDir(); err != nil {
+		return nil, err
 	}
 	bases, err := l.cleanDir()
 	if err != nil {
 		return nil, err
 	}
-	if err := l.recoverSegments(bases); err != nil {
+	ckpt, hasCkpt, err := l.readLogStart()
+	if err != nil {
+		return nil, err
+	}
+	if err := l.recoverSegments(bases, ckpt, hasCkpt); err != nil {
 		l.closeAll()
 		return nil, err
 	}
 	if len(l.segs) == 0 {
+		l.start, l.end = ckpt, ckpt
 		seg, err := l.createSegment(l.end)
 		if err != nil {
 			return nil, err
@@ -67,8 +90,31 @@ func Open(fs vfs.FS, dir string, cfg Config, log zerolog.Logger) (*Log, error) {
 		l.closeAll()
 		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
 	}
+	if !hasCkpt {
+		if err := l.setStart(l.start); err != nil {
+			l.closeAll()
+			return nil, fmt.Errorf("wal: open %s: %w", dir, err)
+		}
+	}
 	l.log.Debug().Int64("start", int64(l.StartOffset())).Int64("end", int64(l.end)).Int("segments", len(l.segs)).Msg("wal: opened")
 	return l, nil
+}
+
+// makeDir creates the log directory, durably: every directory created is
+// named durably in its parent. When the directory exists its parent is synced
+// anyway, in case an earlier Open crashed between creating it and syncing.
+func (l *Log) makeDir() error {
+	_, err := l.fs.Stat(l.dir)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		err = vfs.MkdirAllDurable(l.fs, l.dir)
+	case err == nil:
+		err = l.fs.SyncDir(filepath.Dir(l.dir))
+	}
+	if err != nil {
+		return fmt.Errorf("wal: open %s: %w", l.dir, err)
+	}
+	return nil
 }
 
 // cleanDir removes stray files and returns the base offsets of the .log files.
@@ -88,6 +134,9 @@ func (l *Log) cleanDir() ([]Offset, error) {
 		stray := strings.HasSuffix(n, vfs.TmpSuffix) ||
 			(ok && (suffix == indexSuffix || suffix == timeIndexSuffix) && !logs[base])
 		if !stray {
+			if n == logStartName {
+				continue
+			}
 			if !ok || (suffix != logSuffix && suffix != indexSuffix && suffix != timeIndexSuffix) {
 				l.log.Warn().Str("file", n).Msg("wal: unknown file in log directory left alone")
 			}
@@ -106,14 +155,35 @@ func (l *Log) cleanDir() ([]Offset, error) {
 	return bases, nil
 }
 
-// recoverSegments opens and checks each segment in order, stopping (and
-// removing the rest) at the first that is corrupt or not contiguous.
-func (l *Log) recoverSegments(bases []Offset) error {
+// recoverSegments opens and checks each segment in order, resolving gaps as
+// the file comment says, and sets start and end.
+func (l *Log) recoverSegments(bases []Offset, ckpt Offset, hasCkpt bool) error {
+	if hasCkpt {
+		var err error
+		if bases, err = l.dropBelowStart(bases, ckpt); err != nil {
+			return err
+		}
+	}
+	trusted := false // the previous segment's index files were valid
 	for i, base := range bases {
 		if len(l.segs) > 0 && base != l.end {
+			switch {
+			case !trusted:
+				l.log.Warn().Int64("segment", int64(base)).Int64("expected", int64(l.end)).
+					Msg("wal: segment does not continue an incompletely synced one; removing it and all later segments")
+				if err := l.removeSegmentFiles(bases[i:]); err != nil {
+					return err
+				}
+				return l.recoveredBounds(true, ckpt, hasCkpt)
+			case hasCkpt:
+				return fmt.Errorf("wal: open %s: segment %d follows a complete segment ending at %d, above the log start %d: offsets [%d, %d) are missing: %w",
+					l.dir, base, l.end, ckpt, l.end, base, ErrCorrupt)
+			}
 			l.log.Warn().Int64("segment", int64(base)).Int64("expected", int64(l.end)).
-				Msg("wal: segment not contiguous with the previous one; removing it and all later segments")
-			return l.removeSegmentFiles(bases[i:])
+				Msg("wal: gap in a log without a start checkpoint; removing the older segments (interrupted retention)")
+			if err := l.dropRecovered(); err != nil {
+				return err
+			}
 		}
 		seg, intact, err := l.recoverSegment(base, i == len(bases)-1)
 		if err != nil {
@@ -121,18 +191,70 @@ func (l *Log) recoverSegments(bases []Offset) error {
 		}
 		l.segs = append(l.segs, seg)
 		l.end = seg.idx.next
+		trusted = seg.sealed && !slices.Contains(l.unsynced, seg)
 		if !intact && i < len(bases)-1 {
 			l.log.Warn().Int64("segment", int64(base)).Msg("wal: sealed segment was torn; removing all later segments")
-			return l.removeSegmentFiles(bases[i+1:])
+			if err := l.removeSegmentFiles(bases[i+1:]); err != nil {
+				return err
+			}
+			break
 		}
 	}
-	if len(bases) > 0 && len(l.segs) == 0 {
+	return l.recoveredBounds(len(bases) > 0, ckpt, hasCkpt)
+}
+
+// recoveredBounds sets start from the recovered segments and the checkpoint,
+// and checks that they agree.
+func (l *Log) recoveredBounds(hadSegments bool, ckpt Offset, hasCkpt bool) error {
+	switch {
+	case hadSegments && len(l.segs) == 0:
 		return fmt.Errorf("wal: no segment recovered in %s", l.dir)
-	}
-	if len(bases) == 0 {
-		l.end = 0
+	case !hadSegments && hasCkpt && ckpt > 0:
+		return fmt.Errorf("wal: open %s: no segment, but the log start is %d: %w", l.dir, ckpt, ErrCorrupt)
+	case !hadSegments:
+		return nil
+	case hasCkpt && l.end < ckpt:
+		return fmt.Errorf("wal: open %s: log ends at %d, below its start %d: %w", l.dir, l.end, ckpt, ErrCorrupt)
+	case hasCkpt:
+		l.start = ckpt
+	default:
+		l.start = l.segs[0].base()
 	}
 	return nil
+}
+
+// dropBelowStart removes the segments wholly below the checkpointed start
+// (those followed by a segment based at or below it) and returns the rest,
+// which must begin at or below start.
+func (l *Log) dropBelowStart(bases []Offset, start Offset) ([]Offset, error) {
+	k := 0
+	for k+1 < len(bases) && bases[k+1] <= start {
+		k++
+	}
+	if k > 0 {
+		l.log.Info().Int("segments", k).Int64("start", int64(start)).
+			Msg("wal: removing segments below the log start left by an interrupted deletion")
+		if err := l.removeSegmentFiles(bases[:k]); err != nil {
+			return nil, err
+		}
+		bases = bases[k:]
+	}
+	if len(bases) > 0 && bases[0] > start {
+		return nil, fmt.Errorf("wal: open %s: log start is %d but the first segment is %d: offsets [%d, %d) are missing: %w",
+			l.dir, start, bases[0], start, bases[0], ErrCorrupt)
+	}
+	return bases, nil
+}
+
+// dropRecovered closes and removes the segments recovered so far.
+func (l *Log) dropRecovered() error {
+	bases := make([]Offset, 0, len(l.segs))
+	for _, s := range l.segs {
+		bases = append(bases, s.base())
+		_ = s.close() // its files are being removed; nothing was written to it
+	}
+	l.segs, l.unsynced = nil, nil
+	return l.removeSegmentFiles(bases)
 }
 
 // recoverSegment opens one segment, trusting its index files when it is not

@@ -1,0 +1,130 @@
+package wal
+
+// logstart.go owns the log-start checkpoint: the file logstart in the log
+// directory, which holds the log start offset (see doc.go for its bytes).
+// Retention and AdvanceStart (Kafka's DeleteRecords) move the start forward
+// through it, and recovery uses it to tell the leftovers of an interrupted
+// deletion (segments wholly below it: removed) from lost data (a gap above
+// it: the log refuses to open).
+//
+// Invariant: the checkpoint is written durably before StartOffset reports
+// its value and before any segment wholly below it is removed.
+// Invariant: the checkpoint never exceeds the durable end: it is written
+// only after a sync covering it.
+// Log.start is guarded by Log.mu and written under Log.wmu too.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+
+	"github.com/sluice-mq/sluice/wal/vfs"
+)
+
+const (
+	logStartName    = "logstart"
+	logStartMagic   = "SLLS"
+	logStartVersion = 1
+	logStartSize    = 20
+)
+
+// encodeLogStart returns the checkpoint file's bytes for start.
+func encodeLogStart(start Offset) []byte {
+	b := make([]byte, logStartSize)
+	copy(b, logStartMagic)
+	binary.BigEndian.PutUint16(b[4:], logStartVersion)
+	binary.BigEndian.PutUint64(b[8:], uint64(start))
+	binary.BigEndian.PutUint32(b[16:], crc32.Checksum(b[:16], castagnoli))
+	return b
+}
+
+// decodeLogStart parses a checkpoint file. Bad bytes are ErrCorrupt (the file
+// is replaced by an atomic rename of a synced file, so a torn one is not a
+// crash artefact); a newer version is ErrUnknownVersion.
+func decodeLogStart(b []byte) (Offset, error) {
+	if len(b) < 8 || string(b[:4]) != logStartMagic {
+		return 0, fmt.Errorf("wal: %s: bad magic or size %d: %w", logStartName, len(b), ErrCorrupt)
+	}
+	if v := binary.BigEndian.Uint16(b[4:]); v != logStartVersion {
+		return 0, fmt.Errorf("wal: %s: version %d, this build reads %d: %w", logStartName, v, logStartVersion, ErrUnknownVersion)
+	}
+	if len(b) != logStartSize {
+		return 0, fmt.Errorf("wal: %s: %d bytes, want %d: %w", logStartName, len(b), logStartSize, ErrCorrupt)
+	}
+	if got, want := binary.BigEndian.Uint32(b[16:]), crc32.Checksum(b[:16], castagnoli); got != want {
+		return 0, fmt.Errorf("wal: %s: crc %08x, computed %08x: %w", logStartName, got, want, ErrCorrupt)
+	}
+	start := Offset(binary.BigEndian.Uint64(b[8:]))
+	if start < 0 {
+		return 0, fmt.Errorf("wal: %s: negative start %d: %w", logStartName, start, ErrCorrupt)
+	}
+	return start, nil
+}
+
+// readLogStart returns the checkpointed start, and false when there is no
+// checkpoint (a new log, or one written before checkpoints existed).
+func (l *Log) readLogStart() (Offset, bool, error) {
+	b, err := vfs.ReadFile(l.fs, filepath.Join(l.dir, logStartName), 4096)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("wal: read %s: %w", logStartName, err)
+	}
+	start, err := decodeLogStart(b)
+	if err != nil {
+		return 0, false, fmt.Errorf("wal: open %s: %w", l.dir, err)
+	}
+	return start, true, nil
+}
+
+// setStart durably checkpoints start and then publishes it. A failed write
+// is sticky. The caller holds wmu (or is Open) and has synced up to start.
+func (l *Log) setStart(start Offset) error {
+	if err := vfs.WriteFileDurable(l.fs, filepath.Join(l.dir, logStartName), encodeLogStart(start)); err != nil {
+		return l.fail(fmt.Errorf("wal: checkpoint log start %d: %w", start, err))
+	}
+	l.mu.Lock()
+	l.start = start
+	l.mu.Unlock()
+	return nil
+}
+
+// AdvanceStart moves the log start offset forward to to, as Kafka's
+// DeleteRecords does: offsets below it become unreadable at once (Read
+// returns ErrOffsetOutOfRange), StartOffset reports it, and it survives a
+// restart (it is durable when AdvanceStart returns). Segments wholly below
+// it are deleted by the next Maintain. to may be inside a batch; at or below
+// StartOffset nothing changes; above EndOffset is ErrOffsetOutOfRange. At
+// EndOffset the active segment is rolled first, so every old segment can go.
+// It returns the new StartOffset. It runs as the appender.
+func (l *Log) AdvanceStart(to Offset) (Offset, error) {
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.usable(); err != nil {
+		return 0, err
+	}
+	if to > l.end {
+		return l.start, fmt.Errorf("wal: advance start to %d, log has [%d, %d]: %w", to, l.start, l.end, ErrOffsetOutOfRange)
+	}
+	if to <= l.start {
+		return l.start, nil
+	}
+	if active := l.segs[len(l.segs)-1]; to == l.end && active.idx.size > 0 {
+		if err := l.roll(); err != nil {
+			return l.start, err
+		}
+	}
+	// The checkpoint must never name an offset a crash could take back.
+	if _, err := l.sync(true); err != nil {
+		return l.start, err
+	}
+	if err := l.setStart(to); err != nil {
+		return l.start, err
+	}
+	l.log.Info().Int64("start", int64(to)).Msg("wal: log start advanced")
+	return to, nil
+}
