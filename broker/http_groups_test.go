@@ -124,7 +124,13 @@ func TestHTTPGroupBadInput(t *testing.T) {
 	if err := json.NewDecoder(resp.Body).Decode(&lag); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("lag: %d %v", resp.StatusCode, err)
 	}
-	if len(lag.Partitions) != 0 {
-		t.Fatalf("refused commits left offsets behind: %+v", lag.Partitions)
+	// The member's two assigned partitions are listed, with nothing committed.
+	if len(lag.Partitions) != 2 {
+		t.Fatalf("lag lists %d partitions, want the 2 assigned: %+v", len(lag.Partitions), lag.Partitions)
+	}
+	for _, l := range lag.Partitions {
+		if l.Committed != noCommit {
+			t.Fatalf("refused commits left offsets behind: %+v", lag.Partitions)
+		}
 	}
 }

@@ -6,6 +6,14 @@ package broker
 // group has been committing. GET /v1/groups/{group}/lag serves it and a
 // Prometheus collector exports it at scrape time.
 //
+// Invariant: the partitions reported are those the group has committed and
+// those its members are assigned; an assigned partition with nothing
+// committed reports committed -1 and its whole backlog, from the log start.
+// Assignments are read only for the "consumer" protocol type (whose
+// assignment is the standard ConsumerMemberAssignment, also what the broker's
+// range assignor writes for HTTP members) and only while the group is
+// Stable, when the coordinator exposes them.
+//
 // The commit rate comes from the committed offsets this broker observed
 // (on lag requests and scrapes) over the last rateWindow; the samples are
 // guarded by lagRates.mu.
@@ -33,7 +41,7 @@ const (
 type partitionLag struct {
 	Topic          string   `json:"topic"`
 	Partition      int32    `json:"partition"`
-	Committed      int64    `json:"committed"`
+	Committed      int64    `json:"committed"` // noCommit (-1) for an assigned partition with nothing committed
 	LogEnd         int64    `json:"log_end"`
 	Lag            int64    `json:"lag"`
 	LagBytes       int64    `json:"lag_bytes"`
@@ -83,14 +91,28 @@ func (lr *lagRates) observe(key string, now time.Time, offset int64) (float64, b
 	return float64(last.offset-first.offset) / secs, true
 }
 
-// groupLag computes the lag of every partition the group has committed.
+// noCommit is the committed offset reported for an assigned partition the
+// group has committed nothing for (Kafka's OffsetFetch answer for it).
+const noCommit = -1
+
+// groupLag computes the lag of every partition the group has committed or a
+// member is assigned.
 func (b *Broker) groupLag(groupID string, now time.Time) ([]partitionLag, error) {
 	offsets, err := b.coord.FetchOffsets(groupID, nil)
 	if err != nil {
 		return nil, err
 	}
-	tps := make([]group.TopicPartition, 0, len(offsets))
-	for tp := range offsets {
+	committed := make(map[group.TopicPartition]int64, len(offsets))
+	for tp, o := range offsets {
+		committed[tp] = o.Offset
+	}
+	for _, tp := range b.assignedPartitions(groupID) {
+		if _, ok := committed[tp]; !ok {
+			committed[tp] = noCommit
+		}
+	}
+	tps := make([]group.TopicPartition, 0, len(committed))
+	for tp := range committed {
 		tps = append(tps, tp)
 	}
 	sort.Slice(tps, func(i, j int) bool {
@@ -105,9 +127,35 @@ func (b *Broker) groupLag(groupID string, now time.Time) ([]partitionLag, error)
 		if err != nil {
 			continue // deleted since the commit
 		}
-		out = append(out, b.partitionLag(groupID, p, offsets[tp].Offset, now))
+		out = append(out, b.partitionLag(groupID, p, committed[tp], now))
 	}
 	return out, nil
+}
+
+// assignedPartitions returns the partitions the members of a Stable
+// "consumer" group are assigned; nothing for other groups.
+func (b *Broker) assignedPartitions(groupID string) []group.TopicPartition {
+	d, err := b.coord.DescribeGroup(groupID)
+	if err != nil || d.ProtocolType != httpProtocolType {
+		return nil
+	}
+	var out []group.TopicPartition
+	for _, m := range d.Members {
+		if len(m.Assignment) == 0 {
+			continue
+		}
+		var a kmsg.ConsumerMemberAssignment
+		if err := a.ReadFrom(m.Assignment); err != nil {
+			b.logger.Debug().Err(err).Str("group", groupID).Str("member", m.ID).Msg("lag: undecodable assignment")
+			continue
+		}
+		for _, t := range a.Topics {
+			for _, p := range t.Partitions {
+				out = append(out, group.TopicPartition{Topic: t.Topic, Partition: p})
+			}
+		}
+	}
+	return out
 }
 
 func (b *Broker) partitionLag(groupID string, p *partition, committed int64, now time.Time) partitionLag {
@@ -124,6 +172,9 @@ func (b *Broker) partitionLag(groupID string, p *partition, committed int64, now
 		if ts, ok := recordTimestamp(p, from, hw); ok {
 			l.OldestAgeMs = max(0, now.UnixMilli()-ts)
 		}
+	}
+	if committed == noCommit {
+		return l // no commits: no commit rate
 	}
 	key := groupID + "\x00" + p.topic + "\x00" + strconv.Itoa(int(p.index))
 	if rate, ok := b.lagRates.observe(key, now, committed); ok {
@@ -186,8 +237,8 @@ func newLagCollector(b *Broker) *lagCollector {
 	labels := []string{"group", "topic", "partition"}
 	return &lagCollector{
 		b:       b,
-		offsets: prometheus.NewDesc("sluice_group_lag_offsets", "Log end minus committed offset.", labels, nil),
-		bytes:   prometheus.NewDesc("sluice_group_lag_bytes", "Bytes between the committed offset and the log end.", labels, nil),
+		offsets: prometheus.NewDesc("sluice_group_lag_offsets", "Log end minus committed offset (minus log start for an assigned partition with nothing committed).", labels, nil),
+		bytes:   prometheus.NewDesc("sluice_group_lag_bytes", "Bytes between the committed offset (or log start) and the log end.", labels, nil),
 		ageSec:  prometheus.NewDesc("sluice_group_lag_oldest_age_seconds", "Age of the oldest unconsumed record.", labels, nil),
 	}
 }
