@@ -221,6 +221,8 @@ func TestDescribeBrokerConfigs(t *testing.T) {
 		{"min.insync.replicas", "1", def},
 		{"offsets.retention.minutes", "10080", def},
 		{"group.max.session.timeout.ms", "300000", def},
+		{"max.connections", "10000", def},
+		{"max.connections.per.ip", "2147483647", def},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

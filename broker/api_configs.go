@@ -10,6 +10,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"time"
@@ -110,6 +111,12 @@ func brokerConfigEntries(cfg Config) []brokerConfigEntry {
 	d := DefaultConfig()
 	num := func(n int64) string { return strconv.FormatInt(n, 10) }
 	ms := func(x time.Duration) string { return num(x.Milliseconds()) }
+	perIP := func(n int) string { // Sluice's 0 is no bound; Kafka's 0 admits no one
+		if n == 0 {
+			return num(math.MaxInt32)
+		}
+		return num(int64(n))
+	}
 	out := []brokerConfigEntry{
 		{"broker.id", num(int64(cfg.NodeID)), num(int64(d.NodeID)), kmsg.ConfigTypeInt, "this broker's node id"},
 		{"broker.rack", cfg.AZ, d.AZ, kmsg.ConfigTypeString, "the availability zone of this broker"},
@@ -117,6 +124,11 @@ func brokerConfigEntries(cfg Config) []brokerConfigEntry {
 		{"num.partitions", num(int64(cfg.DefaultPartitions)), num(int64(d.DefaultPartitions)), kmsg.ConfigTypeInt, "partitions of an automatically created topic"},
 		{"default.replication.factor", "1", "1", kmsg.ConfigTypeInt, "replicas of a topic; a Sluice broker holds the only replica"},
 		{"socket.request.max.bytes", num(int64(cfg.MaxRequestBytes)), num(int64(d.MaxRequestBytes)), kmsg.ConfigTypeInt, "largest request frame accepted"},
+		{"queued.max.request.bytes", num(cfg.QueuedMaxRequestBytes), num(d.QueuedMaxRequestBytes), kmsg.ConfigTypeLong, "request bytes held at once over all connections"},
+		{"fetch.max.bytes", num(int64(cfg.FetchMaxBytes)), num(int64(d.FetchMaxBytes)), kmsg.ConfigTypeInt, "largest fetch response"},
+		{"max.connections", num(int64(cfg.MaxConnections)), num(int64(d.MaxConnections)), kmsg.ConfigTypeInt, "open Kafka connections"},
+		{"max.connections.per.ip", perIP(cfg.MaxConnectionsPerIP), perIP(d.MaxConnectionsPerIP), kmsg.ConfigTypeInt, "open Kafka connections from one client IP"},
+		{"connections.max.idle.ms", ms(cfg.ConnectionsMaxIdle), ms(d.ConnectionsMaxIdle), kmsg.ConfigTypeLong, "close a connection idle this long"},
 		{"log.retention.check.interval.ms", ms(cfg.RetentionCheckInterval), ms(d.RetentionCheckInterval), kmsg.ConfigTypeLong, "how often partitions roll aged segments and apply retention"},
 		{"producer.id.expiration.ms", ms(cfg.ProducerIDExpiration), ms(d.ProducerIDExpiration), kmsg.ConfigTypeInt, "how long an idle idempotent producer's state is kept"},
 		{"group.min.session.timeout.ms", ms(cfg.Coordinator.MinSessionTimeout), ms(d.Coordinator.MinSessionTimeout), kmsg.ConfigTypeInt, "smallest session timeout a group member may ask for"},
