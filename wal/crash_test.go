@@ -66,8 +66,10 @@ func (m *crashModel) cut(off Offset) {
 
 // crashScenario appends random batches with syncs, truncations, retention and
 // crashes at random points, checking after each crash that the recovered log
-// is a prefix of what was appended and holds everything synced.
-func crashScenario(t *testing.T, seed uint64) {
+// is a prefix of what was appended and holds everything synced. With
+// advance, retention is sometimes preceded by AdvanceStart to a random
+// offset (the other draws of a seed are the same either way).
+func crashScenario(t *testing.T, seed uint64, advance bool) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	clk := newClock()
 	cfg := Config{
@@ -94,6 +96,13 @@ func crashScenario(t *testing.T, seed uint64) {
 				t.Fatalf("step %d: sync: %v", step, err)
 			}
 		case p < 85:
+			if advance && rng.IntN(2) == 0 {
+				to := l.StartOffset() + Offset(rng.Int64N(int64(l.EndOffset()-l.StartOffset())+1))
+				if got, err := l.AdvanceStart(to); err != nil || got != max(to, l.StartOffset()) {
+					t.Fatalf("step %d: advance start to %d: %d %v", step, to, got, err)
+				}
+				m.dropBelow(l.StartOffset())
+			}
 			clk.Advance(time.Duration(rng.IntN(5)) * time.Minute)
 			if _, err := l.Maintain(); err != nil {
 				t.Fatalf("step %d: maintain: %v", step, err)
@@ -102,6 +111,9 @@ func crashScenario(t *testing.T, seed uint64) {
 		case p < 88 && len(m.batches) > 0:
 			i := rng.IntN(len(m.batches))
 			h, _ := ParseBatchHeader(m.batches[i])
+			if h.BaseOffset < l.StartOffset() { // the batch holding a start set by AdvanceStart
+				break
+			}
 			if err := l.Truncate(h.BaseOffset); err != nil {
 				t.Fatalf("step %d: truncate to %d: %v", step, h.BaseOffset, err)
 			}
@@ -114,10 +126,11 @@ func crashScenario(t *testing.T, seed uint64) {
 	checkInvariants(t, l, true)
 }
 
+// dropBelow drops the batches wholly below start.
 func (m *crashModel) dropBelow(start Offset) {
 	for len(m.batches) > 0 {
 		h, _ := ParseBatchHeader(m.batches[0])
-		if h.BaseOffset >= start {
+		if h.LastOffset() >= start {
 			return
 		}
 		m.batches = m.batches[1:]
@@ -193,7 +206,26 @@ func TestCrashRecovery(t *testing.T) {
 					t.Logf("reproduce with: go test ./wal -run 'TestCrashRecovery/seed=%d$'", seed)
 				}
 			}()
-			crashScenario(t, seed)
+			crashScenario(t, seed, false)
+		})
+	}
+}
+
+// TestCrashRecoveryWithAdvanceStart is TestCrashRecovery with AdvanceStart
+// (DeleteRecords) mixed into retention.
+func TestCrashRecoveryWithAdvanceStart(t *testing.T) {
+	seeds := 100
+	if testing.Short() {
+		seeds = 20
+	}
+	for seed := range uint64(seeds) {
+		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
+			defer func() {
+				if t.Failed() {
+					t.Logf("reproduce with: go test ./wal -run 'TestCrashRecoveryWithAdvanceStart/seed=%d$'", seed)
+				}
+			}()
+			crashScenario(t, seed, true)
 		})
 	}
 }

@@ -12,7 +12,7 @@
 // immutable, and have B.index and B.timeindex, written (through B.index.tmp
 // and a rename) by the first Sync after the segment was sealed. The active
 // segment has no index files; its indexes live in memory and are rebuilt by
-// scanning it on Open.
+// scanning it on Open. The file logstart holds the log start offset.
 //
 // # .log: record batches, v2 (Kafka's format; magic is the version field)
 //
@@ -71,6 +71,27 @@
 // the running max timestamp grew. Both are strictly increasing in every field.
 // The first batch (position 0) is never indexed: lookups fall back to it.
 //
+// # logstart: version 1
+//
+// The log start offset (Kafka's LogStartOffset), checkpointed by Open when
+// missing, by retention before it deletes a segment and by AdvanceStart
+// (DeleteRecords). It is replaced whole through logstart.tmp, an fsync, a
+// rename and a directory fsync (vfs.WriteFileDurable), so it is the old or
+// the new value, never torn. 20 bytes:
+//
+//	 0        4         6          8              16       20
+//	+--------+---------+----------+--------------+--------+
+//	| magic  | version | reserved | startOffset  | crc    |
+//	| "SLLS" | u16 = 1 | u16 = 0  | i64 (>= 0)   | u32    |
+//	+--------+---------+----------+--------------+--------+
+//
+// crc is the CRC-32C of bytes 0..16. A reader that finds another version
+// refuses to open the log (ErrUnknownVersion): a newer writer may have moved
+// the start in a way it cannot interpret. A bad magic, size or crc is
+// ErrCorrupt. The start never exceeds the durable end when written; the
+// first segment holds it or begins at it. Sealed segments wholly below it
+// are dead: unreadable, and removed by the next Maintain.
+//
 // # Recovery
 //
 // Open removes *.tmp files and index files without a .log. For each sealed
@@ -81,16 +102,25 @@
 // indexes. The last segment is always scanned. At the first torn or corrupt
 // batch the segment is truncated there (logged with offset and position), and
 // any later segment is removed: Sync fsyncs segments in order, so nothing
-// after a torn segment was ever durable. A segment whose base does not
-// continue the previous one ends the log the same way. An empty directory
-// yields an empty log at offset 0. Retention never deletes the active
-// segment, so the first remaining segment's base is the log start offset and
-// the last one's end is the log end, across restarts.
+// after a torn segment was ever durable. An empty directory yields an empty
+// log at offset 0. Retention never deletes the active segment, so the last
+// segment's end is the log end, across restarts.
+//
+// Gaps (a segment whose base does not continue the previous one) are
+// resolved by the rule in recover.go: segments wholly below the logstart
+// checkpoint are leftovers of an interrupted deletion and are removed
+// (deletion checkpoints first and deletes oldest first, stopping at the first
+// failure); a gap after a segment that was never completely synced (no valid
+// index files) ends the log there, as a torn segment does; any other gap, or
+// a first segment that begins above the checkpoint, means durable data is
+// missing, and Open refuses the log with ErrCorrupt naming the missing
+// offsets. A log without a checkpoint (older format) drops the older side of
+// a gap, as its retention intended, and gets a checkpoint.
 //
 // # Concurrency
 //
-// One goroutine appends (Append, AppendStamped, Truncate, Maintain,
-// SetConfig); any goroutine may call Sync, Read, FindTimestamp and the offset
+// One goroutine appends (Append, AppendStamped, AppendGroup, Truncate,
+// Maintain, AdvanceStart, SetConfig, Delete); any goroutine may call Sync, Read, FindTimestamp and the offset
 // accessors. Lock order: Log.wmu (appender) → Log.smu (group commit) →
 // Log.mu (segment list, read by readers). Readers take a reference on the
 // segments they read so retention can remove files under them; a file is
@@ -101,5 +131,11 @@
 // Nothing appended is durable until Sync returns. A failed write, fsync or
 // directory fsync is sticky: every later Append, Sync, Truncate and Maintain
 // returns it until the Log is reopened, because a retried fsync can report
-// success on lost data. Truncate is durable when it returns.
+// success on lost data; a failed logstart write is sticky the same way. A
+// failed segment removal in retention is not: the segment stays, dead, and
+// the next Maintain retries. Truncate and AdvanceStart are durable when they
+// return. Open and Delete make their directory changes durable: Open fsyncs
+// the parent of every directory it creates, and Delete renames the log
+// directory into a trash directory (fsyncing both parents) before removing
+// anything, so a crash leaves the whole log or none of it.
 package wal
