@@ -7,7 +7,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"testing"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -113,4 +115,70 @@ func FuzzValidateBatch(f *testing.F) {
 			t.Fatalf("accepted a batch whose length %d does not match %d bytes", h.Length, len(b))
 		}
 	})
+}
+
+// TestKeepReplyBuffer: after a reply, a connection keeps its encoding buffer
+// for the next one only if it is small.
+func TestKeepReplyBuffer(t *testing.T) {
+	req := &request{key: 1, version: 12, correlation: 7}
+	for _, tt := range []struct {
+		name     string
+		records  int
+		wantKept bool
+	}{
+		{"small reply", 1 << 10, true},
+		{"reply at the limit", maxKeptReplyBuffer - 1<<10, true},
+		{"large reply", 8 << 20, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := kmsg.NewPtrFetchResponse()
+			resp.SetVersion(req.version)
+			rt := kmsg.NewFetchResponseTopic()
+			rp := kmsg.NewFetchResponseTopicPartition()
+			rp.RecordBatches = make([]byte, tt.records)
+			rt.Partitions = append(rt.Partitions, rp)
+			resp.Topics = append(resp.Topics, rt)
+			buf := encodeResponse(nil, req, resp)
+			kept := keepReplyBuffer(buf)
+			if len(kept) != 0 || (cap(kept) > 0) != tt.wantKept || cap(kept) > maxKeptReplyBuffer {
+				t.Fatalf("after a %d-byte reply the connection keeps len %d cap %d (want kept: %v)", len(buf), len(kept), cap(kept), tt.wantKept)
+			}
+		})
+	}
+}
+
+// TestConnectionDropsLargeReplyBuffer: a connection that answered a large
+// fetch and stays open does not pin a buffer the size of that reply.
+func TestConnectionDropsLargeReplyBuffer(t *testing.T) {
+	const total = 24 << 20
+	b := startBroker(t, testBrokerConfig(t))
+	cl := testClient(t, b, kgo.DefaultProduceTopic("big"), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	createTopic(t, cl, "big", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	value := make([]byte, 256<<10)
+	for i := range total / len(value) {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: value}).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
+
+	c := dialRaw(t, b, "")
+	c.apiVersions()
+	before := heapInuse()
+	req := fetchReq(b, "big", 0, 0, 0, 2*total, 2*total)
+	req.SetVersion(12)
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	resp.SetVersion(12)
+	c.roundTrip(req, resp)
+	if n := len(resp.Topics[0].Partitions[0].RecordBatches); n < total {
+		t.Fatalf("the fetch returned %d bytes, want at least %d", n, total)
+	}
+	resp = nil
+	c.apiVersions() // the connection is open and has answered since
+	after := heapInuse()
+	t.Logf("heap in use %d MiB before the fetch, %d MiB after it", before>>20, after>>20)
+	if after > before+total/2 {
+		t.Fatalf("heap in use grew by %d MiB after a %d MiB fetch on an open connection", (after-before)>>20, total>>20)
+	}
 }
