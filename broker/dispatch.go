@@ -43,6 +43,7 @@ func apiTable() map[int16]api {
 		18: {min: 0, max: 3, handle: handleApiVersions},             // ApiVersions
 		19: {min: 2, max: 7, handle: handleCreateTopics},            // CreateTopics
 		20: {min: 1, max: 6, handle: handleDeleteTopics},            // DeleteTopics
+		21: {min: 0, max: 2, handle: handleDeleteRecords},           // DeleteRecords
 		22: {min: 0, max: 4, handle: handleInitProducerID},          // InitProducerId
 		32: {min: 1, max: 4, handle: handleDescribeConfigs},         // DescribeConfigs
 		33: {min: 0, max: 2, handle: handleAlterConfigs},            // AlterConfigs
