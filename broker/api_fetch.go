@@ -5,6 +5,10 @@ package broker
 // wait is on the partitions' high-watermark notifications, not a timer loop.
 // Fetch sessions are not kept: session id 0 tells clients to send full
 // fetches every time.
+//
+// Invariant: a response holds at most min(MaxBytes, Config.FetchMaxBytes)
+// record bytes, except that the first batch is returned whole, as Kafka does,
+// so a batch larger than every limit can still be consumed.
 
 import (
 	"context"
@@ -77,6 +81,9 @@ func (b *Broker) fetchOnce(req *request, r *kmsg.FetchRequest) (*kmsg.FetchRespo
 	if req.version < 3 || maxBytes <= 0 {
 		maxBytes = 50 << 20
 	}
+	// The broker's cap (fetch.max.bytes) bounds what one request allocates;
+	// the first batch still comes back whole if it alone is larger.
+	maxBytes = min(maxBytes, int(b.cfg.FetchMaxBytes))
 	total := 0
 	var waits []<-chan struct{}
 	for _, rt := range r.Topics {

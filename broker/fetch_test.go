@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -102,5 +103,56 @@ func TestFetchByteLimits(t *testing.T) {
 		if got := count(resp); got != tt.want {
 			t.Errorf("%s: %d records, want %d", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestFetchBrokerMaxBytes: the broker's fetch max bytes caps what a Kafka
+// fetch and an HTTP fetch return, whatever the client asks, but the first
+// batch is returned whole even when it alone is over the cap.
+func TestFetchBrokerMaxBytes(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		fetchMaxBytes int32
+		want          int // of five ~2 KiB batches, asking for 1 MiB
+	}{
+		{"cap of two batches", 4300, 2},
+		{"cap below one batch", 1024, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := testBrokerConfig(t)
+			cfg.FetchMaxBytes = tt.fetchMaxBytes
+			cfg.Coordinator.MinSessionTimeout = 500 * time.Millisecond
+			b := startBroker(t, cfg)
+			cl := testClient(t, b, kgo.ProducerBatchCompression(kgo.NoCompression()))
+			createTopic(t, cl, "capped", 1, nil)
+			ctx := context.Background()
+			for i := 0; i < 5; i++ { // five separate batches of ~2 KiB
+				if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "capped", Value: make([]byte, 2000)}).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			resp, err := fetchReq(b, "capped", 0, 0, 0, 1<<20, 1<<20).RequestWith(ctx, cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := countRecords(resp.Topics[0].Partitions[0].RecordBatches); got != tt.want {
+				t.Errorf("Kafka fetch: %d records, want %d", got, tt.want)
+			}
+
+			base := "http://" + b.cfg.HTTPListen
+			code, joined := postJSON(t, base+"/v1/groups/g/members:join", `{"topics":["capped"],"session_timeout_ms":5000}`)
+			if code != 200 {
+				t.Fatalf("join: %d %v", code, joined)
+			}
+			code, fetched := postJSON(t, base+"/v1/groups/g/messages:fetch", fmt.Sprintf(
+				`{"member_id":%q,"generation":%v,"topic":"capped","partition":0,"offset":0,"max_bytes":1048576}`,
+				joined["member_id"], joined["generation"]))
+			if code != 200 {
+				t.Fatalf("HTTP fetch: %d %v", code, fetched)
+			}
+			if got := len(fetched["messages"].([]any)); got != tt.want {
+				t.Errorf("HTTP fetch: %d messages, want %d", got, tt.want)
+			}
+		})
 	}
 }

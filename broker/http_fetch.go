@@ -5,6 +5,10 @@ package broker
 // (or the log start when nothing is committed) or from an explicit offset,
 // long-polling on the high watermark for up to wait_ms. A fetch by a valid
 // member of the current generation also counts as a heartbeat.
+//
+// Invariant: a fetch reads at most min(max_bytes, Config.FetchMaxBytes) bytes
+// of batches (the first batch whole even if larger), and decodes them within
+// the process-wide decompression slots (records.go).
 
 import (
 	"context"
@@ -102,7 +106,7 @@ func (b *Broker) fetchHTTP(ctx context.Context, groupID string, req fetchRequest
 	if maxBytes == 0 {
 		maxBytes = httpDefaultFetchBytes
 	}
-	maxBytes = min(maxBytes, httpMaxFetchBytes)
+	maxBytes = min(maxBytes, httpMaxFetchBytes, int(b.cfg.FetchMaxBytes))
 	wait := min(time.Duration(req.WaitMs)*time.Millisecond, httpMaxFetchWait)
 	return b.readMessages(ctx, p, from, maxBytes, wait)
 }

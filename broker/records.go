@@ -1,8 +1,15 @@
 package broker
 
 // This file owns reading the records inside a stored batch, which the broker
-// needs only to answer timestamp lookups. Batches are decoded with kmsg and
-// decompressed with the codec libraries; nothing here rewrites a batch.
+// needs to answer timestamp lookups (ListOffsets, lag) and HTTP fetches.
+// Batches are decoded with kmsg and decompressed with the codec libraries;
+// nothing here rewrites a batch.
+//
+// Invariant: at most maxConcurrentDecompressions batches are decompressed
+// (and their records walked) at once in the process, so decompression holds
+// at most maxConcurrentDecompressions x maxDecompressed bytes however many
+// requests ask; the others wait for a slot. Decompression is CPU-bound and
+// does no I/O, so a slot is never held for long.
 
 import (
 	"bytes"
@@ -20,6 +27,14 @@ import (
 
 // maxDecompressed bounds the decompressed size of one batch we inspect.
 const maxDecompressed = 256 << 20
+
+// maxConcurrentDecompressions bounds the batches decompressed at once.
+const maxConcurrentDecompressions = 4
+
+// decompressSlots is the pool of decompression slots: a slot is taken by
+// sending and returned by receiving. It is process-wide, like zstdDecoders:
+// a process runs one broker, and brokers sharing a test process share it.
+var decompressSlots = make(chan struct{}, maxConcurrentDecompressions)
 
 var zstdDecoders = sync.Pool{New: func() any {
 	d, _ := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(maxDecompressed))
@@ -98,7 +113,14 @@ func eachRecord(batch []byte, fn func(offset, timestamp int64, rec *kmsg.Record)
 	if err := rb.ReadFrom(batch); err != nil {
 		return fmt.Errorf("decode batch: %w", err)
 	}
-	raw, err := decompress(rb.Attributes&attrCodecMask, rb.Records)
+	codec := rb.Attributes & attrCodecMask
+	if codec != 0 {
+		// Held while the records are walked: they live in the decompressed
+		// buffer.
+		decompressSlots <- struct{}{}
+		defer func() { <-decompressSlots }()
+	}
+	raw, err := decompress(codec, rb.Records)
 	if err != nil {
 		return fmt.Errorf("decompress batch at %d: %w", rb.FirstOffset, err)
 	}
