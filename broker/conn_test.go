@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"io"
 	"testing"
 	"time"
 
@@ -181,4 +182,52 @@ func TestConnectionDropsLargeReplyBuffer(t *testing.T) {
 	if after > before+total/2 {
 		t.Fatalf("heap in use grew by %d MiB after a %d MiB fetch on an open connection", (after-before)>>20, total>>20)
 	}
+}
+
+// TestAcksZeroProduce: an acks=0 produce gets no reply (the next request's
+// reply comes first), its batch is appended, and its request memory is
+// released once it is.
+func TestAcksZeroProduce(t *testing.T) {
+	b := startBroker(t, testBrokerConfig(t))
+	createTopic(t, testClient(t, b), "fire", 1, nil)
+	c := dialRaw(t, b, "")
+	req := kmsg.NewPtrProduceRequest()
+	req.SetVersion(7)
+	req.Acks, req.TimeoutMillis = 0, 5000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "fire"
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Records = testBatch(3, -1, -1, -1, time.Now().UnixMilli())
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	if _, err := c.nc.Write(encodeRequest(req, 1)); err != nil {
+		t.Fatal(err)
+	}
+	av := kmsg.NewPtrApiVersionsRequest()
+	avResp := kmsg.NewPtrApiVersionsResponse()
+	if _, err := c.nc.Write(encodeRequest(av, 2)); err != nil {
+		t.Fatal(err)
+	}
+	var head [8]byte
+	if err := c.nc.SetReadDeadline(time.Now().Add(30 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(c.nc, head[:]); err != nil {
+		t.Fatal(err)
+	}
+	if corr := binary.BigEndian.Uint32(head[4:]); corr != 2 {
+		t.Fatalf("first reply has correlation id %d; the acks=0 produce (1) must not be answered", corr)
+	}
+	rest := make([]byte, binary.BigEndian.Uint32(head[:4])-4)
+	if _, err := io.ReadFull(c.nc, rest); err != nil {
+		t.Fatal(err)
+	}
+	if err := avResp.ReadFrom(rest); err != nil {
+		t.Fatal(err)
+	}
+	p := b.lookupTopic("fire").partitions[0]
+	pollUntil(t, 30*time.Second, "the acks=0 batch appended and its memory released", func() bool {
+		hw, _ := p.highWatermark()
+		return hw == 3 && metricValue(t, b, "sluice_request_memory_bytes") == 0
+	})
 }
