@@ -1,0 +1,40 @@
+package broker
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestConfigValidateLimits: the request, fetch and connection bounds reject
+// values that cannot work, naming the setting.
+func TestConfigValidateLimits(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		change func(*Config)
+		want   string // in the error; "" for valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"no per-IP limit", func(c *Config) { c.MaxConnectionsPerIP = 0 }, ""},
+		{"request memory below one chunk", func(c *Config) { c.QueuedMaxRequestBytes = 1 << 10 }, "queued max request bytes"},
+		{"request memory below max request", func(c *Config) { c.QueuedMaxRequestBytes = 1 << 20 }, ""}, // larger frames are refused
+		{"fetch max bytes zero", func(c *Config) { c.FetchMaxBytes = 0 }, "fetch max bytes"},
+		{"fetch max bytes negative", func(c *Config) { c.FetchMaxBytes = -1 }, "fetch max bytes"},
+		{"no connections", func(c *Config) { c.MaxConnections = 0 }, "max connections"},
+		{"negative per-IP", func(c *Config) { c.MaxConnectionsPerIP = -1 }, "max connections per ip"},
+		{"zero idle", func(c *Config) { c.ConnectionsMaxIdle = 0 }, "connections max idle"},
+		{"negative idle", func(c *Config) { c.ConnectionsMaxIdle = -time.Second }, "connections max idle"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			tt.change(&cfg)
+			err := cfg.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Validate = %v, want nil", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("Validate = %v, want an error about %q", err, tt.want)
+			}
+		})
+	}
+}
