@@ -138,4 +138,61 @@
 // the parent of every directory it creates, and Delete renames the log
 // directory into a trash directory (fsyncing both parents) before removing
 // anything, so a crash leaves the whole log or none of it.
+//
+// # Journal: one durable point for many logs (journal*.go)
+//
+// A broker opens one Journal per data disk and its logs with OpenJournaled.
+// Each append is written to its segment (not synced) and then submitted to
+// the journal, which writes whatever was submitted since its previous round
+// with one write and one fsync and then tells every log in the round that its
+// batches are durable. While a round is being written and synced, the next
+// one fills. Segments are fsynced only by checkpoints (and by retention and
+// Close, as before); after a crash, each log replays the journal's records
+// above the last checkpoint that its segments lack. The measurements that
+// chose this design over synchronised per-partition fsyncs are in
+// docs/durability.md.
+//
+// A directory of files <first LSN, 20 digits>.jnl; an LSN counts the bytes
+// of records written since the journal was created. Each file starts with
+// a 20-byte header, followed by records back to back:
+//
+//	 0        4          6          8             16
+//	+--------+----------+----------+-------------+--------+
+//	| "SLJN" | version  | reserved | first LSN   | crc    |   header: crc is the
+//	|        | u16 = 1  | u16      | i64         | u32    |   CRC-32C of bytes 0..16
+//	+--------+----------+----------+-------------+--------+
+//
+//	 0        4          8        9          10
+//	+--------+----------+--------+----------+---------+-------------------+
+//	| crc    | length   | kind   | key len  | key     | payload           |   record
+//	| u32    | u32 = n  | u8     | u8 = k   | k bytes | n-2-k bytes       |
+//	+--------+----------+--------+----------+---------+-------------------+
+//
+// crc is the CRC-32C of bytes 4..8+n. The key names the log (the broker
+// uses "<topic id>/<partition>"). Kind 1 is an append: the payload is one
+// record batch as the segment holds it (stamped). Kind 2 is a truncation:
+// the payload is the i64 offset the log was truncated to. A reader stops
+// at the first record that is short, zeroed or fails its CRC: a crash tore
+// it; a kind it does not know is ErrUnknownVersion. A new journal file is
+// started (header fsynced, directory fsynced) when the current one is full,
+// after a round fsynced it, and at every open.
+//
+// CHECKPOINT (24 bytes, written through a temporary file, fsync, rename and
+// directory fsync):
+//
+//	 0        4          6          8             16         20
+//	+--------+----------+----------+-------------+----------+--------+
+//	| "SLCP" | version  | reserved | LSN         | reserved | crc    |
+//	|        | u16 = 1  | u16      | i64         | u32      | u32    |
+//	+--------+----------+----------+-------------+----------+--------+
+//
+// Every record below LSN is in a segment that was fsynced: a checkpoint
+// reads the LSN, fsyncs every open log, then writes this file and removes
+// the journal files wholly below it. Open removes such files left by a
+// crash, indexes every record at or above LSN by key, and starts a new file.
+// Replay (OpenJournaled) skips records its segments already hold and appends
+// the rest; a truncation record marks the appends before it that it removed
+// as dead. Truncate journals its record after the segments are truncated
+// durably, and a journaled Sync waits for the journal's round, not an fsync
+// of the segments.
 package wal

@@ -64,7 +64,27 @@ func (l *Log) AppendGroup(batches [][]byte, epoch Epoch) []Appended {
 	if err := g.flush(); err != nil {
 		failPending(out, g.pending, err)
 	}
+	if l.jnl != nil {
+		l.journalGroup(batches, out)
+	}
 	return out
+}
+
+// journalGroup submits the batches of a group that were written to the
+// journal, failing them all if it cannot. The caller holds wmu.
+func (l *Log) journalGroup(batches [][]byte, out []Appended) {
+	written := make([][]byte, 0, len(batches))
+	for i, b := range batches {
+		if out[i].Err == nil {
+			written = append(written, b)
+		}
+	}
+	if len(written) == 0 {
+		return
+	}
+	if err := l.journalBatches(written, l.EndOffset()); err != nil {
+		failFrom(out, 0, err)
+	}
 }
 
 // groupWriter holds the batches of an AppendGroup not yet written.

@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rs/zerolog"
 
@@ -59,6 +60,13 @@ type Log struct {
 	truncGen uint64     // guarded by mu: bumped when bytes are removed from the tail
 	unsynced []*segment // guarded by mu: sealed since the last sync
 	dirDirty bool       // guarded by mu: names created or removed since the last sync
+
+	// The journal, when the log was opened with OpenJournaled (journal_log.go).
+	jnl  *Journal
+	jkey string
+	jbuf []byte                 // guarded by wmu: records being submitted
+	jlsn atomic.Int64           // LSN after the log's last journal record
+	hook atomic.Pointer[func()] // called when the durable end rises or the log fails
 }
 
 // StartOffset is the first offset still in the log (Kafka's LogStartOffset).
@@ -136,7 +144,13 @@ func (l *Log) append(batch []byte, stamp bool, epoch Epoch) (Offset, Offset, err
 	l.mu.Lock()
 	active.idx.add(h, len(batch), l.cfg.IndexIntervalBytes)
 	l.end = active.idx.next
+	end := l.end
 	l.mu.Unlock()
+	if l.jnl != nil {
+		if err := l.journalBatches([][]byte{batch}, end); err != nil {
+			return 0, 0, err
+		}
+	}
 	return h.BaseOffset, h.LastOffset(), nil
 }
 
@@ -231,6 +245,10 @@ func (l *Log) Close() error {
 	if l.usable() == nil {
 		_, err = l.sync(true)
 	}
+	if l.jnl != nil {
+		// Synced, so the journal's records of it are no longer needed.
+		l.jnl.unregister(l)
+	}
 	return errors.Join(err, l.closeFiles())
 }
 
@@ -288,6 +306,9 @@ func (l *Log) DeleteTo(trashDir string) error {
 		if err := l.closeFiles(); err != nil {
 			l.log.Warn().Err(err).Msg("wal: close before delete")
 		}
+	}
+	if l.jnl != nil {
+		l.jnl.unregister(l)
 	}
 	if err := vfs.RemoveAllDurable(l.fs, l.dir, trashDir); err != nil {
 		return fmt.Errorf("wal: delete %s: %w", l.dir, err)

@@ -151,6 +151,10 @@ func (l *Log) Truncate(to Offset) error {
 	l.syncing, l.syncEnd = true, -1 // callers arriving now wait for a round after it
 	l.smu.Unlock()
 	err := l.truncate(to)
+	if err == nil && l.jnl != nil {
+		// After the segments: see replay (journal_log.go) for why.
+		err = l.journalTruncate(to)
+	}
 	l.smu.Lock()
 	l.syncing = false
 	if l.durable > to {

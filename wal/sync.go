@@ -23,6 +23,9 @@ import (
 // offset. Concurrent callers share fsyncs. After a failed write or fsync it
 // returns that error until the Log is reopened.
 func (l *Log) Sync() (durableEnd Offset, err error) {
+	if l.jnl != nil {
+		return l.syncJournaled()
+	}
 	return l.sync(false)
 }
 

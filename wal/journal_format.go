@@ -1,0 +1,165 @@
+package wal
+
+// journal_format.go owns the bytes of the journal: its file header, its
+// records and its checkpoint file (drawn in doc.go, "Journal").
+//
+// Invariant: a record is accepted only whole and with a matching CRC; the
+// first record that is not ends the readable part of its file.
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"strconv"
+)
+
+const (
+	journalSuffix     = ".jnl"
+	checkpointName    = "CHECKPOINT"
+	journalMagic      = "SLJN"
+	checkpointMagic   = "SLCP"
+	journalVersion    = 1
+	journalHeaderSize = 20 // magic 4, version 2, reserved 2, start LSN 8, crc 4
+	checkpointSize    = 24 // magic 4, version 2, reserved 2, LSN 8, reserved 4, crc 4
+	recordHeaderSize  = 10 // crc 4, length 4, kind 1, key length 1
+	maxJournalKey     = 255
+
+	recAppend   byte = 1 // payload: one stamped record batch
+	recTruncate byte = 2 // payload: i64 offset the log was truncated to
+)
+
+// errTorn marks the end of a journal file's readable records: a short,
+// zeroed or mismatching record, as a crash leaves one mid-write.
+var errTorn = errors.New("wal: torn journal record")
+
+// journalFileName is the name of the journal file whose first record has
+// log sequence number (LSN) start.
+func journalFileName(start int64) string {
+	return fmt.Sprintf("%020d%s", start, journalSuffix)
+}
+
+// parseJournalFileName is journalFileName's inverse.
+func parseJournalFileName(name string) (int64, bool) {
+	if len(name) != 20+len(journalSuffix) || name[20:] != journalSuffix {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(name[:20], 10, 64)
+	return n, err == nil && n >= 0
+}
+
+func encodeJournalHeader(start int64) []byte {
+	b := make([]byte, journalHeaderSize)
+	copy(b, journalMagic)
+	binary.BigEndian.PutUint16(b[4:], journalVersion)
+	binary.BigEndian.PutUint64(b[8:], uint64(start))
+	binary.BigEndian.PutUint32(b[16:], crc32.Checksum(b[:16], castagnoli))
+	return b
+}
+
+func decodeJournalHeader(b []byte) (int64, error) {
+	if len(b) < journalHeaderSize {
+		return 0, fmt.Errorf("journal header: %d bytes: %w", len(b), ErrCorrupt)
+	}
+	if string(b[:4]) != journalMagic {
+		return 0, fmt.Errorf("journal header: magic %q: %w", b[:4], ErrCorrupt)
+	}
+	if got, want := crc32.Checksum(b[:16], castagnoli), binary.BigEndian.Uint32(b[16:]); got != want {
+		return 0, fmt.Errorf("journal header: crc %08x, want %08x: %w", got, want, ErrCorrupt)
+	}
+	if v := binary.BigEndian.Uint16(b[4:]); v != journalVersion {
+		return 0, fmt.Errorf("journal header: version %d: %w", v, ErrUnknownVersion)
+	}
+	start := int64(binary.BigEndian.Uint64(b[8:]))
+	if start < 0 {
+		return 0, fmt.Errorf("journal header: start %d: %w", start, ErrCorrupt)
+	}
+	return start, nil
+}
+
+// appendRecord appends one record to dst.
+func appendRecord(dst []byte, kind byte, key string, payload []byte) []byte {
+	start := len(dst)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0, kind, byte(len(key)))
+	dst = append(dst, key...)
+	dst = append(dst, payload...)
+	binary.BigEndian.PutUint32(dst[start+4:], uint32(len(dst)-start-8))
+	binary.BigEndian.PutUint32(dst[start:], crc32.Checksum(dst[start+4:], castagnoli))
+	return dst
+}
+
+// journalRecord is one decoded record. For an append, base and last are the
+// batch's offsets; for a truncation, base is the offset truncated to.
+type journalRecord struct {
+	kind       byte
+	key        string
+	payload    []byte // aliases the input
+	base, last Offset
+}
+
+// decodeRecord decodes the record at the start of b and returns its size.
+// A record that is incomplete or fails its CRC is errTorn; one whose CRC
+// matches but whose content is impossible is ErrCorrupt.
+func decodeRecord(b []byte) (journalRecord, int, error) {
+	var r journalRecord
+	if len(b) < recordHeaderSize {
+		return r, 0, errTorn
+	}
+	n := int(binary.BigEndian.Uint32(b[4:]))
+	if n < 2 || n > len(b)-8 {
+		return r, 0, errTorn
+	}
+	size := 8 + n
+	if crc32.Checksum(b[4:size], castagnoli) != binary.BigEndian.Uint32(b) {
+		return r, 0, errTorn
+	}
+	r.kind = b[8]
+	keyLen := int(b[9])
+	if recordHeaderSize+keyLen > size {
+		return r, 0, fmt.Errorf("journal record: key of %d bytes past its end: %w", keyLen, ErrCorrupt)
+	}
+	r.key = string(b[recordHeaderSize : recordHeaderSize+keyLen])
+	r.payload = b[recordHeaderSize+keyLen : size]
+	switch r.kind {
+	case recAppend:
+		h, err := validateBatch(r.payload)
+		if err != nil {
+			return r, 0, fmt.Errorf("journal record for %q: %w", r.key, errors.Join(err, ErrCorrupt))
+		}
+		r.base, r.last = h.BaseOffset, h.LastOffset()
+	case recTruncate:
+		if len(r.payload) != 8 {
+			return r, 0, fmt.Errorf("journal truncate record of %d bytes: %w", len(r.payload), ErrCorrupt)
+		}
+		r.base = Offset(binary.BigEndian.Uint64(r.payload))
+	default:
+		return r, 0, fmt.Errorf("journal record kind %d: %w", r.kind, ErrUnknownVersion)
+	}
+	return r, size, nil
+}
+
+func encodeCheckpoint(lsn int64) []byte {
+	b := make([]byte, checkpointSize)
+	copy(b, checkpointMagic)
+	binary.BigEndian.PutUint16(b[4:], journalVersion)
+	binary.BigEndian.PutUint64(b[8:], uint64(lsn))
+	binary.BigEndian.PutUint32(b[20:], crc32.Checksum(b[:20], castagnoli))
+	return b
+}
+
+func decodeCheckpoint(b []byte) (int64, error) {
+	if len(b) != checkpointSize || string(b[:4]) != checkpointMagic {
+		return 0, fmt.Errorf("journal checkpoint: %d bytes: %w", len(b), ErrCorrupt)
+	}
+	if crc32.Checksum(b[:20], castagnoli) != binary.BigEndian.Uint32(b[20:]) {
+		return 0, fmt.Errorf("journal checkpoint: crc: %w", ErrCorrupt)
+	}
+	if v := binary.BigEndian.Uint16(b[4:]); v != journalVersion {
+		return 0, fmt.Errorf("journal checkpoint: version %d: %w", v, ErrUnknownVersion)
+	}
+	lsn := int64(binary.BigEndian.Uint64(b[8:]))
+	if lsn < 0 {
+		return 0, fmt.Errorf("journal checkpoint: lsn %d: %w", lsn, ErrCorrupt)
+	}
+	return lsn, nil
+}
