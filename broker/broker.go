@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-mq/sluice/meta"
+	"github.com/sluice-mq/sluice/wal"
 	"github.com/sluice-mq/sluice/wal/vfs"
 )
 
@@ -29,6 +30,7 @@ type Broker struct {
 
 	store     *meta.Store
 	clusterID string
+	journal   *wal.Journal // the durable point every partition shares; nil with PerPartitionFsync
 	coord     *coordinator // consumer groups and committed offsets
 
 	// adminMu serialises topic changes (create, delete, configs, partitions)
@@ -123,15 +125,23 @@ func (b *Broker) Run(ctx context.Context) error {
 		return fmt.Errorf("broker: empty %s: %w", b.trashDir(), err)
 	}
 
+	if err := b.openJournal(); err != nil {
+		return err
+	}
 	partCtx, stopPartitions := context.WithCancel(context.WithoutCancel(ctx))
 	b.partCtx = partCtx
 	defer func() {
 		stopPartitions()
 		b.partWG.Wait()
 		b.closeTopics()
+		b.closeJournal()
 	}()
 	if err := b.loadTopics(ctx); err != nil {
 		return err
+	}
+	if b.journal != nil {
+		// Every partition has replayed its records: checkpoints may begin.
+		b.journal.Start()
 	}
 	if err := b.startCoordinator(ctx); err != nil {
 		return err
@@ -213,6 +223,31 @@ func (b *Broker) maintainLoop(ctx context.Context) {
 // outside the wal directory, which the wal owns entirely.
 func (b *Broker) snapshotPath(id [16]byte, partition int32) string {
 	return filepath.Join(b.cfg.DataDir, "state", uuidString(id), fmt.Sprintf("%d.producers", partition))
+}
+
+// openJournal opens (and recovers) the broker journal in <data-dir>/journal.
+func (b *Broker) openJournal() error {
+	if b.cfg.PerPartitionFsync {
+		return nil
+	}
+	jcfg := b.cfg.Journal
+	jcfg.ObserveSync = b.m.observeJournalSync
+	j, err := wal.OpenJournal(b.fs, filepath.Join(b.cfg.DataDir, "journal"), jcfg, b.logger)
+	if err != nil {
+		return fmt.Errorf("broker: open journal: %w", err)
+	}
+	b.journal = j
+	return nil
+}
+
+// closeJournal closes the journal once every log is closed.
+func (b *Broker) closeJournal() {
+	if b.journal == nil {
+		return
+	}
+	if err := b.journal.Close(); err != nil {
+		b.logger.Warn().Err(err).Msg("close journal")
+	}
 }
 
 // trashDir is where deleted directories are renamed before their removal,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/meta"
+	"github.com/sluice-mq/sluice/wal"
 	"github.com/sluice-mq/sluice/wal/vfs"
 )
 
@@ -54,6 +55,14 @@ type Config struct {
 	ProducerIDExpiration time.Duration
 	// PartitionQueue bounds the produce batches waiting for one partition owner.
 	PartitionQueue int
+
+	// PerPartitionFsync makes each partition fsync its own segments for
+	// every group commit, as Sluice did before the broker journal; by
+	// default all partitions share the journal's group commits
+	// (docs/durability.md). Kept for comparisons and as a fallback.
+	PerPartitionFsync bool
+	// Journal tunes the broker journal (file size, checkpoint interval).
+	Journal wal.JournalConfig
 
 	Meta        meta.Config
 	Coordinator CoordinatorConfig

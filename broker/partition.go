@@ -40,6 +40,11 @@ type appendReq struct {
 	res   chan appendResult // buffered, capacity 1
 }
 
+type inflightGroup struct {
+	end  wal.Offset // the log end after the group
+	undo producerUndo
+}
+
 type parkedReply struct {
 	res    chan appendResult
 	result appendResult
@@ -74,6 +79,10 @@ type partition struct {
 	parked    map[int]parkedReply // produce replies the core holds, by token
 	nextToken int
 	failed    error // the log's sticky failure, once an append or fsync failed
+	// With a journaled log, groups appended but not yet durable, oldest
+	// first; each can undo its producer-state changes if the journal fails.
+	inflight   []inflightGroup
+	durableSig chan struct{} // capacity 1: the journal raised the durable end or failed
 
 	// epoch is the partition's leader epoch. Only the owner writes it (the
 	// replication of DESIGN.md §4 will, on a leader change); connection
@@ -124,6 +133,15 @@ func openPartition(l *wal.Log, o partitionOptions) (*partition, error) {
 	if err := p.rebuildProducers(); err != nil {
 		return nil, err
 	}
+	if l.Journaled() {
+		p.durableSig = make(chan struct{}, 1)
+		l.SetDurableHook(func() {
+			select {
+			case p.durableSig <- struct{}{}:
+			default: // a wake-up is pending; it will read the newest state
+			}
+		})
+	}
 	p.hw = end
 	p.self = o.self
 	p.core = newCore([]int32{o.self}, 0, end)
@@ -161,6 +179,7 @@ func (p *partition) run(ctx context.Context) {
 			p.closed = true
 			p.qmu.Unlock()
 			p.failQueued()
+			p.settleInflight()
 			p.failParked(errShuttingDown)
 			if err := p.writeSnapshot(); err != nil {
 				p.logger.Error().Err(err).Msg("write producer snapshot at shutdown")
@@ -168,6 +187,8 @@ func (p *partition) run(ctx context.Context) {
 			return
 		case fn := <-p.ctl:
 			fn()
+		case <-p.durableSig:
+			p.onDurable()
 		case r := <-p.appends:
 			group = append(group[:0], r)
 		drain:
@@ -254,6 +275,19 @@ func (p *partition) appendGroup(group []*appendReq) {
 			ends[i] = res.Last + 1
 			appended = true
 		}
+		if p.log.Journaled() {
+			// The journal's round will make the group durable; the owner
+			// goes on with the next group meanwhile (onDurable).
+			if failedAppend {
+				syncErr = p.log.Failed()
+				p.settleProducers(group, accepted, results, undo, syncErr == nil)
+			}
+			if syncErr == nil && appended {
+				p.inflight = append(p.inflight, inflightGroup{end: p.log.EndOffset(), undo: undo})
+			}
+			p.answer(group, results, ends, syncErr)
+			return
+		}
 		// After a failed append the sync reports whether the failure is the
 		// log's (sticky) or the batch's alone.
 		if appended || failedAppend {
@@ -295,11 +329,8 @@ func (p *partition) settleProducers(group []*appendReq, accepted []int, results 
 // answer sends rejected results at once and parks the others in the core.
 func (p *partition) answer(group []*appendReq, results []appendResult, ends []wal.Offset, syncErr error) {
 	start := p.log.StartOffset()
-	if syncErr != nil && p.failed == nil {
-		p.failed = fmt.Errorf("%w: sync %s-%d: %w", errStorage, p.topic, p.index, syncErr)
-		// The high watermark cannot rise past the failed log's durable end:
-		// nothing parked above it will ever be released.
-		p.failParked(p.failed)
+	if syncErr != nil {
+		p.failLog(syncErr)
 	}
 	for i, r := range group {
 		results[i].logStart = start
@@ -318,6 +349,53 @@ func (p *partition) answer(group []*appendReq, results []appendResult, ends []wa
 			p.release([]int{p.nextToken})
 		}
 	}
+}
+
+// failLog records the log's failure: producer state goes back to what is
+// durable, and every parked reply is failed, because the high watermark
+// cannot rise past the failed log's durable end.
+func (p *partition) failLog(err error) {
+	if p.failed != nil {
+		return
+	}
+	for i := len(p.inflight) - 1; i >= 0; i-- {
+		p.inflight[i].undo.restore(p.producers)
+	}
+	p.inflight = nil
+	p.failed = fmt.Errorf("%w: sync %s-%d: %w", errStorage, p.topic, p.index, err)
+	p.failParked(p.failed)
+}
+
+// onDurable takes in what the journal made durable: in-flight groups it
+// covers are settled, and the high watermark rises, releasing replies.
+func (p *partition) onDurable() {
+	if err := p.log.Failed(); err != nil {
+		p.failLog(err)
+		return
+	}
+	end := p.log.DurableEnd()
+	n := 0
+	for n < len(p.inflight) && p.inflight[n].end <= end {
+		n++
+	}
+	p.inflight = p.inflight[n:]
+	if hw, rose, released := p.core.durableEnd(p.self, end); rose {
+		p.setHighWatermark(hw)
+		p.release(released)
+	}
+}
+
+// settleInflight waits until the journal has made every appended group
+// durable (or failed), so that what follows (a producer snapshot, retention,
+// shutdown) sees no producer state ahead of the log's durable end.
+func (p *partition) settleInflight() {
+	if len(p.inflight) == 0 {
+		return
+	}
+	if _, err := p.log.Sync(); err != nil {
+		p.logger.Error().Err(err).Msg("journal sync failed")
+	}
+	p.onDurable()
 }
 
 // release answers the replies the core let go.
@@ -357,6 +435,7 @@ func (p *partition) maintain() {
 		// replaces, so a crash in between cannot leave a snapshot older than
 		// the log start (the producers' next batches would then look like
 		// sequence gaps). If it cannot be written, nothing is deleted.
+		p.settleInflight()
 		p.expireProducers()
 		if err := p.writeSnapshot(); err != nil {
 			p.logger.Error().Err(err).Msg("write producer snapshot; retention postponed")

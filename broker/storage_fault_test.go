@@ -9,8 +9,10 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -89,18 +91,24 @@ func fetchOffsetsFrom(t *testing.T, b *Broker, cl *kgo.Client, topic string, off
 
 func TestStorageFaults(t *testing.T) {
 	cases := []struct {
-		name string
-		op   vfs.Op
-		err  error
+		name              string
+		perPartitionFsync bool
+		op                vfs.Op
+		path              string
+		err               error
 	}{
-		{"fsync fails", vfs.OpSync, nil},
-		{"disk full", vfs.OpWrite, syscall.ENOSPC},
+		{"journal fsync fails", false, vfs.OpSync, ".jnl", nil},
+		{"journal disk full", false, vfs.OpWrite, ".jnl", syscall.ENOSPC},
+		{"segment disk full", false, vfs.OpWrite, ".log", syscall.ENOSPC},
+		{"per-partition fsync fails", true, vfs.OpSync, ".log", nil},
+		{"per-partition disk full", true, vfs.OpWrite, ".log", syscall.ENOSPC},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			faults := &armedFaults{op: tc.op, path: ".log", err: tc.err}
+			faults := &armedFaults{op: tc.op, path: tc.path, err: tc.err}
 			cfg := testBrokerConfig(t)
 			cfg.FS = vfs.NewFaulty(vfs.OS, faults.inject)
+			cfg.PerPartitionFsync = tc.perPartitionFsync
 			b := startBroker(t, cfg)
 			cl := testClient(t, b)
 			createTopic(t, cl, "disk", 1, nil)
@@ -131,18 +139,30 @@ func TestStorageFaults(t *testing.T) {
 }
 
 func TestStorageFaultIsolatedToItsPartition(t *testing.T) {
-	faults := &armedFaults{op: vfs.OpSync, path: "/0/"}
-	cfg := testBrokerConfig(t)
-	cfg.FS = vfs.NewFaulty(vfs.OS, faults.inject)
-	b := startBroker(t, cfg)
-	cl := testClient(t, b)
-	createTopic(t, cl, "two", 2, nil)
-	faults.armed.Store(true)
-	if p := produceRaw(t, b, cl, "two", 0, testBatch(1, -1, -1, -1, 1)); p.ErrorCode != kerr.KafkaStorageError.Code {
-		t.Fatalf("partition 0 on a failing disk: error %d", p.ErrorCode)
-	}
-	if p := produceRaw(t, b, cl, "two", 1, testBatch(1, -1, -1, -1, 1)); p.ErrorCode != 0 {
-		t.Fatalf("partition 1: error %v", kerr.ErrorForCode(p.ErrorCode))
+	// A segment that cannot be written fails its partition only; with
+	// per-partition fsyncs, so does a segment fsync. (A journal failure is
+	// the whole disk's: every partition on it fails, TestStorageFaults.)
+	for _, tc := range []struct {
+		name              string
+		perPartitionFsync bool
+		op                vfs.Op
+	}{{"segment write", false, vfs.OpWrite}, {"per-partition fsync", true, vfs.OpSync}} {
+		t.Run(tc.name, func(t *testing.T) {
+			faults := &armedFaults{op: tc.op, path: "/0/"}
+			cfg := testBrokerConfig(t)
+			cfg.FS = vfs.NewFaulty(vfs.OS, faults.inject)
+			cfg.PerPartitionFsync = tc.perPartitionFsync
+			b := startBroker(t, cfg)
+			cl := testClient(t, b)
+			createTopic(t, cl, "two", 2, nil)
+			faults.armed.Store(true)
+			if p := produceRaw(t, b, cl, "two", 0, testBatch(1, -1, -1, -1, 1)); p.ErrorCode != kerr.KafkaStorageError.Code {
+				t.Fatalf("partition 0 on a failing disk: error %d", p.ErrorCode)
+			}
+			if p := produceRaw(t, b, cl, "two", 1, testBatch(1, -1, -1, -1, 1)); p.ErrorCode != 0 {
+				t.Fatalf("partition 1: error %v", kerr.ErrorForCode(p.ErrorCode))
+			}
+		})
 	}
 	var se *kerr.Error
 	if !errors.As(kerr.ErrorForCode(kerr.KafkaStorageError.Code), &se) || !se.Retriable {
@@ -155,7 +175,7 @@ func TestStorageFaultIsolatedToItsPartition(t *testing.T) {
 // must not be reset); it gets an empty answer, and past the log end
 // OFFSET_OUT_OF_RANGE.
 func TestFetchBetweenHighWatermarkAndLogEnd(t *testing.T) {
-	faults := &armedFaults{op: vfs.OpSync, path: ".log"}
+	faults := &armedFaults{op: vfs.OpSync, path: ".jnl"}
 	cfg := testBrokerConfig(t)
 	cfg.FS = vfs.NewFaulty(vfs.OS, faults.inject)
 	b := startBroker(t, cfg)
@@ -237,4 +257,48 @@ func TestLeaderEpochChecked(t *testing.T) {
 		}
 	}
 	close(stop)
+}
+
+// TestCrashKeepsAcknowledgedRecords runs the broker on an in-memory disk,
+// takes what a power cut would leave (only fsynced bytes and names) after
+// acknowledged produces to several partitions, and restarts on it: every
+// acknowledged record is there, replayed from the journal, since no segment
+// was fsynced.
+func TestCrashKeepsAcknowledgedRecords(t *testing.T) {
+	for _, perPartition := range []bool{false, true} {
+		t.Run(fmt.Sprintf("per-partition-fsync=%v", perPartition), func(t *testing.T) {
+			mem := vfs.NewMem()
+			cfg := testBrokerConfig(t)
+			cfg.FS = mem
+			cfg.PerPartitionFsync = perPartition
+			b, stop := startStoppableBroker(t, cfg)
+			cl := testClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			createTopic(t, cl, "acked", 4, nil)
+			want := map[string]bool{}
+			for i := range 200 {
+				v := fmt.Sprintf("record-%d", i)
+				r := &kgo.Record{Topic: "acked", Partition: int32(i % 4), Value: []byte(v)}
+				if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+					t.Fatal(err)
+				}
+				want[v] = true
+			}
+			crashed := mem.CrashClone()
+			cl.Close()
+			stop()
+
+			cfg.FS = crashed
+			b2 := startBroker(t, cfg)
+			cl2 := testClient(t, b2, kgo.ConsumeTopics("acked"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			for len(want) > 0 {
+				fs := cl2.PollFetches(ctx)
+				if err := ctx.Err(); err != nil {
+					t.Fatalf("%d acknowledged records missing after the crash", len(want))
+				}
+				fs.EachRecord(func(r *kgo.Record) { delete(want, string(r.Value)) })
+			}
+		})
+	}
 }

@@ -99,7 +99,14 @@ func (b *Broker) openTopic(t meta.Topic) error {
 
 func (b *Broker) openPartition(tp *topic, i int32) (*partition, error) {
 	logger := b.logger.With().Str("topic", tp.meta.Name).Int32("partition", i).Logger()
-	l, err := wal.Open(b.fs, b.walDir(tp.meta.ID, i), tp.settings.walConfig(), logger)
+	var l *wal.Log
+	var err error
+	if b.journal != nil {
+		key := fmt.Sprintf("%s/%d", uuidString(tp.meta.ID), i)
+		l, err = wal.OpenJournaled(b.fs, b.walDir(tp.meta.ID, i), tp.settings.walConfig(), b.journal, key, logger)
+	} else {
+		l, err = wal.Open(b.fs, b.walDir(tp.meta.ID, i), tp.settings.walConfig(), logger)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("broker: open log of %s-%d: %w", tp.meta.Name, i, err)
 	}

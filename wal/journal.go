@@ -49,6 +49,9 @@ type JournalConfig struct {
 	CheckpointBytes int64
 	// CheckpointEvery: checkpoint at least this often while records arrive.
 	CheckpointEvery time.Duration
+	// ObserveSync, if set, is called after each round's fsync with its
+	// duration and the bytes it made durable (for metrics).
+	ObserveSync func(took time.Duration, bytes int)
 }
 
 func (c JournalConfig) withDefaults() JournalConfig {
@@ -379,8 +382,12 @@ func (j *Journal) writeRound(buf []byte) error {
 		return fmt.Errorf("wal: write journal at LSN %d: %w", j.fileStart+j.fileSize-journalHeaderSize, err)
 	}
 	j.fileSize += int64(len(buf))
+	began := time.Now()
 	if err := j.file.Sync(); err != nil {
 		return fmt.Errorf("wal: fsync journal: %w", err)
+	}
+	if j.cfg.ObserveSync != nil {
+		j.cfg.ObserveSync(time.Since(began), len(buf))
 	}
 	return nil
 }

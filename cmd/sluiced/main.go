@@ -49,6 +49,7 @@ func run(args []string) error {
 	fs.StringVar(&cfg.Meta.ListenPeer, "etcd-listen-peer", cfg.Meta.ListenPeer, "embedded etcd peer address")
 	fs.StringVar(&cfg.Meta.InitialCluster, "etcd-initial-cluster", "", "embedded etcd members, 1=http://host:port,2=... (default: this broker alone)")
 	fs.StringVar(&cfg.ObjectStore, "object-store", "", "file:///path or s3://bucket/prefix?endpoint=...&region=... (default: file://<data-dir>/objects)")
+	fs.BoolVar(&cfg.PerPartitionFsync, "per-partition-fsync", cfg.PerPartitionFsync, "fsync each partition's segments per group commit instead of sharing the broker journal's (for comparisons)")
 	fs.BoolVar(&cfg.AutoCreateTopics, "auto-create-topics", cfg.AutoCreateTopics, "create topics on first use, as Kafka does")
 	fs.DurationVar(&cfg.Coordinator.MinSessionTimeout, "group-min-session-timeout", cfg.Coordinator.MinSessionTimeout, "shortest consumer session timeout accepted")
 	fs.DurationVar(&cfg.Coordinator.MaxSessionTimeout, "group-max-session-timeout", cfg.Coordinator.MaxSessionTimeout, "longest consumer session timeout accepted")
