@@ -162,20 +162,33 @@
 //	|        | u16 = 1  | u16      | i64         | u32    |   CRC-32C of bytes 0..16
 //	+--------+----------+----------+-------------+--------+
 //
-//	 0        4          8        9          10
-//	+--------+----------+--------+----------+---------+-------------------+
-//	| crc    | length   | kind   | key len  | key     | payload           |   record
-//	| u32    | u32 = n  | u8     | u8 = k   | k bytes | n-2-k bytes       |
-//	+--------+----------+--------+----------+---------+-------------------+
+//	 0          4        8         16          20      21        22
+//	+----------+--------+---------+-----------+-------+---------+-------+---------+
+//	| hdr crc  | size   | LSN     | body crc  | kind  | key len | key   | payload |
+//	| u32      | u32    | i64     | u32       | u8    | u8 = k  | k B   |         |
+//	+----------+--------+---------+-----------+-------+---------+-------+---------+
 //
-// crc is the CRC-32C of bytes 4..8+n. The key names the log (the broker
-// uses "<topic id>/<partition>"). Kind 1 is an append: the payload is one
-// record batch as the segment holds it (stamped). Kind 2 is a truncation:
-// the payload is the i64 offset the log was truncated to. A reader stops
-// at the first record that is short, zeroed or fails its CRC: a crash tore
-// it; a kind it does not know is ErrUnknownVersion. A new journal file is
-// started (header fsynced, directory fsynced) when the current one is full,
-// after a round fsynced it, and at every open.
+// size is the whole record's length. hdr crc is the CRC-32C of bytes 4..20
+// and body crc that of bytes 20..size; the appender computes the body CRC
+// and the journal stamps the LSN and header CRC when it places the record.
+// The key names the log (the broker uses "<topic id>/<partition>"). Kind 1
+// is an append: the payload is one record batch as the segment holds it
+// (stamped). Kind 2 is a truncation: the payload is the i64 offset the log
+// was truncated to. A reader stops at the first record that is short,
+// zeroed, fails a CRC or carries an LSN other than its position's: a crash
+// tore it, or the file is a recycled one and the record is from its
+// previous life. A kind it does not know is ErrUnknownVersion.
+//
+// Journal files are written in place (pwrite) and made durable with
+// fdatasync. A file a checkpoint no longer needs is kept as a spare
+// (<n>.spare, at most two) and becomes the next journal file (its header
+// rewritten and fdatasynced before it is renamed), so that rounds overwrite
+// allocated blocks and their fdatasync commits no file-system metadata. A
+// new file is started (header fdatasynced, directory fsynced) when the
+// current one is full, after a round fsynced it, and at every open. While
+// they wait for a checkpoint, the segments' new bytes are handed to the
+// kernel's writeback every MiB (sync_file_range), so a checkpoint's fsyncs
+// find little left to write.
 //
 // CHECKPOINT (24 bytes, written through a temporary file, fsync, rename and
 // directory fsync):

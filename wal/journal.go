@@ -25,6 +25,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -77,6 +79,7 @@ type journalNote struct {
 type recordRef struct {
 	file       int // index into Journal.files
 	pos        int64
+	lsn        int64
 	size       int
 	kind       byte
 	base, last Offset
@@ -110,6 +113,8 @@ type Journal struct {
 	sinceCkpt int64                  // guarded by mu: bytes written since the last checkpoint
 	ckptLSN   int64                  // guarded by mu
 	ckptKick  chan struct{}
+	spares    []string // guarded by mu: preallocated files ready for use
+	spareSeq  int      // guarded by mu: names new spares
 
 	ckptMu sync.Mutex // serialises checkpoints
 
@@ -178,9 +183,15 @@ func (j *Journal) recover() (int64, error) {
 		return 0, fmt.Errorf("wal: list journal %s: %w", j.dir, err)
 	}
 	for _, n := range names {
-		if filepath.Ext(n) == vfs.TmpSuffix {
+		switch {
+		case filepath.Ext(n) == vfs.TmpSuffix:
 			if err := j.fs.Remove(filepath.Join(j.dir, n)); err != nil {
 				return 0, fmt.Errorf("wal: remove %s: %w", n, err)
+			}
+		case filepath.Ext(n) == spareSuffix:
+			j.spares = append(j.spares, n)
+			if seq, err := strconv.Atoi(strings.TrimSuffix(n, spareSuffix)); err == nil && seq > j.spareSeq {
+				j.spareSeq = seq
 			}
 		}
 		if start, ok := parseJournalFileName(n); ok {
@@ -237,42 +248,58 @@ func (j *Journal) scanFile(i int, f journalFile) (int64, int64, error) {
 	}
 	pos := int64(journalHeaderSize)
 	for pos < int64(len(data)) {
-		rec, size, err := decodeRecord(data[pos:])
+		lsn := f.start + pos - journalHeaderSize
+		rec, size, err := decodeRecord(data[pos:], lsn)
 		if errors.Is(err, errTorn) {
 			break
 		}
 		if err != nil {
 			return 0, 0, fmt.Errorf("wal: journal file %s at byte %d: %w", f.name, pos, err)
 		}
-		if lsn := f.start + pos - journalHeaderSize; lsn >= j.ckptLSN {
+		if lsn >= j.ckptLSN {
 			j.recovered[rec.key] = append(j.recovered[rec.key],
-				recordRef{file: i, pos: pos, size: size, kind: rec.kind, base: rec.base, last: rec.last})
+				recordRef{file: i, pos: pos, lsn: lsn, size: size, kind: rec.kind, base: rec.base, last: rec.last})
 		}
 		pos += int64(size)
 	}
 	return f.start + pos - journalHeaderSize, int64(len(data)), nil
 }
 
-// newFile starts a journal file at LSN start: header written and fsynced,
-// the name made durable. Called at open and by the committer.
+// newFile starts a journal file at LSN start: a recycled spare
+// (journal_spares.go) when one is ready, else an empty file; its header is written
+// and fsynced before its name is made durable. Called at open and by the
+// committer.
 func (j *Journal) newFile(start int64) error {
 	name := journalFileName(start)
 	path := filepath.Join(j.dir, name)
-	f, err := j.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+	spare := j.takeSpare()
+	var f vfs.File
+	var err error
+	if spare != "" {
+		f, err = j.fs.OpenFile(filepath.Join(j.dir, spare), os.O_RDWR, 0)
+	} else {
+		f, err = j.fs.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	}
 	if err != nil {
 		return fmt.Errorf("wal: create journal file %s: %w", name, err)
 	}
-	if _, err := f.Write(encodeJournalHeader(start)); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("wal: write journal header %s: %w", name, err)
+	fail := func(err error) error {
+		_ = f.Close() // err is the one to report
+		return fmt.Errorf("wal: start journal file %s: %w", name, err)
 	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("wal: fsync journal file %s: %w", name, err)
+	if _, err := f.WriteAt(encodeJournalHeader(start), 0); err != nil {
+		return fail(err)
+	}
+	if err := vfs.DataSync(f); err != nil {
+		return fail(err)
+	}
+	if spare != "" {
+		if err := j.fs.Rename(filepath.Join(j.dir, spare), path); err != nil {
+			return fail(err)
+		}
 	}
 	if err := j.fs.SyncDir(j.dir); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("wal: fsync journal dir: %w", err)
+		return fail(err)
 	}
 	if j.file != nil {
 		if err := j.file.Close(); err != nil {
@@ -300,8 +327,13 @@ func (j *Journal) submit(records []byte, note journalNote) (int64, error) {
 	if j.closing {
 		return 0, ErrClosed
 	}
+	at := len(j.buf)
 	j.buf = append(j.buf, records...)
-	j.lsn += int64(len(records))
+	for rec := j.buf[at:]; len(rec) > 0; {
+		n := sealRecord(rec, j.lsn)
+		j.lsn += int64(n)
+		rec = rec[n:]
+	}
 	if note.log != nil {
 		if n := len(j.notes); n > 0 && j.notes[n-1].log == note.log {
 			j.notes[n-1].end = note.end
@@ -378,12 +410,12 @@ func (j *Journal) writeRound(buf []byte) error {
 			return err
 		}
 	}
-	if _, err := j.file.Write(buf); err != nil {
+	if _, err := j.file.WriteAt(buf, j.fileSize); err != nil {
 		return fmt.Errorf("wal: write journal at LSN %d: %w", j.fileStart+j.fileSize-journalHeaderSize, err)
 	}
 	j.fileSize += int64(len(buf))
 	began := time.Now()
-	if err := j.file.Sync(); err != nil {
+	if err := vfs.DataSync(j.file); err != nil {
 		return fmt.Errorf("wal: fsync journal: %w", err)
 	}
 	if j.cfg.ObserveSync != nil {

@@ -16,7 +16,6 @@ package wal
 import (
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -109,8 +108,8 @@ func (j *Journal) Checkpoint() error {
 	}
 	j.mu.Unlock()
 	for _, f := range victims {
-		if err := j.fs.Remove(filepath.Join(j.dir, f.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("wal: remove journal file %s: %w", f.name, err)
+		if err := j.recycle(f); err != nil {
+			return err
 		}
 	}
 	if len(victims) > 0 {

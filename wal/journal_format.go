@@ -16,13 +16,14 @@ import (
 
 const (
 	journalSuffix     = ".jnl"
+	spareSuffix       = ".spare"
 	checkpointName    = "CHECKPOINT"
 	journalMagic      = "SLJN"
 	checkpointMagic   = "SLCP"
 	journalVersion    = 1
 	journalHeaderSize = 20 // magic 4, version 2, reserved 2, start LSN 8, crc 4
 	checkpointSize    = 24 // magic 4, version 2, reserved 2, LSN 8, reserved 4, crc 4
-	recordHeaderSize  = 10 // crc 4, length 4, kind 1, key length 1
+	recordHeaderSize  = 22 // header crc 4, size 4, LSN 8, payload crc 4, kind 1, key length 1
 	maxJournalKey     = 255
 
 	recAppend   byte = 1 // payload: one stamped record batch
@@ -77,15 +78,27 @@ func decodeJournalHeader(b []byte) (int64, error) {
 	return start, nil
 }
 
-// appendRecord appends one record to dst.
+// appendRecord appends one record to dst, unsealed: its LSN and header CRC
+// are filled in by sealRecord when the journal places it. The payload CRC is
+// computed here, outside the journal's lock.
 func appendRecord(dst []byte, kind byte, key string, payload []byte) []byte {
 	start := len(dst)
-	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0, kind, byte(len(key)))
+	dst = append(dst, make([]byte, recordHeaderSize-2)...)
+	dst = append(dst, kind, byte(len(key)))
 	dst = append(dst, key...)
 	dst = append(dst, payload...)
-	binary.BigEndian.PutUint32(dst[start+4:], uint32(len(dst)-start-8))
-	binary.BigEndian.PutUint32(dst[start:], crc32.Checksum(dst[start+4:], castagnoli))
+	rec := dst[start:]
+	binary.BigEndian.PutUint32(rec[4:], uint32(len(rec)))
+	binary.BigEndian.PutUint32(rec[16:], crc32.Checksum(rec[20:], castagnoli))
 	return dst
+}
+
+// sealRecord stamps the record at the start of rec with its LSN and header
+// CRC and returns its size.
+func sealRecord(rec []byte, lsn int64) int {
+	binary.BigEndian.PutUint64(rec[8:], uint64(lsn))
+	binary.BigEndian.PutUint32(rec[0:], crc32.Checksum(rec[4:20], castagnoli))
+	return int(binary.BigEndian.Uint32(rec[4:]))
 }
 
 // journalRecord is one decoded record. For an append, base and last are the
@@ -97,24 +110,25 @@ type journalRecord struct {
 	base, last Offset
 }
 
-// decodeRecord decodes the record at the start of b and returns its size.
-// A record that is incomplete or fails its CRC is errTorn; one whose CRC
-// matches but whose content is impossible is ErrCorrupt.
-func decodeRecord(b []byte) (journalRecord, int, error) {
+// decodeRecord decodes the record at the start of b, which must carry LSN
+// lsn, and returns its size. A record that is short, zeroed, fails either
+// CRC or carries another LSN (a record of the file's previous life, when it
+// is recycled) is errTorn: the end of the readable records. One whose CRCs
+// match but whose content is impossible is ErrCorrupt.
+func decodeRecord(b []byte, lsn int64) (journalRecord, int, error) {
 	var r journalRecord
-	if len(b) < recordHeaderSize {
+	if len(b) < recordHeaderSize || crc32.Checksum(b[4:20], castagnoli) != binary.BigEndian.Uint32(b) {
 		return r, 0, errTorn
 	}
-	n := int(binary.BigEndian.Uint32(b[4:]))
-	if n < 2 || n > len(b)-8 {
+	size := int(binary.BigEndian.Uint32(b[4:]))
+	if int64(binary.BigEndian.Uint64(b[8:])) != lsn || size < recordHeaderSize || size > len(b) {
 		return r, 0, errTorn
 	}
-	size := 8 + n
-	if crc32.Checksum(b[4:size], castagnoli) != binary.BigEndian.Uint32(b) {
+	if crc32.Checksum(b[20:size], castagnoli) != binary.BigEndian.Uint32(b[16:]) {
 		return r, 0, errTorn
 	}
-	r.kind = b[8]
-	keyLen := int(b[9])
+	r.kind = b[20]
+	keyLen := int(b[21])
 	if recordHeaderSize+keyLen > size {
 		return r, 0, fmt.Errorf("journal record: key of %d bytes past its end: %w", keyLen, ErrCorrupt)
 	}

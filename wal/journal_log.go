@@ -78,7 +78,7 @@ func (l *Log) replay(j *Journal, files []journalFile, refs []recordRef) error {
 		if err != nil {
 			return err
 		}
-		rec, _, err := decodeRecord(b)
+		rec, _, err := decodeRecord(b, ref.lsn)
 		if err != nil {
 			return errors.Join(err, ErrCorrupt)
 		}
@@ -137,6 +137,25 @@ func (l *Log) journalDurable(end Offset, err error) {
 	}
 }
 
+// writebackChunk is how many bytes a journaled log's active segment gathers
+// before it asks the kernel to start writing them back. The journal carries
+// durability, so the segments are fsynced only at checkpoints; without this,
+// a checkpoint's fsyncs would find the whole interval's bytes dirty and
+// write them in one burst that journal fsyncs queue behind.
+const writebackChunk = 1 << 20
+
+// startWriteback starts writeback of the active segment's bytes written
+// since the last call, once there are writebackChunk of them. The caller
+// holds wmu.
+func (l *Log) startWriteback(s *segment) {
+	if n := s.idx.size - s.wbPos; n >= writebackChunk {
+		if err := vfs.StartWriteback(s.file, s.wbPos, n); err != nil {
+			l.log.Debug().Err(err).Msg("wal: start writeback")
+		}
+		s.wbPos = s.idx.size
+	}
+}
+
 // journalBatches submits the batches just written (stamped) to the journal.
 // The caller holds wmu; end is the log end after them.
 func (l *Log) journalBatches(batches [][]byte, end Offset) error {
@@ -144,6 +163,7 @@ func (l *Log) journalBatches(batches [][]byte, end Offset) error {
 	for _, b := range batches {
 		l.jbuf = appendRecord(l.jbuf, recAppend, l.jkey, b)
 	}
+	l.startWriteback(l.segs[len(l.segs)-1])
 	lsn, err := l.jnl.submit(l.jbuf, journalNote{log: l, end: end})
 	if err != nil {
 		return l.fail(fmt.Errorf("wal: journal: %w", err))

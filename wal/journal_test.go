@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -228,13 +229,26 @@ func TestJournalCheckpointBoundsReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	before, _ := mem.ReadDir("/data/journal")
+	journalFiles := func() []string {
+		names, _ := mem.ReadDir("/data/journal")
+		var out []string
+		for _, n := range names {
+			if strings.HasSuffix(n, journalSuffix) {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	before := journalFiles()
 	if err := f.j.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := mem.ReadDir("/data/journal")
-	if len(after) >= len(before) || len(after) > 2 {
+	// Only the file being written remains; at most maxSpares were recycled.
+	if after := journalFiles(); len(before) < 3 || len(after) != 1 {
 		t.Fatalf("checkpoint kept %v of %v", after, before)
+	}
+	if spares := len(f.j.spares); spares == 0 || spares > maxSpares {
+		t.Fatalf("%d spares after a checkpoint removed %d files", spares, len(before)-1)
 	}
 	crashed := mem.CrashClone()
 	f.close()
@@ -257,12 +271,31 @@ func journalCrashScenario(t *testing.T, seed uint64) {
 	cfg := Config{SegmentBytes: int64(1024 + rng.IntN(4096)), RetentionAge: -1, Now: clock.Now}
 	jcfg := JournalConfig{FileBytes: int64(1024 + rng.IntN(8192)), CheckpointBytes: 1 << 40, CheckpointEvery: time.Hour}
 	mem := vfs.NewMem()
-	var capture atomic.Pointer[vfs.Mem]
-	var crashAt atomic.Int64 // crash (capture) at this many operations from now; 0: off
+	// A crash inside a checkpoint: armed, the countdown takes a crash clone
+	// at its nth file-system operation (of any goroutine); disarming takes
+	// the clone, if any, under the same lock, so none can be taken later.
+	var crashMu sync.Mutex
+	var capture *vfs.Mem
+	crashAt := 0 // operations until the capture; 0: disarmed
+	arm := func(n int) {
+		crashMu.Lock()
+		defer crashMu.Unlock()
+		crashAt, capture = n, nil
+	}
+	disarm := func() *vfs.Mem {
+		crashMu.Lock()
+		defer crashMu.Unlock()
+		crashAt = 0
+		return capture
+	}
 	wrap := func(m *vfs.Mem) vfs.FS {
 		return vfs.NewFaulty(m, func(vfs.Op, string) error {
-			if crashAt.Load() > 0 && crashAt.Add(-1) == 0 {
-				capture.Store(m.CrashClone())
+			crashMu.Lock()
+			defer crashMu.Unlock()
+			if crashAt > 0 {
+				if crashAt--; crashAt == 0 {
+					capture = m.CrashClone()
+				}
 			}
 			return nil
 		})
@@ -316,12 +349,11 @@ func journalCrashScenario(t *testing.T, seed uint64) {
 			var crashed *vfs.Mem
 			if rng.IntN(2) == 0 {
 				// Crash somewhere inside a checkpoint.
-				crashAt.Store(int64(1 + rng.IntN(12)))
+				arm(1 + rng.IntN(12))
 				if err := f.j.Checkpoint(); err != nil {
 					t.Fatalf("seed %d step %d: checkpoint: %v", seed, step, err)
 				}
-				crashAt.Store(0)
-				crashed = capture.Swap(nil)
+				crashed = disarm()
 			}
 			if crashed == nil {
 				crashed = mem.CrashCloneTorn(rng)
@@ -370,19 +402,24 @@ func TestJournalCrashRecovery(t *testing.T) {
 }
 
 func FuzzJournalRecord(f *testing.F) {
-	f.Add(appendRecord(nil, recAppend, "t-0", mkBatch(2, 10, 5, 1)))
-	f.Add(appendRecord(nil, recTruncate, "k", []byte{0, 0, 0, 0, 0, 0, 0, 9}))
-	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 2, 1, 0})
-	f.Fuzz(func(t *testing.T, b []byte) {
-		rec, size, err := decodeRecord(b)
+	sealed := func(kind byte, key string, payload []byte, lsn int64) []byte {
+		b := appendRecord(nil, kind, key, payload)
+		sealRecord(b, lsn)
+		return b
+	}
+	f.Add(sealed(recAppend, "t-0", mkBatch(2, 10, 5, 1), 0), int64(0))
+	f.Add(sealed(recTruncate, "k", []byte{0, 0, 0, 0, 0, 0, 0, 9}, 77), int64(77))
+	f.Add(sealed(recAppend, "t-1", mkBatch(1, 3, 5, 1), 5), int64(6))
+	f.Add(make([]byte, recordHeaderSize), int64(0))
+	f.Fuzz(func(t *testing.T, b []byte, lsn int64) {
+		rec, size, err := decodeRecord(b, lsn)
 		if err != nil {
 			return
 		}
 		if size > len(b) || size < recordHeaderSize {
 			t.Fatalf("size %d of %d bytes", size, len(b))
 		}
-		again := appendRecord(nil, rec.kind, rec.key, rec.payload)
-		if string(again) != string(b[:size]) {
+		if again := sealed(rec.kind, rec.key, rec.payload, lsn); string(again) != string(b[:size]) {
 			t.Fatal("a decoded record does not encode to the same bytes")
 		}
 	})

@@ -56,6 +56,7 @@ type segment struct {
 	created time.Time // when this segment became active (wall clock), for SegmentAge
 	idx     segIndex  // guarded by Log.mu while active
 	sealed  bool      // guarded by Log.mu
+	wbPos   int64     // guarded by Log.wmu: writeback was started below this position
 
 	refs      atomic.Int32
 	dropped   atomic.Bool

@@ -125,6 +125,21 @@ func (f *faultyFile) Write(p []byte) (int, error) {
 	return f.File.Write(p)
 }
 
+func (f *faultyFile) WriteAt(p []byte, off int64) (int, error) {
+	if err := f.fs.inject(OpWrite, f.name); err != nil {
+		return 0, pathErr("write", f.name, err)
+	}
+	return f.File.WriteAt(p, off)
+}
+
+// DataSync is a fault site like Sync.
+func (f *faultyFile) DataSync() error {
+	if err := f.fs.inject(OpSync, f.name); err != nil {
+		return pathErr("sync", f.name, err)
+	}
+	return DataSync(f.File)
+}
+
 func (f *faultyFile) Sync() error {
 	if err := f.fs.inject(OpSync, f.name); err != nil {
 		return pathErr("sync", f.name, err)
@@ -145,6 +160,10 @@ func (f *faultyFile) Size() (int64, error) {
 	}
 	return f.File.Size()
 }
+
+// StartWriteback forwards to the inner file; it changes nothing durable, so
+// it is not a fault site.
+func (f *faultyFile) StartWriteback(off, n int64) error { return StartWriteback(f.File, off, n) }
 
 func (f *faultyFile) Close() error {
 	if err := f.fs.inject(OpClose, f.name); err != nil {

@@ -67,10 +67,11 @@ func NewMem() *Mem {
 // and, for each file, the contents made durable by Sync.
 func (m *Mem) CrashClone() *Mem { return m.crashClone(nil) }
 
-// CrashCloneTorn is CrashClone, except that each file whose unsynced bytes
-// extend its synced content keeps a random prefix (possibly empty, possibly
-// all) of those unsynced bytes, as a disk that wrote some pages before the
-// crash would.
+// CrashCloneTorn is CrashClone, except that each file with unsynced writes
+// keeps them up to a random point, as a disk that wrote some pages in order
+// before the crash would: an append keeps a random prefix (possibly empty,
+// possibly all) of its unsynced bytes, and a file overwritten in place is
+// new up to the point and synced content after it.
 func (m *Mem) CrashCloneTorn(rng *rand.Rand) *Mem { return m.crashClone(rng) }
 
 func (m *Mem) crashClone(rng *rand.Rand) *Mem {
@@ -104,9 +105,18 @@ func (m *Mem) crashClone(rng *rand.Rand) *Mem {
 	for _, f := range files {
 		ino := f.ino
 		data := slices.Clone(ino.synced)
-		if rng != nil && len(ino.data) > len(ino.synced) && slices.Equal(ino.data[:len(ino.synced)], ino.synced) {
-			extra := rng.IntN(len(ino.data) - len(ino.synced) + 1)
-			data = slices.Clone(ino.data[:len(ino.synced)+extra])
+		if rng != nil && len(ino.data) >= len(ino.synced) && !slices.Equal(ino.data, ino.synced) {
+			// The disk wrote the file's pages in order up to a random
+			// point: new bytes before it, the synced ones after it (an
+			// append keeps a prefix of its new bytes; an overwrite in
+			// place is torn between old and new content).
+			var cut int
+			if slices.Equal(ino.data[:len(ino.synced)], ino.synced) {
+				cut = len(ino.synced) + rng.IntN(len(ino.data)-len(ino.synced)+1)
+			} else {
+				cut = rng.IntN(len(ino.data) + 1)
+			}
+			data = append(slices.Clone(ino.data[:cut]), ino.synced[min(cut, len(ino.synced)):]...)
 		}
 		n := &memInode{data: data, synced: data}
 		c.files[f.path] = n
@@ -384,24 +394,44 @@ func (f *memFile) Write(p []byte) (int, error) {
 	if err := f.check("write", true); err != nil {
 		return 0, err
 	}
-	ino := f.ino
 	if f.appendOnly {
-		f.pos = int64(len(ino.data))
+		f.pos = int64(len(f.ino.data))
 	}
-	if f.pos < int64(len(ino.synced)) {
+	f.writeLocked(p, f.pos)
+	f.pos += int64(len(p))
+	return len(p), nil
+}
+
+// WriteAt writes p at off, as pwrite does; like os.File, it refuses files
+// opened with O_APPEND.
+func (f *memFile) WriteAt(p []byte, off int64) (int, error) {
+	f.fs.mu.Lock()
+	defer f.fs.mu.Unlock()
+	if err := f.check("write", true); err != nil {
+		return 0, err
+	}
+	if f.appendOnly || off < 0 {
+		return 0, pathErr("write", f.name, os.ErrInvalid)
+	}
+	f.writeLocked(p, off)
+	return len(p), nil
+}
+
+// writeLocked writes p at pos, zero-filling a gap. The caller holds fs.mu.
+func (f *memFile) writeLocked(p []byte, pos int64) {
+	ino := f.ino
+	if pos < int64(len(ino.synced)) {
 		ino.synced = slices.Clone(ino.synced) // copy on write
 	}
-	if gap := f.pos - int64(len(ino.data)); gap > 0 {
+	if gap := pos - int64(len(ino.data)); gap > 0 {
 		ino.data = append(ino.data, make([]byte, gap)...)
 	}
-	end := f.pos + int64(len(p))
+	end := pos + int64(len(p))
 	if end > int64(len(ino.data)) {
-		ino.data = append(ino.data[:f.pos], p...)
+		ino.data = append(ino.data[:pos], p...)
 	} else {
-		copy(ino.data[f.pos:], p)
+		copy(ino.data[pos:], p)
 	}
-	f.pos = end
-	return len(p), nil
 }
 
 func (f *memFile) Sync() error {

@@ -34,6 +34,8 @@ type FS interface {
 type File interface {
 	io.ReaderAt
 	io.Writer
+	// WriteAt writes at an offset (pwrite); files opened with O_APPEND refuse it.
+	io.WriterAt
 	io.Closer
 	// Sync makes the file's contents durable.
 	Sync() error
