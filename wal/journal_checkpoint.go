@@ -91,7 +91,7 @@ func (j *Journal) Checkpoint() error {
 
 	began := time.Now()
 	for _, l := range logs {
-		if _, err := l.sync(true); err != nil && !errors.Is(err, ErrClosed) {
+		if err := l.syncSegments(); err != nil && !errors.Is(err, ErrClosed) {
 			return fmt.Errorf("wal: checkpoint: sync %s: %w", l.dir, err)
 		}
 	}

@@ -49,6 +49,7 @@ type Log struct {
 	syncStart uint64 // guarded by smu: number of syncs started
 	syncDone  uint64 // guarded by smu: number of syncs finished
 	durable   Offset // guarded by smu
+	segSynced Offset // guarded by smu: end offset the last fsync of the segments covered
 
 	mu       sync.RWMutex
 	cfg      Config     // guarded by mu; written under wmu too

@@ -160,6 +160,11 @@ func (l *Log) Truncate(to Offset) error {
 	if l.durable > to {
 		l.durable = to
 	}
+	if err == nil {
+		l.segSynced = to // Truncate fsyncs what it keeps
+	} else if l.segSynced > to {
+		l.segSynced = -1 // unknown: the next checkpoint syncs
+	}
 	l.scond.Broadcast()
 	l.smu.Unlock()
 	return err
