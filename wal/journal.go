@@ -321,11 +321,8 @@ func (j *Journal) newFile(start int64) error {
 func (j *Journal) submit(records []byte, note journalNote) (int64, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.failed != nil {
-		return 0, j.failed
-	}
-	if j.closing {
-		return 0, ErrClosed
+	if err := j.usableLocked(); err != nil {
+		return 0, err
 	}
 	at := len(j.buf)
 	j.buf = append(j.buf, records...)
@@ -334,6 +331,45 @@ func (j *Journal) submit(records []byte, note journalNote) (int64, error) {
 		j.lsn += int64(n)
 		rec = rec[n:]
 	}
+	j.noteLocked(note)
+	return j.lsn, nil
+}
+
+// submitBatches is submit for append records whose headers (each
+// recordHeaderSize+keyLen bytes, from appendRecordHeader) are in hdrs and
+// whose payloads are batches: each payload is copied once, into the
+// journal's buffer.
+func (j *Journal) submitBatches(hdrs []byte, keyLen int, batches [][]byte, note journalNote) (int64, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if err := j.usableLocked(); err != nil {
+		return 0, err
+	}
+	hsize := recordHeaderSize + keyLen
+	for i, b := range batches {
+		at := len(j.buf)
+		j.buf = append(j.buf, hdrs[i*hsize:(i+1)*hsize]...)
+		j.buf = append(j.buf, b...)
+		j.lsn += int64(sealRecord(j.buf[at:], j.lsn))
+	}
+	j.noteLocked(note)
+	return j.lsn, nil
+}
+
+// usableLocked says why nothing may be submitted. The caller holds mu.
+func (j *Journal) usableLocked() error {
+	if j.failed != nil {
+		return j.failed
+	}
+	if j.closing {
+		return ErrClosed
+	}
+	return nil
+}
+
+// noteLocked records who to tell about the records just queued and wakes
+// the committer. The caller holds mu.
+func (j *Journal) noteLocked(note journalNote) {
 	if note.log != nil {
 		if n := len(j.notes); n > 0 && j.notes[n-1].log == note.log {
 			j.notes[n-1].end = note.end
@@ -342,7 +378,6 @@ func (j *Journal) submit(records []byte, note journalNote) (int64, error) {
 		}
 	}
 	j.work.Signal()
-	return j.lsn, nil
 }
 
 // commitLoop writes and fsyncs whatever was submitted since the previous

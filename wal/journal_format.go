@@ -79,17 +79,24 @@ func decodeJournalHeader(b []byte) (int64, error) {
 }
 
 // appendRecord appends one record to dst, unsealed: its LSN and header CRC
-// are filled in by sealRecord when the journal places it. The payload CRC is
-// computed here, outside the journal's lock.
+// are filled in by sealRecord when the journal places it.
 func appendRecord(dst []byte, kind byte, key string, payload []byte) []byte {
+	dst = appendRecordHeader(dst, kind, key, payload)
+	return append(dst, payload...)
+}
+
+// appendRecordHeader appends the header and key of a record whose payload
+// follows separately (the journal copies payloads once, into its buffer).
+// The body CRC is computed here, outside the journal's lock.
+func appendRecordHeader(dst []byte, kind byte, key string, payload []byte) []byte {
 	start := len(dst)
 	dst = append(dst, make([]byte, recordHeaderSize-2)...)
 	dst = append(dst, kind, byte(len(key)))
 	dst = append(dst, key...)
-	dst = append(dst, payload...)
-	rec := dst[start:]
-	binary.BigEndian.PutUint32(rec[4:], uint32(len(rec)))
-	binary.BigEndian.PutUint32(rec[16:], crc32.Checksum(rec[20:], castagnoli))
+	hdr := dst[start:]
+	binary.BigEndian.PutUint32(hdr[4:], uint32(len(hdr)+len(payload)))
+	crc := crc32.Update(crc32.Checksum(hdr[20:], castagnoli), castagnoli, payload)
+	binary.BigEndian.PutUint32(hdr[16:], crc)
 	return dst
 }
 

@@ -159,19 +159,16 @@ func (l *Log) startWriteback(s *segment) {
 // journalBatches submits the batches just written (stamped) to the journal.
 // The caller holds wmu; end is the log end after them.
 func (l *Log) journalBatches(batches [][]byte, end Offset) error {
+	l.startWriteback(l.segs[len(l.segs)-1])
 	l.jbuf = l.jbuf[:0]
 	for _, b := range batches {
-		l.jbuf = appendRecord(l.jbuf, recAppend, l.jkey, b)
+		l.jbuf = appendRecordHeader(l.jbuf, recAppend, l.jkey, b)
 	}
-	l.startWriteback(l.segs[len(l.segs)-1])
-	lsn, err := l.jnl.submit(l.jbuf, journalNote{log: l, end: end})
+	lsn, err := l.jnl.submitBatches(l.jbuf, len(l.jkey), batches, journalNote{log: l, end: end})
 	if err != nil {
 		return l.fail(fmt.Errorf("wal: journal: %w", err))
 	}
 	l.jlsn.Store(lsn)
-	if cap(l.jbuf) > 4<<20 {
-		l.jbuf = nil // do not keep a large group's buffer
-	}
 	return nil
 }
 
