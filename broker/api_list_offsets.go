@@ -69,7 +69,7 @@ func (b *Broker) listOffset(p *partition, ts int64) (offset, timestamp int64, er
 		if h.BaseOffset >= hw {
 			break
 		}
-		off, recTS, found, err := firstOffsetAtOrAfter(batch, ts)
+		off, recTS, found, err := firstOffsetAtOrAfter(batch, ts, int64(p.log.StartOffset()))
 		if err != nil {
 			return -1, -1, fmt.Errorf("%w: %w", errStorage, err)
 		}

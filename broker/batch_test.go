@@ -135,13 +135,17 @@ func TestFirstOffsetAtOrAfter(t *testing.T) {
 	b := testBatch(5, -1, -1, -1, 1000)
 	binary.BigEndian.PutUint64(b[0:], 40) // stamped base offset
 	for _, tt := range []struct {
-		ts    int64
-		off   int64
-		found bool
-	}{{999, 40, true}, {1000, 40, true}, {1003, 43, true}, {1004, 44, true}, {1005, 0, false}} {
-		off, _, found, err := firstOffsetAtOrAfter(b, tt.ts)
+		ts, from int64
+		off      int64
+		found    bool
+	}{
+		{999, 0, 40, true}, {1000, 0, 40, true}, {1003, 0, 43, true}, {1004, 0, 44, true}, {1005, 0, 0, false},
+		// The log start inside the batch (after DeleteRecords): records below it are gone.
+		{999, 42, 42, true}, {1003, 42, 43, true}, {999, 45, 0, false},
+	} {
+		off, _, found, err := firstOffsetAtOrAfter(b, tt.ts, tt.from)
 		if err != nil || found != tt.found || (found && off != tt.off) {
-			t.Errorf("ts %d: off %d found %v err %v; want %d %v", tt.ts, off, found, err, tt.off, tt.found)
+			t.Errorf("ts %d from %d: off %d found %v err %v; want %d %v", tt.ts, tt.from, off, found, err, tt.off, tt.found)
 		}
 	}
 }
@@ -159,7 +163,7 @@ func FuzzEachRecord(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		n := 0
 		_ = eachRecord(b, func(_, _ int64, _ *kmsg.Record) bool { n++; return n < 100000 })
-		_, _, _, _ = firstOffsetAtOrAfter(b, 0)
+		_, _, _, _ = firstOffsetAtOrAfter(b, 0, 0)
 	})
 }
 

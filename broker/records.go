@@ -155,10 +155,11 @@ func snappyBlock(data []byte) ([]byte, error) {
 }
 
 // firstOffsetAtOrAfter returns the offset and timestamp of the first record
-// in batch whose timestamp is at least ts.
-func firstOffsetAtOrAfter(batch []byte, ts int64) (offset, recordTS int64, found bool, err error) {
+// in batch at or above offset from whose timestamp is at least ts (from is
+// the log start: a batch may straddle it after DeleteRecords).
+func firstOffsetAtOrAfter(batch []byte, ts, from int64) (offset, recordTS int64, found bool, err error) {
 	err = eachRecord(batch, func(off, recTS int64, _ *kmsg.Record) bool {
-		if recTS >= ts {
+		if recTS >= ts && off >= from {
 			offset, recordTS, found = off, recTS, true
 			return false
 		}

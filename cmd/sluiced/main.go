@@ -18,6 +18,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluice-mq/sluice/broker"
+	"github.com/sluice-mq/sluice/wal"
 )
 
 func main() {
@@ -49,6 +50,9 @@ func run(args []string) error {
 	fs.StringVar(&cfg.Meta.ListenPeer, "etcd-listen-peer", cfg.Meta.ListenPeer, "embedded etcd peer address")
 	fs.StringVar(&cfg.Meta.InitialCluster, "etcd-initial-cluster", "", "embedded etcd members, 1=http://host:port,2=... (default: this broker alone)")
 	fs.StringVar(&cfg.ObjectStore, "object-store", "", "file:///path or s3://bucket/prefix?endpoint=...&region=... (default: file://<data-dir>/objects)")
+	fs.Int64Var(&cfg.Journal.FileBytes, "journal-file-bytes", wal.DefaultJournalFileBytes, "size of one broker journal file")
+	fs.Int64Var(&cfg.Journal.CheckpointBytes, "journal-checkpoint-bytes", wal.DefaultJournalCheckpointBytes, "journal bytes between checkpoints (bounds the replay after a crash)")
+	fs.DurationVar(&cfg.Journal.CheckpointEvery, "journal-checkpoint-interval", wal.DefaultJournalCheckpointEvery, "longest time between journal checkpoints while records arrive")
 	fs.BoolVar(&cfg.PerPartitionFsync, "per-partition-fsync", cfg.PerPartitionFsync, "fsync each partition's segments per group commit instead of sharing the broker journal's (for comparisons)")
 	fs.BoolVar(&cfg.AutoCreateTopics, "auto-create-topics", cfg.AutoCreateTopics, "create topics on first use, as Kafka does")
 	fs.DurationVar(&cfg.Coordinator.MinSessionTimeout, "group-min-session-timeout", cfg.Coordinator.MinSessionTimeout, "shortest consumer session timeout accepted")
