@@ -21,6 +21,7 @@ import (
 // while armed; tests arm it between steps.
 type armedFaults struct {
 	armed atomic.Bool
+	hits  atomic.Int64 // faults injected
 	op    vfs.Op
 	path  string
 	err   error
@@ -28,6 +29,7 @@ type armedFaults struct {
 
 func (a *armedFaults) inject(op vfs.Op, path string) error {
 	if a.armed.Load() && op == a.op && strings.Contains(path, a.path) {
+		a.hits.Add(1)
 		if a.err != nil {
 			return a.err
 		}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -301,4 +302,56 @@ func TestCrashKeepsAcknowledgedRecords(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRetentionUnlinkFailureKeepsTheLog: retention that cannot remove a
+// segment file keeps the file (it may still move the log start, durably,
+// first); after a restart the log still ends where it did (nothing
+// acknowledged lost, no offset reused) and the files are removed once they
+// can be.
+func TestRetentionUnlinkFailureKeepsTheLog(t *testing.T) {
+	faults := &armedFaults{op: vfs.OpRemove, path: ".log"}
+	cfg := testBrokerConfig(t)
+	cfg.FS = vfs.NewFaulty(vfs.OS, faults.inject)
+	faults.armed.Store(true)
+	b, stop := startStoppableBroker(t, cfg)
+	cl := testClient(t, b)
+	createTopic(t, cl, "trim", 1, map[string]string{"segment.bytes": "1024", "retention.bytes": "2048"})
+	var end int64
+	for range 200 { // about 18 KiB: 18 segments of 1 KiB, 16 past retention
+		p := produceRaw(t, b, cl, "trim", 0, testBatch(2, -1, -1, -1, 1))
+		if p.ErrorCode != 0 {
+			t.Fatalf("produce: error %d", p.ErrorCode)
+		}
+		end = p.BaseOffset + 2
+	}
+	dir := b.walDir(b.lookupTopic("trim").meta.ID, 0)
+	segments := func() int {
+		m, err := filepath.Glob(filepath.Join(dir, "*.log"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(m)
+	}
+	eventually(t, 10*time.Second, "retention tries to remove a segment", func() bool { return faults.hits.Load() > 0 })
+	before := segments()
+	if before < 12 {
+		t.Fatalf("%d segment files: retention removed some although removal fails", before)
+	}
+	if hw := latestOffsetOf(t, cl, "trim"); hw != end {
+		t.Fatalf("the log ends at %d after failed removals, want %d", hw, end)
+	}
+	cl.Close()
+	stop()
+
+	faults.armed.Store(false)
+	b2 := startBroker(t, cfg)
+	cl2 := testClient(t, b2)
+	if hw := latestOffsetOf(t, cl2, "trim"); hw != end {
+		t.Fatalf("after restart the log ends at %d, want %d", hw, end)
+	}
+	if got := produceRaw(t, b2, cl2, "trim", 0, testBatch(1, -1, -1, -1, 1)); got.ErrorCode != 0 || got.BaseOffset != end {
+		t.Fatalf("next produce: error %d at offset %d, want offset %d (no offset reused)", got.ErrorCode, got.BaseOffset, end)
+	}
+	eventually(t, 10*time.Second, "retention removes the old segment files", func() bool { return segments() < before/2 })
 }
