@@ -32,6 +32,8 @@ func testBrokerConfig(t testing.TB) Config {
 	cfg.Meta.ListenClient = freeAddr(t)
 	cfg.Meta.ListenPeer = freeAddr(t)
 	cfg.RetentionCheckInterval = 100 * time.Millisecond
+	// A fresh journal zero-fills a few files of this size: keep them small.
+	cfg.Journal.FileBytes, cfg.Journal.CheckpointBytes = 1<<20, 4<<20
 	return cfg
 }
 

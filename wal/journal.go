@@ -37,8 +37,8 @@ import (
 
 // Journal defaults.
 const (
-	DefaultJournalFileBytes       = 64 << 20
-	DefaultJournalCheckpointBytes = 128 << 20
+	DefaultJournalFileBytes       = 16 << 20
+	DefaultJournalCheckpointBytes = 64 << 20
 	DefaultJournalCheckpointEvery = 30 * time.Second
 )
 
@@ -149,6 +149,11 @@ func OpenJournal(fs vfs.FS, dir string, cfg JournalConfig, log zerolog.Logger) (
 	scanned, err := j.recover()
 	if err != nil {
 		return nil, err
+	}
+	if len(j.files) == 0 && len(j.spares) == 0 {
+		if err := j.preallocate(initialSpares); err != nil {
+			return nil, err
+		}
 	}
 	if err := j.newFile(j.lsn); err != nil {
 		return nil, err
@@ -294,8 +299,16 @@ func (j *Journal) newFile(start int64) error {
 		return fail(err)
 	}
 	if spare != "" {
+		// Reopened under its journal name, so that what touches it later
+		// (fault injection in tests, error messages) sees that name.
+		if err := f.Close(); err != nil {
+			return fmt.Errorf("wal: start journal file %s: %w", name, err)
+		}
 		if err := j.fs.Rename(filepath.Join(j.dir, spare), path); err != nil {
-			return fail(err)
+			return fmt.Errorf("wal: start journal file %s: %w", name, err)
+		}
+		if f, err = j.fs.OpenFile(path, os.O_RDWR, 0); err != nil {
+			return fmt.Errorf("wal: start journal file %s: %w", name, err)
 		}
 	}
 	if err := j.fs.SyncDir(j.dir); err != nil {

@@ -5,10 +5,11 @@ package wal
 // new journal files are made. A round then overwrites blocks that already
 // exist, and its fdatasync changes no file-system metadata: one device
 // flush, with no file-system journal commit queued behind other files'
-// metadata. Until the first checkpoint, new files are created empty and
-// grow. Zero-filling spares ahead of time was measured and rejected: the
-// bursts of zeroes delayed the rounds' fsyncs more than preallocation saved
-// (docs/durability.md).
+// metadata. A new journal directory starts with initialSpares zero-filled
+// ones, written at open before anything is served; after that, spares come
+// only from recycling. Zero-filling spares in the background while serving
+// was measured and rejected: the bursts of zeroes delayed the rounds'
+// fsyncs more than preallocation saved (docs/durability.md).
 //
 // Invariant: a recycled journal file may hold records of its previous life
 // after the current ones; they carry older LSNs, so a reader stops at them
@@ -21,10 +22,58 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/sluice-mq/sluice/wal/vfs"
 )
 
-// maxSpares is how many spare files the journal keeps ready.
-const maxSpares = 2
+// maxSpares is how many spare files the journal keeps: enough for the files
+// written between two checkpoints, so that after the first checkpoint every
+// new journal file is a recycled one.
+func (j *Journal) maxSpares() int {
+	return int(max(2, j.cfg.CheckpointBytes/j.cfg.FileBytes+1))
+}
+
+// initialSpares is how many spares a new journal directory starts with,
+// zero-filled at open: the files written before the first checkpoint
+// recycles any. Writing them costs a fresh broker a fraction of a second at
+// start, instead of slower fsyncs (file-system journal commits for every
+// append) during its first CheckpointBytes.
+const initialSpares = 4
+
+// preallocate writes n zero-filled spares of FileBytes and makes them durable.
+func (j *Journal) preallocate(n int) error {
+	zero := make([]byte, 1<<20)
+	for range n {
+		name := j.nextSpareName()
+		tmp := filepath.Join(j.dir, name+vfs.TmpSuffix)
+		f, err := j.fs.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return fmt.Errorf("wal: create journal spare: %w", err)
+		}
+		for off := int64(0); off < j.cfg.FileBytes && err == nil; off += int64(len(zero)) {
+			_, err = f.WriteAt(zero[:min(int64(len(zero)), j.cfg.FileBytes-off)], off)
+		}
+		if err == nil {
+			err = vfs.DataSync(f)
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = j.fs.Rename(tmp, filepath.Join(j.dir, name))
+		}
+		if err != nil {
+			return fmt.Errorf("wal: write journal spare %s: %w", name, err)
+		}
+		j.mu.Lock()
+		j.spares = append(j.spares, name)
+		j.mu.Unlock()
+	}
+	if err := j.fs.SyncDir(j.dir); err != nil {
+		return fmt.Errorf("wal: fsync journal dir: %w", err)
+	}
+	return nil
+}
 
 // takeSpare returns the name of a ready spare and forgets it, or "".
 func (j *Journal) takeSpare() string {
@@ -50,7 +99,7 @@ func (j *Journal) nextSpareName() string {
 // or removes it when enough spares are ready. The caller syncs the directory.
 func (j *Journal) recycle(f journalFile) error {
 	j.mu.Lock()
-	keep := len(j.spares) < maxSpares
+	keep := len(j.spares) < j.maxSpares()
 	j.mu.Unlock()
 	path := filepath.Join(j.dir, f.name)
 	if !keep {

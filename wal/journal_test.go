@@ -15,6 +15,10 @@ import (
 	"github.com/sluice-mq/sluice/wal/vfs"
 )
 
+// smallJournal keeps the in-memory journals of these tests small (a fresh
+// journal zero-fills initialSpares files of FileBytes).
+var smallJournal = JournalConfig{FileBytes: 256 << 10, CheckpointBytes: 1 << 40, CheckpointEvery: time.Hour}
+
 // journalFixture is a journal and its logs on one file system.
 type journalFixture struct {
 	t    testing.TB
@@ -88,7 +92,7 @@ func TestJournalOneSyncCoversManyLogs(t *testing.T) {
 		}
 		return nil
 	})
-	f := mustJournalFixture(t, fs, Config{RetentionAge: -1}, JournalConfig{}, 8)
+	f := mustJournalFixture(t, fs, Config{RetentionAge: -1}, smallJournal, 8)
 	defer f.close()
 	jsyncs.Store(0)
 	ssyncs.Store(0)
@@ -124,7 +128,7 @@ func TestJournalOneSyncCoversManyLogs(t *testing.T) {
 
 func TestJournalReplaysUnsyncedSegments(t *testing.T) {
 	mem := vfs.NewMem()
-	f := mustJournalFixture(t, mem, Config{RetentionAge: -1}, JournalConfig{}, 3)
+	f := mustJournalFixture(t, mem, Config{RetentionAge: -1}, smallJournal, 3)
 	var want [3]appended
 	for n := range 30 {
 		i := n % 3
@@ -154,7 +158,7 @@ func TestJournalReplaysUnsyncedSegments(t *testing.T) {
 
 func TestJournalTruncationIsNotResurrected(t *testing.T) {
 	mem := vfs.NewMem()
-	f := mustJournalFixture(t, mem, Config{RetentionAge: -1}, JournalConfig{}, 1)
+	f := mustJournalFixture(t, mem, Config{RetentionAge: -1}, smallJournal, 1)
 	l := f.logs[0]
 	var a appended
 	for n := range 4 {
@@ -192,7 +196,7 @@ func TestJournalFailureFailsEveryLog(t *testing.T) {
 		}
 		return nil
 	})
-	f := mustJournalFixture(t, fs, Config{RetentionAge: -1}, JournalConfig{}, 2)
+	f := mustJournalFixture(t, fs, Config{RetentionAge: -1}, smallJournal, 2)
 	defer f.close()
 	var woken atomic.Int64
 	for _, l := range f.logs {
@@ -243,11 +247,11 @@ func TestJournalCheckpointBoundsReplay(t *testing.T) {
 	if err := f.j.Checkpoint(); err != nil {
 		t.Fatal(err)
 	}
-	// Only the file being written remains; at most maxSpares were recycled.
+	// Only the file being written remains; the others became spares.
 	if after := journalFiles(); len(before) < 3 || len(after) != 1 {
 		t.Fatalf("checkpoint kept %v of %v", after, before)
 	}
-	if spares := len(f.j.spares); spares == 0 || spares > maxSpares {
+	if spares := len(f.j.spares); spares == 0 || spares > f.j.maxSpares() {
 		t.Fatalf("%d spares after a checkpoint removed %d files", spares, len(before)-1)
 	}
 	crashed := mem.CrashClone()

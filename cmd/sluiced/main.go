@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -40,6 +41,7 @@ func run(args []string) error {
 		endpoints   = fs.String("etcd-endpoints", "", "comma-separated URLs of an existing etcd cluster (instead of the embedded one)")
 		maxRequestB = fs.Int("max-request-bytes", int(cfg.MaxRequestBytes), "largest Kafka request frame accepted")
 		fetchMaxB   = fs.Int("fetch-max-bytes", int(cfg.FetchMaxBytes), "cap on the bytes of one fetch (Kafka and HTTP); the first batch is returned whole even if larger")
+		gcPercent   = fs.Int("gc-percent", defaultGCPercent, "Go GC target: heap growth over the live heap before a collection (GOGC); higher trades memory for fewer collections and lower ack latency tails; a GOGC environment variable wins unless this flag is given")
 	)
 	fs.StringVar(&cfg.AZ, "az", cfg.AZ, "availability zone of this broker")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the WAL, embedded etcd and the default object store")
@@ -87,6 +89,9 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	if os.Getenv("GOGC") == "" || flagGiven(fs, "gc-percent") {
+		debug.SetGCPercent(*gcPercent)
+	}
 	b, err := broker.New(cfg, logger)
 	if err != nil {
 		return err
@@ -94,6 +99,21 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return b.Run(ctx)
+}
+
+// defaultGCPercent is the broker's GC target. The live heap of a broker is
+// small (buffers in flight, metadata), while collections triggered by the
+// allocation of every request set the tail of the produce latency: at
+// 20,000 records/s over 8 partitions, ack p99 was 3.1–3.3 ms with 400 and
+// 3.2–4.9 ms with Go's default of 100 (docs/durability.md).
+const defaultGCPercent = 400
+
+// flagGiven reports whether name was set on the command line or by the
+// config file.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
 }
 
 // applyConfigFile sets every flag named in the YAML file that was not given
