@@ -468,6 +468,18 @@ if gb is not None:
 prof = os.path.join(os.path.dirname(os.path.abspath(out)), "docs", "profiling.md")
 if os.path.exists(prof):
     w(open(prof).read().strip() + "\n")
+# The journal against per-partition fsync: measured by scripts/durability-bench.sh
+# (its own run, kept in docs/durability.md) and carried here.
+dur = os.path.join(os.path.dirname(os.path.abspath(out)), "docs", "durability.md")
+if os.path.exists(dur):
+    t = open(dur).read()
+    i = t.find("## Measured effect")
+    if i >= 0:
+        w("## Durability: the broker journal against per-partition fsync (from docs/durability.md)\n")
+        w("Written by `scripts/durability-bench.sh`, a separate run (about 12 minutes); the design and the "
+          "alternatives measured with `go run ./scripts/fsynccandidates` are in docs/durability.md. "
+          "\"per-partition\" is the same build run with `--per-partition-fsync`.\n")
+        w(t[i + len("## Measured effect"):].strip().replace("\n#### ", "\n### ") + "\n")
 open(out, "w").write("\n".join(L) + "\n")
 PY
 log "done: $OUT"
