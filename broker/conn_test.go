@@ -226,7 +226,7 @@ func TestAcksZeroProduce(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := b.lookupTopic("fire").partitions[0]
-	pollUntil(t, 30*time.Second, "the acks=0 batch appended and its memory released", func() bool {
+	eventually(t, 30*time.Second, "the acks=0 batch appended and its memory released", func() bool {
 		hw, _ := p.highWatermark()
 		return hw == 3 && metricValue(t, b, "sluice_request_memory_bytes") == 0
 	})

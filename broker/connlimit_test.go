@@ -44,13 +44,13 @@ func TestConnectionLimits(t *testing.T) {
 			if tt.alsoAdmitted != "" {
 				wantOpen++
 			}
-			pollUntil(t, 10*time.Second, "open connections gauge", func() bool {
+			eventually(t, 10*time.Second, "open connections gauge", func() bool {
 				return metricValue(t, b, "sluice_connections_open") == wantOpen
 			})
 
 			// A closed connection frees its place for the refused IP.
 			open[0].nc.Close()
-			pollUntil(t, 30*time.Second, "a connection admitted after one closed", func() bool {
+			eventually(t, 30*time.Second, "a connection admitted after one closed", func() bool {
 				c := dialRaw(t, b, tt.refused)
 				defer c.nc.Close()
 				return c.tryRoundTrip(kmsg.NewPtrApiVersionsRequest(), kmsg.NewPtrApiVersionsResponse(), 10*time.Second) == nil
@@ -131,7 +131,7 @@ func TestIdleConnections(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.waitClosed(30 * time.Second)
-			pollUntil(t, 10*time.Second, "idle_closed_total counted", func() bool {
+			eventually(t, 10*time.Second, "idle_closed_total counted", func() bool {
 				return metricValue(t, b, "sluice_connections_idle_closed_total") == before+1
 			})
 		})

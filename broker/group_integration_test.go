@@ -32,7 +32,7 @@ func startGroupBroker(t *testing.T, cfg Config, ccfg CoordinatorConfig) (*Broker
 }
 
 // eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.NewTimer(within)
 	defer deadline.Stop()

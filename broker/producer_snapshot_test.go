@@ -54,13 +54,7 @@ func (f *snapshotFixture) close() {
 // append runs one group commit of raw and returns its result.
 func (f *snapshotFixture) append(raw []byte) appendResult {
 	f.t.Helper()
-	h, err := validateBatch(raw, 1<<20)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	r := &appendReq{batch: raw, hdr: h, res: make(chan appendResult, 1)}
-	f.part.appendGroup([]*appendReq{r})
-	return <-r.res
+	return f.appendWithin(raw, 30*time.Second)
 }
 
 // pushOutOldSegments appends plain batches and applies retention until the

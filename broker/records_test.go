@@ -61,7 +61,7 @@ func TestDecompressionSlots(t *testing.T) {
 			}
 		}()
 	}
-	pollUntil(t, 10*time.Second, "every slot taken", func() bool { return inside.Load() >= maxConcurrentDecompressions })
+	eventually(t, 10*time.Second, "every slot taken", func() bool { return inside.Load() >= maxConcurrentDecompressions })
 
 	// With every slot taken, an uncompressed batch is still decoded.
 	n := 0

@@ -25,27 +25,11 @@ func growAsync(m *requestMemory, r *reservation, n int64) <-chan error {
 // waitQueued polls until m has n waiters.
 func waitQueued(t *testing.T, m *requestMemory, n int) {
 	t.Helper()
-	pollUntil(t, 10*time.Second, fmt.Sprintf("%d waiters", n), func() bool {
+	eventually(t, 10*time.Second, fmt.Sprintf("%d waiters", n), func() bool {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		return len(m.waiters) == n
 	})
-}
-
-// pollUntil polls cond with a ticker until it holds or timeout passes.
-func pollUntil(t testing.TB, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("%s: not reached within %v", what, timeout)
-		}
-	}
 }
 
 func mustGranted(t *testing.T, what string, done <-chan error) {
@@ -169,7 +153,7 @@ func TestReadFrameReservesAsBytesArrive(t *testing.T) {
 	if _, err := pw.Write(body[:sent]); err != nil {
 		t.Fatal(err)
 	}
-	pollUntil(t, 10*time.Second, "the sent bytes reserved", func() bool { return m.reserved() >= sent })
+	eventually(t, 10*time.Second, "the sent bytes reserved", func() bool { return m.reserved() >= sent })
 	if got := m.reserved(); got > 2*sent {
 		t.Fatalf("%d bytes of a %d-byte frame arrived and %d are reserved; want at most %d", sent, size, got, 2*sent)
 	}
@@ -255,7 +239,7 @@ func TestRequestMemoryFlood(t *testing.T) {
 	before := heapInuse()
 
 	startFlood(t, b, conns, announce, sent)
-	pollUntil(t, 30*time.Second, "the flood's bytes read", func() bool {
+	eventually(t, 30*time.Second, "the flood's bytes read", func() bool {
 		return metricValue(t, b, "sluice_request_memory_bytes") >= conns*sent
 	})
 	produceAndConsume(t, b, "flood", 100)
@@ -280,7 +264,7 @@ func TestRequestMemoryFloodRecovers(t *testing.T) {
 	createTopic(t, testClient(t, b), "recover", 1, nil)
 
 	startFlood(t, b, 8, 3<<20, 1<<20)
-	pollUntil(t, 30*time.Second, "the budget spent", func() bool {
+	eventually(t, 30*time.Second, "the budget spent", func() bool {
 		return metricValue(t, b, "sluice_request_memory_bytes") >= 4<<20
 	})
 	produceAndConsume(t, b, "recover", 10)
