@@ -35,7 +35,12 @@ func (l *Log) AppendGroup(batches [][]byte, epoch Epoch) []Appended {
 		failFrom(out, 0, err)
 		return out
 	}
-	g := groupWriter{l: l, batches: batches, hdrs: hdrs}
+	g := groupWriter{l: l, batches: batches, hdrs: hdrs, buf: l.gather[:0]}
+	defer func() {
+		if cap(g.buf) <= maxGatherKeep {
+			l.gather = g.buf[:0] // reused by the next group
+		}
+	}()
 	next := l.end
 	for i, b := range batches {
 		if out[i].Err != nil {
@@ -86,6 +91,10 @@ func (l *Log) journalGroup(batches [][]byte, out []Appended) {
 		failFrom(out, 0, err)
 	}
 }
+
+// maxGatherKeep bounds the gather buffer a Log keeps between groups; a
+// larger group's buffer is left to the collector.
+const maxGatherKeep = 4 << 20
 
 // groupWriter holds the batches of an AppendGroup not yet written.
 type groupWriter struct {

@@ -63,11 +63,12 @@ type Log struct {
 	dirDirty bool       // guarded by mu: names created or removed since the last sync
 
 	// The journal, when the log was opened with OpenJournaled (journal_log.go).
-	jnl  *Journal
-	jkey string
-	jbuf []byte                 // guarded by wmu: records being submitted
-	jlsn atomic.Int64           // LSN after the log's last journal record
-	hook atomic.Pointer[func()] // called when the durable end rises or the log fails
+	jnl    *Journal
+	jkey   string
+	jbuf   []byte                 // guarded by wmu: records being submitted
+	gather []byte                 // guarded by wmu: AppendGroup's write buffer, kept between groups
+	jlsn   atomic.Int64           // LSN after the log's last journal record
+	hook   atomic.Pointer[func()] // called when the durable end rises or the log fails
 }
 
 // StartOffset is the first offset still in the log (Kafka's LogStartOffset).
