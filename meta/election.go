@@ -69,6 +69,9 @@ func (s *Store) Campaign(ctx context.Context, nodeID int32, ttl time.Duration) (
 	if nodeID < 0 || ttl < 0 {
 		return nil, fmt.Errorf("meta: campaign: node id %d, ttl %v: %w", nodeID, ttl, ErrInvalidBroker)
 	}
+	if err := s.checkOpen(); err != nil {
+		return nil, fmt.Errorf("meta: campaign for node %d: %w", nodeID, err)
+	}
 	if ttl == 0 {
 		ttl = DefaultControllerTTL
 	}

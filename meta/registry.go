@@ -167,6 +167,17 @@ func (s *Store) brokerKey(id int32) string {
 	return s.brokersPrefix() + strconv.FormatInt(int64(id), 10)
 }
 
+// checkOpen fails with ErrClosed once Close has begun: a closed client
+// retries for seconds before it says so.
+func (s *Store) checkOpen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
 // own counts a goroutine the Store must stop and wait for in Close; false
 // means the Store is closed and the goroutine must not start.
 func (s *Store) own() bool {
@@ -203,6 +214,9 @@ func (s *Store) Register(ctx context.Context, b BrokerInfo, ttl time.Duration) (
 	}
 	if ttl < 0 {
 		return nil, fmt.Errorf("meta: register broker %d: negative ttl %v: %w", b.NodeID, ttl, ErrInvalidBroker)
+	}
+	if err := s.checkOpen(); err != nil {
+		return nil, fmt.Errorf("meta: register broker %d: %w", b.NodeID, err)
 	}
 	if ttl == 0 {
 		ttl = DefaultRegistrationTTL
