@@ -1,9 +1,10 @@
 // Package meta is Sluice's control plane over etcd. It owns the etcd
 // connection (an embedded single- or multi-member etcd by default, or an
 // existing cluster given by endpoints), the cluster id, and the durable
-// metadata every broker agrees on: topics, committed offsets and producer
-// ids today; broker registry and leases, controller election, partition
-// state and leader epochs, tenants and quotas in later steps. It imports nothing else of Sluice's.
+// metadata every broker agrees on: topics, committed offsets, producer ids,
+// the registry of live brokers (registry.go) and the controller election
+// (election.go) today; partition state and leader epochs, tenants and quotas
+// in later steps. It imports nothing else of Sluice's.
 //
 // # Key layout, version 1
 //
@@ -24,8 +25,16 @@
 //	<prefix>producer-ids/next               next unallocated idempotent producer id, decimal
 //	                                        (raw string); only grows, by CAS
 //	<prefix>heads/<topicID>/<n>             reserved: remote segment index head (tier/)
-//	<prefix>brokers/<id>                    reserved: broker registration, bound to a lease
-//	<prefix>controller/                     reserved: controller election (concurrency.Election)
+//	<prefix>brokers/<node id>               {"v":1,"node_id","az","kafka","http","started_ms"};
+//	                                        bound to the broker's lease (default TTL 10 s),
+//	                                        created only if absent (one incarnation per node
+//	                                        id; its create revision is the incarnation),
+//	                                        gone when the lease is revoked or expires
+//	<prefix>controller/<lease id, hex>      node id, decimal (raw string): one key per
+//	                                        candidate (concurrency.Election), bound to its
+//	                                        session lease (default TTL 5 s); the key with the
+//	                                        lowest create revision is the controller, and
+//	                                        that create revision is the controller epoch
 //	<prefix>offsets/<tenant>/<group>/<topicID>/<n>
 //	                                        {"v":1,"topic","offset","leader_epoch","metadata",
 //	                                         "generation","commit_time_ms"}; <tenant> and
@@ -44,13 +53,21 @@
 // Invariant: every topic write is a transaction conditioned on the key's
 // creation or mod revision, so concurrent writers cannot lose each other's
 // updates (ErrTopicExists or ErrConflict instead).
+// Invariant: a broker key exists only while the lease that created it
+// lives; no other lease can take the node id meanwhile (ErrNodeIDInUse).
+// Invariant: controller epochs strictly increase, and every controller
+// write carries Controller.IfLeader (its election key at its epoch), so a
+// deposed controller's writes fail even before it notices it lost.
 //
 // # Concurrency
 //
 // A Store is safe for concurrent use; all of its state is either immutable
-// after Open or guarded by Store.mu. Goroutines it starts (topic watchers and
-// the embedded server's error logger) are owned by the Store and waited for
-// in Close.
+// after Open or guarded by Store.mu. Goroutines it starts (topic and broker
+// watchers, registration keep-alives, controller watchdogs, and the embedded
+// server's error logger) are owned by the Store and waited for in Close.
+// Closing the Store does not revoke registration or controller leases (it
+// is what a crash looks like to the cluster): they expire after their TTL.
+// Registration.Close and Controller.Resign end them at once.
 //
 // # Logging
 //
