@@ -427,37 +427,10 @@ type brokerWatcher struct {
 func (w *brokerWatcher) run(ctx context.Context) {
 	defer w.s.watchers.Done()
 	defer close(w.out)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() { // ends when run returns (cancel) at the latest
-		select {
-		case <-w.s.done:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
-
-	backoff := watchRetryFirst
-	for ctx.Err() == nil {
-		progressed := false
-		if w.rev == 0 {
-			progressed = w.resync(ctx)
-		} else {
-			progressed = w.watch(ctx)
-		}
-		if progressed {
-			backoff = watchRetryFirst
-			continue
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-		case <-t.C:
-		}
-		t.Stop()
-		backoff = min(2*backoff, watchRetryMax)
-	}
+	w.s.watchLoop(ctx, w)
 }
+
+func (w *brokerWatcher) synced() bool { return w.rev != 0 }
 
 // resync re-reads the broker list and publishes it if it changed.
 func (w *brokerWatcher) resync(ctx context.Context) bool {

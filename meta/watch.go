@@ -96,11 +96,29 @@ type topicWatcher struct {
 func (w *topicWatcher) run(ctx context.Context) {
 	defer w.s.watchers.Done()
 	defer close(w.out)
+	w.s.watchLoop(ctx, w)
+}
+
+func (w *topicWatcher) synced() bool { return w.rev != 0 }
+
+// watchSteps is one kind of watch: how to re-read the whole state, and how to
+// follow changes from the revision it knows.
+type watchSteps interface {
+	synced() bool // a revision is known: follow changes rather than re-read
+	resync(ctx context.Context) bool
+	watch(ctx context.Context) bool
+}
+
+// watchLoop drives a watcher until ctx ends or the Store closes: it re-reads
+// the state until that succeeds, then follows changes, and backs off after
+// any step that made no progress. The caller is a goroutine counted in
+// s.watchers; it closes its channel and calls Done after this returns.
+func (s *Store) watchLoop(ctx context.Context, w watchSteps) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() { // ends when run returns (cancel) at the latest
+	go func() { // ends when watchLoop returns (cancel) at the latest
 		select {
-		case <-w.s.done:
+		case <-s.done:
 			cancel()
 		case <-ctx.Done():
 		}
@@ -108,11 +126,11 @@ func (w *topicWatcher) run(ctx context.Context) {
 
 	backoff := watchRetryFirst
 	for ctx.Err() == nil {
-		progressed := false
-		if w.rev == 0 {
-			progressed = w.resync(ctx)
-		} else {
+		var progressed bool
+		if w.synced() {
 			progressed = w.watch(ctx)
+		} else {
+			progressed = w.resync(ctx)
 		}
 		if progressed {
 			backoff = watchRetryFirst
