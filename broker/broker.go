@@ -105,7 +105,15 @@ func (b *Broker) Ready() <-chan struct{} { return b.readyCh }
 // Run serves until ctx is cancelled, then shuts down cleanly. It returns the
 // first error that stopped the broker, or nil after a requested shutdown.
 func (b *Broker) Run(ctx context.Context) error {
-	var err error
+	lock, err := b.lockDataDir()
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := lock.Close(); err != nil {
+			b.logger.Warn().Err(err).Msg("release data directory lock")
+		}
+	}()
 	b.store, err = meta.Open(ctx, b.cfg.Meta, b.logger)
 	if err != nil {
 		return fmt.Errorf("broker: open metadata: %w", err)

@@ -15,6 +15,7 @@ package broker
 // once, atomically and durably (temp file, fsync, rename, directory fsync),
 // when a broker first starts on the directory.
 //
+// Invariant: one broker process at a time uses a data directory (lockFile).
 // Invariant: a broker never starts on a data directory of another cluster or
 // node: with a wrong --etcd-endpoints, a changed prefix or a wiped etcd the
 // cluster id differs and Run refuses, naming both ids, before it opens or
@@ -28,6 +29,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -44,8 +46,35 @@ const (
 	maxIdentitySize = 64 << 10
 )
 
-// errForeignDataDir marks a data directory that belongs to another cluster or node.
-var errForeignDataDir = errors.New("data directory belongs to another cluster or node")
+var (
+	// errForeignDataDir marks a data directory that belongs to another cluster or node.
+	errForeignDataDir = errors.New("data directory belongs to another cluster or node")
+	// errDataDirInUse marks a data directory another broker process holds.
+	errDataDirInUse = errors.New("data directory is in use")
+)
+
+// lockFile is the data directory's lock (vfs.Lock: flock on the OS). It is
+// released when the broker stops or its process dies, kill -9 included.
+const lockFile = ".lock"
+
+// lockDataDir takes the data directory's lock, so that a second broker
+// started on the same directory (a copied unit file, a typo in --data-dir)
+// stops at once instead of writing the same logs, or waiting forever on the
+// embedded etcd's database.
+func (b *Broker) lockDataDir() (io.Closer, error) {
+	if err := vfs.MkdirAllDurable(b.fs, b.cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("broker: create data directory %s: %w", b.cfg.DataDir, err)
+	}
+	l, err := vfs.Lock(b.fs, filepath.Join(b.cfg.DataDir, lockFile))
+	if errors.Is(err, vfs.ErrLocked) {
+		return nil, fmt.Errorf("broker: %w: %s is held by another broker process (its %s is locked); brokers must not share a data directory",
+			errDataDirInUse, b.cfg.DataDir, lockFile)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("broker: lock data directory %s: %w", b.cfg.DataDir, err)
+	}
+	return l, nil
+}
 
 type dataDirIdentity struct {
 	clusterID string

@@ -155,3 +155,20 @@ func TestUnknownTopicDataIsSetAsideNotDeleted(t *testing.T) {
 		t.Fatalf("orphans hold %d log bytes, the unknown topic had %d", n, before)
 	}
 }
+
+func TestSecondBrokerOnTheSameDataDirIsRefused(t *testing.T) {
+	cfg := testBrokerConfig(t)
+	_, stop := startStoppableBroker(t, cfg)
+	second := testBrokerConfig(t)
+	second.DataDir = cfg.DataDir
+	began := time.Now()
+	err := runUntilReadyOrError(t, second)
+	if !errors.Is(err, errDataDirInUse) {
+		t.Fatalf("a second broker on the same data directory: %v, want a refusal", err)
+	}
+	t.Logf("refused in %v: %v", time.Since(began), err)
+	stop()
+	if err := runUntilReadyOrError(t, second); err != nil {
+		t.Fatalf("after the first broker stopped: %v", err)
+	}
+}

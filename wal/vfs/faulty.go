@@ -5,6 +5,7 @@ package vfs
 // and must be safe for concurrent use.
 
 import (
+	"io"
 	"os"
 	"sync/atomic"
 )
@@ -104,6 +105,9 @@ func (f *faulty) SyncDir(dir string) error {
 	}
 	return f.inner.SyncDir(dir)
 }
+
+// Lock forwards to the inner file system; locking is not a fault site.
+func (f *faulty) Lock(path string) (io.Closer, error) { return Lock(f.inner, path) }
 
 type faultyFile struct {
 	File

@@ -30,6 +30,36 @@ type Mem struct {
 	mu    sync.Mutex
 	files map[string]*memInode // guarded by mu: live files by path
 	dirs  map[string]*memDir   // guarded by mu: live directories by path
+	locks map[string]bool      // guarded by mu: held locks (Lock)
+}
+
+// memLock is a held Mem lock; Close releases it.
+type memLock struct {
+	m    *Mem
+	path string
+}
+
+func (l *memLock) Close() error {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	delete(l.m.locks, l.path)
+	return nil
+}
+
+// Lock implements Locker: one holder per path among the users of m (a crash
+// clone starts with none held, as a restarted machine would).
+func (m *Mem) Lock(path string) (io.Closer, error) {
+	path = clean(path)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.locks[path] {
+		return nil, pathErr("lock", path, ErrLocked)
+	}
+	if m.locks == nil {
+		m.locks = map[string]bool{}
+	}
+	m.locks[path] = true
+	return &memLock{m: m, path: path}, nil
 }
 
 type memInode struct {
