@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command fsynccandidates measures, on the disk holding -d, what one group
 // commit costs under each durability design considered for the broker
 // (docs/durability.md): every round, P partitions each append -b bytes,
