@@ -190,14 +190,14 @@
 // kernel's writeback every MiB (sync_file_range), so a checkpoint's fsyncs
 // find little left to write.
 //
-// CHECKPOINT (24 bytes, written through a temporary file, fsync, rename and
-// directory fsync):
+// CHECKPOINT (20 bytes, written through a temporary file, fsync, rename and
+// directory fsync; the same shape as the file header and logstart):
 //
-//	 0        4          6          8             16         20
-//	+--------+----------+----------+-------------+----------+--------+
-//	| "SLCP" | version  | reserved | LSN         | reserved | crc    |
-//	|        | u16 = 1  | u16      | i64         | u32      | u32    |
-//	+--------+----------+----------+-------------+----------+--------+
+//	 0        4          6          8             16
+//	+--------+----------+----------+-------------+--------+
+//	| "SLCP" | version  | reserved | LSN         | crc    |   crc: CRC-32C of bytes 0..16
+//	|        | u16 = 1  | u16      | i64         | u32    |
+//	+--------+----------+----------+-------------+--------+
 //
 // Every record below LSN is in a segment that was fsynced: a checkpoint
 // reads the LSN, fsyncs every open log, then writes this file and removes

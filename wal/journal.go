@@ -173,7 +173,7 @@ func OpenJournal(fs vfs.FS, dir string, cfg JournalConfig, log zerolog.Logger) (
 // recover reads the checkpoint, removes files wholly below it and indexes
 // every record above it. It returns the bytes scanned.
 func (j *Journal) recover() (int64, error) {
-	data, err := vfs.ReadFile(j.fs, filepath.Join(j.dir, checkpointName), checkpointSize+1)
+	data, err := vfs.ReadFile(j.fs, filepath.Join(j.dir, checkpointName), stampSize+1)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 	case err != nil:

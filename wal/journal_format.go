@@ -21,9 +21,8 @@ const (
 	journalMagic      = "SLJN"
 	checkpointMagic   = "SLCP"
 	journalVersion    = 1
-	journalHeaderSize = 20 // magic 4, version 2, reserved 2, start LSN 8, crc 4
-	checkpointSize    = 24 // magic 4, version 2, reserved 2, LSN 8, reserved 4, crc 4
-	recordHeaderSize  = 22 // header crc 4, size 4, LSN 8, payload crc 4, kind 1, key length 1
+	journalHeaderSize = stampSize // the first LSN, stamped (stamp.go)
+	recordHeaderSize  = 22        // header crc 4, size 4, LSN 8, payload crc 4, kind 1, key length 1
 	maxJournalKey     = 255
 
 	recAppend   byte = 1 // payload: one stamped record batch
@@ -49,33 +48,15 @@ func parseJournalFileName(name string) (int64, bool) {
 	return n, err == nil && n >= 0
 }
 
+// encodeJournalHeader returns the header of a journal file whose first
+// record has LSN start (a stamp, stamp.go).
 func encodeJournalHeader(start int64) []byte {
-	b := make([]byte, journalHeaderSize)
-	copy(b, journalMagic)
-	binary.BigEndian.PutUint16(b[4:], journalVersion)
-	binary.BigEndian.PutUint64(b[8:], uint64(start))
-	binary.BigEndian.PutUint32(b[16:], crc32.Checksum(b[:16], castagnoli))
-	return b
+	return encodeStamp(journalMagic, journalVersion, start)
 }
 
+// decodeJournalHeader reads the header at the start of a journal file.
 func decodeJournalHeader(b []byte) (int64, error) {
-	if len(b) < journalHeaderSize {
-		return 0, fmt.Errorf("journal header: %d bytes: %w", len(b), ErrCorrupt)
-	}
-	if string(b[:4]) != journalMagic {
-		return 0, fmt.Errorf("journal header: magic %q: %w", b[:4], ErrCorrupt)
-	}
-	if got, want := crc32.Checksum(b[:16], castagnoli), binary.BigEndian.Uint32(b[16:]); got != want {
-		return 0, fmt.Errorf("journal header: crc %08x, want %08x: %w", got, want, ErrCorrupt)
-	}
-	if v := binary.BigEndian.Uint16(b[4:]); v != journalVersion {
-		return 0, fmt.Errorf("journal header: version %d: %w", v, ErrUnknownVersion)
-	}
-	start := int64(binary.BigEndian.Uint64(b[8:]))
-	if start < 0 {
-		return 0, fmt.Errorf("journal header: start %d: %w", start, ErrCorrupt)
-	}
-	return start, nil
+	return decodeStamp(b, journalMagic, journalVersion, false, "journal header")
 }
 
 // appendRecord appends one record to dst, unsealed: its LSN and header CRC
@@ -159,28 +140,12 @@ func decodeRecord(b []byte, lsn int64) (journalRecord, int, error) {
 	return r, size, nil
 }
 
+// encodeCheckpoint returns the CHECKPOINT file for lsn (a stamp, stamp.go).
 func encodeCheckpoint(lsn int64) []byte {
-	b := make([]byte, checkpointSize)
-	copy(b, checkpointMagic)
-	binary.BigEndian.PutUint16(b[4:], journalVersion)
-	binary.BigEndian.PutUint64(b[8:], uint64(lsn))
-	binary.BigEndian.PutUint32(b[20:], crc32.Checksum(b[:20], castagnoli))
-	return b
+	return encodeStamp(checkpointMagic, journalVersion, lsn)
 }
 
+// decodeCheckpoint parses the CHECKPOINT file.
 func decodeCheckpoint(b []byte) (int64, error) {
-	if len(b) != checkpointSize || string(b[:4]) != checkpointMagic {
-		return 0, fmt.Errorf("journal checkpoint: %d bytes: %w", len(b), ErrCorrupt)
-	}
-	if crc32.Checksum(b[:20], castagnoli) != binary.BigEndian.Uint32(b[20:]) {
-		return 0, fmt.Errorf("journal checkpoint: crc: %w", ErrCorrupt)
-	}
-	if v := binary.BigEndian.Uint16(b[4:]); v != journalVersion {
-		return 0, fmt.Errorf("journal checkpoint: version %d: %w", v, ErrUnknownVersion)
-	}
-	lsn := int64(binary.BigEndian.Uint64(b[8:]))
-	if lsn < 0 {
-		return 0, fmt.Errorf("journal checkpoint: lsn %d: %w", lsn, ErrCorrupt)
-	}
-	return lsn, nil
+	return decodeStamp(b, checkpointMagic, journalVersion, true, "journal checkpoint")
 }

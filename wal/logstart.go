@@ -14,10 +14,8 @@ package wal
 // Log.start is guarded by Log.mu and written under Log.wmu too.
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"os"
 	"path/filepath"
 
@@ -28,40 +26,19 @@ const (
 	logStartName    = "logstart"
 	logStartMagic   = "SLLS"
 	logStartVersion = 1
-	logStartSize    = 20
 )
 
-// encodeLogStart returns the checkpoint file's bytes for start.
+// encodeLogStart returns the checkpoint file's bytes for start (stamp.go).
 func encodeLogStart(start Offset) []byte {
-	b := make([]byte, logStartSize)
-	copy(b, logStartMagic)
-	binary.BigEndian.PutUint16(b[4:], logStartVersion)
-	binary.BigEndian.PutUint64(b[8:], uint64(start))
-	binary.BigEndian.PutUint32(b[16:], crc32.Checksum(b[:16], castagnoli))
-	return b
+	return encodeStamp(logStartMagic, logStartVersion, int64(start))
 }
 
 // decodeLogStart parses a checkpoint file. Bad bytes are ErrCorrupt (the file
 // is replaced by an atomic rename of a synced file, so a torn one is not a
 // crash artefact); a newer version is ErrUnknownVersion.
 func decodeLogStart(b []byte) (Offset, error) {
-	if len(b) < 8 || string(b[:4]) != logStartMagic {
-		return 0, fmt.Errorf("wal: %s: bad magic or size %d: %w", logStartName, len(b), ErrCorrupt)
-	}
-	if v := binary.BigEndian.Uint16(b[4:]); v != logStartVersion {
-		return 0, fmt.Errorf("wal: %s: version %d, this build reads %d: %w", logStartName, v, logStartVersion, ErrUnknownVersion)
-	}
-	if len(b) != logStartSize {
-		return 0, fmt.Errorf("wal: %s: %d bytes, want %d: %w", logStartName, len(b), logStartSize, ErrCorrupt)
-	}
-	if got, want := binary.BigEndian.Uint32(b[16:]), crc32.Checksum(b[:16], castagnoli); got != want {
-		return 0, fmt.Errorf("wal: %s: crc %08x, computed %08x: %w", logStartName, got, want, ErrCorrupt)
-	}
-	start := Offset(binary.BigEndian.Uint64(b[8:]))
-	if start < 0 {
-		return 0, fmt.Errorf("wal: %s: negative start %d: %w", logStartName, start, ErrCorrupt)
-	}
-	return start, nil
+	start, err := decodeStamp(b, logStartMagic, logStartVersion, true, logStartName)
+	return Offset(start), err
 }
 
 // readLogStart returns the checkpointed start, and false when there is no
