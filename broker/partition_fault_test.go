@@ -38,6 +38,14 @@ func (a *armedFaults) inject(op vfs.Op, path string) error {
 	return nil
 }
 
+// newFixtureOn opens a snapshot fixture without retention on fs.
+func newFixtureOn(t *testing.T, fs vfs.FS) *snapshotFixture {
+	f := &snapshotFixture{t: t, dir: t.TempDir(), now: time.UnixMilli(1_000_000),
+		cfg: wal.Config{RetentionAge: -1}.WithDefaults(), fs: fs}
+	f.open()
+	return f
+}
+
 // appendWithin is the fixture's append with a deadline: a reply that never
 // comes fails the test instead of hanging it.
 func (f *snapshotFixture) appendWithin(raw []byte, d time.Duration) appendResult {
@@ -59,9 +67,7 @@ func (f *snapshotFixture) appendWithin(raw []byte, d time.Duration) appendResult
 
 func TestIdempotentRetryAfterFailedFsyncIsAnswered(t *testing.T) {
 	faults := &armedFaults{op: vfs.OpSync, path: ".log"}
-	f := &snapshotFixture{t: t, dir: t.TempDir(), now: time.UnixMilli(1_000_000),
-		cfg: wal.Config{RetentionAge: -1}.WithDefaults(), fs: vfs.NewFaulty(vfs.OS, faults.inject)}
-	f.open()
+	f := newFixtureOn(t, vfs.NewFaulty(vfs.OS, faults.inject))
 	if res := f.appendWithin(testBatch(1, 7, 0, 0, 1), 5*time.Second); res.err != nil {
 		t.Fatal(res.err)
 	}
@@ -89,9 +95,7 @@ func TestProducerStateFollowsOnlyAppendedBatches(t *testing.T) {
 	// A group whose write fails leaves every producer as it was, including
 	// one the group introduced.
 	faults := &armedFaults{op: vfs.OpWrite, path: ".log", err: errors.New("no space left on device")}
-	f := &snapshotFixture{t: t, dir: t.TempDir(), now: time.UnixMilli(1_000_000),
-		cfg: wal.Config{RetentionAge: -1}.WithDefaults(), fs: vfs.NewFaulty(vfs.OS, faults.inject)}
-	f.open()
+	f := newFixtureOn(t, vfs.NewFaulty(vfs.OS, faults.inject))
 	if res := f.appendWithin(testBatch(1, 7, 0, 0, 1), 5*time.Second); res.err != nil {
 		t.Fatal(res.err)
 	}
@@ -161,9 +165,7 @@ func TestProduceRacingShutdownIsAnswered(t *testing.T) {
 	// closed done channel, so some batches were queued after the final
 	// drain and never answered. Many rounds make the race likely.
 	for round := range 200 {
-		f := &snapshotFixture{t: t, dir: t.TempDir(), now: time.UnixMilli(1_000_000),
-			cfg: wal.Config{RetentionAge: -1}.WithDefaults(), fs: vfs.NewMem()}
-		f.open()
+		f := newFixtureOn(t, vfs.NewMem())
 		ctx, cancel := context.WithCancel(context.Background())
 		go f.part.run(ctx)
 		var wg sync.WaitGroup

@@ -22,6 +22,17 @@ import (
 	"github.com/sluice-mq/sluice/wal/vfs"
 )
 
+// faultyBroker starts a broker whose disk goes through faults, in the
+// given durability mode, and a client of it.
+func faultyBroker(t *testing.T, faults *armedFaults, perPartitionFsync bool) (*Broker, *kgo.Client) {
+	t.Helper()
+	cfg := testBrokerConfig(t)
+	cfg.FS = vfs.NewFaulty(vfs.OS, faults.inject)
+	cfg.PerPartitionFsync = perPartitionFsync
+	b := startBroker(t, cfg)
+	return b, testClient(t, b)
+}
+
 // produceRaw sends one batch to topic-partition with acks=all and returns
 // the partition's answer.
 func produceRaw(t *testing.T, b *Broker, cl *kgo.Client, topic string, partition int32, batch []byte) kmsg.ProduceResponseTopicPartition {
@@ -107,11 +118,7 @@ func TestStorageFaults(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			faults := &armedFaults{op: tc.op, path: tc.path, err: tc.err}
-			cfg := testBrokerConfig(t)
-			cfg.FS = vfs.NewFaulty(vfs.OS, faults.inject)
-			cfg.PerPartitionFsync = tc.perPartitionFsync
-			b := startBroker(t, cfg)
-			cl := testClient(t, b)
+			b, cl := faultyBroker(t, faults, tc.perPartitionFsync)
 			createTopic(t, cl, "disk", 1, nil)
 
 			if p := produceRaw(t, b, cl, "disk", 0, testBatch(1, -1, -1, -1, 1)); p.ErrorCode != 0 || p.BaseOffset != 0 {
@@ -150,11 +157,7 @@ func TestStorageFaultIsolatedToItsPartition(t *testing.T) {
 	}{{"segment write", false, vfs.OpWrite}, {"per-partition fsync", true, vfs.OpSync}} {
 		t.Run(tc.name, func(t *testing.T) {
 			faults := &armedFaults{op: tc.op, path: "/0/"}
-			cfg := testBrokerConfig(t)
-			cfg.FS = vfs.NewFaulty(vfs.OS, faults.inject)
-			cfg.PerPartitionFsync = tc.perPartitionFsync
-			b := startBroker(t, cfg)
-			cl := testClient(t, b)
+			b, cl := faultyBroker(t, faults, tc.perPartitionFsync)
 			createTopic(t, cl, "two", 2, nil)
 			faults.armed.Store(true)
 			if p := produceRaw(t, b, cl, "two", 0, testBatch(1, -1, -1, -1, 1)); p.ErrorCode != kerr.KafkaStorageError.Code {
@@ -177,10 +180,7 @@ func TestStorageFaultIsolatedToItsPartition(t *testing.T) {
 // OFFSET_OUT_OF_RANGE.
 func TestFetchBetweenHighWatermarkAndLogEnd(t *testing.T) {
 	faults := &armedFaults{op: vfs.OpSync, path: ".jnl"}
-	cfg := testBrokerConfig(t)
-	cfg.FS = vfs.NewFaulty(vfs.OS, faults.inject)
-	b := startBroker(t, cfg)
-	cl := testClient(t, b)
+	b, cl := faultyBroker(t, faults, false)
 	createTopic(t, cl, "gap", 1, nil)
 	produceRaw(t, b, cl, "gap", 0, testBatch(1, -1, -1, -1, 1))
 	faults.armed.Store(true)
