@@ -237,7 +237,7 @@ func (p *partition) appendGroup(group []*appendReq) {
 	ends := make([]wal.Offset, len(group)) // 0: answer now
 	batches := make([][]byte, 0, len(group))
 	accepted := make([]int, 0, len(group))
-	undo := producerUndo{}
+	var undo producerUndo // stays nil for groups without idempotent producers
 	next := p.log.EndOffset()
 	for i, r := range group {
 		dupBase, dup, err := p.checkSequence(r.hdr)

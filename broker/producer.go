@@ -81,11 +81,14 @@ func (p *partition) checkSequence(h wal.BatchHeader) (dupBase wal.Offset, dup bo
 type producerUndo map[int64]*producerState
 
 // save remembers id's state the first time the group touches it.
-func (u producerUndo) save(producers map[int64]*producerState, id int64) {
+func (u *producerUndo) save(producers map[int64]*producerState, id int64) {
 	if id < 0 {
 		return
 	}
-	if _, ok := u[id]; ok {
+	if *u == nil {
+		*u = producerUndo{}
+	}
+	if _, ok := (*u)[id]; ok {
 		return
 	}
 	s := producers[id]
@@ -94,7 +97,7 @@ func (u producerUndo) save(producers map[int64]*producerState, id int64) {
 		c.batches = slices.Clone(s.batches)
 		s = &c
 	}
-	u[id] = s
+	(*u)[id] = s
 }
 
 // restore puts every saved producer back as it was.
