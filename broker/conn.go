@@ -145,10 +145,7 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory)
 		_ = nc.Close() // may already be closed by closeConns or writeReplies
 	}()
 
-	remoteHost := "/" + nc.RemoteAddr().String() // Kafka's form: "/host:port"
-	if host, _, err := net.SplitHostPort(nc.RemoteAddr().String()); err == nil {
-		remoteHost = "/" + host
-	}
+	remoteHost := "/" + remoteIP(nc.RemoteAddr()) // Kafka's form: "/host"
 	r := bufio.NewReaderSize(&idleReader{nc: nc, idle: b.cfg.ConnectionsMaxIdle, act: act}, 64<<10)
 	for {
 		frame, res, err := mem.readFrame(ctx, r, b.cfg.MaxRequestBytes)
