@@ -26,3 +26,18 @@ var (
 	// ErrClosed: the Store has been closed.
 	ErrClosed = errors.New("meta: store closed")
 )
+
+// Sentinel errors of partition states and fenced writes.
+var (
+	// ErrPartitionNotFound: no state is stored for that partition.
+	ErrPartitionNotFound = errors.New("meta: partition state not found")
+	// ErrInvalidPartitionState: a partition state that breaks a rule (replicas
+	// empty or repeated, leader not a replica, negative or lowered epoch).
+	ErrInvalidPartitionState = errors.New("meta: invalid partition state")
+	// ErrNotController: a controller write's extra condition (its IfLeader
+	// fence) failed: the writer is no longer the controller.
+	ErrNotController = errors.New("meta: not the controller")
+	// ErrFenced: a write's extra condition (the writer's fence, such as a
+	// group coordinator's election key) failed; nothing more was written.
+	ErrFenced = errors.New("meta: fenced")
+)
