@@ -111,17 +111,35 @@ func encodePartition(st PartitionState) ([]byte, error) {
 	return b, nil
 }
 
-// decodePartition decodes kv, whose key is rel ("<topicID>/<n>") under the
-// partitions prefix.
-func decodePartition(rel string, kv *mvccpb.KeyValue) (PartitionState, error) {
+// partitionID names one partition state.
+type partitionID struct {
+	topic [16]byte
+	n     int32
+}
+
+func idOf(st PartitionState) partitionID { return partitionID{st.TopicID, st.Partition} }
+
+// parsePartitionKey parses rel, "<topicID>/<n>" under the partitions
+// prefix, accepting only the canonical forms this build writes.
+func parsePartitionKey(rel string) (partitionID, error) {
 	idText, nText, ok := strings.Cut(rel, "/")
 	id, err := uuid.Parse(idText)
 	if !ok || err != nil || id.String() != idText {
-		return PartitionState{}, fmt.Errorf("meta: partition key %q: %w", rel, ErrCorrupt)
+		return partitionID{}, fmt.Errorf("meta: partition key %q: %w", rel, ErrCorrupt)
 	}
 	n, err := strconv.ParseInt(nText, 10, 32)
 	if err != nil || n < 0 || strconv.FormatInt(n, 10) != nText {
-		return PartitionState{}, fmt.Errorf("meta: partition key %q: %w", rel, ErrCorrupt)
+		return partitionID{}, fmt.Errorf("meta: partition key %q: %w", rel, ErrCorrupt)
+	}
+	return partitionID{topic: id, n: int32(n)}, nil
+}
+
+// decodePartition decodes kv, whose key is rel ("<topicID>/<n>") under the
+// partitions prefix.
+func decodePartition(rel string, kv *mvccpb.KeyValue) (PartitionState, error) {
+	pid, err := parsePartitionKey(rel)
+	if err != nil {
+		return PartitionState{}, err
 	}
 	var r partitionRecord
 	if err := json.Unmarshal(kv.Value, &r); err != nil {
@@ -136,8 +154,8 @@ func decodePartition(rel string, kv *mvccpb.KeyValue) (PartitionState, error) {
 		return PartitionState{}, fmt.Errorf("meta: decode partition %q: leader or leader epoch missing: %w", rel, ErrCorrupt)
 	}
 	st := PartitionState{
-		TopicID:     id,
-		Partition:   int32(n),
+		TopicID:     pid.topic,
+		Partition:   pid.n,
 		Replicas:    r.Replicas,
 		Leader:      *r.Leader,
 		LeaderEpoch: *r.LeaderEpoch,
