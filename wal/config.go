@@ -27,6 +27,13 @@ var (
 	ErrUnknownVersion = errors.New("wal: unknown format version")
 	// ErrInvalidConfig is returned by Config.Validate.
 	ErrInvalidConfig = errors.New("wal: invalid config")
+	// ErrStaleEpoch is returned by the appends for a batch whose leader
+	// epoch is below the log's last epoch (LastEpoch): epochs never
+	// decrease along a log (epochs.go).
+	ErrStaleEpoch = errors.New("wal: leader epoch below the log's last epoch")
+	// ErrFencedEpoch is returned by Append and AppendGroup for an epoch
+	// below the fenced epoch (SetFencedEpoch).
+	ErrFencedEpoch = errors.New("wal: leader epoch is fenced")
 )
 
 // Defaults applied by Config.WithDefaults.

@@ -35,6 +35,16 @@ func (l *Log) AppendGroup(batches [][]byte, epoch Epoch) []Appended {
 		failFrom(out, 0, err)
 		return out
 	}
+	for i := range out {
+		if out[i].Err == nil {
+			// Every batch has the same epoch; the first valid one starts it.
+			if err := l.assignEpoch(epoch, l.end, true); err != nil {
+				failFrom(out, 0, err)
+				return out
+			}
+			break
+		}
+	}
 	g := groupWriter{l: l, batches: batches, hdrs: hdrs, buf: l.gather[:0]}
 	defer func() {
 		if cap(g.buf) <= maxGatherKeep {

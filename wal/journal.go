@@ -69,10 +69,13 @@ func (c JournalConfig) withDefaults() JournalConfig {
 	return c
 }
 
-// journalNote tells a Log that its records up to end are in a round.
+// journalNote tells a Log that its records up to end are in a round. gen is
+// the Log's durGen when they were submitted: a note from before a
+// truncation is stale.
 type journalNote struct {
 	log *Log
 	end Offset
+	gen uint64
 }
 
 // recordRef locates one recovered record in a journal file.
@@ -384,7 +387,7 @@ func (j *Journal) usableLocked() error {
 // the committer. The caller holds mu.
 func (j *Journal) noteLocked(note journalNote) {
 	if note.log != nil {
-		if n := len(j.notes); n > 0 && j.notes[n-1].log == note.log {
+		if n := len(j.notes); n > 0 && j.notes[n-1].log == note.log && j.notes[n-1].gen == note.gen {
 			j.notes[n-1].end = note.end
 		} else {
 			j.notes = append(j.notes, note)
@@ -421,7 +424,7 @@ func (j *Journal) commitLoop() {
 		// Logs learn of the round before waiters on the journal do, so a
 		// Sync that returns sees its Log's durable end.
 		for _, n := range notes {
-			n.log.journalDurable(n.end, err)
+			n.log.journalDurable(n.end, n.gen, err)
 		}
 		j.mu.Lock()
 		var late []journalNote
@@ -442,7 +445,7 @@ func (j *Journal) commitLoop() {
 		if err != nil {
 			// Records submitted during the failed round fail too.
 			for _, n := range late {
-				n.log.journalDurable(n.end, err)
+				n.log.journalDurable(n.end, n.gen, err)
 			}
 			return
 		}

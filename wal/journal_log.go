@@ -6,7 +6,8 @@ package wal
 //
 // Invariant: a journaled Log's durable end only covers batches whose journal
 // records are fsynced (journalDurable), or that its segments hold after an
-// fsync of their own (sync, at checkpoints, retention and Close).
+// fsync of their own (sync, at checkpoints, retention and Close). A note for
+// records submitted before a truncation never raises it (durGen).
 // Invariant: replay never journals again; the records it applies stay in the
 // journal until a checkpoint has fsynced this Log.
 // jnl and jkey are set before OpenJournaled returns and never change; jbuf
@@ -121,13 +122,15 @@ func (l *Log) Failed() error {
 func (l *Log) Journaled() bool { return l.jnl != nil }
 
 // journalDurable is the journal telling the log that its records up to end
-// are fsynced, or that they never will be.
-func (l *Log) journalDurable(end Offset, err error) {
+// are fsynced, or that they never will be. A note submitted before a
+// truncation (gen older than durGen) is ignored: its end may count offsets
+// that were removed and that new, unsynced appends now reuse.
+func (l *Log) journalDurable(end Offset, gen uint64, err error) {
 	if err != nil {
 		_ = l.fail(fmt.Errorf("wal: journal: %w", err))
 	} else {
 		l.smu.Lock()
-		if end > l.durable {
+		if gen == l.durGen && end > l.durable {
 			l.durable = end
 		}
 		l.smu.Unlock()
@@ -164,7 +167,8 @@ func (l *Log) journalBatches(batches [][]byte, end Offset) error {
 	for _, b := range batches {
 		l.jbuf = appendRecordHeader(l.jbuf, recAppend, l.jkey, b)
 	}
-	lsn, err := l.jnl.submitBatches(l.jbuf, len(l.jkey), batches, journalNote{log: l, end: end})
+	// durGen is written under wmu too, which the caller holds.
+	lsn, err := l.jnl.submitBatches(l.jbuf, len(l.jkey), batches, journalNote{log: l, end: end, gen: l.durGen})
 	if err != nil {
 		return l.fail(fmt.Errorf("wal: journal: %w", err))
 	}

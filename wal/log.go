@@ -49,18 +49,21 @@ type Log struct {
 	syncStart uint64 // guarded by smu: number of syncs started
 	syncDone  uint64 // guarded by smu: number of syncs finished
 	durable   Offset // guarded by smu
+	durGen    uint64 // guarded by smu; written under wmu too: bumped when Truncate removes bytes, so older journal notes are ignored
 	segSynced Offset // guarded by smu: end offset the last fsync of the segments covered
 
 	mu       sync.RWMutex
-	cfg      Config     // guarded by mu; written under wmu too
-	segs     []*segment // guarded by mu; written under wmu too
-	start    Offset     // guarded by mu; written under wmu too: the log start offset (logstart.go)
-	end      Offset     // guarded by mu; written under wmu too
-	failed   error      // guarded by mu
-	closed   bool       // guarded by mu; written under wmu too
-	truncGen uint64     // guarded by mu: bumped when bytes are removed from the tail
-	unsynced []*segment // guarded by mu: sealed since the last sync
-	dirDirty bool       // guarded by mu: names created or removed since the last sync
+	cfg      Config       // guarded by mu; written under wmu too
+	segs     []*segment   // guarded by mu; written under wmu too
+	start    Offset       // guarded by mu; written under wmu too: the log start offset (logstart.go)
+	end      Offset       // guarded by mu; written under wmu too
+	failed   error        // guarded by mu
+	closed   bool         // guarded by mu; written under wmu too
+	truncGen uint64       // guarded by mu: bumped when bytes are removed from the tail
+	unsynced []*segment   // guarded by mu: sealed since the last sync
+	dirDirty bool         // guarded by mu: names created or removed since the last sync
+	epochs   []EpochEntry // guarded by mu; written under wmu too: the leader-epoch chain (epochs.go), replaced whole
+	fenced   Epoch        // guarded by mu; written under wmu too: the fenced epoch (epochs.go)
 
 	// The journal, when the log was opened with OpenJournaled (journal_log.go).
 	jnl    *Journal
@@ -106,13 +109,17 @@ func (l *Log) Size() int64 {
 // Append validates batch (one whole v2 record batch), stamps its base offset
 // (EndOffset) and partition leader epoch into the caller's slice, and appends
 // it, rolling the active segment first if it is too big or too old. The batch
-// is not durable until Sync. Only one goroutine may append.
+// is not durable until Sync. An epoch above LastEpoch is recorded durably in
+// the leader-epoch chain first; one below it is ErrStaleEpoch, one below
+// FencedEpoch ErrFencedEpoch. Only one goroutine may append.
 func (l *Log) Append(batch []byte, epoch Epoch) (base, last Offset, err error) {
 	return l.append(batch, true, epoch)
 }
 
 // AppendStamped appends a batch that already carries its base offset (which
-// must equal EndOffset) and leader epoch, as a follower copying its leader does.
+// must equal EndOffset) and leader epoch, as a follower copying its leader
+// does. Its epoch goes into the leader-epoch chain as with Append, but the
+// fenced epoch is not checked: a follower copies older epochs' batches.
 func (l *Log) AppendStamped(batch []byte) (base, last Offset, err error) {
 	return l.append(batch, false, 0)
 }
@@ -129,9 +136,15 @@ func (l *Log) append(batch []byte, stamp bool, epoch Epoch) (Offset, Offset, err
 	}
 	if stamp {
 		h.BaseOffset, h.LeaderEpoch = l.end, epoch
-		stampBatch(batch, l.end, epoch)
 	} else if h.BaseOffset != l.end {
 		return 0, 0, fmt.Errorf("wal: stamped batch base offset %d, log end %d: %w", h.BaseOffset, l.end, ErrInvalidBatch)
+	}
+	// Durable before the batch is written (epochs.go).
+	if err := l.assignEpoch(h.LeaderEpoch, h.BaseOffset, stamp); err != nil {
+		return 0, 0, err
+	}
+	if stamp {
+		stampBatch(batch, l.end, epoch)
 	}
 	active := l.segs[len(l.segs)-1]
 	if l.needsRoll(active, active.idx.size, h, len(batch)) {

@@ -66,6 +66,9 @@ func (l *Log) setStart(start Offset) error {
 	}
 	l.mu.Lock()
 	l.start = start
+	// Entries wholly below the start go from memory; the file loses them
+	// at its next rewrite, and Open trims them anyway (epochs.go).
+	l.epochs = trimEpochs(l.epochs, start)
 	l.mu.Unlock()
 	return nil
 }

@@ -11,7 +11,10 @@ package wal
 // the segments on disk are always a contiguous run that holds the log start
 // (recover.go removes the leftovers below it).
 // Invariant: Truncate is durable when it returns, and lowers DurableEnd to
-// the truncation point. It removes later segments only after the removal of
+// the truncation point before any byte is removed; no journal note for an
+// append made before it raises DurableEnd afterwards (Log.durGen).
+// Invariant: Truncate removes the leader-epoch entries at or above the
+// truncation point after the segments' truncation is durable (epochs.go). It removes later segments only after the removal of
 // the kept segment's index files is durable, so a crash never leaves a gap
 // after a segment that recovery would trust.
 
@@ -130,7 +133,8 @@ func (l *Log) removeFiles(s *segment) error {
 }
 
 // Truncate removes every batch at and above to, which must be a batch
-// boundary in [StartOffset, EndOffset]. It is durable when it returns.
+// boundary in [StartOffset, EndOffset], and the leader-epoch entries that
+// start there or later. It is durable when it returns.
 func (l *Log) Truncate(to Offset) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
@@ -151,6 +155,10 @@ func (l *Log) Truncate(to Offset) error {
 	l.syncing, l.syncEnd = true, -1 // callers arriving now wait for a round after it
 	l.smu.Unlock()
 	err := l.truncate(to)
+	if err == nil {
+		// After the segments: see epochs.go for why.
+		err = l.truncateEpochs(to)
+	}
 	if err == nil && l.jnl != nil {
 		// After the segments: see replay (journal_log.go) for why.
 		err = l.journalTruncate(to)
@@ -204,6 +212,14 @@ func (l *Log) truncate(to Offset) error {
 		return l.fail(fmt.Errorf("wal: segment %d rescans to %d before truncation to %d: %w", keep.base(), res.idx.next, to,
 			errors.Join(res.stop, ErrCorrupt)))
 	}
+	// From here bytes disappear. The durable end drops to the truncation
+	// point now, and journal notes for appends made before it are stale
+	// (journalDurable ignores them): a round in flight must not report as
+	// durable the offsets that new appends will reuse.
+	l.smu.Lock()
+	l.durGen++
+	l.durable = min(l.durable, to)
+	l.smu.Unlock()
 	// The file shrinks under mu, with truncGen bumped, so a reader either
 	// snapshots the new state or retries its read (read.go).
 	l.mu.Lock()

@@ -6,7 +6,8 @@ package wal
 // Invariant: after Open, every remaining segment holds only whole batches
 // that passed validation, segments are contiguous, index files exist only for
 // sealed segments and match them, the first segment holds the log start (or
-// begins at it), a log-start checkpoint exists, and the recovered state is
+// begins at it), a log-start checkpoint exists, the leader-epoch chain
+// matches the recovered segments (epochs.go), and the recovered state is
 // durable.
 //
 // Gaps. A segment whose base does not continue the previous one is resolved
@@ -69,6 +70,10 @@ func Open(fs vfs.FS, dir string, cfg Config, log zerolog.Logger) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
+	epochs, hasEpochs, err := l.readEpochs()
+	if err != nil {
+		return nil, err
+	}
 	if err := l.recoverSegments(bases, ckpt, hasCkpt); err != nil {
 		l.closeAll()
 		return nil, err
@@ -95,6 +100,10 @@ func Open(fs vfs.FS, dir string, cfg Config, log zerolog.Logger) (*Log, error) {
 			l.closeAll()
 			return nil, fmt.Errorf("wal: open %s: %w", dir, err)
 		}
+	}
+	if err := l.recoverEpochs(epochs, hasEpochs); err != nil {
+		l.closeAll()
+		return nil, fmt.Errorf("wal: open %s: %w", dir, err)
 	}
 	l.log.Debug().Int64("start", int64(l.StartOffset())).Int64("end", int64(l.end)).Int("segments", len(l.segs)).Msg("wal: opened")
 	return l, nil
@@ -134,7 +143,7 @@ func (l *Log) cleanDir() ([]Offset, error) {
 		stray := strings.HasSuffix(n, vfs.TmpSuffix) ||
 			(ok && (suffix == indexSuffix || suffix == timeIndexSuffix) && !logs[base])
 		if !stray {
-			if n == logStartName {
+			if n == logStartName || n == epochsName {
 				continue
 			}
 			if !ok || (suffix != logSuffix && suffix != indexSuffix && suffix != timeIndexSuffix) {

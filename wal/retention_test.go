@@ -106,7 +106,7 @@ func TestRetentionRetriesAfterRemoveFailure(t *testing.T) {
 	if n, err := l.Maintain(); n != 7 || err != nil {
 		t.Fatalf("second maintain: %d %v", n, err)
 	}
-	if l.StartOffset() != 8 || len(mem.Files()) != 3+1+1 { // 1 sealed, 1 active, the checkpoint
+	if l.StartOffset() != 8 || len(mem.Files()) != 3+1+2 { // 1 sealed, 1 active, logstart and epochs
 		t.Fatalf("start %d, files %v", l.StartOffset(), mem.Files())
 	}
 }
