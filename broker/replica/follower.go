@@ -1,0 +1,141 @@
+package replica
+
+// This file owns the follower's half of replication: fetching from the
+// leader once everything appended is durable, truncating on divergence,
+// appending what the leader sends, adopting its high watermark, and telling
+// the controller when the leader stays unreachable.
+//
+// Invariant: a fetch leaves only when r.durable == r.end, so its Offset is
+// the follower's durable end, and at most one fetch is outstanding (Seq).
+// Invariant: r.matched is the end of the prefix known to equal the
+// leader's log (from its last non-diverging answer); the follower's high
+// watermark is at most min(leader HW, durable, matched).
+// Invariant: a follower follows epoch e only once HardState{Fenced >= e} is
+// durable, so after a restart it never goes back to a lower epoch.
+//
+// Guarded by the owner of the Replica.
+
+import "github.com/sluice-mq/sluice/wal"
+
+type followerState struct {
+	fetchOut    bool // a fetch is outstanding
+	fetchSeq    uint64
+	fetchSentAt int64
+	retryAt     int64 // no fetch before this tick (after an error)
+	lastHeard   int64 // last good answer from the leader
+	complainAt  int64 // last LeaderUnreachable sent
+	leaderHW    wal.Offset
+	matched     wal.Offset
+}
+
+func (r *Replica) becomeFollower(e wal.Epoch, leader NodeID) {
+	r.role = RoleFollower
+	r.epoch = e
+	r.leader = leader
+	r.fetchOut = false
+	r.retryAt = 0
+	r.lastHeard = r.tick
+	r.complainAt = r.tick
+	r.leaderHW = 0
+	r.matched = 0
+	if r.fenced < e {
+		r.fenced = e
+		r.rd.HardState = &HardState{Fenced: e}
+	}
+	r.maybeFetch()
+}
+
+// maybeFetch sends the next fetch if one may go now.
+func (r *Replica) maybeFetch() {
+	if r.role != RoleFollower || r.fetchOut || r.hs.Fenced < r.epoch || r.durable != r.end || r.tick < r.retryAt {
+		return
+	}
+	r.fetchSeq++
+	r.fetchOut = true
+	r.fetchSentAt = r.tick
+	r.send(Message{
+		Type: MsgFetch, To: r.leader, Epoch: r.epoch, Seq: r.fetchSeq,
+		Offset: r.end, LastEpoch: epochBelow(r.epochs, r.end),
+	})
+}
+
+func (r *Replica) followerTick() {
+	if r.fetchOut && r.tick-r.fetchSentAt > int64(r.cfg.FetchWaitTicks+r.cfg.RetryTicks) {
+		r.fetchOut = false // lost: ask again
+	}
+	r.maybeFetch()
+	if r.tick-r.lastHeard >= int64(r.cfg.UnreachableTicks) && r.tick-r.complainAt >= int64(r.cfg.RetryTicks) {
+		r.complainAt = r.tick
+		r.send(Message{Type: MsgLeaderUnreachable, To: ControllerNode, Epoch: r.epoch})
+	}
+}
+
+// stepFetchResp takes the leader's answer to the outstanding fetch.
+func (r *Replica) stepFetchResp(m Message) {
+	if r.role != RoleFollower || !r.fetchOut || m.Seq != r.fetchSeq || m.From != r.leader || m.Epoch != r.epoch {
+		return // stale, duplicated or not ours
+	}
+	r.fetchOut = false
+	if m.Err != ErrNone {
+		r.retryAt = r.tick + int64(r.cfg.RetryTicks)
+		return
+	}
+	r.lastHeard = r.tick
+	if m.Diverging {
+		_, own := endOffsetForEpoch(r.epochs, r.end, m.DivergingEpoch)
+		r.truncate(min(m.DivergingEnd, own))
+		r.maybeFetch()
+		return
+	}
+	if m.ReadFrom != r.end {
+		r.maybeFetch()
+		return
+	}
+	appended := false
+	for _, b := range m.Batches {
+		if !r.appendLocal(b) {
+			break // not contiguous, or an epoch going back: refetch
+		}
+		appended = true
+	}
+	r.matched = r.end
+	r.leaderHW = max(r.leaderHW, m.HW)
+	r.followerHW()
+	if !appended {
+		r.maybeFetch()
+	}
+	// Otherwise Durable sends the next fetch.
+}
+
+// truncate cuts the log to t (durable once the driver has done it).
+func (r *Replica) truncate(t wal.Offset) {
+	if t >= r.end {
+		return
+	}
+	kept := r.rd.Appends[:0]
+	for _, b := range r.rd.Appends {
+		if b.Base < t {
+			if b.End() > t {
+				panic("replica: truncation inside a pending batch")
+			}
+			kept = append(kept, b)
+		}
+	}
+	r.rd.Appends = kept
+	if len(kept) == 0 && (r.rd.Truncate < 0 || t < r.rd.Truncate) {
+		r.rd.Truncate = t
+	}
+	r.end = t
+	r.durable = min(r.durable, t)
+	r.matched = min(r.matched, t)
+	r.epochs = truncateChain(r.epochs, t)
+}
+
+// followerHW adopts the leader's high watermark over the matched, durable
+// prefix.
+func (r *Replica) followerHW() {
+	if cand := min(r.leaderHW, r.durable, r.matched); cand > r.hw {
+		r.hw = cand
+		r.rd.HWChanged = true
+	}
+}

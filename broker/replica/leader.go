@@ -1,0 +1,220 @@
+package replica
+
+// This file owns the leader's half of replication: the epoch-start batch,
+// Propose and parked replies, follower fetches (epoch check, divergence
+// check, long poll), in-sync tracking, and the high watermark.
+//
+// Invariant: the high watermark is at most the leader's own durable end and
+// at most the (minISR-1)-th largest durable end a follower reported in a
+// non-diverging fetch of this epoch, so everything below it is fsynced on
+// minISR replicas, the leader included.
+// Invariant: the high watermark moves only past r.epochStart: a quorum must
+// hold this epoch's start batch first (Raft's commit rule, Figure 8).
+// Invariant: a parked reply is released (or failed) exactly once.
+//
+// Guarded by the owner of the Replica.
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/sluice-mq/sluice/wal"
+)
+
+// peer is the leader's view of one follower in the current epoch.
+type peer struct {
+	id        NodeID
+	durable   wal.Offset // from its last non-diverging fetch; -1 none
+	lastFetch int64      // tick of that fetch
+	fetched   bool
+
+	parked     bool // a fetch at the log end is held
+	parkSeq    uint64
+	parkEpoch  wal.Epoch
+	parkOffset wal.Offset
+	parkHW     wal.Offset
+	parkUntil  int64
+}
+
+type leaderState struct {
+	epochStart wal.Offset // offset of this epoch's start batch
+	peers      []peer     // the other replicas, in State.Replicas order
+}
+
+func (r *Replica) becomeLeader(e wal.Epoch) {
+	r.role = RoleLeader
+	r.epoch = e
+	r.leader = r.cfg.ID
+	r.peers = r.peers[:0]
+	for _, id := range r.state.Replicas {
+		if id != r.cfg.ID {
+			r.peers = append(r.peers, peer{id: id, durable: -1})
+		}
+	}
+	r.epochStart = r.end
+	r.appendLocal(Batch{Base: r.end, Last: r.end, Epoch: e, Control: true})
+}
+
+// Propose appends count records carrying data (opaque) in a new batch of
+// the current epoch and returns its base offset. Only the leader accepts,
+// and only while minISR replicas are in sync.
+func (r *Replica) Propose(count int, data []byte) (wal.Offset, error) {
+	switch {
+	case r.err != nil:
+		return -1, r.err
+	case r.role != RoleLeader:
+		return -1, ErrNotLeader
+	case count < 1:
+		panic("replica: Propose of no records")
+	case len(r.inSync()) < r.minISR():
+		return -1, ErrNotEnoughReplicas
+	}
+	b := Batch{Base: r.end, Last: r.end + wal.Offset(count) - 1, Epoch: r.epoch, Data: slices.Clone(data)}
+	r.appendLocal(b)
+	r.wakeParked()
+	return b.Base, nil
+}
+
+// Wait parks reply t until the high watermark (acksAll) or the leader's
+// durable end (acks=1) reaches end.
+func (r *Replica) Wait(end wal.Offset, t Token, acksAll bool) {
+	switch {
+	case r.err != nil:
+		r.rd.Failed = append(r.rd.Failed, TokenErr{Token: t, Err: r.err})
+	case r.role != RoleLeader:
+		r.rd.Failed = append(r.rd.Failed, TokenErr{Token: t, Err: ErrNotLeader})
+	default:
+		r.waiters = append(r.waiters, waiter{end: end, token: t, acksAll: acksAll})
+		r.releaseWaiters()
+	}
+}
+
+func (r *Replica) releaseWaiters() {
+	kept := r.waiters[:0]
+	for _, w := range r.waiters {
+		if (w.acksAll && w.end <= r.hw) || (!w.acksAll && w.end <= r.durable) {
+			r.rd.Released = append(r.rd.Released, w.token)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	r.waiters = kept
+}
+
+// inSync lists the leader and the followers that fetched recently.
+func (r *Replica) inSync() []NodeID {
+	ids := []NodeID{r.cfg.ID}
+	for _, p := range r.peers {
+		if p.fetched && r.tick-p.lastFetch <= int64(r.cfg.LagTicks) {
+			ids = append(ids, p.id)
+		}
+	}
+	return ids
+}
+
+func (r *Replica) peer(id NodeID) *peer {
+	for i := range r.peers {
+		if r.peers[i].id == id {
+			return &r.peers[i]
+		}
+	}
+	return nil
+}
+
+// stepFetch answers a follower's fetch, or holds it at the log end.
+func (r *Replica) stepFetch(m Message) {
+	resp := Message{Type: MsgFetchResp, To: m.From, Epoch: m.Epoch, Seq: m.Seq}
+	switch {
+	case r.role != RoleLeader && m.Epoch < r.fenced:
+		resp.Err = ErrCodeFencedLeaderEpoch
+	case r.role != RoleLeader:
+		resp.Err = ErrCodeNotLeader
+	case m.Epoch < r.epoch:
+		resp.Err = ErrCodeFencedLeaderEpoch
+	case m.Epoch > r.epoch:
+		resp.Err = ErrCodeUnknownLeaderEpoch
+	}
+	p := r.peer(m.From)
+	if resp.Err == ErrNone && p == nil {
+		resp.Err = ErrCodeNotLeader
+	}
+	if resp.Err != ErrNone {
+		r.send(resp)
+		return
+	}
+	if d, e, eo := diverges(r.epochs, r.end, m.Offset, m.LastEpoch); d && !r.cfg.bugs.skipDivergence {
+		resp.Diverging, resp.DivergingEpoch, resp.DivergingEnd = true, e, eo
+		resp.HW = r.hw
+		r.send(resp)
+		return
+	}
+	if m.Offset > r.end {
+		// Only reachable with the planted skipDivergence bug.
+		resp.Err = ErrCodeNotLeader
+		r.send(resp)
+		return
+	}
+	p.durable = max(p.durable, m.Offset)
+	p.lastFetch = r.tick
+	p.fetched = true
+	p.parked = true
+	p.parkSeq, p.parkEpoch, p.parkOffset, p.parkHW = m.Seq, m.Epoch, m.Offset, r.hw
+	p.parkUntil = r.tick + int64(r.cfg.FetchWaitTicks)
+	r.commit()
+	if p.parked && m.Offset < r.end {
+		r.answerParked(p)
+	}
+}
+
+// answerParked answers p's held fetch with the log from its offset.
+func (r *Replica) answerParked(p *peer) {
+	p.parked = false
+	r.send(Message{
+		Type: MsgFetchResp, To: p.id, Epoch: p.parkEpoch, Seq: p.parkSeq,
+		HW: r.hw, ReadFrom: p.parkOffset, ReadTo: r.end,
+	})
+}
+
+// wakeParked answers the held fetches that new data or a new HW concerns.
+func (r *Replica) wakeParked() {
+	for i := range r.peers {
+		p := &r.peers[i]
+		if p.parked && (r.end > p.parkOffset || r.hw != p.parkHW) {
+			r.answerParked(p)
+		}
+	}
+}
+
+func (r *Replica) leaderTick() {
+	for i := range r.peers {
+		p := &r.peers[i]
+		if p.parked && r.tick >= p.parkUntil {
+			r.answerParked(p)
+		}
+	}
+}
+
+// commit moves the high watermark to what minISR replicas, the leader
+// included, hold durably, once that covers this epoch's start batch.
+func (r *Replica) commit() {
+	q := r.minISR()
+	cand := r.durable
+	if q > 1 {
+		ends := make([]wal.Offset, 0, len(r.peers))
+		for _, p := range r.peers {
+			ends = append(ends, p.durable)
+		}
+		if len(ends) < q-1 {
+			return
+		}
+		slices.SortFunc(ends, func(a, b wal.Offset) int { return cmp.Compare(b, a) })
+		cand = min(cand, ends[q-2])
+	}
+	if cand <= r.hw || (cand <= r.epochStart && !r.cfg.bugs.hwIgnoresEpochStart) {
+		return
+	}
+	r.hw = cand
+	r.rd.HWChanged = true
+	r.releaseWaiters()
+	r.wakeParked()
+}

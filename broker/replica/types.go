@@ -1,0 +1,247 @@
+package replica
+
+// This file owns the vocabulary shared by the replica core, the controller
+// and their drivers: partition state, hard state, batches, messages, the
+// Ready batch of work a core hands to its driver, and the sentinel errors.
+//
+// Invariant: a Message holds no memory shared with its sender's core once it
+// has left Ready (Batches are filled by the driver, which copies them).
+//
+// These are plain values; whoever holds one owns it.
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/sluice-mq/sluice/wal"
+)
+
+// NodeID names a broker.
+type NodeID int32
+
+const (
+	// NoLeader is State.Leader when the partition has no leader.
+	NoLeader NodeID = -1
+	// ControllerNode is the To (or From) of a message for (or from) the
+	// controller; the driver routes it to whichever broker is controller.
+	ControllerNode NodeID = -2
+)
+
+// State is a partition's replication state as stored in etcd. Only the
+// controller writes it, with a compare-and-swap on Version.
+type State struct {
+	Epoch    wal.Epoch
+	Leader   NodeID // NoLeader: none
+	Replicas []NodeID
+	Version  int64
+}
+
+// Clone returns a copy sharing no memory with s.
+func (s State) Clone() State {
+	s.Replicas = append([]NodeID(nil), s.Replicas...)
+	return s
+}
+
+// HardState is what a replica persists durably (write, fsync, rename,
+// directory fsync) outside its log.
+type HardState struct {
+	// Fenced is the highest epoch the replica promised to: it never again
+	// appends, follows, leads or acknowledges for a lower one.
+	Fenced wal.Epoch
+}
+
+// EpochEntry is one entry of a log's epoch chain: the first offset written
+// under Epoch (Kafka's leader-epoch checkpoint).
+type EpochEntry struct {
+	Epoch wal.Epoch
+	Start wal.Offset
+}
+
+// Batch is a run of records [Base, Last] created by the leader of Epoch.
+// Data is opaque to the core. Control marks a leader's epoch-start batch.
+type Batch struct {
+	Base, Last wal.Offset
+	Epoch      wal.Epoch
+	Control    bool
+	Data       []byte
+}
+
+// End is the offset after the batch.
+func (b Batch) End() wal.Offset { return b.Last + 1 }
+
+// Clone returns a copy sharing no memory with b.
+func (b Batch) Clone() Batch {
+	b.Data = append([]byte(nil), b.Data...)
+	return b
+}
+
+// Token is the driver's handle on a parked produce reply.
+type Token uint64
+
+// TokenErr is a parked reply that can no longer succeed here.
+type TokenErr struct {
+	Token Token
+	Err   error
+}
+
+// MsgType is the kind of a Message.
+type MsgType uint8
+
+// The messages between replicas, and between replicas and the controller.
+const (
+	// MsgFetch: follower → leader. Epoch followed, Offset = the follower's
+	// log end (= its durable end), LastEpoch = epoch of the batch below
+	// Offset, Seq pairs the answer.
+	MsgFetch MsgType = iota + 1
+	// MsgFetchResp: leader → follower. Err, or Diverging (DivergingEpoch,
+	// DivergingEnd), or data [ReadFrom, ReadTo) in Batches, and HW.
+	MsgFetchResp
+	// MsgFence: controller → replica. Epoch to fence at.
+	MsgFence
+	// MsgFenceAck: replica → controller, sent only once Fenced >= Epoch is
+	// durable: LastEpoch and Offset describe the replica's durable log.
+	// Err FencedLeaderEpoch: refused, the replica is fenced at Epoch > asked.
+	MsgFenceAck
+	// MsgLeaderUnreachable: replica → controller. The sender cannot follow
+	// (or, when it is the named leader, cannot lead) the leader of Epoch.
+	MsgLeaderUnreachable
+	// MsgState: the partition state, from etcd to a replica (used by
+	// drivers that deliver the etcd watch as a message, like the simulator).
+	MsgState
+)
+
+func (t MsgType) String() string {
+	switch t {
+	case MsgFetch:
+		return "Fetch"
+	case MsgFetchResp:
+		return "FetchResp"
+	case MsgFence:
+		return "Fence"
+	case MsgFenceAck:
+		return "FenceAck"
+	case MsgLeaderUnreachable:
+		return "LeaderUnreachable"
+	case MsgState:
+		return "State"
+	}
+	return fmt.Sprintf("MsgType(%d)", uint8(t))
+}
+
+// ErrCode is the error of an answer, named after its Kafka error code.
+type ErrCode int8
+
+// Answer errors.
+const (
+	ErrNone ErrCode = iota
+	// ErrCodeNotLeader: NOT_LEADER_OR_FOLLOWER.
+	ErrCodeNotLeader
+	// ErrCodeFencedLeaderEpoch: FENCED_LEADER_EPOCH (the asker's epoch is old).
+	ErrCodeFencedLeaderEpoch
+	// ErrCodeUnknownLeaderEpoch: UNKNOWN_LEADER_EPOCH (the asker is ahead).
+	ErrCodeUnknownLeaderEpoch
+)
+
+// Message is one network message. Fields unused by a Type are zero.
+type Message struct {
+	Type     MsgType
+	From, To NodeID
+	Epoch    wal.Epoch
+	Seq      uint64
+	Offset   wal.Offset
+	// LastEpoch: in a Fetch the epoch of the batch below Offset; in a
+	// FenceAck the epoch of the last durable batch.
+	LastEpoch wal.Epoch
+	HW        wal.Offset
+	Err       ErrCode
+	// Diverging: the fetch diverged; the leader's log holds DivergingEpoch
+	// up to DivergingEnd (KIP-595).
+	Diverging      bool
+	DivergingEpoch wal.Epoch
+	DivergingEnd   wal.Offset
+	// ReadFrom, ReadTo: the leader's log range the driver reads into
+	// Batches (whole batches, from ReadFrom, up to its byte budget).
+	ReadFrom, ReadTo wal.Offset
+	Batches          []Batch
+	State            State // MsgState only
+}
+
+// Clone returns a deep copy of m.
+func (m Message) Clone() Message {
+	if m.Batches != nil {
+		bs := make([]Batch, len(m.Batches))
+		for i, b := range m.Batches {
+			bs[i] = b.Clone()
+		}
+		m.Batches = bs
+	}
+	m.State = m.State.Clone()
+	return m
+}
+
+// Ready is the work a Replica hands its driver, to be done in this order:
+// Truncate, then persist HardState, then Appends, then send Messages; HW,
+// Released and Failed may be acted on at once. Then call Advance.
+type Ready struct {
+	// Truncate: -1 none; otherwise truncate the log to this offset first
+	// (the truncation is durable when done).
+	Truncate wal.Offset
+	// HardState: persist durably; call HardStateDurable when done.
+	HardState *HardState
+	// Appends: append in order; not durable until Durable reports it.
+	Appends []Batch
+	// Messages: send now. A FetchResp has ReadFrom/ReadTo set and the
+	// driver fills Batches from its log.
+	Messages  []Message
+	HW        wal.Offset
+	HWChanged bool
+	// Released: replies now covered (acks=all: HW; acks=1: durable end).
+	Released []Token
+	// Failed: replies that can no longer succeed here.
+	Failed []TokenErr
+}
+
+// Role is what a replica does in its current epoch.
+type Role int8
+
+// Roles.
+const (
+	// RoleNone: not serving (fenced and waiting for the new state, cannot
+	// lead the epoch it is named for, not a replica, or failed).
+	RoleNone Role = iota
+	RoleFollower
+	RoleLeader
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleNone:
+		return "none"
+	case RoleFollower:
+		return "follower"
+	case RoleLeader:
+		return "leader"
+	}
+	return fmt.Sprintf("Role(%d)", int8(r))
+}
+
+// Status is a snapshot of a replica for Metadata and metrics.
+type Status struct {
+	Role    Role
+	Epoch   wal.Epoch // the epoch led or followed
+	Leader  NodeID
+	Fenced  wal.Epoch // promised (perhaps not yet durable)
+	HW      wal.Offset
+	End     wal.Offset
+	Durable wal.Offset
+	InSync  []NodeID // leader only: in-sync replicas, itself included
+	Err     error
+}
+
+// Sentinel errors.
+var (
+	// ErrNotLeader: this replica does not lead the partition (any more).
+	ErrNotLeader = errors.New("replica: not the leader")
+	// ErrNotEnoughReplicas: fewer in-sync replicas than MinISR.
+	ErrNotEnoughReplicas = errors.New("replica: not enough in-sync replicas")
+)
