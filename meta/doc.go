@@ -3,8 +3,8 @@
 // existing cluster given by endpoints), the cluster id, and the durable
 // metadata every broker agrees on: topics, committed offsets, producer ids,
 // the registry of live brokers (registry.go) and the controller election
-// (election.go) today; partition state and leader epochs, tenants and quotas
-// in later steps. It imports nothing else of Sluice's.
+// (election.go) and partition state with leader epochs (partition.go) today;
+// tenants and quotas in later steps. It imports nothing else of Sluice's.
 //
 // # Key layout, version 1
 //
@@ -19,9 +19,13 @@
 //	                                        written once with a create-only transaction)
 //	<prefix>topics/<name>                   {"v":1,"name","id","partitions",
 //	                                         "replication_factor","configs"}
-//	<prefix>partitions/<topicID>/<n>        reserved: {"v":1,"replicas","leader",
-//	                                         "leader_epoch","version"}; written with a
-//	                                        CAS on its mod revision
+//	<prefix>partitions/<topicID>/<n>        {"v":1,"replicas","leader","leader_epoch"}
+//	                                        (partition.go): replicas[0] is the preferred
+//	                                        leader, leader -1 means none; created with its
+//	                                        topic key (one transaction, or chunks written
+//	                                        before it), then changed only by a CAS on its
+//	                                        mod revision (etcd's, not stored) carrying the
+//	                                        controller's IfLeader; deleted with the topic
 //	<prefix>producer-ids/next               next unallocated idempotent producer id, decimal
 //	                                        (raw string); only grows, by CAS
 //	<prefix>heads/<topicID>/<n>             reserved: remote segment index head (tier/)
@@ -53,6 +57,12 @@
 // Invariant: every topic write is a transaction conditioned on the key's
 // creation or mod revision, so concurrent writers cannot lose each other's
 // updates (ErrTopicExists or ErrConflict instead).
+// Invariant: a partition key exists only under a topic ID whose topic key
+// covers it (n < partitions), except while an AddTopicPartitions or a chunked
+// CreateTopicWithPartitions is under way or after one failed ambiguously;
+// readers ignore keys beyond the count.
+// Invariant: a partition's leader epoch never decreases, and an epoch names
+// at most one leader.
 // Invariant: a broker key exists only while the lease that created it
 // lives; no other lease can take the node id meanwhile (ErrNodeIDInUse).
 // Invariant: controller epochs strictly increase, and every controller
@@ -62,8 +72,8 @@
 // # Concurrency
 //
 // A Store is safe for concurrent use; all of its state is either immutable
-// after Open or guarded by Store.mu. Goroutines it starts (topic and broker
-// watchers, registration keep-alives, controller watchdogs, and the embedded
+// after Open or guarded by Store.mu. Goroutines it starts (topic, partition
+// and broker watchers, registration keep-alives, controller watchdogs, and the embedded
 // server's error logger) are owned by the Store and waited for in Close.
 // Closing the Store does not revoke registration or controller leases (it
 // is what a crash looks like to the cluster): they expire after their TTL.
