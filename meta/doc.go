@@ -33,7 +33,10 @@
 //	                                        bound to the broker's lease (default TTL 10 s),
 //	                                        created only if absent (one incarnation per node
 //	                                        id; its create revision is the incarnation),
-//	                                        gone when the lease is revoked or expires
+//	                                        gone when the lease is revoked or expires;
+//	                                        a restart that names its predecessor's lease
+//	                                        revokes it and takes the key at once
+//	                                        (RegisterTakingOver)
 //	<prefix>controller/<lease id, hex>      node id, decimal (raw string): one key per
 //	                                        candidate (concurrency.Election), bound to its
 //	                                        session lease (default TTL 5 s); the key with the
@@ -64,7 +67,8 @@
 // Invariant: a partition's leader epoch never decreases, and an epoch names
 // at most one leader.
 // Invariant: a broker key exists only while the lease that created it
-// lives; no other lease can take the node id meanwhile (ErrNodeIDInUse).
+// lives; no other lease can take the node id meanwhile (ErrNodeIDInUse),
+// except by revoking that lease when the caller names it (RegisterTakingOver).
 // Invariant: controller epochs strictly increase, and every controller
 // write carries Controller.IfLeader (its election key at its epoch), so a
 // deposed controller's writes fail even before it notices it lost.
@@ -73,8 +77,8 @@
 //
 // A Store is safe for concurrent use; all of its state is either immutable
 // after Open or guarded by Store.mu. Goroutines it starts (topic, partition
-// and broker watchers, registration keep-alives, controller watchdogs, and the embedded
-// server's error logger) are owned by the Store and waited for in Close.
+// and broker watchers, registration keep-alives, controller watchdogs, and
+// the embedded server's error logger) are owned by the Store and waited for in Close.
 // Closing the Store does not revoke registration or controller leases (it
 // is what a crash looks like to the cluster): they expire after their TTL.
 // Registration.Close and Controller.Resign end them at once.

@@ -13,7 +13,9 @@ package meta
 // is held by at most one live lease (one incarnation) at a time, and the key
 // disappears when that lease is revoked or expires.
 // Invariant: a Registration never rewrites or deletes a key it did not
-// create; it ends by revoking its own lease.
+// create; it ends by revoking its own lease. The one lease it revokes that
+// is not its own is the one its caller names as its dead predecessor's
+// (RegisterTakingOver), and only while that lease holds the key.
 //
 // Each Registration owns one keep-alive goroutine, counted in
 // Store.watchers so that Store.Close stops it; Registration.mu guards
@@ -207,8 +209,23 @@ type Registration struct {
 // ttl (DefaultRegistrationTTL if zero; rounded up to whole seconds, and etcd
 // may raise it to its minimum) that the Registration keeps alive. It fails
 // with ErrNodeIDInUse while another lease holds the node id: a broker
-// restarted within the old incarnation's TTL must wait for it to expire.
+// restarted within the old incarnation's TTL must wait for it to expire,
+// unless it knows the old incarnation's lease (RegisterTakingOver).
 func (s *Store) Register(ctx context.Context, b BrokerInfo, ttl time.Duration) (*Registration, error) {
+	return s.register(ctx, b, ttl, 0)
+}
+
+// RegisterTakingOver is Register, except that a key held by lease prev
+// (this node's previous incarnation, which the caller knows is dead: the
+// broker holds its data directory's lock, and the directory recorded prev)
+// is taken over: prev is revoked and the registration retried once. A key
+// held by any other lease is still ErrNodeIDInUse; so is one taken by
+// another lease between the revoke and the retry. prev 0 is Register.
+func (s *Store) RegisterTakingOver(ctx context.Context, b BrokerInfo, ttl time.Duration, prev clientv3.LeaseID) (*Registration, error) {
+	return s.register(ctx, b, ttl, prev)
+}
+
+func (s *Store) register(ctx context.Context, b BrokerInfo, ttl time.Duration, prev clientv3.LeaseID) (*Registration, error) {
 	if err := b.Validate(); err != nil {
 		return nil, fmt.Errorf("meta: register broker: %w", err)
 	}
@@ -234,27 +251,51 @@ func (s *Store) Register(ctx context.Context, b BrokerInfo, ttl time.Duration) (
 		return nil, fmt.Errorf("meta: register broker %d: grant lease: %w", b.NodeID, err)
 	}
 	b.Lease = grant.ID
-	key := s.brokerKey(b.NodeID)
-	resp, err := s.client.Txn(ctx).
-		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(grant.ID))).
-		Else(clientv3.OpGet(key)).
-		Commit()
-	if err != nil || !resp.Succeeded {
+	rev, holder, err := s.putBroker(ctx, b, val)
+	if err == nil && holder != nil && prev != 0 && clientv3.LeaseID(holder.Lease) == prev {
+		s.log.Info().Int32("node_id", b.NodeID).Str("lease", fmt.Sprintf("%x", int64(prev))).
+			Int64("incarnation", holder.CreateRevision).Msg("taking over the previous incarnation's registration")
+		if _, err = s.client.Revoke(ctx, prev); errors.Is(err, rpctypes.ErrLeaseNotFound) {
+			err = nil // expired meanwhile
+		}
+		if err == nil {
+			rev, holder, err = s.putBroker(ctx, b, val)
+		}
+	}
+	if err != nil || holder != nil {
 		s.revokeQuietly(grant.ID)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("meta: register broker %d: %w", b.NodeID, err)
 	}
-	if !resp.Succeeded {
-		holder := "another lease"
-		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) == 1 {
-			holder = fmt.Sprintf("lease %x since revision %d", kvs[0].Lease, kvs[0].CreateRevision)
-		}
-		return nil, fmt.Errorf("meta: register broker %d: %w: node %d is held by %s", b.NodeID, ErrNodeIDInUse, b.NodeID, holder)
+	if holder != nil {
+		return nil, fmt.Errorf("meta: register broker %d: %w: node %d is held by lease %x since revision %d",
+			b.NodeID, ErrNodeIDInUse, b.NodeID, holder.Lease, holder.CreateRevision)
 	}
-	b.Incarnation = resp.Header.Revision
+	b.Incarnation = rev
 	return s.keepRegistered(b)
+}
+
+// putBroker creates b's key with value val under b.Lease if it is absent,
+// and returns the revision it was created at; or, if the key is held, the
+// key as it is (holder).
+func (s *Store) putBroker(ctx context.Context, b BrokerInfo, val []byte) (rev int64, holder *mvccpb.KeyValue, err error) {
+	key := s.brokerKey(b.NodeID)
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(b.Lease))).
+		Else(clientv3.OpGet(key)).
+		Commit()
+	if err != nil {
+		return 0, nil, err
+	}
+	if resp.Succeeded {
+		return resp.Header.Revision, nil, nil
+	}
+	if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) == 1 {
+		return 0, kvs[0], nil
+	}
+	return 0, nil, fmt.Errorf("%s present but unreadable: %w", key, ErrCorrupt) // cannot happen in one txn
 }
 
 // keepRegistered starts the keep-alive of a freshly written registration.

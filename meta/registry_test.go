@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // shortTTL is the lease TTL of tests that wait for an expiry (etcd's
@@ -388,4 +389,64 @@ func TestWatchBrokersKeepsOnlyNewestList(t *testing.T) {
 	if got := nodeIDs(<-w.out); !slices.Equal(got, []int32{1, 2}) {
 		t.Errorf("reader got %v, want the newest list [1 2]", got)
 	}
+}
+
+// TestRegisterTakingOverPreviousIncarnation: a broker crashes (its Store
+// closes without revoking) and restarts at once. Its key still lives for
+// the lease's TTL; RegisterTakingOver with any other lease is refused, and
+// with the lease the crashed incarnation recorded it succeeds at once.
+func TestRegisterTakingOverPreviousIncarnation(t *testing.T) {
+	s := openStore(t, embeddedConfig(t))
+	ctx := testContext(t)
+	const longTTL = time.Minute // far beyond the test: only a takeover frees the key
+	crashed := clientStore(t, s)
+	old := register(t, crashed, testBroker(6), longTTL)
+	if err := crashed.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	waitClosedSignal(t, old.Lost(), "Lost after the store closed")
+
+	restarted := testBroker(6)
+	restarted.AZ = "az-after-restart"
+	if _, err := s.Register(ctx, restarted, 0); !errors.Is(err, ErrNodeIDInUse) {
+		t.Fatalf("Register during the old lease = %v, want ErrNodeIDInUse", err)
+	}
+	other, err := s.Client().Grant(ctx, 60)
+	if err != nil {
+		t.Fatalf("Grant: %v", err)
+	}
+	for _, prev := range []clientv3.LeaseID{other.ID, old.Info().Lease + 1} {
+		if _, err := s.RegisterTakingOver(ctx, restarted, 0, prev); !errors.Is(err, ErrNodeIDInUse) {
+			t.Fatalf("RegisterTakingOver with lease %x (not the holder) = %v, want ErrNodeIDInUse", prev, err)
+		}
+	}
+	if ttl, err := s.Client().TimeToLive(ctx, other.ID); err != nil || ttl.TTL <= 0 {
+		t.Fatalf("the wrong lease was touched: TTL %v, err %v", ttl, err)
+	}
+
+	r, err := s.RegisterTakingOver(ctx, restarted, 0, old.Info().Lease)
+	if err != nil {
+		t.Fatalf("RegisterTakingOver with the previous lease: %v", err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	if r.Info().Incarnation <= old.Info().Incarnation || r.Info().Lease == old.Info().Lease {
+		t.Errorf("new registration %+v does not follow the old %+v", r.Info(), old.Info())
+	}
+	if ttl, err := s.Client().TimeToLive(ctx, old.Info().Lease); err != nil || ttl.TTL != -1 {
+		t.Errorf("previous lease still alive: TTL %v, err %v", ttl.TTL, err)
+	}
+	brokers, err := s.Brokers(ctx)
+	if err != nil || len(brokers) != 1 || !sameBroker(brokers[0], r.Info()) || brokers[0].AZ != "az-after-restart" {
+		t.Fatalf("Brokers = %+v (err %v), want the new registration only", brokers, err)
+	}
+
+	// With nothing to take over it is Register; a live holder is not taken over twice.
+	if _, err := s.RegisterTakingOver(ctx, restarted, 0, old.Info().Lease); !errors.Is(err, ErrNodeIDInUse) {
+		t.Fatalf("RegisterTakingOver of a live new incarnation = %v, want ErrNodeIDInUse", err)
+	}
+	fresh, err := s.RegisterTakingOver(ctx, testBroker(8), 0, old.Info().Lease)
+	if err != nil {
+		t.Fatalf("RegisterTakingOver of a free node id: %v", err)
+	}
+	_ = fresh.Close(ctx)
 }
