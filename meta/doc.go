@@ -46,7 +46,9 @@
 //	                                        {"v":1,"topic","offset","leader_epoch","metadata",
 //	                                         "generation","commit_time_ms"}; <tenant> and
 //	                                        <group> path-escaped; a commit of many
-//	                                        partitions is one transaction (offsets.go)
+//	                                        partitions is one transaction (offsets.go),
+//	                                        up to MaxTxnOps; CommitOffsetsIf conditions
+//	                                        each transaction on the coordinator's fence
 //	<prefix>tenants/<name>                  reserved: tenant and quota settings
 //
 // <topicID> is the topic's UUID in its canonical 36-character text form; <n>

@@ -38,6 +38,7 @@ var (
 	// fence) failed: the writer is no longer the controller.
 	ErrNotController = errors.New("meta: not the controller")
 	// ErrFenced: a write's extra condition (the writer's fence, such as a
-	// group coordinator's election key) failed; nothing more was written.
+	// group coordinator's election key) failed; the failing transaction
+	// wrote nothing (see CommitOffsetsIf for commits of several).
 	ErrFenced = errors.New("meta: fenced")
 )

@@ -14,10 +14,13 @@ package meta
 //
 // Invariant: a commit of up to the store's MaxTxnOps partitions is one etcd
 // transaction: all of its offsets become visible together or none does.
+// Invariant: every offset stored by CommitOffsetsIf was written by a
+// transaction in which all of its conditions held.
 // Invariant: deleting a group's offsets is one ranged delete.
 //
 // The Store does not decide who may commit (generations are the group
-// coordinator's business, in broker/group); it stores what it is given.
+// coordinator's business, in broker/group); it stores what it is given, and
+// with CommitOffsetsIf only while the coordinator's fence holds.
 
 import (
 	"context"
@@ -90,13 +93,37 @@ func (s *Store) offsetKey(tenant, group string, k OffsetKey) string {
 
 // CommitOffsets stores offsets of one group; see DefaultMaxTxnOps.
 func (s *Store) CommitOffsets(ctx context.Context, tenant, group string, offsets []CommittedOffset) error {
+	return s.commitOffsets(ctx, tenant, group, offsets, nil)
+}
+
+// CommitOffsetsIf is CommitOffsets fenced by conds (the group coordinator's
+// election or lease key, say): each transaction stores its offsets only if
+// every condition holds when it commits, and fails with ErrFenced if one
+// does not. A commit of more than the store's MaxTxnOps partitions is
+// several transactions, each checking the conditions anew: if the fence
+// fails between them, the leading transactions' offsets are stored (they
+// were committed while the writer still held the fence, so a successor that
+// reads the offsets after taking the fence sees them) and the rest are not;
+// the error says how many were stored. At most MaxTxnOps conditions.
+func (s *Store) CommitOffsetsIf(ctx context.Context, tenant, group string, offsets []CommittedOffset, conds ...clientv3.Cmp) error {
+	if len(conds) > s.maxTxnOps {
+		return fmt.Errorf("meta: commit offsets of group %q: %d conditions, a transaction carries at most %d: %w", group, len(conds), s.maxTxnOps, ErrInvalidConfig)
+	}
+	return s.commitOffsets(ctx, tenant, group, offsets, conds)
+}
+
+// commitOffsets writes offsets in transactions of at most maxTxnOps puts,
+// each conditioned on conds.
+func (s *Store) commitOffsets(ctx context.Context, tenant, group string, offsets []CommittedOffset, conds []clientv3.Cmp) error {
+	for _, o := range offsets {
+		if o.Partition < 0 || o.TopicID == uuid.Nil {
+			return fmt.Errorf("meta: commit offsets of group %q: bad key %s-%d: %w", group, o.Topic, o.Partition, ErrInvalidPartitions)
+		}
+	}
 	for start := 0; start < len(offsets); start += s.maxTxnOps {
 		chunk := offsets[start:min(start+s.maxTxnOps, len(offsets))]
 		ops := make([]clientv3.Op, 0, len(chunk))
 		for _, o := range chunk {
-			if o.Partition < 0 || o.TopicID == uuid.Nil {
-				return fmt.Errorf("meta: commit offsets of group %q: bad key %s-%d: %w", group, o.Topic, o.Partition, ErrInvalidPartitions)
-			}
 			val, err := json.Marshal(offsetRecord{
 				V: offsetRecordVersion, Topic: o.Topic, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch,
 				Metadata: o.Metadata, Generation: o.Generation, CommitTimeMs: o.CommitTime.UnixMilli(),
@@ -106,8 +133,12 @@ func (s *Store) CommitOffsets(ctx context.Context, tenant, group string, offsets
 			}
 			ops = append(ops, clientv3.OpPut(s.offsetKey(tenant, group, o.OffsetKey), string(val)))
 		}
-		if _, err := s.client.Txn(ctx).Then(ops...).Commit(); err != nil {
+		resp, err := s.client.Txn(ctx).If(conds...).Then(ops...).Commit()
+		if err != nil {
 			return fmt.Errorf("meta: commit %d offsets of group %q: %w", len(chunk), group, err)
+		}
+		if !resp.Succeeded {
+			return fmt.Errorf("meta: commit offsets of group %q: %w after %d of %d were stored", group, ErrFenced, start, len(offsets))
 		}
 	}
 	return nil

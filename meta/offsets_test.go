@@ -1,10 +1,14 @@
 package meta
 
 import (
+	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"testing"
 	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestOffsetsCommitReadDelete(t *testing.T) {
@@ -114,4 +118,81 @@ func sortedOffsets(os []CommittedOffset) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// TestCommitOffsetsIfFenced: a coordinator fenced by its election key
+// commits while it holds it, over several transactions; once another is
+// elected, its commits fail with ErrFenced and store nothing.
+func TestCommitOffsetsIfFenced(t *testing.T) {
+	s := openStore(t, smallTxnConfig(t))
+	ctx := testContext(t)
+	topic := newKafkaUUID()
+	at := time.UnixMilli(1_767_000_000_000)
+	commit := func(offset int64) []CommittedOffset {
+		var out []CommittedOffset
+		for p := range int32(10) { // three transactions of at most 4
+			out = append(out, CommittedOffset{OffsetKey: OffsetKey{TopicID: topic, Partition: p},
+				Topic: "t", Offset: offset, LeaderEpoch: -1, Generation: 1, CommitTime: at})
+		}
+		return out
+	}
+	stored := func() []string {
+		got, err := s.GroupOffsets(ctx, DefaultTenant, "g")
+		if err != nil {
+			t.Fatalf("GroupOffsets: %v", err)
+		}
+		return sortedOffsets(got)
+	}
+
+	first, err := s.Campaign(ctx, 1, shortTTL)
+	if err != nil {
+		t.Fatalf("Campaign: %v", err)
+	}
+	if err := s.CommitOffsetsIf(ctx, DefaultTenant, "g", commit(5), first.IfLeader()); err != nil {
+		t.Fatalf("CommitOffsetsIf while holding the fence: %v", err)
+	}
+	if got, want := stored(), sortedOffsets(commit(5)); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("stored %v, want %v", got, want)
+	}
+	if err := first.Resign(ctx); err != nil {
+		t.Fatalf("Resign: %v", err)
+	}
+	second, err := s.Campaign(ctx, 2, shortTTL)
+	if err != nil {
+		t.Fatalf("second Campaign: %v", err)
+	}
+	defer func() { _ = second.Resign(ctx) }()
+
+	err = s.CommitOffsetsIf(ctx, DefaultTenant, "g", commit(9), first.IfLeader())
+	if !errors.Is(err, ErrFenced) {
+		t.Fatalf("CommitOffsetsIf by the deposed coordinator = %v, want ErrFenced", err)
+	}
+	if !strings.Contains(err.Error(), "after 0 of 10") {
+		t.Errorf("error %q does not say that none was stored", err)
+	}
+	if got, want := stored(), sortedOffsets(commit(5)); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("a fenced commit changed the offsets: %v", got)
+	}
+	if err := s.CommitOffsetsIf(ctx, DefaultTenant, "g", commit(9), second.IfLeader()); err != nil {
+		t.Fatalf("CommitOffsetsIf by the new coordinator: %v", err)
+	}
+	if got, want := stored(), sortedOffsets(commit(9)); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("stored %v, want %v", got, want)
+	}
+
+	many := make([]clientv3.Cmp, 5)
+	for i := range many {
+		many[i] = second.IfLeader()
+	}
+	if err := s.CommitOffsetsIf(ctx, DefaultTenant, "g", commit(10), many...); !errors.Is(err, ErrInvalidConfig) {
+		t.Errorf("CommitOffsetsIf with more conditions than a transaction carries = %v, want ErrInvalidConfig", err)
+	}
+	bad := commit(11)
+	bad[9].Partition = -1
+	if err := s.CommitOffsetsIf(ctx, DefaultTenant, "g", bad, second.IfLeader()); !errors.Is(err, ErrInvalidPartitions) {
+		t.Errorf("CommitOffsetsIf with a bad key = %v, want ErrInvalidPartitions", err)
+	}
+	if got, want := stored(), sortedOffsets(commit(9)); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("a refused commit stored part of its offsets: %v", got)
+	}
 }
