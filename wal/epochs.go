@@ -253,13 +253,13 @@ func (l *Log) assignEpoch(e Epoch, start Offset, leading bool) error {
 		return nil
 	}
 	entries := make([]EpochEntry, 0, n+1)
-	entries = append(entries, trimEpochs(l.epochs, l.start)...)
-	if k := len(entries); k > 0 && entries[k-1].StartOffset >= start {
+	entries = append(entries, l.epochs...)
+	if n > 0 && entries[n-1].StartOffset >= start {
 		// No batch of that epoch was written (its first write failed):
 		// the new epoch starts where it would have.
-		entries = entries[:k-1]
+		entries = entries[:n-1]
 	}
-	entries = append(entries, EpochEntry{Epoch: e, StartOffset: start})
+	entries = trimEpochs(append(entries, EpochEntry{Epoch: e, StartOffset: start}), l.start)
 	if err := l.writeEpochs(epochState{fenced: l.fenced, entries: entries}); err != nil {
 		return l.fail(fmt.Errorf("wal: record leader epoch %d at offset %d: %w", e, start, err))
 	}

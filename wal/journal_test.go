@@ -392,6 +392,7 @@ func checkRecovered(t *testing.T, seed uint64, step, k int, l *Log, m *crashMode
 			seed, step, k, l.EndOffset(), durable, seed)
 	}
 	checkInvariants(t, l, true)
+	checkEpochChain(t, l)
 	m.batches = m.batches[:len(got)]
 }
 
