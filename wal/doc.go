@@ -12,7 +12,8 @@
 // immutable, and have B.index and B.timeindex, written (through B.index.tmp
 // and a rename) by the first Sync after the segment was sealed. The active
 // segment has no index files; its indexes live in memory and are rebuilt by
-// scanning it on Open. The file logstart holds the log start offset.
+// scanning it on Open. The file logstart holds the log start offset, and the
+// file epochs the leader-epoch chain and the fenced epoch.
 //
 // # .log: record batches, v2 (Kafka's format; magic is the version field)
 //
@@ -92,6 +93,38 @@
 // first segment holds it or begins at it. Sealed segments wholly below it
 // are dead: unreadable, and removed by the next Maintain.
 //
+// # epochs: version 1
+//
+// The leader-epoch chain (Kafka's leader-epoch-checkpoint) and the fenced
+// epoch (epochs.go). Entry (E, S) says the first batch of leader epoch E is
+// at offset S; epochs and starts strictly increase along the entries. It is
+// replaced whole through epochs.tmp, an fsync, a rename and a directory
+// fsync: by Append, AppendGroup and AppendStamped before they write the
+// first batch of an epoch above the last entry's, by Truncate after the
+// segments' truncation is durable (without the entries at or above the
+// truncation point), by SetFencedEpoch, and by Open when recovery changed
+// the chain. 20 bytes, then count entries of 12:
+//
+//	 0        4         6          8             12        16       20
+//	+--------+---------+----------+-------------+---------+--------+
+//	| magic  | version | reserved | fencedEpoch | count   | crc    |
+//	| "SLEP" | u16 = 1 | u16 = 0  | i32 (>= 0)  | u32     | u32    |
+//	+--------+---------+----------+-------------+---------+--------+
+//	 20                 24                         32
+//	+------------------+---------------------------+
+//	| epoch i32 (>= 0) | startOffset i64 (>= 0)    |   x count
+//	+------------------+---------------------------+
+//
+// crc is the CRC-32C of bytes 0..16 followed by all entries. A reader that
+// finds another version refuses to open the log (ErrUnknownVersion); a bad
+// magic, size, crc, reserved field or entry order is ErrCorrupt. Open drops
+// the entries at or above the recovered log end (a crash lost their
+// batches) and those wholly below the log start, keeping the one that
+// covers it. A log with batches but no file (written before it existed)
+// gets its chain rebuilt from its batch headers: the header at each
+// position of the sparse offset index, and every batch between two of
+// different epochs. A new log writes the file at its first append.
+//
 // # Recovery
 //
 // Open removes *.tmp files and index files without a .log. For each sealed
@@ -120,8 +153,9 @@
 // # Concurrency
 //
 // One goroutine appends (Append, AppendStamped, AppendGroup, Truncate,
-// Maintain, AdvanceStart, SetConfig, Delete); any goroutine may call Sync, Read, FindTimestamp and the offset
-// accessors. Lock order: Log.wmu (appender) → Log.smu (group commit) →
+// Maintain, AdvanceStart, SetFencedEpoch, SetConfig, Delete); any goroutine may call Sync, Read, FindTimestamp,
+// the offset accessors and the epoch accessors (Epochs, LastEpoch,
+// EndOffsetForEpoch, FencedEpoch). Lock order: Log.wmu (appender) → Log.smu (group commit) →
 // Log.mu (segment list, read by readers). Readers take a reference on the
 // segments they read so retention can remove files under them; a file is
 // closed when its last reader lets go.
@@ -131,10 +165,12 @@
 // Nothing appended is durable until Sync returns. A failed write, fsync or
 // directory fsync is sticky: every later Append, Sync, Truncate and Maintain
 // returns it until the Log is reopened, because a retried fsync can report
-// success on lost data; a failed logstart write is sticky the same way. A
+// success on lost data; a failed logstart or epochs write is sticky the same way. A
 // failed segment removal in retention is not: the segment stays, dead, and
-// the next Maintain retries. Truncate and AdvanceStart are durable when they
-// return. Open and Delete make their directory changes durable: Open fsyncs
+// the next Maintain retries. Truncate, AdvanceStart and SetFencedEpoch are
+// durable when they return. Truncate lowers DurableEnd before it removes a
+// byte, and a journal round's notice for appends made before a truncation
+// never raises it again (the offsets may be reused by unsynced appends). Open and Delete make their directory changes durable: Open fsyncs
 // the parent of every directory it creates, and Delete renames the log
 // directory into a trash directory (fsyncing both parents) before removing
 // anything, so a crash leaves the whole log or none of it.

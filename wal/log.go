@@ -5,7 +5,8 @@ package wal
 //
 // Locks, in the order they may be taken:
 //   - wmu serialises the appender's operations: Append, AppendStamped,
-//     Truncate, Maintain, SetConfig, Close, Delete. Fields written only by a
+//     AppendGroup, Truncate, Maintain, AdvanceStart, SetFencedEpoch,
+//     SetConfig, Close, Delete. Fields written only by a
 //     wmu holder may be read by a wmu holder without mu.
 //   - smu guards the group-commit state (sync.go): syncing, durable.
 //   - mu guards the segment list and everything readers look at: segs, start,
