@@ -113,6 +113,7 @@ type Controller struct {
 
 	casOut    bool
 	casSentAt int64
+	owed      bool  // a round was abandoned after fencing: elect again
 	retryAt   int64 // no new round before this tick
 
 	complaints  []complaint
@@ -141,8 +142,9 @@ func (c *Controller) SetState(s State) {
 	c.state = s.Clone()
 	c.stateKnown = true
 	c.maxEpoch = max(c.maxEpoch, s.Epoch)
-	if c.casOut && s.Version > c.expect {
+	if (c.casOut || c.owed) && s.Version > c.expect {
 		c.casOut = false
+		c.owed = false
 	}
 	if c.electing && s.Version != c.expect {
 		c.electing = false // the state moved under the round
@@ -175,6 +177,7 @@ func (c *Controller) stepFenceAck(m Message) {
 		c.maxEpoch = max(c.maxEpoch, m.Epoch)
 		if c.electing && !c.casOut && m.Epoch >= c.round {
 			c.electing = false // a newer round is needed
+			c.owed = true
 			c.maybeElect()
 		}
 		return
@@ -198,7 +201,10 @@ func (c *Controller) CASResult(ok bool, current State) {
 	if current.Version > 0 {
 		c.SetState(current)
 	}
-	if !ok {
+	if ok {
+		c.owed = false
+	} else {
+		c.owed = true
 		c.retryAt = c.tick + int64(c.cfg.RetryTicks)
 	}
 }
@@ -211,11 +217,13 @@ func (c *Controller) Tick() {
 		if c.tick-c.casSentAt > int64(c.cfg.RoundTicks) {
 			c.casOut = false // no answer: a new round will CAS again
 			c.electing = false
+			c.owed = true
 			c.retryAt = c.tick
 		}
 	case c.electing:
 		if c.tick-c.startedAt > int64(c.cfg.RoundTicks) {
 			c.electing = false
+			c.owed = true
 			c.retryAt = c.tick + int64(c.cfg.RetryTicks)
 		} else {
 			if c.tick-c.fencedAt >= int64(c.cfg.RetryTicks) {
@@ -263,7 +271,7 @@ func (c *Controller) maybeElect() {
 	}
 	n := len(s.Replicas)
 	switch {
-	case s.Leader == NoLeader:
+	case s.Leader == NoLeader || c.owed:
 		c.startRound(NoLeader, false)
 	case !c.isLive(s.Leader) || resigned || followers > n-c.quorum():
 		c.startRound(s.Leader, false)

@@ -6,7 +6,10 @@ package replica
 // the controller when the leader stays unreachable.
 //
 // Invariant: a fetch leaves only when r.durable == r.end, so its Offset is
-// the follower's durable end, and at most one fetch is outstanding (Seq).
+// the follower's durable end. An answer is taken only while it answers a
+// fetch from the present log end and last epoch (echoed in Offset and
+// LastEpoch): an answer to an older fetch that a retry replaced still
+// counts, so slow networks do not starve the follower.
 // Invariant: r.matched is the end of the prefix known to equal the
 // leader's log (from its last non-diverging answer); the follower's high
 // watermark is at most min(leader HW, durable, matched).
@@ -19,6 +22,7 @@ import "github.com/sluice-mq/sluice/wal"
 
 type followerState struct {
 	fetchOut    bool // a fetch is outstanding
+	truncating  bool // a truncation is out; Truncated gives the new end
 	fetchSeq    uint64
 	fetchSentAt int64
 	retryAt     int64 // no fetch before this tick (after an error)
@@ -47,7 +51,7 @@ func (r *Replica) becomeFollower(e wal.Epoch, leader NodeID) {
 
 // maybeFetch sends the next fetch if one may go now.
 func (r *Replica) maybeFetch() {
-	if r.role != RoleFollower || r.fetchOut || r.hs.Fenced < r.epoch || r.durable != r.end || r.tick < r.retryAt {
+	if r.role != RoleFollower || r.fetchOut || r.truncating || r.hs.Fenced < r.epoch || r.durable != r.end || r.tick < r.retryAt {
 		return
 	}
 	r.fetchSeq++
@@ -60,7 +64,7 @@ func (r *Replica) maybeFetch() {
 }
 
 func (r *Replica) followerTick() {
-	if r.fetchOut && r.tick-r.fetchSentAt > int64(r.cfg.FetchWaitTicks+r.cfg.RetryTicks) {
+	if r.fetchOut && r.tick-r.fetchSentAt > int64(r.cfg.FetchWaitTicks+2*r.cfg.RetryTicks) {
 		r.fetchOut = false // lost: ask again
 	}
 	r.maybeFetch()
@@ -72,7 +76,8 @@ func (r *Replica) followerTick() {
 
 // stepFetchResp takes the leader's answer to the outstanding fetch.
 func (r *Replica) stepFetchResp(m Message) {
-	if r.role != RoleFollower || !r.fetchOut || m.Seq != r.fetchSeq || m.From != r.leader || m.Epoch != r.epoch {
+	if r.role != RoleFollower || r.truncating || m.From != r.leader || m.Epoch != r.epoch ||
+		m.Offset != r.end || m.LastEpoch != epochBelow(r.epochs, r.end) || r.durable != r.end {
 		return // stale, duplicated or not ours
 	}
 	r.fetchOut = false
@@ -124,6 +129,26 @@ func (r *Replica) truncate(t wal.Offset) {
 	r.rd.Appends = kept
 	if len(kept) == 0 && (r.rd.Truncate < 0 || t < r.rd.Truncate) {
 		r.rd.Truncate = t
+		r.truncating = true
+	}
+	r.cut(t)
+}
+
+// Truncated reports the log's end after the driver did Ready.Truncate: at
+// most the offset asked, lower when that fell inside a batch.
+func (r *Replica) Truncated(end wal.Offset) {
+	r.truncating = false
+	if r.err != nil {
+		return
+	}
+	r.cut(end)
+	r.maybeFetch()
+}
+
+// cut forgets the log from t on.
+func (r *Replica) cut(t wal.Offset) {
+	if t >= r.end {
+		return
 	}
 	r.end = t
 	r.durable = min(r.durable, t)

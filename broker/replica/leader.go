@@ -28,12 +28,13 @@ type peer struct {
 	lastFetch int64      // tick of that fetch
 	fetched   bool
 
-	parked     bool // a fetch at the log end is held
-	parkSeq    uint64
-	parkEpoch  wal.Epoch
-	parkOffset wal.Offset
-	parkHW     wal.Offset
-	parkUntil  int64
+	parked        bool // a fetch at the log end is held
+	parkSeq       uint64
+	parkEpoch     wal.Epoch
+	parkOffset    wal.Offset
+	parkLastEpoch wal.Epoch
+	parkHW        wal.Offset
+	parkUntil     int64
 }
 
 type leaderState struct {
@@ -123,7 +124,7 @@ func (r *Replica) peer(id NodeID) *peer {
 
 // stepFetch answers a follower's fetch, or holds it at the log end.
 func (r *Replica) stepFetch(m Message) {
-	resp := Message{Type: MsgFetchResp, To: m.From, Epoch: m.Epoch, Seq: m.Seq}
+	resp := Message{Type: MsgFetchResp, To: m.From, Epoch: m.Epoch, Seq: m.Seq, Offset: m.Offset, LastEpoch: m.LastEpoch}
 	switch {
 	case r.role != RoleLeader && m.Epoch < r.fenced:
 		resp.Err = ErrCodeFencedLeaderEpoch
@@ -158,7 +159,7 @@ func (r *Replica) stepFetch(m Message) {
 	p.lastFetch = r.tick
 	p.fetched = true
 	p.parked = true
-	p.parkSeq, p.parkEpoch, p.parkOffset, p.parkHW = m.Seq, m.Epoch, m.Offset, r.hw
+	p.parkSeq, p.parkEpoch, p.parkOffset, p.parkLastEpoch, p.parkHW = m.Seq, m.Epoch, m.Offset, m.LastEpoch, r.hw
 	p.parkUntil = r.tick + int64(r.cfg.FetchWaitTicks)
 	r.commit()
 	if p.parked && m.Offset < r.end {
@@ -171,6 +172,7 @@ func (r *Replica) answerParked(p *peer) {
 	p.parked = false
 	r.send(Message{
 		Type: MsgFetchResp, To: p.id, Epoch: p.parkEpoch, Seq: p.parkSeq,
+		Offset: p.parkOffset, LastEpoch: p.parkLastEpoch,
 		HW: r.hw, ReadFrom: p.parkOffset, ReadTo: r.end,
 	})
 }

@@ -119,6 +119,7 @@ type Replica struct {
 	ackEpoch    wal.Epoch // fence to answer once durable; 0 none
 	resignEpoch wal.Epoch // named leader of an epoch it cannot lead; 0 none
 	resignAt    int64
+	idleSince   int64 // tick the replica last lost its role
 
 	leaderState
 	followerState
@@ -200,6 +201,9 @@ func (r *Replica) stepDown() {
 		r.failWaiters(ErrNotLeader)
 		r.peers = nil
 	}
+	if r.role != RoleNone {
+		r.idleSince = r.tick
+	}
 	r.role = RoleNone
 	r.leader = NoLeader
 	r.fetchOut = false
@@ -280,6 +284,21 @@ func (r *Replica) Tick() {
 	if r.resignEpoch != 0 && r.tick-r.resignAt >= int64(r.cfg.RetryTicks) {
 		r.resignAt = r.tick
 		r.sendResign()
+	}
+	r.idleTick()
+}
+
+// idleTick: a replica of a partition that has a leader but left without a
+// role for UnreachableTicks (fenced by a round that elected nobody, say)
+// tells the controller, which elects again once enough replicas say so.
+func (r *Replica) idleTick() {
+	s := r.state
+	if r.role != RoleNone || !r.stateKnown || s.Leader == NoLeader || !slices.Contains(s.Replicas, r.cfg.ID) {
+		return
+	}
+	if r.tick-r.idleSince >= int64(r.cfg.UnreachableTicks) && r.tick-r.resignAt >= int64(r.cfg.RetryTicks) {
+		r.resignAt = r.tick
+		r.send(Message{Type: MsgLeaderUnreachable, To: ControllerNode, Epoch: s.Epoch})
 	}
 }
 

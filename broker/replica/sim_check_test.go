@@ -95,6 +95,9 @@ func (c *checker) leaderAct(n *simNode, st Status, what string) {
 func (c *checker) truncate(n *simNode, t wal.Offset) {
 	l := n.disk.log()
 	i, _ := batchAt(l, t)
+	if i > 0 && l[i-1].End() > t {
+		i-- // the batch holding t goes too
+	}
 	for ; i < len(l) && l[i].Base < c.cw; i++ {
 		if c.isCommitted(l[i]) {
 			c.s.fail("check 7: n%d truncates to %d, cutting committed batch [%d,%d] e%d (committed watermark %d)", n.id, t, l[i].Base, l[i].Last, l[i].Epoch, c.cw)

@@ -54,23 +54,15 @@ func (d *simDisk) append(b Batch) {
 	d.pending = append(d.pending, pendingWrite{b: b, seq: d.seq})
 }
 
-// truncate cuts the log to t, durably. It reports false if t falls inside
-// a batch.
-func (d *simDisk) truncate(t wal.Offset) bool {
-	ok := true
-	for len(d.pending) > 0 && d.pending[len(d.pending)-1].b.Base >= t {
+// truncate removes every record at or above t, durably; a batch holding t
+// goes whole.
+func (d *simDisk) truncate(t wal.Offset) {
+	for len(d.pending) > 0 && d.pending[len(d.pending)-1].b.End() > t {
 		d.pending = d.pending[:len(d.pending)-1]
 	}
-	if n := len(d.pending); n > 0 && d.pending[n-1].b.End() > t {
-		ok = false
-	}
-	for len(d.synced) > 0 && d.synced[len(d.synced)-1].Base >= t {
+	for len(d.synced) > 0 && d.synced[len(d.synced)-1].End() > t {
 		d.synced = d.synced[:len(d.synced)-1]
 	}
-	if n := len(d.synced); n > 0 && d.synced[n-1].End() > t {
-		ok = false
-	}
-	return ok
 }
 
 // syncUpTo makes durable the writes up to seq.

@@ -24,7 +24,7 @@ import (
 )
 
 const (
-	nReplicas   = 3
+	nReplicas    = 3
 	epController = nReplicas     // network endpoint of the controller
 	epRegister   = nReplicas + 1 // network endpoint of etcd
 	nEndpoints   = nReplicas + 2
@@ -79,8 +79,8 @@ func drawKnobs(r *rand.Rand, short bool) knobs {
 		watchEvery:       int64(10 + r.IntN(40)),
 		watchLoss:        f(0.5, 0.3),
 		acks1:            f(0.5, 0.2),
-		proposeEvery:     int64(5 + r.IntN(40)),
-		fetchBudget:      1 + r.IntN(8),
+		proposeEvery:     int64(8 + r.IntN(40)),
+		fetchBudget:      4 + r.IntN(13),
 		leaseTicks:       int64(5 + r.IntN(10)),
 	}
 	k.maxDelay = k.minDelay + r.Int64N(30)
@@ -90,6 +90,11 @@ func drawKnobs(r *rand.Rand, short bool) knobs {
 		RetryTicks:       1 + r.IntN(3),
 		UnreachableTicks: 5 + r.IntN(10),
 	}
+	// A follower must not give up on its leader faster than a round trip
+	// (and an fsync) of a healed network.
+	rtt := int(2*k.maxDelay+k.fsyncDelay)/tickUnits + 1
+	k.cfg.UnreachableTicks += rtt + k.cfg.FetchWaitTicks
+	k.cfg.RetryTicks += rtt / 2
 	k.ccfg = ControllerConfig{
 		RetryTicks:     1 + r.IntN(3),
 		RoundTicks:     10 + r.IntN(20),
@@ -363,10 +368,8 @@ func (s *sim) drain(n *simNode) {
 		st := n.r.Status()
 		if rd.Truncate >= 0 {
 			s.chk.truncate(n, rd.Truncate)
-			if !n.disk.truncate(rd.Truncate) {
-				s.fail("n%d: truncation at %d inside a batch", n.id, rd.Truncate)
-			}
-			s.tracef("n%d truncate %d", n.id, rd.Truncate)
+			n.disk.truncate(rd.Truncate)
+			s.tracef("n%d truncate %d: end %d", n.id, rd.Truncate, n.disk.end())
 		}
 		if rd.HardState != nil {
 			s.writeHardState(n, *rd.HardState)
@@ -401,6 +404,9 @@ func (s *sim) drain(n *simNode) {
 			s.tracef("n%d failed token %d: %v", n.id, te.Token, te.Err)
 		}
 		n.r.Advance()
+		if rd.Truncate >= 0 {
+			n.r.Truncated(n.disk.end())
+		}
 	}
 }
 
@@ -624,6 +630,7 @@ func (s *sim) deliverAfter(from, to int, d int64, m Message) {
 				s.at(s.ctrl.pausedUntil+1, "msg", to, deliver)
 				return
 			}
+			s.tracef("ctrl <- %s from %d e%d off %d le %d err %d", m.Type, m.From, m.Epoch, m.Offset, m.LastEpoch, m.Err)
 			if m.Type == MsgState {
 				s.ctrl.c.SetState(m.State)
 			} else {
@@ -722,6 +729,7 @@ func (s *sim) partition() {
 // startLiveness heals everything and stops the faults and the clients.
 func (s *sim) startLiveness() {
 	s.live = true
+	s.k.dup, s.k.reorder = 0, 0
 	s.cut = [nEndpoints][nEndpoints]bool{}
 	for _, n := range s.nodes {
 		n.pausedUntil = 0

@@ -94,7 +94,8 @@ const (
 	// Offset, Seq pairs the answer.
 	MsgFetch MsgType = iota + 1
 	// MsgFetchResp: leader → follower. Err, or Diverging (DivergingEpoch,
-	// DivergingEnd), or data [ReadFrom, ReadTo) in Batches, and HW.
+	// DivergingEnd), or data [ReadFrom, ReadTo) in Batches, and HW; Epoch,
+	// Seq, Offset and LastEpoch echo the fetch.
 	MsgFetchResp
 	// MsgFence: controller → replica. Epoch to fence at.
 	MsgFence
@@ -183,8 +184,9 @@ func (m Message) Clone() Message {
 // Truncate, then persist HardState, then Appends, then send Messages; HW,
 // Released and Failed may be acted on at once. Then call Advance.
 type Ready struct {
-	// Truncate: -1 none; otherwise truncate the log to this offset first
-	// (the truncation is durable when done).
+	// Truncate: -1 none; otherwise first remove every record at or above
+	// this offset, durably (a batch holding it goes whole, as Kafka's log
+	// truncation does), then call Truncated with the log's new end.
 	Truncate wal.Offset
 	// HardState: persist durably; call HardStateDurable when done.
 	HardState *HardState
