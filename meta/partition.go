@@ -315,9 +315,11 @@ type topicWrite struct {
 
 // writeTopicAndPartitions writes w and states: in one transaction if they
 // fit, else states in chunks and the topic key last. It returns the topic
-// key's revision and the states with their revisions. On a definite
-// failure it deletes the partition keys it wrote; after an ambiguous etcd
-// error it leaves them (they are beyond any topic's partition count).
+// key's revision and the states with their revisions. When a chunk fails
+// (lost condition or etcd error) it deletes the chunks written before it;
+// when the topic write's condition fails it deletes them all; after an etcd
+// error on the topic write it leaves them, since the topic may have been
+// written (if not, they lie beyond its partition count).
 func (s *Store) writeTopicAndPartitions(ctx context.Context, w topicWrite, states []PartitionState) (int64, []PartitionState, error) {
 	puts := make([]clientv3.Op, len(states))
 	for i, st := range states {
