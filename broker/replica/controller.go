@@ -166,6 +166,12 @@ func (c *Controller) Step(m Message) {
 		if !c.stateKnown || m.Epoch != c.state.Epoch {
 			return
 		}
+		if m.LastEpoch > c.state.Epoch && !c.electing && !c.casOut {
+			// Fenced by a round that elected nobody (perhaps a previous
+			// controller's): only a new round lets the sender serve.
+			c.maxEpoch = max(c.maxEpoch, m.LastEpoch)
+			c.owed = true
+		}
 		c.complaints = slices.DeleteFunc(c.complaints, func(x complaint) bool { return x.from == m.From })
 		c.complaints = append(c.complaints, complaint{from: m.From, at: c.tick})
 		c.maybeElect()

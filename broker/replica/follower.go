@@ -70,7 +70,7 @@ func (r *Replica) followerTick() {
 	r.maybeFetch()
 	if r.tick-r.lastHeard >= int64(r.cfg.UnreachableTicks) && r.tick-r.complainAt >= int64(r.cfg.RetryTicks) {
 		r.complainAt = r.tick
-		r.send(Message{Type: MsgLeaderUnreachable, To: ControllerNode, Epoch: r.epoch})
+		r.send(Message{Type: MsgLeaderUnreachable, To: ControllerNode, Epoch: r.epoch, LastEpoch: r.fenced})
 	}
 }
 

@@ -217,7 +217,7 @@ func (r *Replica) failWaiters(err error) {
 }
 
 func (r *Replica) sendResign() {
-	r.send(Message{Type: MsgLeaderUnreachable, To: ControllerNode, Epoch: r.resignEpoch})
+	r.send(Message{Type: MsgLeaderUnreachable, To: ControllerNode, Epoch: r.resignEpoch, LastEpoch: r.fenced})
 }
 
 // Step hands the replica one network message.
@@ -298,7 +298,7 @@ func (r *Replica) idleTick() {
 	}
 	if r.tick-r.idleSince >= int64(r.cfg.UnreachableTicks) && r.tick-r.resignAt >= int64(r.cfg.RetryTicks) {
 		r.resignAt = r.tick
-		r.send(Message{Type: MsgLeaderUnreachable, To: ControllerNode, Epoch: s.Epoch})
+		r.send(Message{Type: MsgLeaderUnreachable, To: ControllerNode, Epoch: s.Epoch, LastEpoch: r.fenced})
 	}
 }
 

@@ -105,6 +105,8 @@ const (
 	MsgFenceAck
 	// MsgLeaderUnreachable: replica → controller. The sender cannot follow
 	// (or, when it is the named leader, cannot lead) the leader of Epoch.
+	// LastEpoch is the epoch the sender is fenced at: above Epoch, a fence
+	// round elected nobody and only a new election lets the sender serve.
 	MsgLeaderUnreachable
 	// MsgState: the partition state, from etcd to a replica (used by
 	// drivers that deliver the etcd watch as a message, like the simulator).
