@@ -6,7 +6,7 @@ GOLANGCI  := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 FUZZTIME  ?= 20s
 DATA_DIR  ?= data
 
-.PHONY: all build run test test-short lint verify fuzz bench bench-go clean
+.PHONY: all build run test test-short lint verify fuzz bench bench-go sim clean
 
 all: build
 
@@ -44,6 +44,13 @@ fuzz:
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
 	done
+
+# The deterministic simulation of replication and election over many more
+# seeds than `make test` runs (SIMULATION.md); a failure prints the seed and
+# the command that reruns it.
+SIM_SEEDS ?= 100000
+sim:
+	$(GO) test ./broker/replica/ -run 'TestSim$$' -seeds $(SIM_SEEDS) -timeout 60m -v
 
 # The benchmark suite: the Go micro-benchmarks of wal and broker, this
 # machine's limits (fio, iperf3), and loadgen on one Sluice broker and on NATS
