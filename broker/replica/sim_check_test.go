@@ -16,11 +16,11 @@ type checker struct {
 	// (checks 2, 5's epoch rule, 8, 9), so a planted bug must show as lost
 	// or diverging data.
 	consequences bool
-	committed  []Batch    // the committed log, from offset 0
-	cw         wal.Offset // committed watermark: end of committed
-	ackers     map[wal.Epoch]NodeID
-	fenceAcked [nReplicas]wal.Epoch // highest fence each replica answered
-	acks       map[wal.Epoch]map[NodeID][]fenceAck
+	committed    []Batch    // the committed log, from offset 0
+	cw           wal.Offset // committed watermark: end of committed
+	ackers       map[wal.Epoch]NodeID
+	fenceAcked   [nReplicas]wal.Epoch // highest fence each replica answered
+	acks         map[wal.Epoch]map[NodeID][]fenceAck
 }
 
 func (c *checker) init(s *sim) {

@@ -15,10 +15,10 @@ import (
 )
 
 var (
-	flagSeed    = flag.Int64("seed", -1, "run only this simulation seed, with a trace on failure")
-	flagSeeds   = flag.Int("seeds", 1000, "number of simulation seeds for TestSim")
-	flagTrace   = flag.Bool("simtrace", false, "print the event trace of -seed")
-	flagBudget  = flag.Duration("simbudget", 45*time.Second, "TestSim stops starting seeds after this long (0: no limit)")
+	flagSeed   = flag.Int64("seed", -1, "run only this simulation seed, with a trace on failure")
+	flagSeeds  = flag.Int("seeds", 1000, "number of simulation seeds for TestSim")
+	flagTrace  = flag.Bool("simtrace", false, "print the event trace of -seed")
+	flagBudget = flag.Duration("simbudget", 45*time.Second, "TestSim stops starting seeds after this long (0: no limit)")
 )
 
 // shortSchedules halves the safety phase under -short.
