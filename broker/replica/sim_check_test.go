@@ -276,6 +276,10 @@ func (c *checker) casApplied(old, next State) {
 		s.fail("check 1: epoch %d written twice", next.Epoch)
 		return
 	}
+	if nd := s.nodes[next.Leader]; !c.holdsCommitted(nd.disk.synced, c.cw) {
+		s.fail("check 7: n%d elected in epoch %d without the committed log (watermark %d) on its synced disk", next.Leader, next.Epoch, c.cw)
+		return
+	}
 	acks := c.acks[next.Epoch]
 	w := acks[next.Leader]
 	if c.consequences {

@@ -90,6 +90,9 @@ func drawKnobs(r *rand.Rand, short bool) knobs {
 		RetryTicks:       1 + r.IntN(3),
 		UnreachableTicks: 5 + r.IntN(10),
 	}
+	if r.IntN(5) == 0 {
+		k.cfg.MinISR = nReplicas // acks from every replica
+	}
 	// A follower must not give up on its leader faster than a round trip
 	// (and an fsync) of a healed network.
 	rtt := int(2*k.maxDelay+k.fsyncDelay)/tickUnits + 1
