@@ -101,15 +101,20 @@ func (b *Broker) fetchOnce(req *request, r *kmsg.FetchRequest) (*kmsg.FetchRespo
 			sp.Partition = rp.Partition
 			// librdkafka rejects a null record set; send an empty one.
 			sp.RecordBatches = []byte{}
-			if t == nil || rp.Partition < 0 || int(rp.Partition) >= len(t.partitions) {
+			if t == nil {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				if req.version >= 13 && t == nil {
+				if req.version >= 13 {
 					sp.ErrorCode = kerr.UnknownTopicID.Code
 				}
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			p := t.partitions[rp.Partition]
+			p, err := t.local(rp.Partition)
+			if err != nil {
+				sp.ErrorCode = errorCode(err)
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			budget := min(int(rp.PartitionMaxBytes), maxBytes-total)
 			n, wait := b.fetchPartition(p, rp, budget, total == 0, &sp)
 			total += n

@@ -8,23 +8,23 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/meta"
 )
 
 func handleMetadata(b *Broker, ctx context.Context, req *request) (reply, error) {
 	r := req.body.(*kmsg.MetadataRequest)
 	resp := newResponse(req).(*kmsg.MetadataResponse)
 
-	host, portStr, _ := net.SplitHostPort(b.advertise)
-	port, _ := strconv.Atoi(portStr)
-	rack := b.cfg.AZ
-	resp.Brokers = []kmsg.MetadataResponseBroker{{NodeID: b.cfg.NodeID, Host: host, Port: int32(port), Rack: &rack}}
+	resp.Brokers = b.metadataBrokers()
 	clusterID := b.clusterID
 	resp.ClusterID = &clusterID
-	resp.ControllerID = b.cfg.NodeID
+	resp.ControllerID = b.controllerID()
 
 	// v0 asks for every topic with an empty list; later versions with null.
 	all := r.Topics == nil || (req.version == 0 && len(r.Topics) == 0)
@@ -67,6 +67,26 @@ func handleMetadata(b *Broker, ctx context.Context, req *request) (reply, error)
 	return done(resp), nil
 }
 
+// metadataBrokers lists the live brokers with their AZ as the rack; this
+// broker alone before its registration is known.
+func (b *Broker) metadataBrokers() []kmsg.MetadataResponseBroker {
+	live := b.brokers()
+	if len(live) == 0 {
+		live = []meta.BrokerInfo{{NodeID: b.cfg.NodeID, AZ: b.cfg.AZ, Kafka: b.advertise}}
+	}
+	out := make([]kmsg.MetadataResponseBroker, 0, len(live))
+	for _, bi := range live {
+		host, portStr, err := net.SplitHostPort(bi.Kafka)
+		if err != nil {
+			continue // Register validated it
+		}
+		port, _ := strconv.Atoi(portStr)
+		rack := bi.AZ
+		out = append(out, kmsg.MetadataResponseBroker{NodeID: bi.NodeID, Host: host, Port: int32(port), Rack: &rack})
+	}
+	return out
+}
+
 func metadataTopicError(rt kmsg.MetadataRequestTopic, code int16) kmsg.MetadataResponseTopic {
 	t := kmsg.NewMetadataResponseTopic()
 	t.Topic = rt.Topic
@@ -80,13 +100,31 @@ func (b *Broker) metadataTopic(t *topic) kmsg.MetadataResponseTopic {
 	name := t.meta.Name
 	mt.Topic = &name
 	mt.TopicID = t.meta.ID
-	for _, p := range t.partitions {
+	live := make(map[int32]bool)
+	for _, bi := range b.metadataBrokers() {
+		live[bi.NodeID] = true
+	}
+	for i, st := range t.states {
 		mp := kmsg.NewMetadataResponseTopicPartition()
-		mp.Partition = p.index
-		mp.Leader = b.cfg.NodeID
-		mp.LeaderEpoch = int32(p.leaderEpoch())
-		mp.Replicas = []int32{b.cfg.NodeID}
-		mp.ISR = []int32{b.cfg.NodeID}
+		mp.Partition = int32(i)
+		mp.Leader = st.Leader
+		mp.LeaderEpoch = st.LeaderEpoch
+		mp.Replicas = slices.Clone(st.Replicas)
+		for _, id := range st.Replicas {
+			if live[id] {
+				mp.ISR = append(mp.ISR, id)
+			} else {
+				mp.OfflineReplicas = append(mp.OfflineReplicas, id)
+			}
+		}
+		if mp.ISR == nil {
+			mp.ISR = []int32{}
+		}
+		if st.Leader < 0 || !live[st.Leader] {
+			// Clients wait and ask again rather than route to a dead broker.
+			mp.Leader = -1
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt

@@ -137,14 +137,18 @@ func setProduceError(b *Broker, sp *kmsg.ProduceResponseTopicPartition, topic st
 // prepareAppend finds the partition and validates the batch for it.
 func (b *Broker) prepareAppend(topicName string, index int32, records []byte) (*partition, *appendReq, error) {
 	t := b.lookupTopic(topicName)
-	if t == nil || index < 0 || int(index) >= len(t.partitions) {
+	if t == nil {
 		return nil, nil, fmt.Errorf("%w: %s-%d", errUnknownTopic, topicName, index)
+	}
+	p, err := t.local(index)
+	if err != nil {
+		return nil, nil, err
 	}
 	h, err := validateBatch(records, t.settings.MaxMessageBytes)
 	if err != nil {
 		return nil, nil, err
 	}
-	return t.partitions[index], &appendReq{batch: records, hdr: h, res: make(chan appendResult, 1)}, nil
+	return p, &appendReq{batch: records, hdr: h, res: make(chan appendResult, 1)}, nil
 }
 
 // validateBatch checks that records is exactly one well-formed v2 batch a

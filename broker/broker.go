@@ -33,6 +33,11 @@ type Broker struct {
 	journal   *wal.Journal // the durable point every partition shares; nil with PerPartitionFsync
 	coord     *coordinator // consumer groups and committed offsets
 
+	reg         *meta.Registration                // set by register before serving
+	liveBrokers atomic.Pointer[[]meta.BrokerInfo] // cluster.go
+	controller  atomic.Int32                      // node id of the controller; -1: unknown
+	clusterWG   sync.WaitGroup                    // the cluster watchers
+
 	// adminMu serialises topic changes (create, delete, configs, partitions)
 	// so that each reads and replaces the registry entry it changes alone.
 	adminMu sync.Mutex
@@ -167,6 +172,13 @@ func (b *Broker) Run(ctx context.Context) error {
 		_ = b.kafkaLn.Close()
 		return fmt.Errorf("broker: http listener: %w", err)
 	}
+	// Registered once both listeners are bound, so the addresses the
+	// cluster learns already accept connections.
+	if err := b.register(ctx); err != nil {
+		_ = b.kafkaLn.Close()
+		_ = b.httpLn.Close()
+		return err
+	}
 	httpSrv := &http.Server{Handler: b.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
 
 	serveCtx, stopServing := context.WithCancel(ctx)
@@ -179,6 +191,12 @@ func (b *Broker) Run(ctx context.Context) error {
 			return
 		}
 		errc <- nil
+	}()
+	clusterCtx, stopCluster := context.WithCancel(context.WithoutCancel(ctx))
+	b.startCluster(clusterCtx)
+	defer func() {
+		stopCluster()
+		b.clusterWG.Wait()
 	}()
 	var maintWG sync.WaitGroup
 	maintWG.Add(1)
@@ -196,6 +214,9 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	b.ready.Store(false)
 	b.logger.Info().Msg("shutting down")
+	deregCtx, cancelDereg := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	b.deregister(deregCtx)
+	cancelDereg()
 	stopServing()
 	if err := b.kafkaLn.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 		b.logger.Warn().Err(err).Msg("kafka listener close")

@@ -64,6 +64,14 @@ type Config struct {
 	// Journal tunes the broker journal (file size, checkpoint interval).
 	Journal wal.JournalConfig
 
+	// RegistrationTTL is the lease of the broker's registration: a broker
+	// that stops renewing it (crashed, paused, cut off from etcd) leaves the
+	// cluster's view this long after.
+	RegistrationTTL time.Duration
+	// ControllerTTL is the lease of the controller's election key: how long
+	// after the controller's loss another broker takes over.
+	ControllerTTL time.Duration
+
 	Meta        meta.Config
 	Coordinator CoordinatorConfig
 
@@ -96,7 +104,9 @@ func DefaultConfig() Config {
 			ListenClient: "127.0.0.1:2379",
 			ListenPeer:   "127.0.0.1:2380",
 		},
-		Coordinator: DefaultCoordinatorConfig(),
+		Coordinator:     DefaultCoordinatorConfig(),
+		RegistrationTTL: meta.DefaultRegistrationTTL,
+		ControllerTTL:   meta.DefaultControllerTTL,
 	}
 }
 

@@ -19,6 +19,8 @@ var (
 	errShuttingDown         = errors.New("broker is shutting down")
 	errBackpressure         = errors.New("partition queue is full")
 	errUnknownTopic         = errors.New("unknown topic or partition")
+	errNotLeader            = errors.New("this broker does not lead the partition")
+	errNotEnoughReplicas    = errors.New("fewer in-sync replicas than min.insync.replicas")
 	errInvalidTopic         = errors.New("invalid topic name")
 	errInvalidPartitions    = errors.New("invalid number of partitions")
 	errInvalidReplication   = errors.New("invalid replication factor")
@@ -77,6 +79,8 @@ var errorCodes = []struct {
 	{errShuttingDown, kerr.NotLeaderForPartition.Code},
 	{errBackpressure, kerr.RequestTimedOut.Code},
 	{errUnknownTopic, kerr.UnknownTopicOrPartition.Code},
+	{errNotLeader, kerr.NotLeaderForPartition.Code},
+	{errNotEnoughReplicas, kerr.NotEnoughReplicas.Code},
 	{meta.ErrTopicNotFound, kerr.UnknownTopicOrPartition.Code},
 	{meta.ErrTopicExists, kerr.TopicAlreadyExists.Code},
 	{meta.ErrConflict, kerr.RequestTimedOut.Code}, // lost a CAS race; the client retries

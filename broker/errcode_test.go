@@ -18,6 +18,8 @@ func TestErrorCode(t *testing.T) {
 		want *kerr.Error
 	}{
 		{"unknown topic", fmt.Errorf("x: %w", errUnknownTopic), kerr.UnknownTopicOrPartition},
+		{"not leader", fmt.Errorf("x: %w", errNotLeader), kerr.NotLeaderForPartition},
+		{"not enough replicas", fmt.Errorf("x: %w", errNotEnoughReplicas), kerr.NotEnoughReplicas},
 		{"meta not found", fmt.Errorf("x: %w", meta.ErrTopicNotFound), kerr.UnknownTopicOrPartition},
 		{"exists", meta.ErrTopicExists, kerr.TopicAlreadyExists},
 		{"invalid config", invalidConfig("bad"), kerr.InvalidConfig},

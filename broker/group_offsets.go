@@ -92,7 +92,7 @@ func (c *coordinator) writeOffsets(ctx context.Context, gr *groupRunner, gen gro
 	for tp, o := range offsets {
 		t := c.b.lookupTopic(tp.Topic)
 		switch {
-		case t == nil || tp.Partition < 0 || int(tp.Partition) >= len(t.partitions):
+		case t == nil || tp.Partition < 0 || int(tp.Partition) >= len(t.states):
 			perPartition[tp] = fmt.Errorf("%w: %s-%d", errUnknownTopic, tp.Topic, tp.Partition)
 			continue
 		case len(o.Metadata) > maxOffsetMetadata:

@@ -183,7 +183,7 @@ func (b *Broker) rangeAssign(members []group.MemberInfo) map[string][]byte {
 		ids := subscribers[t]
 		sort.Strings(ids)
 		ids = slices.Compact(ids)
-		n, k := len(tp.partitions), len(ids)
+		n, k := len(tp.states), len(ids)
 		for i, id := range ids {
 			start := i*(n/k) + min(i, n%k)
 			count := n / k
@@ -352,7 +352,7 @@ func (b *Broker) resetTargets(req resetRequest) (map[int32]int64, error) {
 	if t == nil {
 		return nil, fmt.Errorf("%w: %s", errUnknownTopic, req.Topic)
 	}
-	parts := t.partitions
+	parts := t.hosted()
 	if req.Partition != nil {
 		p, err := b.partitionOf(req.Topic, *req.Partition)
 		if err != nil {

@@ -133,7 +133,7 @@ func (b *Broker) buildPublishBatches(t *topic, req *publishRequest) ([]*publishB
 	if idempotent && (req.ProducerEpoch == nil || *req.ProducerID < 0 || *req.ProducerEpoch < 0) {
 		return nil, badRequest("producer_id needs a non-negative producer_epoch")
 	}
-	n := int32(len(t.partitions))
+	n := int32(len(t.states))
 	part := kgo.StickyKeyPartitioner(nil).ForTopic(t.meta.Name)
 	now := time.Now().UnixMilli()
 	byPartition := map[int32]*publishBatch{}
@@ -245,7 +245,11 @@ func (b *Broker) appendPublished(ctx context.Context, t *topic, batches []*publi
 		h, err := validateBatch(pb.raw, t.settings.MaxMessageBytes)
 		if err == nil {
 			ar := &appendReq{batch: pb.raw, hdr: h, res: make(chan appendResult, 1)}
-			if err = t.partitions[pb.partition].enqueue(ar); err == nil {
+			var p *partition
+			if p, err = t.local(pb.partition); err == nil {
+				err = p.enqueue(ar)
+			}
+			if err == nil {
 				b.m.recordsIn(t.meta.Name, len(pb.raw), len(pb.msgs))
 				waits = append(waits, inflight{pb, ar.res})
 				continue

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-mq/sluice/meta"
 )
 
 func postJSON(t *testing.T, url, body string) (int, map[string]any) {
@@ -175,7 +177,7 @@ func FuzzPublishRequest(f *testing.F) {
 	f.Add([]byte(`{"producer_id":1,"producer_epoch":0,"messages":[{"payload_base64":"AAE=","sequence":0,"partition":1}]}`))
 	f.Add([]byte(`{"messages":[{"timestamp_ms":-1}]}`))
 	b := &Broker{}
-	tp := &topic{partitions: make([]*partition, 3), settings: parseSettings(nil)}
+	tp := &topic{states: make([]meta.PartitionState, 3), partitions: make([]*partition, 3), settings: parseSettings(nil)}
 	tp.meta.Name = "fuzz"
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var req publishRequest

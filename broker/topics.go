@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"time"
 
@@ -24,10 +25,46 @@ import (
 
 const maxTopicNameLen = 249
 
+// topic is one topic as this broker knows it. Values are replaced, never
+// mutated, so a reader that took a *topic keeps a consistent view.
 type topic struct {
-	meta       meta.Topic
-	settings   topicSettings
+	meta     meta.Topic
+	settings topicSettings
+	// states holds each partition's replicas, leader and leader epoch as
+	// etcd last reported them, by partition number.
+	states []meta.PartitionState
+	// partitions holds the partitions this broker hosts (it is one of their
+	// replicas), by partition number; nil where it hosts none.
 	partitions []*partition
+}
+
+// hosts reports whether this broker is a replica of partition state st.
+func (b *Broker) hosts(st meta.PartitionState) bool {
+	return slices.Contains(st.Replicas, b.cfg.NodeID)
+}
+
+// local returns the partition's local replica: errUnknownTopic when the
+// topic has no such partition, errNotLeader when this broker does not host
+// it (the client's metadata is stale; Metadata names the leader).
+func (t *topic) local(index int32) (*partition, error) {
+	if index < 0 || int(index) >= len(t.partitions) {
+		return nil, fmt.Errorf("%w: %s-%d", errUnknownTopic, t.meta.Name, index)
+	}
+	if p := t.partitions[index]; p != nil {
+		return p, nil
+	}
+	return nil, fmt.Errorf("%w: %s-%d is not on node", errNotLeader, t.meta.Name, index)
+}
+
+// hosted returns the partitions this broker hosts, in partition order.
+func (t *topic) hosted() []*partition {
+	out := make([]*partition, 0, len(t.partitions))
+	for _, p := range t.partitions {
+		if p != nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func uuidString(id [16]byte) string { return uuid.UUID(id).String() }
@@ -67,31 +104,67 @@ func (b *Broker) loadTopics(ctx context.Context) error {
 		return err
 	}
 	for _, t := range ts {
-		if err := b.openTopic(t); err != nil {
+		states, err := b.partitionStates(ctx, t)
+		if err != nil {
+			return err
+		}
+		if err := b.openTopic(t, states); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// openTopic opens all partitions of t and registers it.
-func (b *Broker) openTopic(t meta.Topic) error {
-	tp := &topic{meta: t, settings: parseSettings(t.Configs)}
-	for i := int32(0); i < t.Partitions; i++ {
-		p, err := b.openPartition(tp, i)
+// partitionStates reads the partition states of t. A topic written by a
+// version of Sluice that kept none was a lone broker's: its partitions get
+// this broker as their only replica and leader, at epoch 0.
+func (b *Broker) partitionStates(ctx context.Context, t meta.Topic) ([]meta.PartitionState, error) {
+	states, err := b.store.Partitions(ctx, t.ID)
+	if err != nil {
+		return nil, fmt.Errorf("broker: partitions of %s: %w", t.Name, err)
+	}
+	have := make(map[int32]meta.PartitionState, len(states))
+	for _, st := range states {
+		have[st.Partition] = st
+	}
+	out := make([]meta.PartitionState, t.Partitions)
+	for i := range t.Partitions {
+		st, ok := have[i]
+		if !ok {
+			st, err = b.store.PutPartitionIfMissing(ctx, meta.PartitionState{
+				TopicID: t.ID, Partition: i, Replicas: []int32{b.cfg.NodeID}, Leader: b.cfg.NodeID,
+			})
+			if err != nil {
+				return nil, fmt.Errorf("broker: record partition %s-%d: %w", t.Name, i, err)
+			}
+		}
+		out[i] = st
+	}
+	return out, nil
+}
+
+// openTopic opens the partitions of t this broker hosts and registers it.
+func (b *Broker) openTopic(t meta.Topic, states []meta.PartitionState) error {
+	tp := &topic{meta: t, settings: parseSettings(t.Configs), states: states}
+	tp.partitions = make([]*partition, len(states))
+	for i, st := range states {
+		if !b.hosts(st) {
+			continue
+		}
+		p, err := b.openPartition(tp, int32(i))
 		if err != nil {
-			for _, p := range tp.partitions {
+			for _, p := range tp.hosted() {
 				_ = p.log.Close() // nothing was appended; err says why the open failed
 			}
 			return err
 		}
-		tp.partitions = append(tp.partitions, p)
+		tp.partitions[i] = p
 	}
 	b.mu.Lock()
 	b.topics[t.Name] = tp
 	b.byID[t.ID] = tp
 	b.mu.Unlock()
-	for _, p := range tp.partitions {
+	for _, p := range tp.hosted() {
 		b.startPartition(p)
 	}
 	return nil
@@ -151,13 +224,11 @@ func (b *Broker) createTopic(ctx context.Context, name string, partitions int32,
 	if partitions < 1 || partitions > 100000 {
 		return meta.Topic{}, fmt.Errorf("%w: %d", errInvalidPartitions, partitions)
 	}
-	if replication == -1 {
-		replication = 1
-	}
-	if replication != 1 {
-		return meta.Topic{}, fmt.Errorf("%w: %d requested, this cluster has 1 broker", errInvalidReplication, replication)
-	}
 	if err := validateTopicConfigs(configs); err != nil {
+		return meta.Topic{}, err
+	}
+	replicas, err := b.place(int(partitions), int(replication))
+	if err != nil {
 		return meta.Topic{}, err
 	}
 	b.adminMu.Lock()
@@ -165,15 +236,15 @@ func (b *Broker) createTopic(ctx context.Context, name string, partitions int32,
 	if b.lookupTopic(name) != nil {
 		return meta.Topic{}, fmt.Errorf("topic %q: %w", name, meta.ErrTopicExists)
 	}
-	t := meta.Topic{Name: name, Partitions: partitions, ReplicationFactor: replication, Configs: configs}
+	t := meta.Topic{Name: name, Partitions: partitions, ReplicationFactor: int16(len(replicas[0])), Configs: configs}
 	if validateOnly {
 		return t, nil
 	}
-	t, err := b.store.CreateTopic(ctx, t)
+	t, states, err := b.store.CreateTopicWithPartitions(ctx, t, replicas)
 	if err != nil {
 		return meta.Topic{}, err
 	}
-	if err := b.openTopic(t); err != nil {
+	if err := b.openTopic(t, states); err != nil {
 		return meta.Topic{}, err
 	}
 	b.logger.Info().Str("topic", name).Int32("partitions", partitions).Str("id", uuidString(t.ID)).Msg("created topic")
@@ -183,7 +254,7 @@ func (b *Broker) createTopic(ctx context.Context, name string, partitions int32,
 // autoCreate creates a topic on first use when the broker allows it. A
 // concurrent creation by another request is not an error.
 func (b *Broker) autoCreate(ctx context.Context, name string) (*topic, error) {
-	_, err := b.createTopic(ctx, name, b.cfg.DefaultPartitions, 1, nil, false)
+	_, err := b.createTopic(ctx, name, b.cfg.DefaultPartitions, -1, nil, false)
 	if err != nil && !errors.Is(err, meta.ErrTopicExists) {
 		return nil, err
 	}
@@ -205,29 +276,36 @@ func (b *Broker) deleteTopic(ctx context.Context, name string) (meta.Topic, erro
 	if err != nil {
 		return meta.Topic{}, err
 	}
-	b.mu.Lock()
-	tp := b.topics[name]
-	delete(b.topics, name)
-	if tp != nil {
-		delete(b.byID, tp.meta.ID)
-	}
-	b.mu.Unlock()
-	if tp != nil {
-		for _, p := range tp.partitions {
-			p.stopAndClose()
-		}
-		for _, sub := range []string{"wal", "state"} {
-			dir := filepath.Join(b.cfg.DataDir, sub, uuidString(tp.meta.ID))
-			if err := vfs.RemoveAllDurable(b.fs, dir, b.trashDir()); err != nil {
-				b.logger.Error().Err(err).Str("topic", name).Str("dir", dir).Msg("remove topic directory")
-			}
-		}
-	}
-	if b.coord != nil {
-		b.coord.forgetTopic(ctx, name, t.ID)
+	if tp := b.lookupTopic(name); tp != nil && tp.meta.ID == t.ID {
+		b.dropTopic(ctx, tp)
 	}
 	b.logger.Info().Str("topic", name).Msg("deleted topic")
 	return t, nil
+}
+
+// dropTopic takes a deleted topic out of the registry, stops its
+// partitions, deletes its local logs and forgets its committed offsets. The
+// caller holds adminMu.
+func (b *Broker) dropTopic(ctx context.Context, tp *topic) {
+	name := tp.meta.Name
+	b.mu.Lock()
+	if b.topics[name] == tp {
+		delete(b.topics, name)
+	}
+	delete(b.byID, tp.meta.ID)
+	b.mu.Unlock()
+	for _, p := range tp.hosted() {
+		p.stopAndClose()
+	}
+	for _, sub := range []string{"wal", "state"} {
+		dir := filepath.Join(b.cfg.DataDir, sub, uuidString(tp.meta.ID))
+		if err := vfs.RemoveAllDurable(b.fs, dir, b.trashDir()); err != nil {
+			b.logger.Error().Err(err).Str("topic", name).Str("dir", dir).Msg("remove topic directory")
+		}
+	}
+	if b.coord != nil {
+		b.coord.forgetTopic(ctx, name, tp.meta.ID)
+	}
 }
 
 func (b *Broker) lookupTopic(name string) *topic {
@@ -242,13 +320,14 @@ func (b *Broker) lookupTopicID(id [16]byte) *topic {
 	return b.byID[id]
 }
 
-// partitionOf returns the partition, or errUnknownTopic.
+// partitionOf returns the local replica of a partition: errUnknownTopic if
+// there is no such partition, errNotLeader if this broker does not host it.
 func (b *Broker) partitionOf(name string, index int32) (*partition, error) {
 	t := b.lookupTopic(name)
-	if t == nil || index < 0 || int(index) >= len(t.partitions) {
+	if t == nil {
 		return nil, fmt.Errorf("%w: %s-%d", errUnknownTopic, name, index)
 	}
-	return t.partitions[index], nil
+	return t.local(index)
 }
 
 // sortedTopics returns a snapshot of all topics in name order.
@@ -266,7 +345,7 @@ func (b *Broker) sortedTopics() []*topic {
 func (b *Broker) allPartitions() []*partition {
 	var out []*partition
 	for _, t := range b.sortedTopics() {
-		out = append(out, t.partitions...)
+		out = append(out, t.hosted()...)
 	}
 	return out
 }
@@ -276,7 +355,7 @@ func (b *Broker) closeTopics() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for name, t := range b.topics {
-		for _, p := range t.partitions {
+		for _, p := range t.hosted() {
 			if err := p.log.Close(); err != nil {
 				b.logger.Warn().Err(err).Str("topic", name).Int32("partition", p.index).Msg("close log")
 			}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 
 	"github.com/sluice-mq/sluice/meta"
 )
@@ -40,11 +41,8 @@ func (b *Broker) alterTopicConfigs(ctx context.Context, name string, validateOnl
 	if err != nil {
 		return err
 	}
-	nt := &topic{meta: updated, settings: parseSettings(updated.Configs), partitions: t.partitions}
-	b.replaceTopic(nt)
-	cfg := nt.settings.walConfig()
-	for _, p := range nt.partitions {
-		p.reconfigure(cfg)
+	if err := b.adoptTopic(ctx, t, updated); err != nil {
+		return err
 	}
 	b.logger.Info().Str("topic", name).Interface("configs", configs).Msg("altered topic configs")
 	return nil
@@ -67,30 +65,59 @@ func (b *Broker) addPartitions(ctx context.Context, name string, count int32, va
 	if validateOnly {
 		return nil
 	}
-	mt := t.meta
-	mt.Partitions = count
-	updated, err := b.store.UpdateTopic(ctx, mt)
+	replicas, err := b.placeMore(t, int(count))
 	if err != nil {
 		return err
 	}
-	nt := &topic{meta: updated, settings: t.settings, partitions: append([]*partition(nil), t.partitions...)}
-	var fresh []*partition
-	for i := int32(len(t.partitions)); i < count; i++ {
-		p, err := b.openPartition(nt, i)
-		if err != nil {
-			for _, p := range fresh {
-				_ = p.log.Close() // nothing was appended; err says why the open failed
-			}
+	updated, _, err := b.store.AddTopicPartitions(ctx, t.meta, replicas)
+	if err != nil {
+		return err
+	}
+	if err := b.adoptTopic(ctx, t, updated); err != nil {
+		return err
+	}
+	b.logger.Info().Str("topic", name).Int32("partitions", count).Msg("added partitions")
+	return nil
+}
+
+// adoptTopic replaces the registry entry of t with the newer metadata mt
+// (written by this broker or, through the topic watch, by another): new
+// settings are applied to every partition and added partitions are opened.
+// The caller holds adminMu.
+func (b *Broker) adoptTopic(ctx context.Context, t *topic, mt meta.Topic) error {
+	states := t.states
+	if int(mt.Partitions) > len(states) {
+		var err error
+		if states, err = b.partitionStates(ctx, mt); err != nil {
 			return err
 		}
-		fresh = append(fresh, p)
 	}
-	nt.partitions = append(nt.partitions, fresh...)
+	nt := &topic{meta: mt, settings: parseSettings(mt.Configs), states: states, partitions: slices.Clone(t.partitions)}
+	var fresh []*partition
+	for i := len(t.partitions); i < len(states); i++ {
+		var p *partition
+		if b.hosts(states[i]) {
+			var err error
+			if p, err = b.openPartition(nt, int32(i)); err != nil {
+				for _, p := range fresh {
+					_ = p.log.Close() // nothing was appended; err says why the open failed
+				}
+				return err
+			}
+			fresh = append(fresh, p)
+		}
+		nt.partitions = append(nt.partitions, p)
+	}
 	b.replaceTopic(nt)
+	if !maps.Equal(t.meta.Configs, mt.Configs) {
+		cfg := nt.settings.walConfig()
+		for _, p := range t.hosted() {
+			p.reconfigure(cfg)
+		}
+	}
 	for _, p := range fresh {
 		b.startPartition(p)
 	}
-	b.logger.Info().Str("topic", name).Int32("partitions", count).Msg("added partitions")
 	return nil
 }
 

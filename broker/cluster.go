@@ -1,0 +1,365 @@
+package broker
+
+// This file owns the broker's membership of the cluster: its registration
+// under an etcd lease, the view of the live brokers that Metadata answers
+// from, its candidacy for controller, and following the topics that other
+// brokers create, change and delete.
+//
+// Invariant: a broker answers Metadata with the brokers whose registration
+// leases live (itself at least, from the moment it registered), so clients
+// never route to a broker the cluster considers gone for longer than the
+// lease TTL.
+// Invariant: the registration lease a data directory last held is recorded
+// in <data-dir>/registration before the broker serves; only the broker
+// holding the directory's lock reads it, so taking that lease over after a
+// crash can never take over another live broker.
+// Invariant: every broker opens a topic that another broker created once
+// etcd reports it, and closes and deletes the local data of one deleted
+// elsewhere; the local registry follows etcd, never the reverse.
+//
+// The live-broker and controller views are atomics written by their
+// watcher goroutines (started by startCluster, stopped through its context
+// and waited for with clusterWG) and read by any connection goroutine.
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sluice-mq/sluice/broker/controller"
+	"github.com/sluice-mq/sluice/meta"
+	"github.com/sluice-mq/sluice/wal/vfs"
+)
+
+// registrationFile records the lease of the data directory's last
+// registration, in hex, so a restart after a crash can take it over at once
+// instead of waiting for the TTL.
+const registrationFile = "registration"
+
+// controllerPoll is how often a broker re-reads who the controller is.
+const controllerPoll = time.Second
+
+// register puts this broker in the registry and records its lease.
+func (b *Broker) register(ctx context.Context) error {
+	info := meta.BrokerInfo{
+		NodeID: b.cfg.NodeID,
+		AZ:     b.cfg.AZ,
+		Kafka:  b.advertise,
+		HTTP:   advertisedHTTP(b.httpLn.Addr().String(), b.advertise),
+	}
+	path := filepath.Join(b.cfg.DataDir, registrationFile)
+	prev, err := b.previousLease(path)
+	if err != nil {
+		return err
+	}
+	reg, err := b.store.RegisterTakingOver(ctx, info, b.cfg.RegistrationTTL, prev)
+	if err != nil {
+		return fmt.Errorf("broker: register node %d: %w", b.cfg.NodeID, err)
+	}
+	lease := strconv.FormatInt(int64(reg.Info().Lease), 16)
+	if err := vfs.WriteFileDurable(b.fs, path, []byte(lease+"\n")); err != nil {
+		_ = reg.Close(context.WithoutCancel(ctx))
+		return fmt.Errorf("broker: record registration lease in %s: %w", path, err)
+	}
+	b.reg = reg
+	b.setLiveBrokers([]meta.BrokerInfo{reg.Info()})
+	return nil
+}
+
+// previousLease reads the lease recorded by the data directory's previous
+// registration; 0 if there is none.
+func (b *Broker) previousLease(path string) (clientv3.LeaseID, error) {
+	data, err := vfs.ReadFile(b.fs, path, 64)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("broker: read %s: %w", path, err)
+	}
+	id, err := strconv.ParseInt(strings.TrimSpace(string(data)), 16, 64)
+	if err != nil {
+		// Only an optimisation is lost: the broker waits for the old lease's TTL.
+		b.logger.Warn().Err(err).Str("path", path).Msg("unreadable registration record ignored")
+		return 0, nil
+	}
+	return clientv3.LeaseID(id), nil
+}
+
+// advertisedHTTP is the HTTP address other brokers and tools are given: the
+// bound address, with the Kafka advertised host when bound to all interfaces.
+func advertisedHTTP(bound, kafkaAdvertise string) string {
+	host, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		return bound
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if h, _, err := net.SplitHostPort(kafkaAdvertise); err == nil {
+			host = h
+		}
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// deregister ends the registration at shutdown, so the cluster stops
+// routing to this broker at once rather than after the lease TTL.
+func (b *Broker) deregister(ctx context.Context) {
+	if b.reg == nil {
+		return
+	}
+	if err := b.reg.Close(ctx); err != nil {
+		b.logger.Warn().Err(err).Msg("deregister; the lease will expire")
+	}
+}
+
+// startCluster starts the watchers of the live brokers, the controller and
+// the topics; they stop when ctx ends and are waited for by clusterWG.
+func (b *Broker) startCluster(ctx context.Context) {
+	brokers := b.store.WatchBrokers(ctx)
+	topics := b.store.WatchTopics(ctx)
+	b.clusterWG.Add(3)
+	go func() {
+		defer b.clusterWG.Done()
+		for bs := range brokers {
+			b.setLiveBrokers(bs)
+		}
+	}()
+	go func() {
+		defer b.clusterWG.Done()
+		b.followController(ctx)
+	}()
+	go func() {
+		defer b.clusterWG.Done()
+		for ev := range topics {
+			b.applyTopicEvent(ctx, ev)
+		}
+	}()
+}
+
+// setLiveBrokers publishes the registry's view, sorted by node id. The
+// broker itself stays in the view while its own registration lives, even
+// if a watch event raced ahead.
+func (b *Broker) setLiveBrokers(bs []meta.BrokerInfo) {
+	bs = slices.Clone(bs)
+	if b.reg != nil && !slices.ContainsFunc(bs, func(x meta.BrokerInfo) bool { return x.NodeID == b.cfg.NodeID }) {
+		select {
+		case <-b.reg.Lost():
+		default:
+			bs = append(bs, b.reg.Info())
+		}
+	}
+	slices.SortFunc(bs, func(x, y meta.BrokerInfo) int { return cmp.Compare(x.NodeID, y.NodeID) })
+	b.liveBrokers.Store(&bs)
+}
+
+// brokers returns the live brokers, sorted by node id.
+func (b *Broker) brokers() []meta.BrokerInfo {
+	if p := b.liveBrokers.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// controllerID is the node id of the controller, or -1 while none is known.
+func (b *Broker) controllerID() int32 { return b.controller.Load() }
+
+// followController campaigns for controller and, meanwhile, keeps the
+// controller id current for Metadata.
+func (b *Broker) followController(ctx context.Context) {
+	b.controller.Store(-1)
+	b.clusterWG.Add(1)
+	go func() {
+		defer b.clusterWG.Done()
+		b.campaign(ctx)
+	}()
+	t := time.NewTicker(controllerPoll)
+	defer t.Stop()
+	for {
+		if id, _, err := b.store.ControllerID(ctx); err == nil {
+			b.controller.Store(id)
+		} else if ctx.Err() == nil {
+			b.logger.Debug().Err(err).Msg("read controller id")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// campaign stands for controller until ctx ends; after losing the post it
+// stands again.
+func (b *Broker) campaign(ctx context.Context) {
+	for ctx.Err() == nil {
+		c, err := b.store.Campaign(ctx, b.cfg.NodeID, b.cfg.ControllerTTL)
+		if err != nil {
+			if ctx.Err() == nil {
+				b.logger.Warn().Err(err).Msg("controller campaign failed; retrying")
+				sleepCtx(ctx, time.Second)
+			}
+			continue
+		}
+		b.controller.Store(b.cfg.NodeID)
+		b.runController(ctx, c)
+		if ctx.Err() != nil {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			if err := c.Resign(rctx); err != nil {
+				b.logger.Debug().Err(err).Msg("resign controller")
+			}
+			cancel()
+		}
+	}
+}
+
+// runController does the controller's work until its tenure ends.
+func (b *Broker) runController(ctx context.Context, c *meta.Controller) {
+	select {
+	case <-ctx.Done():
+	case <-c.Lost():
+		b.logger.Warn().Int64("epoch", c.Epoch()).Msg("controller tenure lost")
+	}
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// applyTopicEvent makes the local registry follow a topic change in etcd,
+// whichever broker made it. Changes this broker made itself are already
+// applied and are recognised by their revision.
+func (b *Broker) applyTopicEvent(ctx context.Context, ev meta.TopicEvent) {
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	t := ev.Topic
+	local := b.lookupTopic(t.Name)
+	switch {
+	case ev.Kind == meta.EventDelete:
+		if local != nil && local.meta.ID == t.ID {
+			b.dropTopic(ctx, local)
+		}
+	case local == nil || local.meta.ID != t.ID:
+		if local != nil {
+			// Deleted and recreated while this broker's watch lagged.
+			b.dropTopic(ctx, local)
+		}
+		states, err := b.partitionStates(ctx, t)
+		if err == nil {
+			err = b.openTopic(t, states)
+		}
+		if err != nil {
+			b.logger.Error().Err(err).Str("topic", t.Name).Msg("open topic created by another broker")
+		}
+	case t.Revision > local.meta.Revision:
+		if err := b.adoptTopic(ctx, local, t); err != nil {
+			b.logger.Error().Err(err).Str("topic", t.Name).Msg("apply topic change made by another broker")
+		}
+	}
+}
+
+// replicationWired is the largest replication factor this build serves.
+// Placement already spreads replicas over AZs; the replicated log of
+// DESIGN.md §4 (broker/replica) is being wired into the partition owner,
+// and until it is, a topic with more than one replica is refused rather
+// than created with replicas that would not hold its data.
+const replicationWired = 1
+
+// place assigns the replicas of n new partitions over the live brokers
+// (broker/controller); rf -1 asks for the default.
+func (b *Broker) place(n, rf int) ([][]int32, error) {
+	brokers := b.placementBrokers()
+	if rf == -1 {
+		rf = min(controller.DefaultReplicationFactor(brokers), replicationWired)
+	}
+	if rf > replicationWired {
+		return nil, fmt.Errorf("%w: %d requested; this build serves topics of replication factor %d only (replication is not wired in yet)",
+			errInvalidReplication, rf, replicationWired)
+	}
+	assign, err := controller.Place(brokers, n, rf, b.placementLoad())
+	switch {
+	case errors.Is(err, controller.ErrInvalidReplicationFactor):
+		return nil, fmt.Errorf("%w: %w", errInvalidReplication, err)
+	case errors.Is(err, controller.ErrInvalidPartitions):
+		return nil, fmt.Errorf("%w: %w", errInvalidPartitions, err)
+	case err != nil:
+		return nil, err
+	}
+	return toInt32s(assign), nil
+}
+
+// placeMore assigns replicas to the partitions t gains in growing to count,
+// with t's replication factor.
+func (b *Broker) placeMore(t *topic, count int) ([][]int32, error) {
+	brokers := b.placementBrokers()
+	existing := make([][]controller.NodeID, len(t.states))
+	for i, st := range t.states {
+		for _, id := range st.Replicas {
+			existing[i] = append(existing[i], controller.NodeID(id))
+		}
+	}
+	assign, err := controller.AddPartitions(brokers, existing, count-len(existing), b.placementLoad())
+	switch {
+	case errors.Is(err, controller.ErrInvalidReplicationFactor):
+		return nil, fmt.Errorf("%w: %w", errInvalidReplication, err)
+	case errors.Is(err, controller.ErrInvalidPartitions):
+		return nil, fmt.Errorf("%w: %w", errInvalidPartitions, err)
+	case err != nil:
+		return nil, err
+	}
+	return toInt32s(assign), nil
+}
+
+// placementBrokers is the live brokers as placement sees them.
+func (b *Broker) placementBrokers() []controller.Broker {
+	live := b.brokers()
+	if len(live) == 0 {
+		live = []meta.BrokerInfo{{NodeID: b.cfg.NodeID, AZ: b.cfg.AZ}}
+	}
+	brokers := make([]controller.Broker, len(live))
+	for i, bi := range live {
+		brokers[i] = controller.Broker{ID: controller.NodeID(bi.NodeID), AZ: bi.AZ}
+	}
+	return brokers
+}
+
+func toInt32s(assign [][]controller.NodeID) [][]int32 {
+	out := make([][]int32, len(assign))
+	for i, rs := range assign {
+		out[i] = make([]int32, len(rs))
+		for j, id := range rs {
+			out[i][j] = int32(id)
+		}
+	}
+	return out
+}
+
+// placementLoad counts the replicas and preferred leaderships each broker
+// already holds, so new partitions even it out.
+func (b *Broker) placementLoad() controller.Load {
+	load := controller.Load{}
+	for _, t := range b.sortedTopics() {
+		assign := make([][]controller.NodeID, len(t.states))
+		for i, st := range t.states {
+			for _, id := range st.Replicas {
+				assign[i] = append(assign[i], controller.NodeID(id))
+			}
+		}
+		load.Add(assign)
+	}
+	return load
+}

@@ -1,0 +1,278 @@
+package broker
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// testCluster is n in-process brokers in AZs a, b, c, ..., whose embedded
+// etcd members form one etcd cluster.
+type testCluster struct {
+	brokers []*Broker
+	stops   []func()
+}
+
+func startTestCluster(t *testing.T, n int) *testCluster {
+	t.Helper()
+	cfgs := make([]Config, n)
+	var initial []string
+	for i := range n {
+		cfgs[i] = testBrokerConfig(t)
+		// Bound by the broker: no other test can take them meanwhile.
+		cfgs[i].KafkaListen, cfgs[i].HTTPListen = "127.0.0.1:0", "127.0.0.1:0"
+		cfgs[i].NodeID = int32(i + 1)
+		cfgs[i].AZ = string(rune('a' + i))
+		cfgs[i].RegistrationTTL = 2 * time.Second
+		cfgs[i].ControllerTTL = 2 * time.Second
+		initial = append(initial, fmt.Sprintf("%d=http://%s", i+1, cfgs[i].Meta.ListenPeer))
+	}
+	c := &testCluster{brokers: make([]*Broker, n), stops: make([]func(), n)}
+	errcs := make([]chan error, n)
+	for i := range n {
+		cfgs[i].Meta.InitialCluster = strings.Join(initial, ",")
+		b, err := New(cfgs[i], zerolog.Nop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := make(chan error, 1)
+		// The etcd members wait for each other's quorum, so all start before
+		// any is waited for.
+		go func() { errc <- b.Run(ctx) }()
+		var once sync.Once
+		stop := func() {
+			once.Do(func() {
+				cancel()
+				if err := <-errc; err != nil {
+					t.Errorf("broker %d run: %v", i+1, err)
+				}
+			})
+		}
+		t.Cleanup(stop)
+		c.brokers[i], c.stops[i], errcs[i] = b, stop, errc
+	}
+	for i, b := range c.brokers {
+		select {
+		case <-b.Ready():
+		case err := <-errcs[i]:
+			errcs[i] <- err
+			t.Fatalf("broker %d stopped before it was ready: %v", i+1, err)
+		case <-time.After(60 * time.Second):
+			t.Fatalf("broker %d not ready after 60s", i+1)
+		}
+	}
+	return c
+}
+
+// seeds is every broker's Kafka address.
+func (c *testCluster) seeds() []string {
+	var out []string
+	for _, b := range c.brokers {
+		out = append(out, b.KafkaAddr())
+	}
+	return out
+}
+
+// metadataOf asks broker b for the metadata of every topic.
+func metadataOf(t *testing.T, b *Broker) *kmsg.MetadataResponse {
+	t.Helper()
+	cl := testClient(t, b)
+	req := kmsg.NewPtrMetadataRequest()
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// eventuallyTrue polls cond until it holds or 20 s pass.
+func eventuallyTrue(t *testing.T, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: still not true after 20s: %s", what, why)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestClusterMembershipAndTopics(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-member etcd cluster")
+	}
+	c := startTestCluster(t, 3)
+
+	// Every broker lists all three, with their AZs as racks, and names one
+	// controller.
+	for i, b := range c.brokers {
+		eventuallyTrue(t, fmt.Sprintf("broker %d sees the cluster", i+1), func() (bool, string) {
+			md := metadataOf(t, b)
+			var racks []string
+			for _, mb := range md.Brokers {
+				racks = append(racks, fmt.Sprintf("%d:%s", mb.NodeID, *mb.Rack))
+			}
+			want := "1:a 2:b 3:c"
+			got := strings.Join(racks, " ")
+			return got == want && md.ControllerID > 0, fmt.Sprintf("brokers %q (want %q), controller %d", got, want, md.ControllerID)
+		})
+	}
+
+	// A topic created on one broker is opened on every broker that hosts a
+	// replica, and its partitions spread evenly.
+	cl := testClient(t, c.brokers[0])
+	createTopic(t, cl, "spread", 6, nil)
+	perBroker := map[int32]int{}
+	eventuallyTrue(t, "every broker knows the topic", func() (bool, string) {
+		for i, b := range c.brokers {
+			if b.lookupTopic("spread") == nil {
+				return false, fmt.Sprintf("broker %d does not", i+1)
+			}
+		}
+		return true, ""
+	})
+	md := metadataOf(t, c.brokers[2])
+	for _, mt := range md.Topics {
+		if *mt.Topic != "spread" {
+			continue
+		}
+		for _, mp := range mt.Partitions {
+			if mp.ErrorCode != 0 || len(mp.Replicas) != 1 || mp.Leader != mp.Replicas[0] {
+				t.Fatalf("partition %d: code %d, leader %d, replicas %v", mp.Partition, mp.ErrorCode, mp.Leader, mp.Replicas)
+			}
+			perBroker[mp.Leader]++
+		}
+	}
+	if perBroker[1] != 2 || perBroker[2] != 2 || perBroker[3] != 2 {
+		t.Fatalf("leaders per broker %v, want 2 each", perBroker)
+	}
+
+	// Clients route by the metadata: every record lands, and a consumer
+	// reads them all back from the three brokers.
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.DefaultProduceTopic("spread"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	const n = 300
+	for i := range n {
+		r := &kgo.Record{Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)}
+		if err := prod.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.ConsumeTopics("spread"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	seen := map[string]bool{}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for len(seen) < n && ctx.Err() == nil {
+		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
+	}
+	if len(seen) != n {
+		t.Fatalf("read back %d of %d records", len(seen), n)
+	}
+
+	// A partition produced to on a broker that does not host it is refused
+	// with NOT_LEADER_OR_FOLLOWER, so the client refreshes its metadata.
+	var other *Broker
+	for _, mt := range md.Topics {
+		if *mt.Topic == "spread" && mt.Partitions[0].Leader != 1 {
+			other = c.brokers[0]
+		} else if *mt.Topic == "spread" {
+			other = c.brokers[1]
+		}
+	}
+	if _, err := other.partitionOf("spread", 0); !errorsIsCode(err, kerr.NotLeaderForPartition) {
+		t.Fatalf("partition 0 on a broker without it: %v", err)
+	}
+}
+
+func TestClusterControllerFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-member etcd cluster")
+	}
+	c := startTestCluster(t, 3)
+	var first int32
+	eventuallyTrue(t, "a controller is elected", func() (bool, string) {
+		first = c.brokers[0].controllerID()
+		return first > 0, "none yet"
+	})
+	c.stops[first-1]()
+	var next int32
+	eventuallyTrue(t, "another broker takes over as controller", func() (bool, string) {
+		for i, b := range c.brokers {
+			if int32(i+1) == first {
+				continue
+			}
+			next = b.controllerID()
+			if next <= 0 || next == first {
+				return false, fmt.Sprintf("broker %d reports controller %d", i+1, next)
+			}
+		}
+		return true, ""
+	})
+	// The stopped broker deregistered: the others drop it from Metadata.
+	for i, b := range c.brokers {
+		if int32(i+1) == first {
+			continue
+		}
+		eventuallyTrue(t, "the stopped broker leaves the metadata", func() (bool, string) {
+			ids := []int32{}
+			for _, mb := range metadataOf(t, b).Brokers {
+				ids = append(ids, mb.NodeID)
+			}
+			return !slices.Contains(ids, first) && len(ids) == 2, fmt.Sprintf("brokers %v", ids)
+		})
+	}
+}
+
+func TestClusterRefusesReplicationItCannotServe(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-member etcd cluster")
+	}
+	c := startTestCluster(t, 3)
+	cl := testClient(t, c.brokers[0])
+	eventuallyTrue(t, "broker 1 sees three brokers", func() (bool, string) {
+		n := len(c.brokers[0].brokers())
+		return n == 3, fmt.Sprintf("%d brokers", n)
+	})
+	for _, rf := range []int16{4, 3} {
+		req := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = fmt.Sprintf("rf%d", rf), 1, rf
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(context.Background(), cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := resp.Topics[0]
+		if got.ErrorCode != kerr.InvalidReplicationFactor.Code || got.ErrorMessage == nil || *got.ErrorMessage == "" {
+			t.Fatalf("replication factor %d: code %d, message %v", rf, got.ErrorCode, got.ErrorMessage)
+		}
+		t.Logf("replication factor %d refused: %s", rf, *got.ErrorMessage)
+	}
+}
+
+// errorsIsCode reports whether err maps to the Kafka error code want.
+func errorsIsCode(err error, want *kerr.Error) bool {
+	return err != nil && errorCode(err) == want.Code
+}
