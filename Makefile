@@ -6,7 +6,7 @@ GOLANGCI  := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 FUZZTIME  ?= 20s
 DATA_DIR  ?= data
 
-.PHONY: all build run test test-short lint verify fuzz bench bench-go sim clean
+.PHONY: cluster cluster-stop all build run test test-short lint verify fuzz bench bench-go sim clean
 
 all: build
 
@@ -17,6 +17,14 @@ build:
 # One broker with the defaults: Kafka on 127.0.0.1:9092, HTTP on 127.0.0.1:8080.
 run: build
 	$(BIN)/sluiced --data-dir $(DATA_DIR)
+
+# Three brokers in AZs a, b and c on loopback, their embedded etcd members
+# one cluster; prints the bootstrap servers. Data in $(DATA_DIR)/cluster.
+cluster: build
+	deploy/cluster.sh start $(DATA_DIR)/cluster
+
+cluster-stop:
+	deploy/cluster.sh stop $(DATA_DIR)/cluster
 
 # Unit, crash, fuzz-seed, conformance and end-to-end tests, race detector on.
 test:
