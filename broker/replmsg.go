@@ -1,0 +1,40 @@
+package broker
+
+// This file owns the envelope in which replication and election messages
+// (broker/replica) travel between brokers, and their delivery to a local
+// partition. The transport (replication_transport.go) carries envelopes
+// between brokers; the controller's driver (elector.go) consumes those
+// addressed to the controller.
+
+import (
+	"github.com/sluice-mq/sluice/broker/replica"
+)
+
+// partitionKey names a partition by topic ID, so a message about a deleted
+// and recreated topic can never reach its successor.
+type partitionKey struct {
+	TopicID   [16]byte `json:"topic_id"`
+	Partition int32    `json:"partition"`
+}
+
+// envelope is one replica.Message about one partition.
+type envelope struct {
+	Key partitionKey    `json:"key"`
+	Msg replica.Message `json:"msg"`
+}
+
+// deliverToPartition hands a message from another broker or from the
+// controller to this broker's replica of the partition. It reports false
+// when this broker hosts no such replica (the message is dropped; the
+// sender's core retries what matters).
+func (b *Broker) deliverToPartition(env envelope) bool {
+	t := b.lookupTopicID(env.Key.TopicID)
+	if t == nil {
+		return false
+	}
+	p, err := t.local(env.Key.Partition)
+	if err != nil {
+		return false
+	}
+	return p.step(env.Msg)
+}
