@@ -126,6 +126,7 @@ func (b *Broker) deregister(ctx context.Context) {
 func (b *Broker) startCluster(ctx context.Context) {
 	brokers := b.store.WatchBrokers(ctx)
 	topics := b.store.WatchTopics(ctx)
+	b.startReplicationTransport(ctx)
 	b.clusterWG.Add(3)
 	go func() {
 		defer b.clusterWG.Done()
@@ -223,6 +224,7 @@ func (b *Broker) campaign(ctx context.Context) {
 
 // runController does the controller's work until its tenure ends.
 func (b *Broker) runController(ctx context.Context, c *meta.Controller) {
+	b.runElections(ctx, c)
 	select {
 	case <-ctx.Done():
 	case <-c.Lost():

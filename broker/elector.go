@@ -1,0 +1,429 @@
+package broker
+
+// This file owns the controller's driver of the election cores
+// (DESIGN.md §4): while this broker is the controller, one
+// replica.Controller per partition, fed the partition states from etcd,
+// the live brokers, the replicas' FenceAcks and LeaderUnreachables and a
+// tick, and its Ready carried out: fences to the replicas through the
+// transport (replication_transport.go), and the compare-and-swap that
+// publishes a new leader and epoch (meta.UpdatePartition under the
+// controller's IfLeader condition).
+//
+// Invariant: every partition state this file writes goes through
+// UpdatePartition at the revision the core expects and under IfLeader, so
+// a deposed controller writes nothing; the first ErrNotController ends the
+// tenure's loop.
+// Invariant: at most one CAS per partition is in flight and the core
+// hears only the answer to the CAS it asked last (casSeq); an answer to an
+// abandoned CAS is dropped. electionCASTimeout is shorter than the core's
+// round timeout, so a CAS is answered before the core gives up on it.
+//
+// Goroutines: the elector loop (runElections) owns every replica.Controller
+// and the electorLoop; nothing else touches them, so they need no lock.
+// CAS goroutines are owned by the loop (electorLoop.wg), get their
+// partition state by value and answer through the results channel; the
+// loop waits for them before it returns. The transport reaches the loop
+// only through elector.inbox, a bounded channel, published in
+// Broker.repl.elector while the loop runs.
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sluice-mq/sluice/broker/replica"
+	"github.com/sluice-mq/sluice/meta"
+	"github.com/sluice-mq/sluice/wal"
+)
+
+// electionTick is one tick of the controller's election cores; their
+// timeouts (replica.ControllerConfig) count these. It is the period of the
+// replicas' tick, replicationTick (partition_repl.go); the two are one
+// constant once both files are in.
+const electionTick = 50 * time.Millisecond
+
+const (
+	// electionCASTimeout bounds one UpdatePartition: three quarters of the
+	// core's round, which abandons an unanswered CAS after RoundTicks.
+	electionCASTimeout = time.Duration(replica.DefaultRoundTicks) * electionTick * 3 / 4
+	// electionLoadRetry is the pause between failed reads of the partition
+	// states at the start of a tenure.
+	electionLoadRetry = time.Second
+	// electionReadTimeout bounds one read of partition states.
+	electionReadTimeout = 2 * time.Second
+)
+
+// Results of a CAS, as metric labels; index into repl.elections.
+const (
+	electionWritten  = "written"  // the new leader and epoch are in etcd
+	electionConflict = "conflict" // the state moved since the round began
+	electionFailed   = "failed"   // etcd error or timeout: outcome unknown
+	electionDeposed  = "deposed"  // refused: this broker is no longer the controller
+)
+
+var electionResults = [...]string{electionWritten, electionConflict, electionFailed, electionDeposed}
+
+func (r *replication) countElection(result string) {
+	for i, x := range electionResults {
+		if x == result {
+			r.elections[i].Add(1)
+		}
+	}
+}
+
+// elector is what the transport sees of a running elector loop.
+type elector struct {
+	inbox chan envelope // bounded; envelopes To replica.ControllerNode
+}
+
+// electedPartition is the loop's state for one partition.
+type electedPartition struct {
+	ctrl   *replica.Controller
+	round  wal.Epoch // the last round logged as started
+	cause  string    // why that round started, as inferred from the state
+	casSeq uint64    // the CAS the core waits for; 0: none
+}
+
+// casOutcome is the answer of a CAS goroutine to the loop.
+type casOutcome struct {
+	key     partitionKey
+	seq     uint64
+	ok      bool
+	current meta.PartitionState // the state in etcd when known (Revision > 0)
+	deposed bool
+	err     error
+}
+
+// electorLoop is the state of one tenure's elector loop; only the loop
+// goroutine touches it.
+type electorLoop struct {
+	b        *Broker
+	log      zerolog.Logger
+	ifLeader clientv3.Cmp
+	parts    map[partitionKey]*electedPartition
+	live     []replica.NodeID // sorted
+	results  chan casOutcome
+	seq      uint64
+	wg       sync.WaitGroup // CAS goroutines
+}
+
+// runElections elects partition leaders while this broker is controller
+// c. It returns when ctx ends, when c is lost, when a CAS is refused
+// because c was deposed, or when the metadata store closes.
+func (b *Broker) runElections(ctx context.Context, c *meta.Controller) {
+	b.electLoop(ctx, c.IfLeader(), c.Lost(), c.Epoch())
+}
+
+// electLoop is runElections with the tenure's parts taken apart: ifLeader
+// guards every write and lost ends the loop (nil: never).
+func (b *Broker) electLoop(ctx context.Context, ifLeader clientv3.Cmp, lost <-chan struct{}, epoch int64) {
+	ctx, cancel := context.WithCancel(ctx)
+	l := &electorLoop{
+		b:        b,
+		log:      b.logger.With().Str("component", "elector").Int64("controller_epoch", epoch).Logger(),
+		ifLeader: ifLeader,
+		parts:    map[partitionKey]*electedPartition{},
+		live:     liveNodes(b.brokers()),
+		results:  make(chan casOutcome, 64),
+	}
+	defer func() {
+		cancel()
+		l.wg.Wait()
+	}()
+	watch := b.store.WatchPartitions(ctx)
+	if !l.load(ctx, lost) {
+		return
+	}
+	e := &elector{inbox: make(chan envelope, electorInbox)}
+	b.repl.elector.Store(e)
+	defer b.repl.elector.CompareAndSwap(e, nil)
+	l.log.Info().Int("partitions", len(l.parts)).Ints32("live", toInt32IDs(l.live)).Msg("elector started")
+
+	t := time.NewTicker(electionTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-lost:
+			l.log.Info().Msg("elector stopped: controller tenure lost")
+			return
+		case ev, ok := <-watch:
+			if !ok {
+				return // the store is closing
+			}
+			l.apply(ctx, ev)
+		case env := <-e.inbox:
+			l.step(ctx, env)
+		case r := <-l.results:
+			if !l.casDone(ctx, r) {
+				return
+			}
+		case <-t.C:
+			l.tick(ctx)
+		}
+	}
+}
+
+// load reads every partition state at the start of the tenure, retrying
+// until it succeeds or the tenure ends.
+func (l *electorLoop) load(ctx context.Context, lost <-chan struct{}) bool {
+	for {
+		rctx, cancel := context.WithTimeout(ctx, electionReadTimeout)
+		states, _, err := l.b.store.AllPartitions(rctx)
+		cancel()
+		if err == nil {
+			for _, st := range states {
+				l.apply(ctx, meta.PartitionEvent{Kind: meta.EventPut, State: st})
+			}
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		l.log.Error().Err(err).Msg("elector: read partition states; retrying")
+		timer := time.NewTimer(electionLoadRetry)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return false
+		case <-lost:
+			timer.Stop()
+			return false
+		case <-timer.C:
+		}
+	}
+}
+
+// apply follows one change of a partition state in etcd.
+func (l *electorLoop) apply(ctx context.Context, ev meta.PartitionEvent) {
+	key := partitionKey{TopicID: ev.State.TopicID, Partition: ev.State.Partition}
+	if ev.Kind == meta.EventDelete {
+		delete(l.parts, key)
+		return
+	}
+	p := l.parts[key]
+	if p == nil {
+		p = &electedPartition{ctrl: replica.NewController(replica.ControllerConfig{})}
+		p.ctrl.SetLive(l.live)
+		l.parts[key] = p
+	}
+	p.ctrl.SetState(replicaStateOf(ev.State))
+	l.flush(ctx, key, p)
+}
+
+// step hands a FenceAck or LeaderUnreachable to its partition's core.
+func (l *electorLoop) step(ctx context.Context, env envelope) {
+	p := l.parts[env.Key]
+	if p == nil {
+		l.b.dropEnvelope(env, dropNoPartition)
+		return
+	}
+	p.ctrl.Step(env.Msg)
+	l.flush(ctx, env.Key, p)
+}
+
+// tick refreshes the live brokers and ticks every partition's core.
+func (l *electorLoop) tick(ctx context.Context) {
+	if live := liveNodes(l.b.brokers()); !slices.Equal(live, l.live) {
+		l.log.Info().Ints32("live", toInt32IDs(live)).Ints32("was", toInt32IDs(l.live)).Msg("live brokers changed")
+		l.live = live
+		for _, p := range l.parts {
+			p.ctrl.SetLive(live)
+		}
+	}
+	for key, p := range l.parts {
+		p.ctrl.Tick()
+		l.flush(ctx, key, p)
+	}
+}
+
+// flush carries out a core's Ready: fences to the replicas, and the CAS.
+func (l *electorLoop) flush(ctx context.Context, key partitionKey, p *electedPartition) {
+	if !p.ctrl.HasReady() {
+		return
+	}
+	rd := p.ctrl.Ready()
+	st, electing, round := p.ctrl.Status()
+	if electing && round != p.round {
+		p.round = round
+		p.cause = electionCause(st, l.live)
+		l.b.repl.rounds.Add(1)
+		l.partLog(l.log.Info(), key).Int32("old_epoch", int32(st.Epoch)).Int32("old_leader", int32(st.Leader)).
+			Int32("epoch", int32(round)).Str("cause", p.cause).Msg("election round started: fencing the replicas")
+	}
+	for _, m := range rd.Messages {
+		l.b.sendToReplica(int32(m.To), envelope{Key: key, Msg: m})
+	}
+	if rd.CAS != nil {
+		l.startCAS(ctx, key, p, *rd.CAS, st)
+	}
+	p.ctrl.Advance()
+}
+
+// partLog adds the partition's names to a log event.
+func (l *electorLoop) partLog(ev *zerolog.Event, key partitionKey) *zerolog.Event {
+	if t := l.b.lookupTopicID(key.TopicID); t != nil {
+		ev = ev.Str("topic", t.meta.Name)
+	}
+	return ev.Str("topic_id", uuidString(key.TopicID)).Int32("partition", key.Partition)
+}
+
+// startCAS writes the core's choice to etcd on a goroutine of its own.
+func (l *electorLoop) startCAS(ctx context.Context, key partitionKey, p *electedPartition, cas replica.CAS, old replica.State) {
+	l.seq++
+	p.casSeq = l.seq
+	next := metaStateOf(key, cas.New)
+	next.Revision = cas.Expect
+	l.partLog(l.log.Info(), key).Int32("old_epoch", int32(old.Epoch)).Int32("old_leader", int32(old.Leader)).
+		Int32("epoch", next.LeaderEpoch).Int32("leader", next.Leader).Str("cause", p.cause).
+		Msg("electing leader: a quorum answered the fence")
+	seq := l.seq
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		res := l.b.writeElection(ctx, key, next, l.ifLeader)
+		res.seq = seq
+		select {
+		case l.results <- res:
+		case <-ctx.Done():
+		}
+	}()
+}
+
+// writeElection is one CAS: it writes next if the partition is still at
+// next.Revision and ifLeader holds, and says what is in etcd otherwise.
+func (b *Broker) writeElection(ctx context.Context, key partitionKey, next meta.PartitionState, ifLeader clientv3.Cmp) casOutcome {
+	res := casOutcome{key: key}
+	cctx, cancel := context.WithTimeout(ctx, electionCASTimeout)
+	defer cancel()
+	written, err := b.store.UpdatePartition(cctx, next, ifLeader)
+	switch {
+	case err == nil:
+		res.ok, res.current = true, written
+		return res
+	case errors.Is(err, meta.ErrNotController):
+		res.deposed, res.err = true, err
+		return res
+	}
+	res.err = err
+	// Conflict, a partition gone or an etcd error: tell the core what is
+	// stored now, if it can be read in time.
+	rctx, rcancel := context.WithTimeout(ctx, electionReadTimeout)
+	defer rcancel()
+	states, rerr := b.store.Partitions(rctx, key.TopicID)
+	if rerr != nil {
+		return res
+	}
+	for _, st := range states {
+		if st.Partition == key.Partition {
+			res.current = st
+		}
+	}
+	return res
+}
+
+// casDone hands a CAS answer to its partition's core. It reports false when
+// the CAS was refused because this broker is no longer the controller.
+func (l *electorLoop) casDone(ctx context.Context, r casOutcome) bool {
+	if r.deposed {
+		l.b.repl.countElection(electionDeposed)
+		l.partLog(l.log.Warn(), r.key).Err(r.err).Msg("election refused: this broker is no longer the controller; elector stopping")
+		return false
+	}
+	p := l.parts[r.key]
+	if p == nil || p.casSeq != r.seq {
+		l.partLog(l.log.Debug(), r.key).Err(r.err).Bool("ok", r.ok).Msg("answer to an abandoned election CAS ignored")
+		return true
+	}
+	p.casSeq = 0
+	var cur replica.State
+	if r.current.Revision > 0 {
+		cur = replicaStateOf(r.current)
+	}
+	ev := l.log.Info()
+	switch {
+	case r.ok:
+		l.b.repl.countElection(electionWritten)
+		ev = ev.Int32("epoch", r.current.LeaderEpoch).Int32("leader", r.current.Leader)
+		l.partLog(ev, r.key).Str("cause", p.cause).Msg("leader elected")
+	case errors.Is(r.err, meta.ErrConflict):
+		l.b.repl.countElection(electionConflict)
+		l.partLog(ev, r.key).Err(r.err).Msg("election lost its compare-and-swap: the state moved; electing again if needed")
+	default:
+		l.b.repl.countElection(electionFailed)
+		l.partLog(l.log.Warn(), r.key).Err(r.err).Msg("election write failed; electing again")
+	}
+	p.ctrl.CASResult(r.ok, cur)
+	l.flush(ctx, r.key, p)
+	return true
+}
+
+// electionCause infers why a round started from the state it started
+// from; the core does not say.
+func electionCause(s replica.State, live []replica.NodeID) string {
+	isLive := func(id replica.NodeID) bool { _, ok := slices.BinarySearch(live, id); return ok }
+	switch {
+	case s.Leader == replica.NoLeader:
+		return "no leader"
+	case !isLive(s.Leader):
+		return "leader not live"
+	case len(s.Replicas) > 0 && s.Leader != s.Replicas[0] && isLive(s.Replicas[0]):
+		return "moving leadership to the preferred replica, or replicas complained"
+	}
+	return "replicas reported the leader unreachable, or an earlier round elected nobody"
+}
+
+// liveNodes is the sorted node ids of bs.
+func liveNodes(bs []meta.BrokerInfo) []replica.NodeID {
+	ids := make([]replica.NodeID, len(bs))
+	for i, bi := range bs {
+		ids[i] = replica.NodeID(bi.NodeID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func toInt32IDs(ids []replica.NodeID) []int32 {
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out
+}
+
+// replicaStateOf is a state read from etcd as the cores see it; the etcd
+// mod revision is the core's Version.
+func replicaStateOf(st meta.PartitionState) replica.State {
+	s := replica.State{Epoch: wal.Epoch(st.LeaderEpoch), Leader: replica.NodeID(st.Leader), Version: st.Revision}
+	if st.Leader == meta.NoLeader {
+		s.Leader = replica.NoLeader
+	}
+	s.Replicas = make([]replica.NodeID, len(st.Replicas))
+	for i, id := range st.Replicas {
+		s.Replicas[i] = replica.NodeID(id)
+	}
+	return s
+}
+
+// metaStateOf is a core's state for partition key as etcd stores it; its
+// Revision is s.Version, which the caller sets to the revision to CAS on.
+func metaStateOf(key partitionKey, s replica.State) meta.PartitionState {
+	st := meta.PartitionState{
+		TopicID: key.TopicID, Partition: key.Partition,
+		Leader: int32(s.Leader), LeaderEpoch: int32(s.Epoch), Revision: s.Version,
+	}
+	if s.Leader == replica.NoLeader {
+		st.Leader = meta.NoLeader
+	}
+	st.Replicas = make([]int32, len(s.Replicas))
+	for i, id := range s.Replicas {
+		st.Replicas[i] = int32(id)
+	}
+	return st
+}
