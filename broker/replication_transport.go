@@ -295,7 +295,10 @@ func decodeEnvelopes(w http.ResponseWriter, r *http.Request) ([]envelope, error)
 		return nil, badRequest("malformed replication body: data after the array")
 	}
 	for i, env := range envs {
-		if !electionMessage(env.Msg) {
+		switch {
+		case len(env.Msg.Batches) > 0:
+			return nil, badRequest("envelope %d: record batches are not carried here (they travel over Kafka Fetch)", i)
+		case !electionMessage(env.Msg):
 			return nil, badRequest("envelope %d: message type %v is not carried here", i, env.Msg.Type)
 		}
 	}
