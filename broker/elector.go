@@ -87,6 +87,8 @@ type electedPartition struct {
 	round  wal.Epoch // the last round logged as started
 	cause  string    // why that round started, as inferred from the state
 	casSeq uint64    // the CAS the core waits for; 0: none
+	// loggedVersion is the state version of the last round logged at info.
+	loggedVersion int64
 }
 
 // casOutcome is the answer of a CAS goroutine to the loop.
@@ -254,7 +256,14 @@ func (l *electorLoop) flush(ctx context.Context, key partitionKey, p *electedPar
 		p.round = round
 		p.cause = electionCause(st, l.live)
 		l.b.repl.rounds.Add(1)
-		l.partLog(l.log.Info(), key).Int32("old_epoch", int32(st.Epoch)).Int32("old_leader", int32(st.Leader)).
+		// A partition that cannot elect (no quorum live) starts a round
+		// every few seconds: info for the first from each state, then debug.
+		ev := l.log.Debug()
+		if st.Version != p.loggedVersion {
+			p.loggedVersion = st.Version
+			ev = l.log.Info()
+		}
+		l.partLog(ev, key).Int32("old_epoch", int32(st.Epoch)).Int32("old_leader", int32(st.Leader)).
 			Int32("epoch", int32(round)).Str("cause", p.cause).Msg("election round started: fencing the replicas")
 	}
 	for _, m := range rd.Messages {

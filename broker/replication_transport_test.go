@@ -22,7 +22,9 @@ func idleBroker(t *testing.T, node int32) *Broker {
 	t.Helper()
 	cfg := testBrokerConfig(t)
 	cfg.NodeID = node
-	b, err := New(cfg, zerolog.Nop())
+	// Logs show with -v or when the test fails.
+	logger := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+	b, err := New(cfg, logger)
 	if err != nil {
 		t.Fatal(err)
 	}
