@@ -195,8 +195,12 @@ func (b *Broker) sendToController(env envelope) {
 // sendToReplica sends env to the replica on broker node. It never blocks;
 // the envelope is dropped if node is not live or its queue is full.
 func (b *Broker) sendToReplica(node int32, env envelope) {
-	if !electionMessage(env.Msg) || node < 0 {
+	switch {
+	case !electionMessage(env.Msg):
 		b.dropEnvelope(env, dropUnsupported)
+		return
+	case node < 0:
+		b.dropEnvelope(env, dropNoRoute)
 		return
 	}
 	if node == b.cfg.NodeID {

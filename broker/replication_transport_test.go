@@ -239,6 +239,35 @@ func TestReplicationTransportBetweenBrokers(t *testing.T) {
 	if n := b1.repl.dropped(dropNoRoute); n != 1 {
 		t.Fatalf("no-route drops %d, want 1", n)
 	}
+	// The counters are exported.
+	if got := gathered(t, b1, "sluice_replication_messages_dropped_total", dropNoRoute); got != 1 {
+		t.Fatalf("exported no-route drops %v, want 1", got)
+	}
+	if got := gathered(t, b1, "sluice_replication_messages_sent_total", ""); got != n+1 {
+		t.Fatalf("exported sent %v, want %d (the messages and the fence)", got, n+1)
+	}
+}
+
+// gathered is the value of counter name (with the label value, if any)
+// in b's registry.
+func gathered(t *testing.T, b *Broker, name, label string) float64 {
+	t.Helper()
+	mfs, err := b.m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if label == "" || (len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == label) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("metric %s{%s} not exported", name, label)
+	return 0
 }
 
 func dropCounts(b *Broker) map[string]uint64 {
