@@ -13,10 +13,11 @@ package broker
 // UpdatePartition at the revision the core expects and under IfLeader, so
 // a deposed controller writes nothing; the first ErrNotController ends the
 // tenure's loop.
-// Invariant: at most one CAS per partition is in flight and the core
-// hears only the answer to the CAS it asked last (casSeq); an answer to an
-// abandoned CAS is dropped. electionCASTimeout is shorter than the core's
-// round timeout, so a CAS is answered before the core gives up on it.
+// Invariant: the core hears only the answer to the CAS it asked last
+// (casSeq); an answer to one it abandoned is dropped. The client gives up
+// on a write after electionCASTimeout, less than the core's round, so
+// normally a partition has one write in flight; safety never rests on
+// that, only on the CAS on the revision the round started from.
 //
 // Goroutines: the elector loop (runElections) owns every replica.Controller
 // and the electorLoop; nothing else touches them, so they need no lock.
