@@ -37,7 +37,6 @@ type Broker struct {
 	liveBrokers atomic.Pointer[[]meta.BrokerInfo] // cluster.go
 	controller  atomic.Int32                      // node id of the controller; -1: unknown
 	clusterWG   sync.WaitGroup                    // the cluster watchers
-	fetch       fetchers                          // follower fetchers, one per leader (fetcher.go)
 	repl        replication                       // replication_transport.go, elector.go
 
 	// adminMu serialises topic changes (create, delete, configs, partitions)
