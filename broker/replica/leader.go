@@ -52,6 +52,15 @@ func (r *Replica) becomeLeader(e wal.Epoch) {
 			r.peers = append(r.peers, peer{id: id, durable: -1})
 		}
 	}
+	if r.cfg.ElideEpochStart && r.hw >= r.end {
+		// Everything in the log is known committed (a new partition's
+		// empty log, say): no older epoch's record waits on this epoch's
+		// commit rule, so no epoch-start batch is needed, and a new
+		// partition's first record keeps offset 0. The rule still holds:
+		// the high watermark moves only past records of this epoch.
+		r.epochStart = r.end - 1
+		return
+	}
 	r.epochStart = r.end
 	r.appendLocal(Batch{Base: r.end, Last: r.end, Epoch: e, Control: true})
 }

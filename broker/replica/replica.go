@@ -45,6 +45,12 @@ type Config struct {
 	// UnreachableTicks: a follower that got no good answer from its leader
 	// for this long tells the controller.
 	UnreachableTicks int
+	// ElideEpochStart: a new leader whose whole log is known committed
+	// (its high watermark is at its end, as in a new partition) appends no
+	// epoch-start batch, so a new partition's first record is at offset 0.
+	// The commit rule is unchanged: the high watermark passes only records
+	// of the leader's own epoch.
+	ElideEpochStart bool
 
 	bugs bugs // planted bugs, set only by tests
 }
