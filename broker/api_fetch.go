@@ -28,6 +28,9 @@ const maxFetchWait = 30 * time.Second
 
 func handleFetch(b *Broker, ctx context.Context, req *request) (reply, error) {
 	r := req.body.(*kmsg.FetchRequest)
+	if r.ReplicaID >= 0 {
+		return b.handleReplicaFetch(ctx, req, r)
+	}
 	if r.SessionID != 0 {
 		resp := newResponse(req).(*kmsg.FetchResponse)
 		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code

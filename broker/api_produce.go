@@ -1,9 +1,11 @@
 package broker
 
 // Produce (key 0): validate each partition's record batch, hand it to the
-// partition owner, and answer once the owner has fsynced it. acks=0 gets no
-// response; acks=1 and acks=-1 both wait for the fsync (on a single broker
-// the quorum is this broker).
+// partition owner, and answer once the replica core releases it: acks=-1
+// once a quorum of replicas (min.insync.replicas, at least a majority, the
+// leader included) has fsynced it under the current leader epoch; acks=1
+// once the leader alone has fsynced it (a leader change may still lose it);
+// acks=0 gets no response.
 
 import (
 	"context"
@@ -60,6 +62,7 @@ func handleProduce(b *Broker, ctx context.Context, req *request) (reply, error) 
 				p, ap, err = b.prepareAppend(rt.Topic, rp.Partition, rp.Records)
 			}
 			if err == nil {
+				ap.acksAll = r.Acks == -1
 				err = p.enqueue(ap)
 			}
 			if err != nil {

@@ -37,6 +37,7 @@ type Broker struct {
 	liveBrokers atomic.Pointer[[]meta.BrokerInfo] // cluster.go
 	controller  atomic.Int32                      // node id of the controller; -1: unknown
 	clusterWG   sync.WaitGroup                    // the cluster watchers
+	fetch       fetchers                          // follower fetchers, one per leader (fetcher.go)
 	repl        replication                       // replication_transport.go, elector.go
 
 	// adminMu serialises topic changes (create, delete, configs, partitions)
@@ -203,6 +204,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	maintWG.Add(1)
 	go func() { defer maintWG.Done(); b.maintainLoop(serveCtx) }()
 
+	b.awaitOwnLeadership(ctx, startupLeaderWait)
 	b.ready.Store(true)
 	close(b.readyCh)
 	b.logger.Info().Str("kafka", b.kafkaLn.Addr().String()).Str("http", b.httpLn.Addr().String()).

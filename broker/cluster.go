@@ -37,6 +37,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluice-mq/sluice/broker/controller"
+	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/wal/vfs"
 )
@@ -126,8 +127,20 @@ func (b *Broker) deregister(ctx context.Context) {
 func (b *Broker) startCluster(ctx context.Context) {
 	brokers := b.store.WatchBrokers(ctx)
 	topics := b.store.WatchTopics(ctx)
+	partitions := b.store.WatchPartitions(ctx)
 	b.startReplicationTransport(ctx)
-	b.clusterWG.Add(3)
+	b.startFetchers(ctx)
+	b.clusterWG.Add(5)
+	go func() {
+		defer b.clusterWG.Done()
+		for ev := range partitions {
+			b.applyPartitionEvent(ev)
+		}
+	}()
+	go func() {
+		defer b.clusterWG.Done()
+		b.tickPartitions(ctx)
+	}()
 	go func() {
 		defer b.clusterWG.Done()
 		for bs := range brokers {
@@ -364,4 +377,113 @@ func (b *Broker) placementLoad() controller.Load {
 		load.Add(assign)
 	}
 	return load
+}
+
+// applyPartitionEvent gives a hosted replica the partition state etcd now
+// holds (a new leader or epoch) and keeps the registry's copy for Metadata.
+// States older than the one known, and keys of partitions the topic does
+// not have, are ignored.
+func (b *Broker) applyPartitionEvent(ev meta.PartitionEvent) {
+	if ev.Kind == meta.EventDelete {
+		return // the topic watch removes deleted topics
+	}
+	b.adminMu.Lock()
+	defer b.adminMu.Unlock()
+	st := ev.State
+	t := b.lookupTopicID(st.TopicID)
+	if t == nil || st.Partition < 0 || int(st.Partition) >= len(t.states) || st.Revision <= t.states[st.Partition].Revision {
+		return
+	}
+	nt := *t
+	nt.states = slices.Clone(t.states)
+	nt.states[st.Partition] = st
+	b.replaceTopic(&nt)
+	if p := t.partitions[st.Partition]; p != nil {
+		p.setState(coreState(st))
+	}
+}
+
+// tickPartitions drives the replica cores' clocks.
+func (b *Broker) tickPartitions(ctx context.Context) {
+	t := time.NewTicker(replicationTick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			for _, p := range b.allPartitions() {
+				p.tick()
+			}
+		}
+	}
+}
+
+// topicLeaderWait bounds how long a topic's creation waits for its
+// partitions' first leaders.
+const topicLeaderWait = 5 * time.Second
+
+// awaitLeaders waits (up to d) until every partition of the topic has an
+// elected leader, and this broker's replicas lead the epochs they were
+// elected for, so that a client producing right after CreateTopics is not
+// refused. A partition is created without a leader epoch of its own: the
+// controller elects its first leader through the fences of DESIGN.md §4,
+// which takes a few etcd round trips.
+func (b *Broker) awaitLeaders(ctx context.Context, id [16]byte, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		t := b.lookupTopicID(id)
+		if t == nil || b.leadersElected(t) {
+			return
+		}
+		sleepCtx(ctx, 5*time.Millisecond)
+	}
+}
+
+func (b *Broker) leadersElected(t *topic) bool {
+	for i, st := range t.states {
+		if st.LeaderEpoch < 1 || st.Leader < 0 {
+			return false
+		}
+		if st.Leader != b.cfg.NodeID || t.partitions[i] == nil {
+			continue
+		}
+		rs := t.partitions[i].replicaStatus()
+		if rs.Role != replica.RoleLeader || int32(rs.Epoch) != st.LeaderEpoch {
+			return false
+		}
+	}
+	return true
+}
+
+// startupLeaderWait bounds how long a starting broker waits to lead again
+// the partitions etcd names it the leader of, before it reports ready.
+const startupLeaderWait = 10 * time.Second
+
+// awaitOwnLeadership waits (up to d) until this broker leads, at a new
+// epoch, every partition etcd names it the leader of. A restarted replica
+// never leads the epoch it recovered with (broker/replica), so each needs
+// an election first; waiting for it keeps a restarted lone broker from
+// answering NOT_LEADER_OR_FOLLOWER to its first clients.
+func (b *Broker) awaitOwnLeadership(ctx context.Context, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		done := true
+		for _, t := range b.sortedTopics() {
+			for i, st := range t.states {
+				p := t.partitions[i]
+				if p == nil || st.Leader != b.cfg.NodeID {
+					continue
+				}
+				if rs := p.replicaStatus(); rs.Role != replica.RoleLeader || int32(rs.Epoch) != st.LeaderEpoch {
+					done = false
+				}
+			}
+		}
+		if done {
+			return
+		}
+		sleepCtx(ctx, 5*time.Millisecond)
+	}
+	b.logger.Warn().Dur("waited", d).Msg("some partitions this broker led are not led again yet; serving anyway")
 }

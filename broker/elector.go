@@ -42,16 +42,10 @@ import (
 	"github.com/sluice-mq/sluice/wal"
 )
 
-// electionTick is one tick of the controller's election cores; their
-// timeouts (replica.ControllerConfig) count these. It is the period of the
-// replicas' tick, replicationTick (partition_repl.go); the two are one
-// constant once both files are in.
-const electionTick = 50 * time.Millisecond
-
 const (
 	// electionCASTimeout bounds one UpdatePartition: three quarters of the
 	// core's round, which abandons an unanswered CAS after RoundTicks.
-	electionCASTimeout = time.Duration(replica.DefaultRoundTicks) * electionTick * 3 / 4
+	electionCASTimeout = time.Duration(replica.DefaultRoundTicks) * replicationTick * 3 / 4
 	// electionLoadRetry is the pause between failed reads of the partition
 	// states at the start of a tenure.
 	electionLoadRetry = time.Second
@@ -147,7 +141,7 @@ func (b *Broker) electLoop(ctx context.Context, ifLeader clientv3.Cmp, lost <-ch
 	defer b.repl.elector.CompareAndSwap(e, nil)
 	l.log.Info().Int("partitions", len(l.parts)).Ints32("live", toInt32IDs(l.live)).Msg("elector started")
 
-	t := time.NewTicker(electionTick)
+	t := time.NewTicker(replicationTick)
 	defer t.Stop()
 	for {
 		select {

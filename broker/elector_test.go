@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -305,4 +306,50 @@ func TestElectorStateMapping(t *testing.T) {
 			t.Fatalf("%+v came back as %+v", st, back)
 		}
 	}
+}
+
+func TestElectorInClusterElectsLeaderlessPartition(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-member etcd cluster")
+	}
+	c := startTestCluster(t, 3)
+	eventuallyTrue(t, "a controller is elected", func() (bool, string) {
+		return c.brokers[0].controllerID() > 0, "none yet"
+	})
+	createTopic(t, testClient(t, c.brokers[0]), "leaderless", 1, nil)
+	b := c.brokers[0]
+	var st meta.PartitionState
+	eventuallyTrue(t, "the partition state is stored", func() (bool, string) {
+		tp := b.lookupTopic("leaderless")
+		if tp == nil {
+			return false, "no topic yet"
+		}
+		ps, err := b.store.Partitions(context.Background(), tp.meta.ID)
+		if err != nil || len(ps) != 1 {
+			return false, fmt.Sprintf("%d states, %v", len(ps), err)
+		}
+		st = ps[0]
+		return true, ""
+	})
+	// Take the leader away (as an operator or a failed round could): the
+	// controller fences the real replica through the transport and writes
+	// it back as leader at a higher epoch.
+	next := st
+	next.Leader = meta.NoLeader
+	if _, err := b.store.UpdatePartition(context.Background(), next); err != nil {
+		t.Fatal(err)
+	}
+	eventuallyTrue(t, "the partition is led again", func() (bool, string) {
+		ps, err := b.store.Partitions(context.Background(), st.TopicID)
+		if err != nil || len(ps) != 1 {
+			return false, fmt.Sprintf("%d states, %v", len(ps), err)
+		}
+		got := ps[0]
+		return got.Leader == st.Replicas[0] && got.LeaderEpoch > st.LeaderEpoch, fmt.Sprintf("%+v", got)
+	})
+	ctrl := c.brokers[b.controllerID()-1]
+	eventuallyTrue(t, "the controller counts the election", func() (bool, string) {
+		n := ctrl.repl.elections[0].Load()
+		return n >= 1, fmt.Sprintf("controller %d counts %d written elections", ctrl.cfg.NodeID, n)
+	})
 }

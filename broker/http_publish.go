@@ -244,7 +244,7 @@ func (b *Broker) appendPublished(ctx context.Context, t *topic, batches []*publi
 	for _, pb := range batches {
 		h, err := validateBatch(pb.raw, t.settings.MaxMessageBytes)
 		if err == nil {
-			ar := &appendReq{batch: pb.raw, hdr: h, res: make(chan appendResult, 1)}
+			ar := &appendReq{batch: pb.raw, hdr: h, acksAll: true, res: make(chan appendResult, 1)}
 			var p *partition
 			if p, err = t.local(pb.partition); err == nil {
 				err = p.enqueue(ar)

@@ -1,19 +1,28 @@
 package broker
 
-// This file owns one partition's owner goroutine.
+// This file owns one partition's owner goroutine and its produce path; the
+// replication driver around the partition's replica core (broker/replica)
+// is in partition_repl.go.
 //
-// Invariant: only the owner goroutine (run) appends to the log, changes the
-// producer state or raises the high watermark.
-// Invariant: the high watermark never exceeds the log's durable end, so a
-// consumer never sees a record that a crash could take back.
-// Invariant: a produce reply is sent only once the high watermark covers its
-// batch (partition_core.go), which on a lone broker is right after the fsync.
+// Invariant: only the owner goroutine (run) appends to or truncates the
+// log, changes the producer state, steps the replica core or raises the
+// high watermark.
+// Invariant: the high watermark is the core's: everything below it is
+// fsynced on min.insync.replicas replicas, the leader included, under the
+// current epoch's commit rule, so a consumer never sees a record that a
+// crash or a leader change could take back.
+// Invariant: a produce reply is sent only once the core releases it: with
+// acks=all when the high watermark covers its batch, with acks=1 when the
+// leader's own log holds it durably.
 // Invariant: every queued or parked produce is answered: a failed write or
-// fsync fails the whole group and every parked reply the high watermark can
-// no longer reach, and a request is never queued once the owner has begun
-// its final drain (the door, qmu/closed, shuts before the drain).
-// Invariant: producer state never runs ahead of durability: a group's
-// sequence changes are undone unless its append and fsync succeed.
+// fsync fails the whole group and every parked reply, a leader that loses
+// its epoch fails its parked replies with NOT_LEADER_OR_FOLLOWER (the
+// producer retries; an idempotent one is deduplicated by the new leader),
+// and a request is never queued once the owner has begun its final drain
+// (the door, qmu/closed, shuts before the drain).
+// Invariant: producer state never runs ahead of the log: a group's
+// sequence changes are undone if its append or fsync fails, and a
+// truncation rebuilds the state from what the log keeps.
 //
 // The high watermark and its change notification are guarded by mu, so
 // Fetch long polls on other goroutines can wait on it.
@@ -38,7 +47,10 @@ const maxGroupCommit = 256
 type appendReq struct {
 	batch []byte
 	hdr   wal.BatchHeader
-	res   chan appendResult // buffered, capacity 1
+	// acksAll: answer once the high watermark covers the batch (acks=-1,
+	// every HTTP publish); otherwise once the leader's log holds it durably.
+	acksAll bool
+	res     chan appendResult // buffered, capacity 1
 }
 
 type inflightGroup struct {
@@ -61,6 +73,7 @@ type appendResult struct {
 type partition struct {
 	topic  string
 	index  int32
+	key    partitionKey
 	log    *wal.Log
 	logger zerolog.Logger
 	m      *metrics
@@ -70,25 +83,37 @@ type partition struct {
 	qmu     sync.RWMutex // the door: enqueue holds it shared, the final drain exclusively
 	closed  bool         // guarded by qmu: no more appends are accepted
 	ctl     chan func()
+	ticks   chan struct{} // capacity 1: a replication tick is due
 	done    chan struct{}
 	stop    context.CancelFunc // set by Broker.startPartition before run starts
 
 	// Owned by the run goroutine.
 	producers map[int64]*producerState
-	self      int32 // this broker's replica id
-	core      *core
-	parked    map[int]parkedReply // produce replies the core holds, by token
-	nextToken int
+	rep       *replica.Replica
+	parked    map[replica.Token]parkedReply // produce replies the core holds
+	nextToken replica.Token
 	failed    error // the log's sticky failure, once an append or fsync failed
-	// With a journaled log, groups appended but not yet durable, oldest
-	// first; each can undo its producer-state changes if the journal fails.
-	inflight   []inflightGroup
+	// Groups appended but not yet durable, oldest first; each can undo its
+	// producer-state changes if the log fails.
+	inflight []inflightGroup
+	// proposed holds the batches proposed to the core and not yet appended,
+	// in offset order (the core hands back offsets, not bytes).
+	proposed   [][]byte
 	durableSig chan struct{} // capacity 1: the journal raised the durable end or failed
+	// fetchWaits are replica fetches waiting for the core's answer (leader).
+	fetchWaits map[fetchWaitKey]chan fetchAnswer
 
-	// epoch is the partition's leader epoch. Only the owner writes it (the
-	// replication of DESIGN.md §4 will, on a leader change); connection
+	// epoch is the leader epoch this replica leads or follows; connection
 	// goroutines read it for Fetch, Metadata and ListOffsets.
 	epoch atomic.Int32
+	// status is the core's state after the last Ready, for other goroutines.
+	status atomic.Pointer[replica.Status]
+	// truncations counts truncations, so a read made off the owner
+	// goroutine can tell that the log it read may have changed under it.
+	truncations atomic.Uint64
+
+	fetchMu   sync.Mutex
+	fetchNext *replica.Message // guarded by fetchMu: the fetch the follower core wants sent
 
 	mu     sync.Mutex    // guards hw and hwWait
 	hw     wal.Offset    // guarded by mu
@@ -99,6 +124,7 @@ type partition struct {
 type partitionOptions struct {
 	topic          string
 	index          int32
+	key            partitionKey
 	self           int32            // this broker's node id
 	queue          int              // bound of the append queue
 	fs             vfs.FS           // for the snapshot file
@@ -107,26 +133,49 @@ type partitionOptions struct {
 	now            func() time.Time // clock for producer expiry
 	metrics        *metrics
 	logger         zerolog.Logger
+	// minISR is min.insync.replicas: the replicas, the leader included,
+	// that must hold a batch for acks=all (0: a majority).
+	minISR int
+	// soleReplica: the partition has this one replica, so everything its
+	// recovered, synced log holds is committed (on a quorum of one).
+	soleReplica bool
+	// net carries the core's messages to other brokers and the
+	// controller. Nil makes a standalone partition that elects itself the
+	// leader of a one-replica group at open (unit tests).
+	net replicaNet
+}
+
+// replicaNet is how a partition's replica reaches the rest of the cluster.
+type replicaNet interface {
+	// sendToController queues a message for the controller; never blocks.
+	sendToController(env envelope)
+	// fetchReady tells the follower fetcher of leader that this partition
+	// has a fetch to send; never blocks.
+	fetchReady(leader int32, p *partition)
 }
 
 // openPartition opens (and recovers) the log of one partition and rebuilds
 // its producer state. The caller starts run.
 func openPartition(l *wal.Log, o partitionOptions) (*partition, error) {
 	p := &partition{
-		topic:     o.topic,
-		index:     o.index,
-		log:       l,
-		logger:    o.logger,
-		m:         o.metrics,
-		opts:      o,
-		appends:   make(chan *appendReq, o.queue),
-		ctl:       make(chan func(), 16),
-		done:      make(chan struct{}),
-		producers: make(map[int64]*producerState),
-		hwWait:    make(chan struct{}),
+		topic:      o.topic,
+		index:      o.index,
+		key:        o.key,
+		log:        l,
+		logger:     o.logger,
+		m:          o.metrics,
+		opts:       o,
+		appends:    make(chan *appendReq, o.queue),
+		ctl:        make(chan func(), 16),
+		ticks:      make(chan struct{}, 1),
+		done:       make(chan struct{}),
+		producers:  make(map[int64]*producerState),
+		parked:     make(map[replica.Token]parkedReply),
+		fetchWaits: make(map[fetchWaitKey]chan fetchAnswer),
+		hwWait:     make(chan struct{}),
 	}
 	// What recovery kept is on disk but not necessarily synced: sync it before
-	// exposing it, so the first high watermark is durable.
+	// exposing it, so the core starts from a durable log.
 	end, err := l.Sync()
 	if err != nil {
 		return nil, fmt.Errorf("broker: sync recovered log of %s-%d: %w", p.topic, p.index, err)
@@ -143,10 +192,24 @@ func openPartition(l *wal.Log, o partitionOptions) (*partition, error) {
 			}
 		})
 	}
-	p.hw = end
-	p.self = o.self
-	p.core = newCore([]int32{o.self}, 0, end)
-	p.parked = make(map[int]parkedReply)
+	var committed wal.Offset // what the log is known to hold committed
+	if o.soleReplica || o.net == nil {
+		committed = end
+	}
+	p.rep = replica.New(replica.Config{
+		ID:               replica.NodeID(o.self),
+		MinISR:           o.minISR,
+		LagTicks:         replicaLagTicks,
+		FetchWaitTicks:   replicaFetchWaitTicks,
+		RetryTicks:       replicaRetryTicks,
+		UnreachableTicks: replicaUnreachableTicks,
+		ElideEpochStart:  true,
+	}, replica.HardState{Fenced: l.FencedEpoch()}, coreEpochs(l.Epochs()), end, committed)
+	p.hw = committed
+	p.publishStatus()
+	if o.net == nil {
+		p.electSelf()
+	}
 	return p, nil
 }
 
@@ -182,12 +245,15 @@ func (p *partition) run(ctx context.Context) {
 			p.failQueued()
 			p.settleInflight()
 			p.failParked(errShuttingDown)
+			p.failFetchWaits()
 			if err := p.writeSnapshot(); err != nil {
 				p.logger.Error().Err(err).Msg("write producer snapshot at shutdown")
 			}
 			return
 		case fn := <-p.ctl:
 			fn()
+		case <-p.ticks:
+			p.rep.Tick()
 		case <-p.durableSig:
 			p.onDurable()
 		case r := <-p.appends:
@@ -204,6 +270,7 @@ func (p *partition) run(ctx context.Context) {
 			p.appendGroup(group)
 			clear(group)
 		}
+		p.handleReady()
 	}
 }
 
@@ -228,133 +295,58 @@ func (p *partition) failQueued() {
 	}
 }
 
-// appendGroup appends every batch of the group with one write and one
-// fsync. Replies wait in the core until the high watermark covers their
-// batches; rejected batches are answered at once. Producer sequences are
-// settled before the write (later batches of a producer in the group depend
-// on earlier ones) and undone if the write or the fsync fails.
+// appendGroup proposes every batch of the group to the core, which assigns
+// their offsets; handleReady then appends them with one write and the
+// journal (or an inline fsync) makes them durable. Replies wait in the core
+// until it releases them; rejected batches are answered at once. Producer
+// sequences are settled before the write (later batches of a producer in
+// the group depend on earlier ones) and undone if the write or the fsync
+// fails.
 func (p *partition) appendGroup(group []*appendReq) {
-	results := make([]appendResult, len(group))
-	ends := make([]wal.Offset, len(group)) // 0: answer now
-	batches := make([][]byte, 0, len(group))
-	accepted := make([]int, 0, len(group))
 	var undo producerUndo // stays nil for groups without idempotent producers
-	next := p.log.EndOffset()
-	for i, r := range group {
+	var end wal.Offset = -1
+	start := p.log.StartOffset()
+	for _, r := range group {
+		delta := wal.Offset(r.hdr.LastOffsetDelta)
 		dupBase, dup, err := p.checkSequence(r.hdr)
+		if err == nil && p.failed != nil {
+			err = p.failed
+		}
 		switch {
 		case err != nil:
-			results[i].err = err
+			r.res <- appendResult{err: err, logStart: start}
 			continue
 		case dup:
 			// A retry waits for its original, which may not be committed yet.
-			results[i].base, results[i].dup = dupBase, true
-			ends[i] = dupBase + wal.Offset(r.hdr.LastOffsetDelta) + 1
+			p.park(r, appendResult{base: dupBase, dup: true, logStart: start}, dupBase+delta+1)
 			continue
 		}
-		// Batches were validated (CRC included) before they were queued, so
-		// the wal assigns exactly these offsets; the producer state of a
-		// batch later in the group depends on it.
+		base, err := p.rep.Propose(int(delta)+1, nil)
+		if err != nil {
+			r.res <- appendResult{err: replicaError(err), logStart: start}
+			continue
+		}
 		undo.save(p.producers, r.hdr.ProducerID)
-		p.recordProducer(r.hdr, next, next+wal.Offset(r.hdr.LastOffsetDelta))
-		next += wal.Offset(r.hdr.LastOffsetDelta) + 1
-		batches = append(batches, r.batch)
-		accepted = append(accepted, i)
+		p.recordProducer(r.hdr, base, base+delta)
+		p.proposed = append(p.proposed, r.batch)
+		end = base + delta + 1
+		p.park(r, appendResult{base: base, logStart: start}, end)
 	}
-	var syncErr error
-	if len(batches) > 0 {
-		appended, failedAppend := false, false
-		for j, res := range p.log.AppendGroup(batches, p.leaderEpoch()) {
-			i := accepted[j]
-			if res.Err != nil {
-				results[i].err = fmt.Errorf("%w: append to %s-%d: %w", errStorage, p.topic, p.index, res.Err)
-				p.logger.Error().Err(res.Err).Msg("append failed")
-				failedAppend = true
-				continue
-			}
-			results[i].base = res.Base
-			ends[i] = res.Last + 1
-			appended = true
-		}
-		if p.log.Journaled() {
-			// The journal's round will make the group durable; the owner
-			// goes on with the next group meanwhile (onDurable).
-			if failedAppend {
-				syncErr = p.log.Failed()
-				p.settleProducers(group, accepted, results, undo, syncErr == nil)
-			}
-			if syncErr == nil && appended {
-				p.inflight = append(p.inflight, inflightGroup{end: p.log.EndOffset(), undo: undo})
-			}
-			p.answer(group, results, ends, syncErr)
-			return
-		}
-		// After a failed append the sync reports whether the failure is the
-		// log's (sticky) or the batch's alone.
-		if appended || failedAppend {
-			timer := p.m.startFsync()
-			var end wal.Offset
-			end, syncErr = p.log.Sync()
-			timer()
-			if syncErr != nil {
-				p.logger.Error().Err(syncErr).Msg("fsync failed; the partition refuses appends until restarted")
-			} else if hw, rose, released := p.core.durableEnd(p.self, end); rose {
-				p.setHighWatermark(hw)
-				p.release(released)
-			}
-		}
-		if syncErr != nil || failedAppend {
-			p.settleProducers(group, accepted, results, undo, syncErr == nil)
-		}
-	}
-	p.answer(group, results, ends, syncErr)
-}
-
-// settleProducers makes the producer state match what the log durably
-// holds after a group that did not wholly succeed: it undoes the group's
-// changes and, if the fsync succeeded, records again the batches that were
-// appended.
-func (p *partition) settleProducers(group []*appendReq, accepted []int, results []appendResult, undo producerUndo, synced bool) {
-	undo.restore(p.producers)
-	if !synced {
-		return
-	}
-	for _, i := range accepted {
-		if results[i].err == nil {
-			h := group[i].hdr
-			p.recordProducer(h, results[i].base, results[i].base+wal.Offset(h.LastOffsetDelta))
-		}
+	if end >= 0 {
+		p.inflight = append(p.inflight, inflightGroup{end: end, undo: undo})
 	}
 }
 
-// answer sends rejected results at once and parks the others in the core.
-func (p *partition) answer(group []*appendReq, results []appendResult, ends []wal.Offset, syncErr error) {
-	start := p.log.StartOffset()
-	if syncErr != nil {
-		p.failLog(syncErr)
-	}
-	for i, r := range group {
-		results[i].logStart = start
-		if p.failed != nil && results[i].err == nil && ends[i] > p.core.hw {
-			// A fresh batch that was not made durable, or a retry of one
-			// that never will be.
-			results[i].err, results[i].dup = p.failed, false
-		}
-		if results[i].err != nil || ends[i] == 0 {
-			r.res <- results[i]
-			continue
-		}
-		p.nextToken++
-		p.parked[p.nextToken] = parkedReply{res: r.res, result: results[i]}
-		if p.core.wait(ends[i], p.nextToken) {
-			p.release([]int{p.nextToken})
-		}
-	}
+// park hands a reply to the core, to be released when end is committed (or
+// durable on the leader, for acks=1).
+func (p *partition) park(r *appendReq, res appendResult, end wal.Offset) {
+	p.nextToken++
+	p.parked[p.nextToken] = parkedReply{res: r.res, result: res}
+	p.rep.Wait(end, p.nextToken, r.acksAll)
 }
 
 // failLog records the log's failure: producer state goes back to what is
-// durable, and every parked reply is failed, because the high watermark
-// cannot rise past the failed log's durable end.
+// durable, the core stops, and every parked reply is failed.
 func (p *partition) failLog(err error) {
 	if p.failed != nil {
 		return
@@ -363,50 +355,69 @@ func (p *partition) failLog(err error) {
 		p.inflight[i].undo.restore(p.producers)
 	}
 	p.inflight = nil
-	p.failed = fmt.Errorf("%w: sync %s-%d: %w", errStorage, p.topic, p.index, err)
+	p.proposed = nil
+	p.failed = fmt.Errorf("%w: %s-%d: %w", errStorage, p.topic, p.index, err)
+	p.logger.Error().Err(err).Msg("log failed; the partition refuses appends until restarted")
+	p.rep.Fail(p.failed)
 	p.failParked(p.failed)
 }
 
-// onDurable takes in what the journal made durable: in-flight groups it
-// covers are settled, and the high watermark rises, releasing replies.
+// onDurable takes in what the journal made durable.
 func (p *partition) onDurable() {
 	if err := p.log.Failed(); err != nil {
 		p.failLog(err)
 		return
 	}
-	end := p.log.DurableEnd()
+	p.durable(p.log.DurableEnd())
+}
+
+// durable settles the in-flight groups end covers and tells the core.
+func (p *partition) durable(end wal.Offset) {
 	n := 0
 	for n < len(p.inflight) && p.inflight[n].end <= end {
 		n++
 	}
 	p.inflight = p.inflight[n:]
-	if hw, rose, released := p.core.durableEnd(p.self, end); rose {
-		p.setHighWatermark(hw)
-		p.release(released)
-	}
+	p.rep.Durable(end)
 }
 
-// settleInflight waits until the journal has made every appended group
-// durable (or failed), so that what follows (a producer snapshot, retention,
-// shutdown) sees no producer state ahead of the log's durable end.
+// settleInflight waits until everything appended is durable (or failed),
+// so that what follows (a producer snapshot, retention, shutdown) sees no
+// producer state ahead of the log's durable end.
 func (p *partition) settleInflight() {
-	if len(p.inflight) == 0 {
+	if p.log.DurableEnd() >= p.log.EndOffset() {
 		return
 	}
-	if _, err := p.log.Sync(); err != nil {
-		p.logger.Error().Err(err).Msg("journal sync failed")
+	end, err := p.log.Sync()
+	if err != nil {
+		p.failLog(err)
+		return
 	}
-	p.onDurable()
+	p.durable(end)
+	p.handleReady()
 }
 
 // release answers the replies the core let go.
-func (p *partition) release(tokens []int) {
+func (p *partition) release(tokens []replica.Token) {
 	for _, t := range tokens {
 		pr, ok := p.parked[t]
 		if !ok {
 			continue
 		}
 		delete(p.parked, t)
+		pr.res <- pr.result
+	}
+}
+
+// failTokens answers the replies the core gave up on.
+func (p *partition) failTokens(failed []replica.TokenErr) {
+	for _, f := range failed {
+		pr, ok := p.parked[f.Token]
+		if !ok {
+			continue
+		}
+		delete(p.parked, f.Token)
+		pr.result.err, pr.result.dup = replicaError(f.Err), false
 		pr.res <- pr.result
 	}
 }
@@ -510,12 +521,4 @@ func (p *partition) read(from wal.Offset, maxBytes int) ([]byte, wal.Offset, err
 	}
 	b, err := p.log.Read(from, hw, maxBytes)
 	return b, hw, err
-}
-
-// step hands the partition's replica one message from another broker or
-// the controller, on the owner goroutine. It reports false if the owner has
-// stopped or is too busy to take it now (the sender retries).
-func (p *partition) step(m replica.Message) bool {
-	_ = m
-	return false
 }

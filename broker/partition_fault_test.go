@@ -56,6 +56,7 @@ func (f *snapshotFixture) appendWithin(raw []byte, d time.Duration) appendResult
 	}
 	r := &appendReq{batch: raw, hdr: h, res: make(chan appendResult, 1)}
 	f.part.appendGroup([]*appendReq{r})
+	f.part.handleReady()
 	select {
 	case res := <-r.res:
 		return res
@@ -109,6 +110,7 @@ func TestProducerStateFollowsOnlyAppendedBatches(t *testing.T) {
 		reqs = append(reqs, &appendReq{batch: raw, hdr: h, res: make(chan appendResult, 1)})
 	}
 	f.part.appendGroup(reqs)
+	f.part.handleReady()
 	for i, r := range reqs {
 		if res := <-r.res; !errors.Is(res.err, errStorage) {
 			t.Fatalf("batch %d of a failed write: %+v", i, res)

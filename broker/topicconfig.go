@@ -143,6 +143,9 @@ type topicSettings struct {
 	SegmentMs       int64
 	MaxMessageBytes int32
 	IndexInterval   int32
+	// MinInsyncReplicas is min.insync.replicas; the replica core never
+	// commits on fewer than a majority of the replicas whatever it says.
+	MinInsyncReplicas int
 }
 
 // effectiveConfig returns the value of key: explicitly set, or the default.
@@ -169,6 +172,8 @@ func parseSettings(configs map[string]string) topicSettings {
 		SegmentMs:       num(cfgSegmentMs),
 		MaxMessageBytes: int32(num(cfgMaxMessageBytes)),
 		IndexInterval:   int32(num(cfgIndexInterval)),
+
+		MinInsyncReplicas: int(num(cfgMinInsyncReplicas)),
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/wal"
 	"github.com/sluice-mq/sluice/wal/vfs"
@@ -164,10 +165,22 @@ func (b *Broker) openTopic(t meta.Topic, states []meta.PartitionState) error {
 	b.topics[t.Name] = tp
 	b.byID[t.ID] = tp
 	b.mu.Unlock()
-	for _, p := range tp.hosted() {
-		b.startPartition(p)
+	for i, p := range tp.partitions {
+		if p != nil {
+			b.startPartition(p)
+			p.setState(coreState(states[i]))
+		}
 	}
 	return nil
+}
+
+// coreState is a partition state as the replica cores see it.
+func coreState(st meta.PartitionState) replica.State {
+	rs := make([]replica.NodeID, len(st.Replicas))
+	for i, id := range st.Replicas {
+		rs[i] = replica.NodeID(id)
+	}
+	return replica.State{Epoch: wal.Epoch(st.LeaderEpoch), Leader: replica.NodeID(st.Leader), Replicas: rs, Version: st.Revision}
 }
 
 func (b *Broker) openPartition(tp *topic, i int32) (*partition, error) {
@@ -186,6 +199,10 @@ func (b *Broker) openPartition(tp *topic, i int32) (*partition, error) {
 	p, err := openPartition(l, partitionOptions{
 		topic:          tp.meta.Name,
 		index:          i,
+		key:            partitionKey{TopicID: tp.meta.ID, Partition: i},
+		minISR:         tp.settings.MinInsyncReplicas,
+		soleReplica:    len(tp.states[i].Replicas) == 1,
+		net:            b,
 		self:           b.cfg.NodeID,
 		queue:          b.cfg.PartitionQueue,
 		fs:             b.fs,
@@ -248,6 +265,9 @@ func (b *Broker) createTopic(ctx context.Context, name string, partitions int32,
 		return meta.Topic{}, err
 	}
 	b.logger.Info().Str("topic", name).Int32("partitions", partitions).Str("id", uuidString(t.ID)).Msg("created topic")
+	b.adminMu.Unlock()
+	b.awaitLeaders(ctx, t.ID, topicLeaderWait)
+	b.adminMu.Lock() // for the deferred unlock
 	return t, nil
 }
 

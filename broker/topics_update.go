@@ -117,6 +117,7 @@ func (b *Broker) adoptTopic(ctx context.Context, t *topic, mt meta.Topic) error 
 	}
 	for _, p := range fresh {
 		b.startPartition(p)
+		p.setState(coreState(states[p.index]))
 	}
 	return nil
 }

@@ -1,0 +1,198 @@
+package broker
+
+// Fetch (key 1) from a follower replica (ReplicaID >= 0): each partition's
+// fetch goes to the partition's replica core, which checks the follower's
+// epoch and its divergence (KIP-595: DivergingEpoch), records the fetch
+// offset as the follower's durable end for the high watermark, and answers
+// with a log range, or holds the fetch at the log end. The response goes
+// out as soon as any partition has an answer; partitions still held are
+// answered empty, and their holds lapse.
+//
+// Invariant: a partition's records are read after the core decided the
+// range and only if the log was not truncated since (partition_repl.go);
+// otherwise that partition answers NOT_LEADER_OR_FOLLOWER and the follower
+// asks again.
+
+import (
+	"context"
+	"reflect"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/broker/replica"
+	"github.com/sluice-mq/sluice/wal"
+)
+
+// replicaFetchSeq numbers replica fetches on this broker, to pair each with
+// its answer in the partition's driver.
+var replicaFetchSeq atomic.Uint64
+
+// replicaFetchPart is one partition of a replica fetch in progress.
+type replicaFetchPart struct {
+	topic, part int // indexes into the request
+	p           *partition
+	budget      int
+	answer      <-chan fetchAnswer
+	got         *fetchAnswer
+	code        int16 // set when the partition is answered without the core
+}
+
+func (b *Broker) handleReplicaFetch(ctx context.Context, req *request, r *kmsg.FetchRequest) (reply, error) {
+	resp := newResponse(req).(*kmsg.FetchResponse)
+	var parts []*replicaFetchPart
+	for ti, rt := range r.Topics {
+		var t *topic
+		if req.version >= 13 {
+			t = b.lookupTopicID(rt.TopicID)
+		} else {
+			t = b.lookupTopic(rt.Topic)
+		}
+		for pi, rp := range rt.Partitions {
+			fp := &replicaFetchPart{topic: ti, part: pi, budget: int(rp.PartitionMaxBytes)}
+			parts = append(parts, fp)
+			if t == nil {
+				fp.code = kerr.UnknownTopicOrPartition.Code
+				if req.version >= 13 {
+					fp.code = kerr.UnknownTopicID.Code
+				}
+				continue
+			}
+			p, err := t.local(rp.Partition)
+			if err != nil {
+				fp.code = errorCode(err)
+				continue
+			}
+			fp.p = p
+			fp.answer = p.replicaFetch(replica.Message{
+				Type: replica.MsgFetch, From: replica.NodeID(r.ReplicaID), To: replica.NodeID(b.cfg.NodeID),
+				Epoch: wal.Epoch(rp.CurrentLeaderEpoch), Seq: replicaFetchSeq.Add(1),
+				Offset: wal.Offset(rp.FetchOffset), LastEpoch: wal.Epoch(rp.LastFetchedEpoch),
+			})
+		}
+	}
+	b.gatherReplicaAnswers(ctx, r, parts)
+
+	total, maxBytes := 0, min(int(r.MaxBytes), int(b.cfg.FetchMaxBytes))
+	if maxBytes <= 0 {
+		maxBytes = int(b.cfg.FetchMaxBytes)
+	}
+	resp.Topics = make([]kmsg.FetchResponseTopic, len(r.Topics))
+	for ti, rt := range r.Topics {
+		st := &resp.Topics[ti]
+		*st = kmsg.NewFetchResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		st.Partitions = make([]kmsg.FetchResponseTopicPartition, 0, len(rt.Partitions))
+	}
+	for _, fp := range parts {
+		rp := r.Topics[fp.topic].Partitions[fp.part]
+		sp := kmsg.NewFetchResponseTopicPartition()
+		sp.Partition = rp.Partition
+		sp.RecordBatches = []byte{}
+		n := b.fillReplicaPartition(fp, min(fp.budget, maxBytes-total), total == 0, &sp)
+		total += n
+		resp.Topics[fp.topic].Partitions = append(resp.Topics[fp.topic].Partitions, sp)
+	}
+	return done(resp), nil
+}
+
+// gatherReplicaAnswers waits until at least one partition has its answer
+// (or the request's MaxWait passes), then takes every answer that is ready.
+func (b *Broker) gatherReplicaAnswers(ctx context.Context, r *kmsg.FetchRequest, parts []*replicaFetchPart) {
+	take := func(fp *replicaFetchPart) bool {
+		select {
+		case a := <-fp.answer:
+			fp.got = &a
+			return true
+		default:
+			return false
+		}
+	}
+	var waiting []*replicaFetchPart
+	got := 0
+	for _, fp := range parts {
+		switch {
+		case fp.answer == nil:
+		case take(fp):
+			got++
+		default:
+			waiting = append(waiting, fp)
+		}
+	}
+	if got > 0 || len(waiting) == 0 {
+		return
+	}
+	wait := min(max(time.Duration(r.MaxWaitMillis)*time.Millisecond, 0), maxFetchWait)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	cases := make([]reflect.SelectCase, 0, len(waiting)+2)
+	cases = append(cases,
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)},
+		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())})
+	for _, fp := range waiting {
+		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(fp.answer)})
+	}
+	chosen, v, ok := reflect.Select(cases)
+	if chosen < 2 || !ok {
+		return
+	}
+	a := v.Interface().(fetchAnswer)
+	waiting[chosen-2].got = &a
+	for i, fp := range waiting {
+		if i != chosen-2 {
+			take(fp)
+		}
+	}
+}
+
+// fillReplicaPartition writes one partition's answer into sp and returns
+// the record bytes it holds.
+func (b *Broker) fillReplicaPartition(fp *replicaFetchPart, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) int {
+	if fp.p == nil {
+		sp.ErrorCode = fp.code
+		return 0
+	}
+	sp.LogStartOffset = int64(fp.p.log.StartOffset())
+	if fp.got == nil {
+		// Still held by the core: nothing new for this partition now.
+		hw, _ := fp.p.highWatermark()
+		sp.HighWatermark, sp.LastStableOffset = int64(hw), int64(hw)
+		return 0
+	}
+	m := fp.got.msg
+	sp.HighWatermark, sp.LastStableOffset = int64(m.HW), int64(m.HW)
+	switch m.Err {
+	case replica.ErrCodeNotLeader:
+		sp.ErrorCode = kerr.NotLeaderForPartition.Code
+		return 0
+	case replica.ErrCodeFencedLeaderEpoch:
+		sp.ErrorCode = kerr.FencedLeaderEpoch.Code
+		return 0
+	case replica.ErrCodeUnknownLeaderEpoch:
+		sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+		return 0
+	}
+	if m.Diverging {
+		sp.DivergingEpoch.Epoch = int32(m.DivergingEpoch)
+		sp.DivergingEpoch.EndOffset = int64(m.DivergingEnd)
+		return 0
+	}
+	if m.ReadFrom >= m.ReadTo {
+		return 0
+	}
+	if !first && budget <= 0 {
+		return 0
+	}
+	data, err := fp.p.log.Read(m.ReadFrom, m.ReadTo, max(budget, 1))
+	if err == nil && fp.p.truncations.Load() != fp.got.truncations {
+		err = errNotLeader // the log changed under the core's decision
+	}
+	if err != nil {
+		sp.ErrorCode = errorCode(err)
+		return 0
+	}
+	sp.RecordBatches = data
+	return len(data)
+}

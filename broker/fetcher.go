@@ -1,0 +1,371 @@
+package broker
+
+// This file owns the follower side of replication: one fetcher per leader
+// broker sends Kafka replica Fetch requests (ReplicaID = this node) for
+// every partition this broker follows from that leader, and hands each
+// partition's answer to its replica core.
+//
+// The cores decide when a partition may fetch (only once everything it
+// appended is durable, so the fetch offset reports its durable end); the
+// fetcher gathers the fetches that are ready into one request. After a
+// response that carried records, it waits for those partitions' next
+// fetches (their appends share one journal fsync) before it sends again, so
+// one request per fsync reports every partition's new durable end.
+//
+// Invariant: a partition's fetch is in at most one request at a time (the
+// core keeps one fetch outstanding; takeFetch hands it out once).
+// Invariant: every fetch taken is answered to its core: with the leader's
+// answer, or with NOT_LEADER when the request failed, so the core retries.
+//
+// A fetcher's goroutine owns its client; fetchReady and the partitions'
+// registrations are guarded by fetcher.mu. Fetchers are created on demand
+// by fetchReady and stopped with the cluster context (startCluster).
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/broker/replica"
+	"github.com/sluice-mq/sluice/wal"
+)
+
+const (
+	// replicaFetchMaxWait is how long a leader may hold a replica fetch.
+	replicaFetchMaxWait = 500 * time.Millisecond
+	// replicaFetchMaxBytes bounds one replica fetch response.
+	replicaFetchMaxBytes = 16 << 20
+	// replicaPartitionMaxBytes bounds one partition's share of it.
+	replicaPartitionMaxBytes = 4 << 20
+	// replicaSyncWait bounds the wait for the partitions that got records to
+	// become durable before the next request goes without them.
+	replicaSyncWait = 200 * time.Millisecond
+)
+
+// fetchers are the broker's follower fetchers, one per leader node.
+type fetchers struct {
+	mu     sync.Mutex
+	ctx    context.Context // the cluster context; nil until startFetchers
+	wg     *sync.WaitGroup
+	byNode map[int32]*fetcher
+}
+
+// fetcher replicates from one leader broker.
+type fetcher struct {
+	b      *Broker
+	leader int32
+	wake   chan struct{} // capacity 1
+
+	mu    sync.Mutex
+	ready map[*partition]struct{} // guarded by mu: partitions with a fetch to send
+}
+
+// startFetchers lets fetchReady start fetchers under ctx.
+func (b *Broker) startFetchers(ctx context.Context) {
+	b.fetch.mu.Lock()
+	defer b.fetch.mu.Unlock()
+	b.fetch.ctx, b.fetch.wg = ctx, &b.clusterWG
+	b.fetch.byNode = make(map[int32]*fetcher)
+}
+
+// fetchReady is replicaNet's: partition p has a fetch for leader.
+func (b *Broker) fetchReady(leader int32, p *partition) {
+	b.fetch.mu.Lock()
+	if b.fetch.ctx == nil || b.fetch.ctx.Err() != nil {
+		b.fetch.mu.Unlock()
+		return // not serving yet, or stopping; the core asks again on a tick
+	}
+	f := b.fetch.byNode[leader]
+	if f == nil {
+		f = &fetcher{b: b, leader: leader, wake: make(chan struct{}, 1), ready: make(map[*partition]struct{})}
+		b.fetch.byNode[leader] = f
+		b.fetch.wg.Add(1)
+		go func(ctx context.Context) {
+			defer b.fetch.wg.Done()
+			f.run(ctx)
+		}(b.fetch.ctx)
+	}
+	b.fetch.mu.Unlock()
+	f.mu.Lock()
+	f.ready[p] = struct{}{}
+	f.mu.Unlock()
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run sends requests while partitions have fetches for this leader.
+func (f *fetcher) run(ctx context.Context) {
+	var cl *kgo.Client
+	var clAddr string
+	defer func() {
+		if cl != nil {
+			cl.Close()
+		}
+	}()
+	var waitFor map[*partition]struct{} // got records; their next fetch is awaited
+	for {
+		if len(waitFor) > 0 {
+			f.awaitDurable(ctx, waitFor)
+			waitFor = nil
+		} else {
+			select {
+			case <-ctx.Done():
+				return
+			case <-f.wake:
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		batch := f.take()
+		if len(batch) == 0 {
+			continue
+		}
+		addr := f.b.brokerAddr(f.leader)
+		if addr != clAddr || cl == nil {
+			if cl != nil {
+				cl.Close()
+				cl = nil
+			}
+			if addr != "" {
+				var err error
+				cl, err = kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(fmt.Sprintf("sluice-replica-%d", f.b.cfg.NodeID)),
+					kgo.RequestRetries(0))
+				if err != nil {
+					f.b.logger.Warn().Err(err).Int32("leader", f.leader).Msg("replica fetcher client")
+					cl = nil
+				}
+			}
+			clAddr = addr
+		}
+		if cl == nil {
+			f.failAll(batch, "leader not reachable")
+			sleepCtx(ctx, replicationTick)
+			continue
+		}
+		waitFor = f.exchange(ctx, cl, batch)
+	}
+}
+
+// take removes and returns the fetches that are ready to go.
+func (f *fetcher) take() []pendingFetch {
+	f.mu.Lock()
+	ps := make([]*partition, 0, len(f.ready))
+	for p := range f.ready {
+		ps = append(ps, p)
+	}
+	clear(f.ready)
+	f.mu.Unlock()
+	out := make([]pendingFetch, 0, len(ps))
+	for _, p := range ps {
+		if m, ok := p.takeFetch(); ok && int32(m.To) == f.leader {
+			out = append(out, pendingFetch{p: p, msg: m})
+		} else if ok {
+			// The partition follows another leader now: hand the fetch to
+			// that leader's fetcher.
+			p.fetchMu.Lock()
+			if p.fetchNext == nil {
+				p.fetchNext = &m
+			}
+			p.fetchMu.Unlock()
+			f.b.fetchReady(int32(m.To), p)
+		}
+	}
+	return out
+}
+
+// pendingFetch is one partition's fetch in a request.
+type pendingFetch struct {
+	p   *partition
+	msg replica.Message
+}
+
+// awaitDurable waits until every partition in set has its next fetch ready
+// (or replicaSyncWait passes), so they go out in one request.
+func (f *fetcher) awaitDurable(ctx context.Context, set map[*partition]struct{}) {
+	deadline := time.NewTimer(replicaSyncWait)
+	defer deadline.Stop()
+	for {
+		f.mu.Lock()
+		all := true
+		for p := range set {
+			if _, ok := f.ready[p]; !ok {
+				all = false
+				break
+			}
+		}
+		f.mu.Unlock()
+		if all {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			return
+		case <-f.wake:
+		}
+	}
+}
+
+// exchange sends one replica fetch for batch and hands each answer to its
+// partition. It returns the partitions that received records.
+func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingFetch) map[*partition]struct{} {
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID = f.b.cfg.NodeID
+	req.MaxWaitMillis = int32(replicaFetchMaxWait / time.Millisecond)
+	req.MinBytes = 1
+	req.MaxBytes = replicaFetchMaxBytes
+	byTopic := map[[16]byte]int{}
+	for _, pf := range batch {
+		i, ok := byTopic[pf.p.key.TopicID]
+		if !ok {
+			i = len(req.Topics)
+			byTopic[pf.p.key.TopicID] = i
+			rt := kmsg.NewFetchRequestTopic()
+			rt.Topic, rt.TopicID = pf.p.topic, pf.p.key.TopicID
+			req.Topics = append(req.Topics, rt)
+		}
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition = pf.p.index
+		rp.CurrentLeaderEpoch = int32(pf.msg.Epoch)
+		rp.FetchOffset = int64(pf.msg.Offset)
+		rp.LastFetchedEpoch = int32(pf.msg.LastEpoch)
+		rp.LogStartOffset = -1
+		rp.PartitionMaxBytes = replicaPartitionMaxBytes
+		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
+	}
+	rctx, cancel := context.WithTimeout(ctx, replicaFetchMaxWait+5*time.Second)
+	defer cancel()
+	brokers := cl.SeedBrokers()
+	var resp *kmsg.FetchResponse
+	var err error
+	if len(brokers) == 0 {
+		err = fmt.Errorf("no connection to leader %d", f.leader)
+	} else {
+		var kr kmsg.Response
+		kr, err = brokers[0].Request(rctx, req)
+		if err == nil {
+			resp = kr.(*kmsg.FetchResponse)
+		}
+	}
+	if err == nil && resp.ErrorCode != 0 {
+		err = kerr.ErrorForCode(resp.ErrorCode)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			f.b.logger.Debug().Err(err).Int32("leader", f.leader).Msg("replica fetch failed")
+		}
+		f.failAll(batch, err.Error())
+		sleepCtx(ctx, replicationTick)
+		return nil
+	}
+	answered := make(map[*partition]bool, len(batch))
+	got := make(map[*partition]struct{})
+	find := func(topicID [16]byte, topicName string, part int32) *pendingFetch {
+		for i := range batch {
+			pf := &batch[i]
+			if pf.p.index == part && (pf.p.key.TopicID == topicID || (topicID == [16]byte{} && pf.p.topic == topicName)) {
+				return pf
+			}
+		}
+		return nil
+	}
+	for _, rt := range resp.Topics {
+		for _, rp := range rt.Partitions {
+			pf := find(rt.TopicID, rt.Topic, rp.Partition)
+			if pf == nil || answered[pf.p] {
+				continue
+			}
+			answered[pf.p] = true
+			m := fetchResponseMessage(pf.msg, &rp)
+			if len(m.Batches) > 0 {
+				got[pf.p] = struct{}{}
+			}
+			pf.p.step(m)
+		}
+	}
+	for _, pf := range batch {
+		if !answered[pf.p] {
+			pf.p.step(failedFetch(pf.msg))
+		}
+	}
+	return got
+}
+
+// failAll answers every fetch of batch with NOT_LEADER, so each core
+// retries after its back-off.
+func (f *fetcher) failAll(batch []pendingFetch, why string) {
+	for _, pf := range batch {
+		pf.p.step(failedFetch(pf.msg))
+	}
+	f.b.logger.Debug().Int32("leader", f.leader).Int("partitions", len(batch)).Str("why", why).Msg("replica fetch not answered")
+}
+
+// failedFetch is the answer a core gets for a fetch that was not answered.
+func failedFetch(m replica.Message) replica.Message {
+	return replica.Message{Type: replica.MsgFetchResp, From: m.To, To: m.From, Epoch: m.Epoch, Seq: m.Seq, Err: replica.ErrCodeNotLeader}
+}
+
+// fetchResponseMessage turns a partition of a replica fetch response into
+// the core's answer to fetch m.
+func fetchResponseMessage(m replica.Message, rp *kmsg.FetchResponseTopicPartition) replica.Message {
+	out := replica.Message{
+		Type: replica.MsgFetchResp, From: m.To, To: m.From, Epoch: m.Epoch, Seq: m.Seq,
+		HW: wal.Offset(rp.HighWatermark), ReadFrom: m.Offset,
+	}
+	switch rp.ErrorCode {
+	case 0:
+	case kerr.FencedLeaderEpoch.Code:
+		out.Err = replica.ErrCodeFencedLeaderEpoch
+		return out
+	case kerr.UnknownLeaderEpoch.Code:
+		out.Err = replica.ErrCodeUnknownLeaderEpoch
+		return out
+	default:
+		out.Err = replica.ErrCodeNotLeader
+		return out
+	}
+	if rp.DivergingEpoch.EndOffset >= 0 && rp.DivergingEpoch.Epoch >= 0 {
+		out.Diverging = true
+		out.DivergingEpoch, out.DivergingEnd = wal.Epoch(rp.DivergingEpoch.Epoch), wal.Offset(rp.DivergingEpoch.EndOffset)
+		return out
+	}
+	data := rp.RecordBatches
+	next := m.Offset
+	for len(data) >= 61 {
+		h, err := wal.ParseBatchHeader(data)
+		if err != nil {
+			break
+		}
+		size := int(h.Length) + 12
+		if size > len(data) || h.BaseOffset != next {
+			break // a partial last batch, or not contiguous: the rest comes next time
+		}
+		out.Batches = append(out.Batches, replica.Batch{
+			Base: h.BaseOffset, Last: h.BaseOffset + wal.Offset(h.LastOffsetDelta),
+			Epoch: h.LeaderEpoch, Control: h.Attributes&0x20 != 0, Data: data[:size:size],
+		})
+		next = h.BaseOffset + wal.Offset(h.LastOffsetDelta) + 1
+		data = data[size:]
+	}
+	out.ReadTo = next
+	return out
+}
+
+// brokerAddr is the advertised Kafka address of a live broker, or "".
+func (b *Broker) brokerAddr(id int32) string {
+	for _, bi := range b.brokers() {
+		if bi.NodeID == id {
+			return bi.Kafka
+		}
+	}
+	return ""
+}

@@ -1,0 +1,336 @@
+package broker
+
+// This file owns the driver of a partition's replica core (broker/replica):
+// carrying out each Ready on the log (truncate, persist the fenced epoch,
+// append, make durable), routing the core's messages (fetches to the
+// follower fetcher, fetch answers to the waiting replica Fetch, fence
+// answers and complaints to the controller), and feeding it the partition
+// state, ticks and messages from other brokers.
+//
+// Invariant: a Ready is carried out in the core's order (truncate, fenced
+// epoch, appends, messages) and Advance is called before any completion
+// (Truncated, HardStateDurable, Durable) is fed back.
+// Invariant: a fence answer leaves only after the fenced epoch is durable
+// (the core sends it after HardStateDurable, which follows SetFencedEpoch).
+// Invariant: a replica fetch answer read off the owner goroutine is
+// discarded if a truncation happened since the core decided it.
+//
+// Everything here runs on the owner goroutine except step, setState, tick,
+// takeFetch, serveReplicaFetch and the status readers, which hand work to it
+// through ctl or read atomics.
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/sluice-mq/sluice/broker/replica"
+	"github.com/sluice-mq/sluice/wal"
+)
+
+// replicationTick is one tick of the replica cores and the controller's
+// election core; their timeouts are counted in ticks.
+const replicationTick = 50 * time.Millisecond
+
+// The replica core's timeouts, in ticks of replicationTick.
+const (
+	// replicaLagTicks: a follower that has not fetched for this long (3 s)
+	// leaves the in-sync set; with fewer in-sync replicas than
+	// min.insync.replicas, produce gets NOT_ENOUGH_REPLICAS at once.
+	replicaLagTicks = 60
+	// replicaFetchWaitTicks: how long (500 ms) a leader holds a follower's
+	// fetch at its log end.
+	replicaFetchWaitTicks = 10
+	// replicaRetryTicks: a follower's pause (200 ms) after a failed fetch,
+	// and the resend interval of complaints.
+	replicaRetryTicks = 4
+	// replicaUnreachableTicks: a follower that cannot fetch for this long
+	// (2 s) tells the controller its leader is unreachable.
+	replicaUnreachableTicks = 40
+)
+
+// fetchWaitKey pairs a replica fetch with its answer.
+type fetchWaitKey struct {
+	from replica.NodeID
+	seq  uint64
+}
+
+// fetchAnswer is the core's answer to a replica fetch, with the number of
+// truncations the log had seen when the core decided it.
+type fetchAnswer struct {
+	msg         replica.Message
+	truncations uint64
+}
+
+// coreEpochs converts the wal's epoch chain to the core's.
+func coreEpochs(es []wal.EpochEntry) []replica.EpochEntry {
+	out := make([]replica.EpochEntry, len(es))
+	for i, e := range es {
+		out[i] = replica.EpochEntry{Epoch: e.Epoch, Start: e.StartOffset}
+	}
+	return out
+}
+
+// replicaError maps the core's refusals to the broker's Kafka errors.
+func replicaError(err error) error {
+	switch {
+	case errors.Is(err, replica.ErrNotLeader):
+		return fmt.Errorf("%w: %w", errNotLeader, err)
+	case errors.Is(err, replica.ErrNotEnoughReplicas):
+		return fmt.Errorf("%w: %w", errNotEnoughReplicas, err)
+	}
+	return err
+}
+
+// handleReady carries out the core's work until it has none.
+func (p *partition) handleReady() {
+	for p.rep.HasReady() {
+		rd := p.rep.Ready()
+		truncated := false
+		var persisted *replica.HardState
+		if rd.Truncate >= 0 && p.failed == nil {
+			truncated = p.truncate(rd.Truncate)
+		}
+		if rd.HardState != nil && p.failed == nil {
+			if err := p.log.SetFencedEpoch(rd.HardState.Fenced); err != nil {
+				p.failLog(fmt.Errorf("persist fenced epoch %d: %w", rd.HardState.Fenced, err))
+			} else {
+				hs := *rd.HardState
+				persisted = &hs
+			}
+		}
+		appended := false
+		if len(rd.Appends) > 0 && p.failed == nil {
+			appended = p.applyAppends(rd.Appends)
+		}
+		for _, m := range rd.Messages {
+			p.route(m)
+		}
+		if rd.HWChanged {
+			p.setHighWatermark(rd.HW)
+		}
+		p.release(rd.Released)
+		p.failTokens(rd.Failed)
+		p.rep.Advance()
+
+		if truncated {
+			p.rep.Truncated(p.log.EndOffset())
+		}
+		if persisted != nil {
+			p.rep.HardStateDurable(*persisted)
+		}
+		if p.failed != nil {
+			p.rep.Fail(p.failed)
+		} else if appended && !p.log.Journaled() {
+			p.syncInline()
+		}
+	}
+	// A role can change without any work for the driver (a leader of an
+	// empty log appends nothing), so the status is published every time.
+	p.publishStatus()
+}
+
+// syncInline makes the appends durable with the log's own fsync (the
+// per-partition fsync mode).
+func (p *partition) syncInline() {
+	timer := p.m.startFsync()
+	end, err := p.log.Sync()
+	timer()
+	if err != nil {
+		p.failLog(err)
+		return
+	}
+	p.durable(end)
+}
+
+// truncate cuts the log at to, as the core asks, and rebuilds the producer
+// state from what is left. It reports whether it succeeded.
+func (p *partition) truncate(to wal.Offset) bool {
+	p.truncations.Add(1)
+	if err := p.log.Truncate(to); err != nil {
+		p.failLog(fmt.Errorf("truncate to %d: %w", to, err))
+		return false
+	}
+	p.logger.Info().Int64("offset", int64(to)).Msg("truncated the log to the leader's")
+	p.producers = make(map[int64]*producerState)
+	if err := p.rebuildProducers(); err != nil {
+		p.failLog(err)
+		return false
+	}
+	return true
+}
+
+// applyAppends appends the core's batches: the leader's own (proposed
+// produce batches and its epoch-start batch, stamped here with their
+// offsets and epoch) with one group write, a follower's copies as the
+// leader stamped them. It reports whether anything was appended.
+func (p *partition) applyAppends(bs []replica.Batch) bool {
+	var own [][]byte
+	var epoch wal.Epoch
+	flush := func() bool {
+		if len(own) == 0 {
+			return true
+		}
+		for _, res := range p.log.AppendGroup(own, epoch) {
+			if res.Err != nil {
+				p.failLog(fmt.Errorf("append: %w", res.Err))
+				return false
+			}
+		}
+		own = own[:0]
+		return true
+	}
+	for _, b := range bs {
+		switch {
+		case b.Data == nil && b.Control:
+			own, epoch = append(own, encodeEpochStartBatch(p.opts.now().UnixMilli())), b.Epoch
+		case b.Data == nil:
+			if len(p.proposed) == 0 {
+				p.failLog(fmt.Errorf("append at %d: the core appended a batch that was not proposed", b.Base))
+				return false
+			}
+			own, epoch = append(own, p.proposed[0]), b.Epoch
+			p.proposed[0] = nil
+			p.proposed = p.proposed[1:]
+		default:
+			if !flush() {
+				return false
+			}
+			base, last, err := p.log.AppendStamped(b.Data)
+			if err == nil && (base != b.Base || last != b.Last) {
+				err = fmt.Errorf("batch [%d, %d] landed at [%d, %d]", b.Base, b.Last, base, last)
+			}
+			if err != nil {
+				p.failLog(fmt.Errorf("append a copy of the leader's batch: %w", err))
+				return false
+			}
+			if h, err := wal.ParseBatchHeader(b.Data); err == nil {
+				p.recordProducer(h, base, last)
+			}
+		}
+	}
+	if !flush() {
+		return false
+	}
+	if end := p.log.EndOffset(); end != bs[len(bs)-1].End() {
+		p.failLog(fmt.Errorf("log end %d after appends, the core expects %d", end, bs[len(bs)-1].End()))
+		return false
+	}
+	return true
+}
+
+// route delivers one of the core's messages.
+func (p *partition) route(m replica.Message) {
+	switch m.Type {
+	case replica.MsgFetch:
+		p.fetchMu.Lock()
+		p.fetchNext = &m
+		p.fetchMu.Unlock()
+		if p.opts.net != nil {
+			p.opts.net.fetchReady(int32(m.To), p)
+		}
+	case replica.MsgFetchResp:
+		k := fetchWaitKey{from: m.To, seq: m.Seq}
+		if ch, ok := p.fetchWaits[k]; ok {
+			delete(p.fetchWaits, k)
+			ch <- fetchAnswer{msg: m, truncations: p.truncations.Load()}
+		}
+	default:
+		if p.opts.net != nil && m.To == replica.ControllerNode {
+			p.opts.net.sendToController(envelope{Key: p.key, Msg: m})
+		}
+	}
+}
+
+// failFetchWaits answers every waiting replica fetch with NOT_LEADER.
+func (p *partition) failFetchWaits() {
+	for k, ch := range p.fetchWaits {
+		delete(p.fetchWaits, k)
+		ch <- fetchAnswer{msg: replica.Message{Type: replica.MsgFetchResp, Seq: k.seq, Err: replica.ErrCodeNotLeader}}
+	}
+}
+
+// publishStatus shares the core's state with other goroutines.
+func (p *partition) publishStatus() {
+	st := p.rep.Status()
+	p.status.Store(&st)
+	p.epoch.Store(int32(st.Epoch))
+}
+
+// replicaStatus is the core's state after the last Ready.
+func (p *partition) replicaStatus() replica.Status {
+	if st := p.status.Load(); st != nil {
+		return *st
+	}
+	return replica.Status{Leader: replica.NoLeader}
+}
+
+// electSelf makes a standalone partition the leader of a one-replica group
+// at a fresh epoch, as the controller would: fence, then the state.
+func (p *partition) electSelf() {
+	e := max(p.log.FencedEpoch(), p.log.LastEpoch()) + 1
+	self := replica.NodeID(p.opts.self)
+	p.rep.Step(replica.Message{Type: replica.MsgFence, From: replica.ControllerNode, To: self, Epoch: e})
+	p.handleReady()
+	p.rep.SetState(replica.State{Epoch: e, Leader: self, Replicas: []replica.NodeID{self}, Version: 1})
+	p.handleReady()
+}
+
+// send runs fn on the owner goroutine, followed by handleReady. It waits
+// at most a short while for room in ctl; false means the owner is gone or
+// too busy (the sender's protocol retries).
+func (p *partition) send(fn func()) bool {
+	t := time.NewTimer(time.Second)
+	defer t.Stop()
+	select {
+	case p.ctl <- fn:
+		return true
+	case <-p.done:
+	case <-t.C:
+	}
+	return false
+}
+
+// step hands the partition's replica one message from another broker or
+// the controller.
+func (p *partition) step(m replica.Message) bool {
+	return p.send(func() { p.rep.Step(m) })
+}
+
+// setState gives the replica the partition state etcd reports.
+func (p *partition) setState(s replica.State) bool {
+	return p.send(func() { p.rep.SetState(s) })
+}
+
+// tick asks the owner for one replication tick; a tick already due covers it.
+func (p *partition) tick() {
+	select {
+	case p.ticks <- struct{}{}:
+	default:
+	}
+}
+
+// takeFetch returns the fetch the follower core wants sent, if any.
+func (p *partition) takeFetch() (replica.Message, bool) {
+	p.fetchMu.Lock()
+	defer p.fetchMu.Unlock()
+	if p.fetchNext == nil {
+		return replica.Message{}, false
+	}
+	m := *p.fetchNext
+	p.fetchNext = nil
+	return m, true
+}
+
+// replicaFetch steps a follower's fetch into the core and returns where
+// its answer will arrive: at once, or when the core stops holding it.
+func (p *partition) replicaFetch(m replica.Message) <-chan fetchAnswer {
+	ch := make(chan fetchAnswer, 1)
+	if !p.send(func() {
+		p.fetchWaits[fetchWaitKey{from: m.From, seq: m.Seq}] = ch
+		p.rep.Step(m)
+	}) {
+		ch <- fetchAnswer{msg: replica.Message{Type: replica.MsgFetchResp, Seq: m.Seq, Err: replica.ErrCodeNotLeader}}
+	}
+	return ch
+}
