@@ -287,23 +287,12 @@ func (b *Broker) applyTopicEvent(ctx context.Context, ev meta.TopicEvent) {
 	}
 }
 
-// replicationWired is the largest replication factor this build serves.
-// Placement already spreads replicas over AZs; the replicated log of
-// DESIGN.md §4 (broker/replica) is being wired into the partition owner,
-// and until it is, a topic with more than one replica is refused rather
-// than created with replicas that would not hold its data.
-const replicationWired = 1
-
 // place assigns the replicas of n new partitions over the live brokers
 // (broker/controller); rf -1 asks for the default.
 func (b *Broker) place(n, rf int) ([][]int32, error) {
 	brokers := b.placementBrokers()
 	if rf == -1 {
-		rf = min(controller.DefaultReplicationFactor(brokers), replicationWired)
-	}
-	if rf > replicationWired {
-		return nil, fmt.Errorf("%w: %d requested; this build serves topics of replication factor %d only (replication is not wired in yet)",
-			errInvalidReplication, rf, replicationWired)
+		rf = controller.DefaultReplicationFactor(brokers)
 	}
 	assign, err := controller.Place(brokers, n, rf, b.placementLoad())
 	switch {

@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -13,6 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/broker/replica"
+	"github.com/sluice-mq/sluice/wal"
 )
 
 // testCluster is n in-process brokers in AZs a, b, c, ..., whose embedded
@@ -40,7 +44,11 @@ func startTestCluster(t *testing.T, n int) *testCluster {
 	errcs := make([]chan error, n)
 	for i := range n {
 		cfgs[i].Meta.InitialCluster = strings.Join(initial, ",")
-		b, err := New(cfgs[i], zerolog.Nop())
+		logger := zerolog.Nop()
+		if os.Getenv("SLUICE_TEST_LOG") != "" {
+			logger = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, NoColor: true}).Level(zerolog.DebugLevel)
+		}
+		b, err := New(cfgs[i], logger)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -245,7 +253,7 @@ func TestClusterControllerFailover(t *testing.T) {
 	}
 }
 
-func TestClusterRefusesReplicationItCannotServe(t *testing.T) {
+func TestClusterReplicationFactor(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-member etcd cluster")
 	}
@@ -255,24 +263,156 @@ func TestClusterRefusesReplicationItCannotServe(t *testing.T) {
 		n := len(c.brokers[0].brokers())
 		return n == 3, fmt.Sprintf("%d brokers", n)
 	})
-	for _, rf := range []int16{4, 3} {
+	for _, rf := range []int16{4, 3, -1} {
 		req := kmsg.NewPtrCreateTopicsRequest()
 		rt := kmsg.NewCreateTopicsRequestTopic()
-		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = fmt.Sprintf("rf%d", rf), 1, rf
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = fmt.Sprintf("rf%d", rf+1), 1, rf
 		req.Topics = append(req.Topics, rt)
 		resp, err := req.RequestWith(context.Background(), cl)
 		if err != nil {
 			t.Fatal(err)
 		}
 		got := resp.Topics[0]
-		if got.ErrorCode != kerr.InvalidReplicationFactor.Code || got.ErrorMessage == nil || *got.ErrorMessage == "" {
-			t.Fatalf("replication factor %d: code %d, message %v", rf, got.ErrorCode, got.ErrorMessage)
+		if rf == 4 {
+			// More replicas than AZs: refused with a message.
+			if got.ErrorCode != kerr.InvalidReplicationFactor.Code || got.ErrorMessage == nil || *got.ErrorMessage == "" {
+				t.Fatalf("replication factor %d: code %d, message %v", rf, got.ErrorCode, got.ErrorMessage)
+			}
+			t.Logf("replication factor %d refused: %s", rf, *got.ErrorMessage)
+			continue
 		}
-		t.Logf("replication factor %d refused: %s", rf, *got.ErrorMessage)
+		if got.ErrorCode != 0 {
+			t.Fatalf("replication factor %d: code %d", rf, got.ErrorCode)
+		}
+		// -1 is the default: three replicas over three AZs.
+		if n := len(c.brokers[0].lookupTopic(rt.Topic).states[0].Replicas); n != 3 {
+			t.Fatalf("replication factor %d: %d replicas, want 3", rf, n)
+		}
 	}
 }
 
 // errorsIsCode reports whether err maps to the Kafka error code want.
 func errorsIsCode(err error, want *kerr.Error) bool {
 	return err != nil && errorCode(err) == want.Code
+}
+
+// produceAll produces n records to topic through a client of the whole
+// cluster with acks=all and returns their values by offset per partition.
+func produceAll(t *testing.T, c *testCluster, topic string, n int) {
+	t.Helper()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.DefaultProduceTopic(topic),
+		kgo.RecordRetries(20), kgo.RecordDeliveryTimeout(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	for i := range n {
+		r := &kgo.Record{Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "v%d", i)}
+		if err := prod.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
+}
+
+// consumeAll reads topic from the start until it has want distinct values.
+func consumeAll(t *testing.T, c *testCluster, topic string, want int, opts ...kgo.Opt) map[string]bool {
+	t.Helper()
+	cons, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.seeds()...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	seen := map[string]bool{}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for len(seen) < want && ctx.Err() == nil {
+		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
+	}
+	return seen
+}
+
+func TestClusterReplicatedTopic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-member etcd cluster")
+	}
+	c := startTestCluster(t, 3)
+	eventuallyTrue(t, "broker 1 sees three brokers", func() (bool, string) {
+		n := len(c.brokers[0].brokers())
+		return n == 3, fmt.Sprintf("%d brokers", n)
+	})
+	cl := testClient(t, c.brokers[0])
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "r3", 3, -1
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create: %v %+v", err, resp)
+	}
+	md := metadataOf(t, c.brokers[1])
+	for _, mt := range md.Topics {
+		for _, mp := range mt.Partitions {
+			t.Logf("partition %d: leader %d epoch %d replicas %v isr %v", mp.Partition, mp.Leader, mp.LeaderEpoch, mp.Replicas, mp.ISR)
+			if len(mp.Replicas) != 3 {
+				t.Fatalf("partition %d has replicas %v", mp.Partition, mp.Replicas)
+			}
+		}
+	}
+	for part := int32(0); part < 3; part++ {
+		for i, b := range c.brokers {
+			p, _ := b.partitionOf("r3", part)
+			t.Logf("partition %d on broker %d: %+v", part, i+1, p.replicaStatus())
+		}
+	}
+	const n = 200
+	start := time.Now()
+	produceAll(t, c, "r3", n)
+	t.Logf("%d acks=all produces in %v", n, time.Since(start))
+	if seen := consumeAll(t, c, "r3", n); len(seen) != n {
+		t.Fatalf("read back %d of %d", len(seen), n)
+	}
+	// Every replica holds the same committed log.
+	for part := int32(0); part < 3; part++ {
+		var logs [][]byte
+		for _, b := range c.brokers {
+			p, err := b.partitionOf("r3", part)
+			if err != nil {
+				t.Fatal(err)
+			}
+			eventuallyTrue(t, "the replica learns the leader's HW", func() (bool, string) {
+				h, _ := p.highWatermark()
+				lh := c.leaderHW(t, "r3", part)
+				return h >= lh && lh > 0, fmt.Sprintf("hw %d, leader %d", h, lh)
+			})
+			hw, _ := p.highWatermark()
+			data, err := p.log.Read(0, hw, 64<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			logs = append(logs, data)
+		}
+		for i := 1; i < len(logs); i++ {
+			n := min(len(logs[0]), len(logs[i]))
+			if string(logs[0][:n]) != string(logs[i][:n]) {
+				t.Fatalf("partition %d: replica %d differs from replica 1 below the HW", part, i+1)
+			}
+		}
+	}
+}
+
+// leaderHW is the high watermark of the partition's current leader.
+func (c *testCluster) leaderHW(t *testing.T, topic string, part int32) wal.Offset {
+	t.Helper()
+	for _, b := range c.brokers {
+		p, err := b.partitionOf(topic, part)
+		if err != nil {
+			continue
+		}
+		if st := p.replicaStatus(); st.Role == replica.RoleLeader {
+			hw, _ := p.highWatermark()
+			return hw
+		}
+	}
+	return -1
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/google/uuid"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -118,6 +119,15 @@ func newElectorFixture(t *testing.T) *electorFixture {
 		meta.Topic{Name: "elect", ReplicationFactor: 3}, [][]int32{{1, 2, 3}})
 	if err != nil {
 		t.Fatal(err)
+	}
+	// New partitions are created leaderless; these tests start from one
+	// that broker 1 leads at epoch 0, as an older version wrote them.
+	key := store.Prefix() + "partitions/" + uuid.UUID(states[0].TopicID).String() + "/0"
+	if _, err := store.Client().Put(context.Background(), key, `{"v":1,"replicas":[1,2,3],"leader":1,"leader_epoch":0}`); err != nil {
+		t.Fatal(err)
+	}
+	if states, err = store.Partitions(context.Background(), states[0].TopicID); err != nil || states[0].Leader != 1 {
+		t.Fatalf("partition state %+v: %v", states, err)
 	}
 	fx := &electorFixture{b: b, store: store, state: states[0], fakes: map[int32]*fakeReplica{}}
 

@@ -311,7 +311,8 @@ func (f *fetcher) failAll(batch []pendingFetch, why string) {
 
 // failedFetch is the answer a core gets for a fetch that was not answered.
 func failedFetch(m replica.Message) replica.Message {
-	return replica.Message{Type: replica.MsgFetchResp, From: m.To, To: m.From, Epoch: m.Epoch, Seq: m.Seq, Err: replica.ErrCodeNotLeader}
+	return replica.Message{Type: replica.MsgFetchResp, From: m.To, To: m.From, Epoch: m.Epoch, Seq: m.Seq,
+		Offset: m.Offset, LastEpoch: m.LastEpoch, Err: replica.ErrCodeNotLeader}
 }
 
 // fetchResponseMessage turns a partition of a replica fetch response into
@@ -319,6 +320,7 @@ func failedFetch(m replica.Message) replica.Message {
 func fetchResponseMessage(m replica.Message, rp *kmsg.FetchResponseTopicPartition) replica.Message {
 	out := replica.Message{
 		Type: replica.MsgFetchResp, From: m.To, To: m.From, Epoch: m.Epoch, Seq: m.Seq,
+		Offset: m.Offset, LastEpoch: m.LastEpoch, // the answer names the fetch it answers
 		HW: wal.Offset(rp.HighWatermark), ReadFrom: m.Offset,
 	}
 	switch rp.ErrorCode {

@@ -21,7 +21,9 @@
 //	                                         "replication_factor","configs"}
 //	<prefix>partitions/<topicID>/<n>        {"v":1,"replicas","leader","leader_epoch"}
 //	                                        (partition.go): replicas[0] is the preferred
-//	                                        leader, leader -1 means none; created with its
+//	                                        leader, leader -1 means none; created leaderless
+//	                                        at epoch 0 (the controller elects the first
+//	                                        leader) with its
 //	                                        topic key (one transaction, or chunks written
 //	                                        before it), then changed only by a CAS on its
 //	                                        mod revision (etcd's, not stored) carrying the

@@ -177,10 +177,9 @@ func (s *Store) partitionKey(id [16]byte, n int32) string {
 func newStates(id [16]byte, first int32, replicas [][]int32, rf int16) ([]PartitionState, error) {
 	states := make([]PartitionState, len(replicas))
 	for i, r := range replicas {
+		// No leader yet: the controller elects the first one through the
+		// fences of DESIGN.md §4, preferring Replicas[0].
 		st := PartitionState{TopicID: id, Partition: first + int32(i), Replicas: slices.Clone(r), Leader: NoLeader}
-		if len(r) > 0 {
-			st.Leader = r[0]
-		}
 		if err := validatePartition(st); err != nil {
 			return nil, err
 		}

@@ -100,7 +100,7 @@ func TestCreateTopicWithPartitions(t *testing.T) {
 			revs := map[int64]bool{}
 			for i, st := range states {
 				want := PartitionState{TopicID: tp.ID, Partition: int32(i), Replicas: replicas[i],
-					Leader: replicas[i][0], Revision: st.Revision}
+					Leader: NoLeader, Revision: st.Revision}
 				assertSameState(t, st, want)
 				assertSameState(t, read[i], st)
 				revs[st.Revision] = true
@@ -221,7 +221,7 @@ func TestAddTopicPartitions(t *testing.T) {
 			}
 			for i, st := range states {
 				assertSameState(t, st, PartitionState{TopicID: tp.ID, Partition: int32(2 + i), Replicas: added[i],
-					Leader: added[i][0], Revision: st.Revision})
+					Leader: NoLeader, Revision: st.Revision})
 			}
 			if got, want := partitionKeys(t, s), wantKeys(tp.ID, 7); !slices.Equal(got, want) {
 				t.Fatalf("partition keys %v, want %v", got, want)

@@ -374,6 +374,14 @@ func (c *Controller) pick() (NodeID, bool) {
 	if ok(s.Replicas[0]) {
 		return s.Replicas[0], true
 	}
+	if pref := s.Replicas[0]; pref != c.exclude && c.isLive(pref) && c.tick-c.startedAt < int64(max(1, c.cfg.RoundTicks/4)) {
+		if _, acked := c.ack(pref); !acked {
+			// The preferred replica is live and its answer is likely on
+			// its way: a short wait saves moving the leadership back to
+			// it right after (a new partition's first election, say).
+			return NoLeader, false
+		}
+	}
 	if c.preferred && s.Leader != NoLeader && ok(s.Leader) {
 		return s.Leader, true
 	}

@@ -65,6 +65,15 @@ func TestControllerPicksUpToDate(t *testing.T) {
 				}
 				c.Advance()
 			}
+			// A live preferred replica that has not answered is waited
+			// for a quarter of the round.
+			for i := 0; cas == nil && tc.want != NoLeader && i <= DefaultRoundTicks/4; i++ {
+				c.Tick()
+				if rd := c.Ready(); rd.CAS != nil {
+					cas = rd.CAS
+				}
+				c.Advance()
+			}
 			switch {
 			case tc.want == NoLeader && cas != nil:
 				t.Fatalf("CAS %+v without a quorum", cas)

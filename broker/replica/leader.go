@@ -49,7 +49,11 @@ func (r *Replica) becomeLeader(e wal.Epoch) {
 	r.peers = r.peers[:0]
 	for _, id := range r.state.Replicas {
 		if id != r.cfg.ID {
-			r.peers = append(r.peers, peer{id: id, durable: -1})
+			// Counted in sync for LagTicks from the start of the epoch, as
+			// Kafka starts a leader with the whole ISR: a follower gets
+			// that long to fetch before writes are refused for want of it.
+			// Only the durable ends they report move the high watermark.
+			r.peers = append(r.peers, peer{id: id, durable: -1, fetched: true, lastFetch: r.tick})
 		}
 	}
 	if r.cfg.ElideEpochStart && r.hw >= r.end {
