@@ -66,6 +66,8 @@ func run(args []string) error {
 	fs.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "open Kafka connections accepted; more are closed at accept")
 	fs.IntVar(&cfg.MaxConnectionsPerIP, "max-connections-per-ip", cfg.MaxConnectionsPerIP, "open Kafka connections accepted from one client IP (0: no per-IP limit)")
 	fs.DurationVar(&cfg.ConnectionsMaxIdle, "connections-max-idle", cfg.ConnectionsMaxIdle, "close a Kafka connection with no request in flight and none received for this long")
+	fs.DurationVar(&cfg.RegistrationTTL, "registration-ttl", cfg.RegistrationTTL, "lease of the broker's registration in etcd: a broker that stops renewing it (crashed, paused, cut off) leaves the cluster this long after, and its partitions get new leaders")
+	fs.DurationVar(&cfg.ControllerTTL, "controller-ttl", cfg.ControllerTTL, "lease of the controller's election key: how long after the controller's loss another broker takes over")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
