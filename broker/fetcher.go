@@ -109,7 +109,7 @@ func (f *fetcher) run(ctx context.Context) {
 			cl.Close()
 		}
 	}()
-	var waitFor map[*partition]struct{} // got records; their next fetch is awaited
+	var waitFor map[*partition]struct{} // in the last request; their next fetch is awaited
 	for {
 		if len(waitFor) > 0 {
 			f.awaitDurable(ctx, waitFor)
@@ -188,7 +188,8 @@ type pendingFetch struct {
 }
 
 // awaitDurable waits until every partition in set has its next fetch ready
-// (or replicaSyncWait passes), so they go out in one request.
+// (or replicaSyncWait passes: one that failed waits out its back-off), so
+// they go out in one request.
 func (f *fetcher) awaitDurable(ctx context.Context, set map[*partition]struct{}) {
 	deadline := time.NewTimer(replicaSyncWait)
 	defer deadline.Stop()
@@ -216,7 +217,12 @@ func (f *fetcher) awaitDurable(ctx context.Context, set map[*partition]struct{})
 }
 
 // exchange sends one replica fetch for batch and hands each answer to its
-// partition. It returns the partitions that received records.
+// partition. It returns the partitions of the batch, whose next fetches the
+// next request should carry: one that received records sends it once they
+// are durable, the others at once. Sending the next request with only the
+// partitions ready first would leave the others waiting behind a fetch the
+// leader may hold for replicaFetchMaxWait, and with them the acknowledgement
+// of whatever their leader appends meanwhile.
 func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingFetch) map[*partition]struct{} {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = f.b.cfg.NodeID
@@ -268,7 +274,7 @@ func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingF
 		return nil
 	}
 	answered := make(map[*partition]bool, len(batch))
-	got := make(map[*partition]struct{})
+	next := make(map[*partition]struct{}, len(batch))
 	find := func(topicID [16]byte, topicName string, part int32) *pendingFetch {
 		for i := range batch {
 			pf := &batch[i]
@@ -285,19 +291,16 @@ func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingF
 				continue
 			}
 			answered[pf.p] = true
-			m := fetchResponseMessage(pf.msg, &rp)
-			if len(m.Batches) > 0 {
-				got[pf.p] = struct{}{}
-			}
-			pf.p.step(m)
+			pf.p.step(fetchResponseMessage(pf.msg, &rp))
 		}
 	}
 	for _, pf := range batch {
 		if !answered[pf.p] {
 			pf.p.step(failedFetch(pf.msg))
 		}
+		next[pf.p] = struct{}{}
 	}
-	return got
+	return next
 }
 
 // failAll answers every fetch of batch with NOT_LEADER, so each core
