@@ -2,20 +2,35 @@ package broker
 
 // ListOffsets (key 2): the earliest offset (-2), the latest (-1, the high
 // watermark), or the first offset whose record timestamp is at or after a
-// given time.
+// given time, each with the leader epoch of the batch it falls in (the
+// current epoch for the latest).
+//
+// As Kafka: only the leader answers (NOT_LEADER_OR_FOLLOWER elsewhere),
+// except to the debugging replica id -2, which any replica answers; the
+// client's leader epoch is checked first. A consumer (replica id -1) is
+// bounded by the high watermark, anyone else by the log end. A new leader
+// whose high watermark has not yet reached the start of its epoch answers a
+// consumer's latest, and a timestamp lookup that finds nothing below the
+// high watermark, with OFFSET_NOT_AVAILABLE (retriable): the offset it would
+// give could still be below records that are committed.
 
 import (
 	"context"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/wal"
 )
 
 const (
 	listLatest   = -1
 	listEarliest = -2
+
+	consumerReplicaID  = -1 // ListOffsets from a client
+	debuggingReplicaID = -2 // ListOffsets from a tool that may ask a follower
 )
 
 func handleListOffsets(b *Broker, _ context.Context, req *request) (reply, error) {
@@ -29,21 +44,79 @@ func handleListOffsets(b *Broker, _ context.Context, req *request) (reply, error
 			sp.Partition = rp.Partition
 			p, err := b.partitionOf(rt.Topic, rp.Partition)
 			if err == nil {
-				err = checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch())
+				err = checkServing(p, rp.CurrentLeaderEpoch, r.ReplicaID != debuggingReplicaID)
 			}
 			if err == nil {
-				sp.LeaderEpoch = int32(p.leaderEpoch())
-				sp.Offset, sp.Timestamp, err = b.listOffset(p, rp.Timestamp)
+				sp.Offset, sp.Timestamp, sp.LeaderEpoch, err = b.listOffsetFor(p, rp.Timestamp, r.ReplicaID == consumerReplicaID)
 			}
 			if err != nil {
 				sp.ErrorCode = errorCode(err)
-				sp.Offset, sp.Timestamp = -1, -1
+				sp.Offset, sp.Timestamp, sp.LeaderEpoch = -1, -1, -1
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
 	return done(resp), nil
+}
+
+// listOffsetFor answers one partition's lookup with the leader epoch of the
+// offset; client is a consumer's request (bounded by the high watermark).
+func (b *Broker) listOffsetFor(p *partition, ts int64, client bool) (offset, timestamp int64, epoch int32, err error) {
+	hw, _ := p.highWatermark()
+	st := p.replicaStatus()
+	lagging := client && st.Role == replica.RoleLeader && epochStart(p.log.Epochs(), st.Epoch) > hw
+	notAvailable := func() error {
+		return fmt.Errorf("%s-%d: the high watermark %d has not reached the start of leader epoch %d: %w",
+			p.topic, p.index, hw, st.Epoch, kerr.OffsetNotAvailable)
+	}
+	switch ts {
+	case listLatest:
+		if lagging {
+			return -1, -1, -1, notAvailable()
+		}
+		end := int64(hw)
+		if !client {
+			end = int64(p.log.EndOffset())
+		}
+		return end, -1, int32(p.leaderEpoch()), nil
+	case listEarliest:
+		start := p.log.StartOffset()
+		return int64(start), -1, epochAt(p.log.Epochs(), start), nil
+	}
+	offset, timestamp, err = b.listOffset(p, ts)
+	switch {
+	case err != nil:
+		return -1, -1, -1, err
+	case offset < 0 && lagging:
+		return -1, -1, -1, notAvailable()
+	case offset < 0:
+		return -1, -1, -1, nil
+	}
+	return offset, timestamp, epochAt(p.log.Epochs(), wal.Offset(offset)), nil
+}
+
+// epochStart is where epoch e starts in chain, or -1 when the log holds no
+// batch of e (a leader whose whole log was committed when it was elected
+// appends no epoch-start batch: nothing of its epoch is waiting).
+func epochStart(chain []wal.EpochEntry, e wal.Epoch) wal.Offset {
+	for i := len(chain) - 1; i >= 0; i-- {
+		if chain[i].Epoch == e {
+			return chain[i].StartOffset
+		}
+	}
+	return -1
+}
+
+// epochAt is the leader epoch of the batch holding offset off, as the
+// chain records it; -1 when the chain does not reach back to it.
+func epochAt(chain []wal.EpochEntry, off wal.Offset) int32 {
+	for i := len(chain) - 1; i >= 0; i-- {
+		if chain[i].StartOffset <= off {
+			return int32(chain[i].Epoch)
+		}
+	}
+	return -1
 }
 
 // listOffset answers one partition's lookup.

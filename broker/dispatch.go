@@ -45,6 +45,7 @@ func apiTable() map[int16]api {
 		20: {min: 1, max: 6, handle: handleDeleteTopics},            // DeleteTopics
 		21: {min: 0, max: 2, handle: handleDeleteRecords},           // DeleteRecords
 		22: {min: 0, max: 4, handle: handleInitProducerID},          // InitProducerId
+		23: {min: 2, max: 4, handle: handleOffsetForLeaderEpoch},    // OffsetForLeaderEpoch: librdkafka asks v2, franz-go v4; Kafka 4 dropped v0-1
 		32: {min: 1, max: 4, handle: handleDescribeConfigs},         // DescribeConfigs
 		33: {min: 0, max: 2, handle: handleAlterConfigs},            // AlterConfigs
 		37: {min: 0, max: 3, handle: handleCreatePartitions},        // CreatePartitions
