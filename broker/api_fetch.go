@@ -1,25 +1,40 @@
 package broker
 
-// Fetch (key 1): whole record batches below the high watermark, with long
-// polling. A fetch waits until MinBytes are available or MaxWait passes; the
-// wait is on the partitions' high-watermark notifications, not a timer loop.
-// Fetch sessions are not kept: session id 0 tells clients to send full
-// fetches every time.
+// Fetch (key 1) from a consumer (ReplicaID < 0; replica fetches are in
+// api_fetch_replica.go): whole record batches below the high watermark, with
+// long polling. A fetch waits until MinBytes are available or MaxWait
+// passes; the wait is on the partitions' high-watermark notifications, not a
+// timer loop. Fetch sessions are not kept: session id 0 tells clients to
+// send full fetches every time.
+//
+// Who serves a consumer, as Kafka does: the client's leader epoch is checked
+// first (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH), then the role. The
+// leader serves every fetch; a v11+ fetch that names a rack (KIP-392) is
+// answered by the leader with a PreferredReadReplica in that rack (an in-sync
+// follower) and no records. A follower serves v11+ consumer fetches from its
+// own log below its own high watermark; an offset outside its log is
+// OFFSET_OUT_OF_RANGE, and the client goes back to the leader. Anything else
+// is NOT_LEADER_OR_FOLLOWER, with CurrentLeader (v12+) from the partition
+// state.
 //
 // Invariant: a response holds at most min(MaxBytes, Config.FetchMaxBytes)
 // record bytes, except that the first batch is returned whole, as Kafka does,
 // so a batch larger than every limit can still be consumed.
+// Invariant: a consumer never gets a record at or above the high watermark
+// of the replica that serves it (each replica's is at most the leader's).
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/wal"
 )
 
@@ -41,12 +56,13 @@ func handleFetch(b *Broker, ctx context.Context, req *request) (reply, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 	for {
-		resp, bytes, waits := b.fetchOnce(req, r)
-		if bytes >= int(r.MinBytes) || wait == 0 || len(waits) == 0 {
+		resp, res := b.fetchOnce(req, r)
+		// As Kafka: an error or a preferred replica is answered at once.
+		if res.bytes >= int(r.MinBytes) || wait == 0 || len(res.waits) == 0 || res.now {
 			return done(resp), nil
 		}
-		if !waitAny(ctx, deadline.C, waits) {
-			resp, _, _ = b.fetchOnce(req, r)
+		if !waitAny(ctx, deadline.C, res.waits) {
+			resp, _ = b.fetchOnce(req, r)
 			return done(resp), nil
 		}
 	}
@@ -76,9 +92,22 @@ func waitAny(ctx context.Context, deadline <-chan time.Time, waits []<-chan stru
 	return chosen >= 2
 }
 
-// fetchOnce reads every requested partition once. It returns the response,
-// the record bytes in it, and the high-watermark channels to wait on.
-func (b *Broker) fetchOnce(req *request, r *kmsg.FetchRequest) (*kmsg.FetchResponse, int, []<-chan struct{}) {
+// fetchResult is what one pass over a fetch's partitions found.
+type fetchResult struct {
+	bytes int               // record bytes in the response
+	waits []<-chan struct{} // high-watermark channels of partitions at their end
+	now   bool              // a partition must be answered at once (error, preferred replica)
+}
+
+// consumerFetch is what a pass needs to know about the request.
+type consumerFetch struct {
+	version int16
+	rack    string // the client's rack (v11+), "" when none
+	label   string // the client's rack as the consumer-bytes metric labels it
+}
+
+// fetchOnce reads every requested partition once.
+func (b *Broker) fetchOnce(req *request, r *kmsg.FetchRequest) (*kmsg.FetchResponse, fetchResult) {
 	resp := newResponse(req).(*kmsg.FetchResponse)
 	maxBytes := int(r.MaxBytes)
 	if req.version < 3 || maxBytes <= 0 {
@@ -87,8 +116,12 @@ func (b *Broker) fetchOnce(req *request, r *kmsg.FetchRequest) (*kmsg.FetchRespo
 	// The broker's cap (fetch.max.bytes) bounds what one request allocates;
 	// the first batch still comes back whole if it alone is larger.
 	maxBytes = min(maxBytes, int(b.cfg.FetchMaxBytes))
-	total := 0
-	var waits []<-chan struct{}
+	cf := consumerFetch{version: req.version}
+	if req.version >= 11 {
+		cf.rack = r.Rack
+	}
+	cf.label = b.rackLabel(cf.rack)
+	var res fetchResult
 	for _, rt := range r.Topics {
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic = rt.Topic
@@ -109,38 +142,46 @@ func (b *Broker) fetchOnce(req *request, r *kmsg.FetchRequest) (*kmsg.FetchRespo
 				if req.version >= 13 {
 					sp.ErrorCode = kerr.UnknownTopicID.Code
 				}
+				res.now = true
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			p, err := t.local(rp.Partition)
-			if err != nil {
-				sp.ErrorCode = errorCode(err)
-				st.Partitions = append(st.Partitions, sp)
-				continue
-			}
-			budget := min(int(rp.PartitionMaxBytes), maxBytes-total)
-			n, wait := b.fetchPartition(p, rp, budget, total == 0, &sp)
-			total += n
+			budget := min(int(rp.PartitionMaxBytes), maxBytes-res.bytes)
+			n, wait := b.fetchPartition(t, rp, cf, budget, res.bytes == 0, &sp)
+			res.bytes += n
 			if wait != nil {
-				waits = append(waits, wait)
+				res.waits = append(res.waits, wait)
 			}
+			res.now = res.now || sp.ErrorCode != 0 || sp.PreferredReadReplica >= 0
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	return resp, total, waits
+	return resp, res
 }
 
 // fetchPartition fills sp for one partition and returns the record bytes
 // added and, when the read reached the high watermark, its change channel.
-func (b *Broker) fetchPartition(p *partition, rp kmsg.FetchRequestTopicPartition, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, <-chan struct{}) {
+func (b *Broker) fetchPartition(t *topic, rp kmsg.FetchRequestTopicPartition, cf consumerFetch, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, <-chan struct{}) {
+	p, err := t.local(rp.Partition)
+	if err == nil {
+		// Before v11 a consumer cannot be sent to a follower (KIP-392).
+		err = checkServing(p, rp.CurrentLeaderEpoch, cf.version < 11)
+	}
+	if err != nil {
+		sp.ErrorCode = errorCode(err)
+		b.fillCurrentLeader(t, rp.Partition, sp)
+		return 0, nil
+	}
 	hw, wait, perr := p.position(wal.Offset(rp.FetchOffset))
 	sp.HighWatermark = int64(hw)
 	sp.LastStableOffset = int64(hw)
 	sp.LogStartOffset = int64(p.log.StartOffset())
-	if err := checkLeaderEpoch(rp.CurrentLeaderEpoch, p.leaderEpoch()); err != nil {
-		sp.ErrorCode = errorCode(err)
-		return 0, nil
+	if cf.rack != "" && perr == nil {
+		if id := b.preferredReadReplica(t, p, cf.rack); id >= 0 {
+			sp.PreferredReadReplica = id
+			return 0, nil
+		}
 	}
 	if perr != nil || wait != nil {
 		sp.ErrorCode = errorCode(perr)
@@ -163,6 +204,7 @@ func (b *Broker) fetchPartition(p *partition, rp kmsg.FetchRequestTopicPartition
 	sp.RecordBatches = data
 	b.m.bytesOut(p.topic, len(data))
 	b.m.recordsOutN(p.topic, countRecords(data))
+	b.m.consumerFetched(b.cfg.AZ, cf.label, len(data))
 	return len(data), nil
 }
 
@@ -177,4 +219,104 @@ func checkLeaderEpoch(client int32, ours wal.Epoch) error {
 		return fmt.Errorf("leader epoch %d is newer than %d: %w", client, ours, kerr.UnknownLeaderEpoch)
 	}
 	return nil
+}
+
+// checkServing decides, as Kafka's Partition.getLocalLog does, whether this
+// replica may answer a client: the client's leader epoch first, then the
+// role (the leader always; a follower only when leaderOnly is false). A
+// leader whose log failed refuses appends but goes on serving what it
+// committed (its high watermark is frozen) until the controller moves
+// leadership and the epoch check fences its clients.
+func checkServing(p *partition, clientEpoch int32, leaderOnly bool) error {
+	if err := checkLeaderEpoch(clientEpoch, p.leaderEpoch()); err != nil {
+		return err
+	}
+	switch st := p.replicaStatus(); {
+	case st.Role == replica.RoleLeader:
+		return nil
+	case st.Role == replica.RoleFollower && !leaderOnly:
+		return nil
+	case st.Role == replica.RoleNone && st.Err != nil && st.Leader == replica.NodeID(p.opts.self):
+		return nil
+	default:
+		return fmt.Errorf("%w: %s-%d: this replica is %s at epoch %d (leader %d)", errNotLeader,
+			p.topic, p.index, st.Role, st.Epoch, st.Leader)
+	}
+}
+
+// fillCurrentLeader names the partition's leader and epoch in a
+// NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH answer (v12+; KIP-951
+// clients act on it from v16), from the partition state etcd reported; -1
+// when the state names no live leader.
+func (b *Broker) fillCurrentLeader(t *topic, index int32, sp *kmsg.FetchResponseTopicPartition) {
+	if sp.ErrorCode != kerr.NotLeaderForPartition.Code && sp.ErrorCode != kerr.FencedLeaderEpoch.Code {
+		return
+	}
+	if index < 0 || int(index) >= len(t.states) {
+		return
+	}
+	st := t.states[index]
+	if st.Leader >= 0 && b.isLive(st.Leader) {
+		sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = st.Leader, st.LeaderEpoch
+	}
+}
+
+// isLive reports whether broker id is registered (this broker alone before
+// its registration is known, as Metadata lists it).
+func (b *Broker) isLive(id int32) bool {
+	live := b.brokers()
+	if len(live) == 0 {
+		return id == b.cfg.NodeID
+	}
+	for _, bi := range live {
+		if bi.NodeID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// preferredReadReplica picks, on the leader, a replica in the client's
+// rack for it to read from (KIP-392, Kafka's RackAwareReplicaSelector): an
+// in-sync follower on a live broker whose AZ is rack, in the order of the
+// partition's replicas. It is -1 (read from the leader) when this replica
+// is not the leader, when the leader is in the rack itself, or when no
+// such follower exists.
+func (b *Broker) preferredReadReplica(t *topic, p *partition, rack string) int32 {
+	if rack == b.cfg.AZ || int(p.index) >= len(t.states) {
+		return -1
+	}
+	st := p.replicaStatus()
+	if st.Role != replica.RoleLeader {
+		return -1
+	}
+	live := b.brokers()
+	for _, id := range t.states[p.index].Replicas {
+		if id == b.cfg.NodeID || !slices.Contains(st.InSync, replica.NodeID(id)) {
+			continue
+		}
+		for _, bi := range live {
+			if bi.NodeID == id && bi.AZ == rack {
+				return id
+			}
+		}
+	}
+	return -1
+}
+
+// rackLabel bounds the client_rack label of the consumer-bytes metric: an
+// AZ of a live broker is itself, no rack is "none", any other is "other".
+func (b *Broker) rackLabel(rack string) string {
+	if rack == "" {
+		return "none"
+	}
+	if rack == b.cfg.AZ {
+		return rack
+	}
+	for _, bi := range b.brokers() {
+		if bi.AZ == rack {
+			return rack
+		}
+	}
+	return "other"
 }

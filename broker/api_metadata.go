@@ -3,6 +3,12 @@ package broker
 // Metadata (key 3): brokers, the controller, and topics with their
 // partitions, leaders and leader epochs. Topics named in the request are
 // created on first use when auto-creation is on, as in Kafka.
+//
+// Leader and leader epoch come from the partition state in etcd; a state
+// whose leader is not live answers leader -1 with LEADER_NOT_AVAILABLE. The
+// ISR is the leader's own view when this broker leads the partition (the
+// replicas that fetched within the lag window), and otherwise the live
+// replicas; the offline replicas are the replicas not live.
 
 import (
 	"context"
@@ -14,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/meta"
 )
 
@@ -110,11 +117,19 @@ func (b *Broker) metadataTopic(t *topic) kmsg.MetadataResponseTopic {
 		mp.Leader = st.Leader
 		mp.LeaderEpoch = st.LeaderEpoch
 		mp.Replicas = slices.Clone(st.Replicas)
+		var leaderISR []replica.NodeID
+		leading := false
+		if i < len(t.partitions) && t.partitions[i] != nil {
+			if rs := t.partitions[i].replicaStatus(); rs.Role == replica.RoleLeader {
+				leaderISR, leading = rs.InSync, true
+			}
+		}
 		for _, id := range st.Replicas {
-			if live[id] {
-				mp.ISR = append(mp.ISR, id)
-			} else {
+			if !live[id] {
 				mp.OfflineReplicas = append(mp.OfflineReplicas, id)
+			}
+			if leading && slices.Contains(leaderISR, replica.NodeID(id)) || !leading && live[id] {
+				mp.ISR = append(mp.ISR, id)
 			}
 		}
 		if mp.ISR == nil {

@@ -23,6 +23,9 @@ type metrics struct {
 	bytesOutC  *prometheus.CounterVec
 	recordsOut *prometheus.CounterVec
 	fsync      prometheus.Histogram
+	// consumerBytes counts consumer fetch bytes by this broker's AZ and
+	// the client's rack (KIP-392), so cross-AZ reads can be seen.
+	consumerBytes *prometheus.CounterVec
 
 	connsOpen    prometheus.Gauge       // connlimit.go
 	connsRefused *prometheus.CounterVec // connlimit.go
@@ -57,6 +60,12 @@ func newMetrics() *metrics {
 			Buckets: prometheus.ExponentialBuckets(50e-6, 2, 16),
 		}),
 	}
+	m.consumerBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_fetch_bytes_total",
+		Help: "Record batch bytes returned to consumer fetches, by this broker's AZ (az) and the client's rack " +
+			"(client_rack: an AZ of the cluster, \"none\" when the client sent none, \"other\" for any other); " +
+			"bytes where az and client_rack differ crossed AZs.",
+	}, []string{"az", "client_rack"})
 	m.connsOpen = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "sluice_connections_open", Help: "Open Kafka connections.",
 	})
@@ -72,7 +81,7 @@ func newMetrics() *metrics {
 	m.requestMem = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "sluice_request_memory_bytes", Help: "Request bytes held (read and not yet answered), over all Kafka connections; bounded by queued max request bytes.",
 	})
-	m.reg.MustRegister(m.connsOpen, m.connsRefused, m.connsIdle, m.requestMem)
+	m.reg.MustRegister(m.connsOpen, m.connsRefused, m.connsIdle, m.requestMem, m.consumerBytes)
 	m.reg.MustRegister(m.requests, m.latency, m.bytesInC, m.recordsInC, m.bytesOutC, m.recordsOut, m.fsync,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -91,6 +100,12 @@ func (m *metrics) recordsIn(topic string, bytes, records int) {
 
 func (m *metrics) bytesOut(topic string, bytes int) {
 	m.bytesOutC.WithLabelValues(topic).Add(float64(bytes))
+}
+
+// consumerFetched counts bytes served to a consumer fetch; rack is the
+// client's rack label (rackLabel).
+func (m *metrics) consumerFetched(az, rack string, bytes int) {
+	m.consumerBytes.WithLabelValues(az, rack).Add(float64(bytes))
 }
 
 func (m *metrics) recordsOutN(topic string, records int) {
