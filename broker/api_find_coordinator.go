@@ -1,14 +1,13 @@
 package broker
 
-// FindCoordinator (key 10): this broker coordinates every consumer group.
-// v4+ asks for a batch of keys. Transactions are not served: transaction
+// FindCoordinator (key 10): names the broker that coordinates each group,
+// by the placement of group_placement.go over the live brokers (this
+// broker, when it is alone). v4+ asks for a batch of keys. Transactions are not served: transaction
 // keys answer errTransactionsUnsupported, a non-retriable code with a message
 // that says so; other key types INVALID_REQUEST.
 
 import (
 	"context"
-	"net"
-	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -21,8 +20,6 @@ const (
 func handleFindCoordinator(b *Broker, _ context.Context, req *request) (reply, error) {
 	r := req.body.(*kmsg.FindCoordinatorRequest)
 	resp := newResponse(req).(*kmsg.FindCoordinatorResponse)
-	host, portStr, _ := net.SplitHostPort(b.advertise)
-	port, _ := strconv.Atoi(portStr)
 	answer := func(key string) kmsg.FindCoordinatorResponseCoordinator {
 		c := kmsg.NewFindCoordinatorResponseCoordinator()
 		c.Key = key
@@ -34,7 +31,12 @@ func handleFindCoordinator(b *Broker, _ context.Context, req *request) (reply, e
 		case r.CoordinatorType != coordinatorKeyGroup:
 			c.ErrorCode = errorCode(errCoordinatorKeyType)
 		default:
-			c.NodeID, c.Host, c.Port = b.cfg.NodeID, host, int32(port)
+			co := b.groupCoordinator(key)
+			if host, port := hostPort(co.Kafka); port > 0 {
+				c.NodeID, c.Host, c.Port = co.NodeID, host, port
+			} else {
+				c.ErrorCode = errorCode(errCoordinatorUnavailable)
+			}
 		}
 		return c
 	}

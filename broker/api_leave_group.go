@@ -20,8 +20,13 @@ func handleLeaveGroup(b *Broker, _ context.Context, req *request) (reply, error)
 		resp.ErrorCode = errorCode(b.coord.Leave(r.Group, r.MemberID, ""))
 		return done(resp), nil
 	}
-	if _, err := b.coord.DescribeGroup(r.Group); errors.Is(err, errGroupNotFound) {
+	switch _, err := b.coord.DescribeGroup(r.Group); {
+	case errors.Is(err, errGroupNotFound):
 		resp.ErrorCode = errorCode(group.ErrUnknownMember)
+	case err != nil:
+		// Not the coordinator (or not yet): the client looks it up again.
+		resp.ErrorCode = errorCode(err)
+		return done(resp), nil
 	}
 	for _, m := range r.Members {
 		rm := kmsg.NewLeaveGroupResponseMember()

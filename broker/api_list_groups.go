@@ -1,7 +1,10 @@
 package broker
 
-// ListGroups (key 16): every live group, filtered by state (v4+) and by
-// type (v5+; every group here is "classic").
+// ListGroups (key 16): every live group this broker coordinates, filtered
+// by state (v4+) and by type (v5+; every group here is "classic"). Clients
+// ask every broker and merge. Until this broker has taken over its groups
+// once after starting, the answer waits briefly, then is
+// COORDINATOR_LOAD_IN_PROGRESS, as Kafka answers while it loads.
 
 import (
 	"context"
@@ -13,13 +16,17 @@ import (
 
 const classicGroupType = "classic"
 
-func handleListGroups(b *Broker, _ context.Context, req *request) (reply, error) {
+func handleListGroups(b *Broker, ctx context.Context, req *request) (reply, error) {
 	r := req.body.(*kmsg.ListGroupsRequest)
 	resp := newResponse(req).(*kmsg.ListGroupsResponse)
 	matches := func(filter []string, v string) bool {
 		return len(filter) == 0 || slices.ContainsFunc(filter, func(f string) bool { return strings.EqualFold(f, v) })
 	}
 	if !matches(r.TypesFilter, classicGroupType) {
+		return done(resp), nil
+	}
+	if err := b.coord.awaitPlaced(ctx); err != nil {
+		resp.ErrorCode = errorCode(err)
 		return done(resp), nil
 	}
 	for _, g := range b.coord.ListGroups() {

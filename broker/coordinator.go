@@ -2,9 +2,12 @@ package broker
 
 // This file owns the group coordinator's runtime: one group.Group state
 // machine per group id, each behind its own lock, a ticker that feeds the
-// clock to every group, the loading of committed offsets at start, and the
-// Go API (Join, Sync, Heartbeat, Leave) that the Kafka handlers and the HTTP
-// API share. This broker is the coordinator of every group.
+// clock to every group, and the Go API (Join, Sync, Heartbeat, Leave) that
+// the Kafka handlers and the HTTP API share. Which groups this broker
+// coordinates, and its claim on each, is group_placement.go's: every group
+// request passes through locked, which answers NOT_COORDINATOR for a group
+// placed elsewhere and takes the group's claim (loading its committed
+// offsets) before it first serves it.
 //
 // Locks: coordinator.mu guards the groups map only; groupRunner.mu guards
 // one group's state machine and its waiters, and is held across that group's
@@ -16,7 +19,9 @@ package broker
 // 1) registered before the group's outbox is drained, so its answer is
 // never lost; the waiting side also gives up when its context ends or the
 // coordinator stops, so a parked request never outlives the broker.
-// Invariant: a group leaves the map only after it is marked Dead, under its lock.
+// Invariant: a group leaves the map only after it is marked Dead or
+// released, under its lock; a parked request also ends when its group is
+// released (gone), with NOT_COORDINATOR.
 
 import (
 	"context"
@@ -97,6 +102,7 @@ type coordinator struct {
 	logger zerolog.Logger
 
 	ticket atomic.Uint64
+	placed chan struct{} // closed once the placement loop has taken over this broker's groups
 	done   chan struct{} // closed by stop: parked waits end
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
@@ -110,6 +116,26 @@ type groupRunner struct {
 	mu      sync.Mutex
 	g       *group.Group                             // guarded by mu
 	waiters map[group.Ticket]chan<- group.Completion // guarded by mu
+	// claim is this broker's claim on the group; Revision 0 until acquire
+	// took it (group_placement.go). Guarded by mu.
+	claim meta.GroupClaim
+	// exists: the group was created by a request or has committed offsets;
+	// a runner made only to look a group up is dropped again. Guarded by mu.
+	exists bool
+	// released: this broker no longer coordinates the group; gone is closed
+	// at the same moment. Guarded by mu.
+	released bool
+	gone     chan struct{}
+}
+
+func newGroupRunner(id string, cfg group.Config, now time.Time) *groupRunner {
+	return &groupRunner{g: group.New(id, cfg, now), waiters: make(map[group.Ticket]chan<- group.Completion),
+		gone: make(chan struct{})}
+}
+
+// serving reports whether gr is this broker's to serve; gr.mu is held.
+func (gr *groupRunner) serving() bool {
+	return gr.claim.Revision != 0 && !gr.released && gr.g.State() != group.Dead
 }
 
 func (b *Broker) startCoordinator(ctx context.Context) error {
@@ -122,18 +148,20 @@ func (b *Broker) startCoordinator(ctx context.Context) error {
 		cfg:    cfg,
 		gcfg:   cfg.groupConfig(),
 		logger: b.logger.With().Str("component", "coordinator").Logger(),
+		placed: make(chan struct{}),
 		done:   make(chan struct{}),
 		groups: make(map[string]*groupRunner),
 	}
-	if err := c.load(ctx); err != nil {
-		return err
-	}
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.stop = cancel
-	c.wg.Add(1)
+	c.wg.Add(2)
 	go func() {
 		defer c.wg.Done()
 		c.tickLoop(loopCtx)
+	}()
+	go func() {
+		defer c.wg.Done()
+		c.placeLoop(loopCtx)
 	}()
 	b.coord = c
 	return nil
@@ -157,13 +185,14 @@ func (c *coordinator) runner(id string, create bool) *groupRunner {
 	defer c.mu.Unlock()
 	gr := c.groups[id]
 	if gr == nil && create {
-		gr = &groupRunner{g: group.New(id, c.gcfg, c.now()), waiters: make(map[group.Ticket]chan<- group.Completion)}
+		gr = newGroupRunner(id, c.gcfg, c.now())
 		c.groups[id] = gr
 	}
 	return gr
 }
 
-// forget removes a Dead group's runner from the map; the caller holds gr.mu.
+// forget removes a Dead or released group's runner from the map; the
+// caller holds gr.mu.
 func (c *coordinator) forget(id string, gr *groupRunner) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -173,21 +202,40 @@ func (c *coordinator) forget(id string, gr *groupRunner) {
 }
 
 // locked runs fn on the live group id under its lock, creating the group if
-// create; without create, an unknown group is errGroupNotFound.
-func (c *coordinator) locked(id string, create bool, fn func(gr *groupRunner) error) error {
+// create; without create, an unknown group is errGroupNotFound. A group
+// placed on another broker is errNotCoordinator; one this broker has not
+// served yet is first acquired (claimed and loaded; errCoordinatorLoading
+// while another broker still holds it).
+func (c *coordinator) locked(ctx context.Context, id string, create bool, fn func(gr *groupRunner) error) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty", errInvalidGroupID)
 	}
+	if err := c.checkPlacement(id); err != nil {
+		return err
+	}
 	for {
-		gr := c.runner(id, create)
-		if gr == nil {
-			return fmt.Errorf("group %q: %w", id, errGroupNotFound)
-		}
+		gr := c.runner(id, true)
 		gr.mu.Lock()
-		if gr.g.State() == group.Dead {
+		if gr.released || gr.g.State() == group.Dead {
 			c.forget(id, gr)
 			gr.mu.Unlock()
-			continue // deleted meanwhile: use a fresh one
+			continue // deleted or released meanwhile: use a fresh one
+		}
+		if gr.claim.Revision == 0 {
+			if err := c.acquire(ctx, gr); err != nil {
+				gr.mu.Unlock()
+				return err
+			}
+		}
+		if create {
+			gr.exists = true
+		}
+		if !gr.exists {
+			// Only looked up: nothing to keep, nor a claim to hold.
+			_ = gr.g.MarkDead(c.now())
+			c.release(ctx, gr, "no such group")
+			gr.mu.Unlock()
+			return fmt.Errorf("group %q: %w", id, errGroupNotFound)
 		}
 		err := fn(gr)
 		gr.deliver()
@@ -215,12 +263,14 @@ func (gr *groupRunner) park(t group.Ticket) <-chan group.Completion {
 
 func (c *coordinator) nextTicket() group.Ticket { return group.Ticket(c.ticket.Add(1)) }
 
-// wait returns a parked request's completion, or an error when ctx ends or
-// the coordinator stops first.
-func (c *coordinator) wait(ctx context.Context, ch <-chan group.Completion) (group.Completion, error) {
+// wait returns a parked request's completion, or an error when ctx ends,
+// the group is released (gone) or the coordinator stops first.
+func (c *coordinator) wait(ctx context.Context, ch <-chan group.Completion, gone <-chan struct{}) (group.Completion, error) {
 	select {
 	case comp := <-ch:
 		return comp, nil
+	case <-gone:
+		return group.Completion{}, fmt.Errorf("group released while the request waited: %w", errNotCoordinator)
 	case <-ctx.Done():
 		return group.Completion{}, fmt.Errorf("%w: %w", errCoordinatorUnavailable, ctx.Err())
 	case <-c.done:
@@ -233,11 +283,12 @@ func (c *coordinator) wait(ctx context.Context, ch <-chan group.Completion) (gro
 func (c *coordinator) startJoin(groupID string, req group.JoinRequest) func(context.Context) group.JoinResult {
 	var res group.JoinResult
 	var ch <-chan group.Completion
-	err := c.locked(groupID, true, func(gr *groupRunner) error {
+	var gone <-chan struct{}
+	err := c.locked(context.Background(), groupID, true, func(gr *groupRunner) error {
 		t := c.nextTicket()
 		var parked bool
 		if res, parked = gr.g.Join(c.now(), t, req); parked {
-			ch = gr.park(t)
+			ch, gone = gr.park(t), gr.gone
 		}
 		return nil
 	})
@@ -248,7 +299,7 @@ func (c *coordinator) startJoin(groupID string, req group.JoinRequest) func(cont
 		return func(context.Context) group.JoinResult { return res }
 	}
 	return func(ctx context.Context) group.JoinResult {
-		comp, err := c.wait(ctx, ch)
+		comp, err := c.wait(ctx, ch, gone)
 		if err != nil {
 			return group.JoinResult{Err: err, MemberID: req.MemberID}
 		}
@@ -266,11 +317,12 @@ func (c *coordinator) Join(ctx context.Context, groupID string, req group.JoinRe
 func (c *coordinator) startSync(groupID string, req group.SyncRequest) func(context.Context) group.SyncResult {
 	var res group.SyncResult
 	var ch <-chan group.Completion
-	err := c.locked(groupID, false, func(gr *groupRunner) error {
+	var gone <-chan struct{}
+	err := c.locked(context.Background(), groupID, false, func(gr *groupRunner) error {
 		t := c.nextTicket()
 		var parked bool
 		if res, parked = gr.g.Sync(c.now(), t, req); parked {
-			ch = gr.park(t)
+			ch, gone = gr.park(t), gr.gone
 		}
 		return nil
 	})
@@ -281,7 +333,7 @@ func (c *coordinator) startSync(groupID string, req group.SyncRequest) func(cont
 		return func(context.Context) group.SyncResult { return res }
 	}
 	return func(ctx context.Context) group.SyncResult {
-		comp, err := c.wait(ctx, ch)
+		comp, err := c.wait(ctx, ch, gone)
 		if err != nil {
 			return group.SyncResult{Err: err}
 		}
@@ -297,14 +349,14 @@ func (c *coordinator) Sync(ctx context.Context, groupID string, req group.SyncRe
 // Heartbeat keeps a member's session alive; group.ErrRebalanceInProgress
 // tells it to rejoin.
 func (c *coordinator) Heartbeat(groupID, memberID, instanceID string, gen group.Generation) error {
-	return unknownGroupAsMember(c.locked(groupID, false, func(gr *groupRunner) error {
+	return unknownGroupAsMember(c.locked(context.Background(), groupID, false, func(gr *groupRunner) error {
 		return gr.g.Heartbeat(c.now(), memberID, instanceID, gen)
 	}))
 }
 
 // Leave removes a member (by member id, or instance id for a static member).
 func (c *coordinator) Leave(groupID, memberID, instanceID string) error {
-	return unknownGroupAsMember(c.locked(groupID, false, func(gr *groupRunner) error {
+	return unknownGroupAsMember(c.locked(context.Background(), groupID, false, func(gr *groupRunner) error {
 		return gr.g.Leave(c.now(), memberID, instanceID)
 	}))
 }
@@ -337,7 +389,7 @@ func (c *coordinator) tickLoop(ctx context.Context) {
 		}
 		for _, gr := range c.snapshot() {
 			gr.mu.Lock()
-			if gr.g.State() != group.Dead {
+			if gr.serving() {
 				gr.g.Tick(now)
 				gr.deliver()
 				if check {

@@ -31,7 +31,7 @@ type GroupListing struct {
 // DescribeGroup describes one group; errGroupNotFound if there is none.
 func (c *coordinator) DescribeGroup(groupID string) (GroupDescription, error) {
 	var d GroupDescription
-	err := c.locked(groupID, false, func(gr *groupRunner) error {
+	err := c.locked(context.Background(), groupID, false, func(gr *groupRunner) error {
 		d = GroupDescription{
 			Group:        groupID,
 			State:        gr.g.State().String(),
@@ -46,12 +46,13 @@ func (c *coordinator) DescribeGroup(groupID string) (GroupDescription, error) {
 	return d, err
 }
 
-// ListGroups lists every live group, sorted by id.
+// ListGroups lists every live group this broker coordinates, sorted by id
+// (Kafka's brokers do the same; clients merge the lists of all brokers).
 func (c *coordinator) ListGroups() []GroupListing {
 	var out []GroupListing
 	for _, gr := range c.snapshot() {
 		gr.mu.Lock()
-		if gr.g.State() != group.Dead {
+		if gr.serving() && gr.exists {
 			out = append(out, GroupListing{Group: gr.g.ID(), ProtocolType: gr.g.ProtocolType(), State: gr.g.State().String()})
 		}
 		gr.mu.Unlock()
@@ -63,19 +64,19 @@ func (c *coordinator) ListGroups() []GroupListing {
 // DeleteGroup deletes an Empty group and its committed offsets:
 // group.ErrNotEmpty while it has members, errGroupNotFound if absent.
 func (c *coordinator) DeleteGroup(ctx context.Context, groupID string) error {
-	return c.locked(groupID, false, func(gr *groupRunner) error {
+	return c.locked(ctx, groupID, false, func(gr *groupRunner) error {
 		if gr.g.State() != group.Empty {
 			return fmt.Errorf("delete group %q in state %s: %w", groupID, gr.g.State(), group.ErrNotEmpty)
 		}
 		wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 		defer cancel()
-		if err := c.b.store.DeleteGroupOffsets(wctx, c.cfg.Tenant, groupID); err != nil {
-			return fmt.Errorf("%w: %w", errCoordinatorUnavailable, err)
+		if err := c.b.store.DeleteGroupOffsetsIf(wctx, c.cfg.Tenant, groupID, gr.claimCond()); err != nil {
+			return c.fenced(ctx, gr, err)
 		}
 		if err := gr.g.MarkDead(c.now()); err != nil {
 			return err
 		}
-		c.forget(groupID, gr)
+		c.release(ctx, gr, "group deleted")
 		return nil
 	})
 }

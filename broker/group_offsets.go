@@ -1,15 +1,18 @@
 package broker
 
-// This file owns committed offsets on the coordinator side: loading them
-// from etcd at start, commits (checked by the group state machine, then
-// written to etcd in one transaction, then applied in memory), fetches,
-// admin resets, deletes and expiry.
+// This file owns committed offsets on the coordinator side: commits
+// (checked by the group state machine, then written to etcd in one
+// transaction fenced by this broker's claim on the group, then applied in
+// memory), fetches, admin resets, deletes and expiry. Loading a group's
+// offsets when this broker takes it over is group_placement.go's acquire.
 //
 // Invariant: an offset is in a group's memory only after it is durable in
 // etcd, and it is checked and written under the group's lock, so a member
 // whose generation ended cannot commit (DESIGN invariant 4).
 // Invariant: a committed offset is returned only while its topic still has
 // the topic ID it was committed under.
+// Invariant: every etcd write here is conditioned on the group's claim
+// (gr.claimCond); a refused one releases the group (NOT_COORDINATOR).
 
 import (
 	"context"
@@ -34,34 +37,6 @@ type OffsetCommit struct {
 	Metadata    string
 }
 
-// load reads every committed offset of the tenant into Empty groups.
-// Offsets of deleted topics are left in etcd and ignored.
-func (c *coordinator) load(ctx context.Context) error {
-	all, err := c.b.store.TenantOffsets(ctx, c.cfg.Tenant)
-	if err != nil {
-		return fmt.Errorf("broker: load committed offsets: %w", err)
-	}
-	now := c.now()
-	for id, offsets := range all {
-		g := group.New(id, c.gcfg, now)
-		set := make(map[group.TopicPartition]group.Offset, len(offsets))
-		for _, o := range offsets {
-			t := c.b.lookupTopicID(o.TopicID)
-			if t == nil {
-				continue
-			}
-			set[group.TopicPartition{Topic: t.meta.Name, Partition: o.Partition}] = group.Offset{
-				Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata,
-				Generation: group.Generation(o.Generation), CommitTime: o.CommitTime, TopicID: o.TopicID,
-			}
-		}
-		g.SetOffsets(set)
-		c.groups[id] = &groupRunner{g: g, waiters: make(map[group.Ticket]chan<- group.Completion)}
-	}
-	c.logger.Info().Int("groups", len(all)).Msg("loaded committed offsets")
-	return nil
-}
-
 // CommitOffsets commits offsets for a member (memberID, instanceID, gen) or,
 // with gen < 0 and no member, as an admin while the group is Empty. The
 // error is for the whole request; the map holds per-partition errors (an
@@ -70,7 +45,7 @@ func (c *coordinator) CommitOffsets(ctx context.Context, groupID, memberID, inst
 	offsets map[group.TopicPartition]OffsetCommit) (map[group.TopicPartition]error, error) {
 	admin := gen < 0 && memberID == "" && instanceID == ""
 	perPartition := make(map[group.TopicPartition]error)
-	err := c.locked(groupID, admin, func(gr *groupRunner) error {
+	err := c.locked(ctx, groupID, admin, func(gr *groupRunner) error {
 		now := c.now()
 		if err := gr.g.CheckCommit(now, memberID, instanceID, gen); err != nil {
 			return err
@@ -112,8 +87,8 @@ func (c *coordinator) writeOffsets(ctx context.Context, gr *groupRunner, gen gro
 	}
 	wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
-	if err := c.b.store.CommitOffsets(wctx, c.cfg.Tenant, gr.g.ID(), durable); err != nil {
-		return fmt.Errorf("%w: %w", errCoordinatorUnavailable, err)
+	if err := c.b.store.CommitOffsetsIf(wctx, c.cfg.Tenant, gr.g.ID(), durable, gr.claimCond()); err != nil {
+		return c.fenced(ctx, gr, err)
 	}
 	gr.g.SetOffsets(apply)
 	return nil
@@ -124,7 +99,7 @@ func (c *coordinator) writeOffsets(ctx context.Context, gr *groupRunner, gen gro
 // unknown group has no offsets.
 func (c *coordinator) FetchOffsets(groupID string, tps []group.TopicPartition) (map[group.TopicPartition]group.Offset, error) {
 	out := make(map[group.TopicPartition]group.Offset)
-	err := c.locked(groupID, false, func(gr *groupRunner) error {
+	err := c.locked(context.Background(), groupID, false, func(gr *groupRunner) error {
 		if tps == nil {
 			tps, _ = gr.g.Offsets()
 		}
@@ -167,7 +142,7 @@ func (c *coordinator) ResetOffsets(ctx context.Context, groupID string, offsets 
 			commits[group.TopicPartition{Topic: topic, Partition: partition}] = OffsetCommit{Offset: off, LeaderEpoch: -1}
 		}
 	}
-	return c.locked(groupID, true, func(gr *groupRunner) error {
+	return c.locked(ctx, groupID, true, func(gr *groupRunner) error {
 		if gr.g.State() != group.Empty {
 			return fmt.Errorf("reset offsets of group %q with %d members: %w", groupID, gr.g.Len(), group.ErrNotEmpty)
 		}
@@ -186,7 +161,7 @@ func (c *coordinator) ResetOffsets(ctx context.Context, groupID string, offsets 
 // an Empty group, or for topics no member of a consumer group subscribes to.
 func (c *coordinator) DeleteOffsets(ctx context.Context, groupID string, tps []group.TopicPartition) (map[group.TopicPartition]error, error) {
 	perPartition := make(map[group.TopicPartition]error)
-	err := c.locked(groupID, false, func(gr *groupRunner) error {
+	err := c.locked(ctx, groupID, false, func(gr *groupRunner) error {
 		subscribed := map[string]bool{}
 		if gr.g.State() != group.Empty {
 			if gr.g.ProtocolType() != "consumer" {
@@ -211,8 +186,8 @@ func (c *coordinator) DeleteOffsets(ctx context.Context, groupID string, tps []g
 		}
 		wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 		defer cancel()
-		if err := c.b.store.DeleteOffsets(wctx, c.cfg.Tenant, groupID, keys); err != nil {
-			return fmt.Errorf("%w: %w", errCoordinatorUnavailable, err)
+		if err := c.b.store.DeleteOffsetsIf(wctx, c.cfg.Tenant, groupID, keys, gr.claimCond()); err != nil {
+			return c.fenced(ctx, gr, err)
 		}
 		gr.g.DeleteOffsets(gone)
 		return nil
@@ -239,8 +214,12 @@ func (c *coordinator) expire(ctx context.Context, gr *groupRunner, now time.Time
 			keys = append(keys, meta.OffsetKey{TopicID: o.TopicID, Partition: tp.Partition})
 		}
 		wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
-		err := c.b.store.DeleteOffsets(wctx, c.cfg.Tenant, gr.g.ID(), keys)
+		err := c.b.store.DeleteOffsetsIf(wctx, c.cfg.Tenant, gr.g.ID(), keys, gr.claimCond())
 		cancel()
+		if errors.Is(err, meta.ErrFenced) {
+			_ = c.fenced(ctx, gr, err)
+			return
+		}
 		if err != nil {
 			c.logger.Warn().Err(err).Str("group", gr.g.ID()).Msg("delete expired offsets; will retry")
 			return
@@ -250,7 +229,7 @@ func (c *coordinator) expire(ctx context.Context, gr *groupRunner, now time.Time
 	}
 	if gr.g.Deletable() {
 		_ = gr.g.MarkDead(now)
-		c.forget(gr.g.ID(), gr)
+		c.release(ctx, gr, "empty group expired")
 	}
 }
 
@@ -261,6 +240,10 @@ func (c *coordinator) expire(ctx context.Context, gr *groupRunner, now time.Time
 func (c *coordinator) forgetTopic(ctx context.Context, name string, id [16]byte) {
 	for _, gr := range c.snapshot() {
 		gr.mu.Lock()
+		if !gr.serving() {
+			gr.mu.Unlock()
+			continue
+		}
 		tps, all := gr.g.Offsets()
 		var gone []group.TopicPartition
 		var keys []meta.OffsetKey
@@ -272,9 +255,11 @@ func (c *coordinator) forgetTopic(ctx context.Context, name string, id [16]byte)
 		}
 		if len(keys) > 0 {
 			wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
-			err := c.b.store.DeleteOffsets(wctx, c.cfg.Tenant, gr.g.ID(), keys)
+			err := c.b.store.DeleteOffsetsIf(wctx, c.cfg.Tenant, gr.g.ID(), keys, gr.claimCond())
 			cancel()
-			if err != nil {
+			if errors.Is(err, meta.ErrFenced) {
+				_ = c.fenced(ctx, gr, err)
+			} else if err != nil {
 				c.logger.Warn().Err(err).Str("group", gr.g.ID()).Str("topic", name).Msg("delete offsets of a deleted topic")
 			} else {
 				gr.g.DeleteOffsets(gone)

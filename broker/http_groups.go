@@ -6,12 +6,19 @@ package broker
 // assignor, and when an HTTP member is the leader the broker computes the
 // range assignment for everyone (Kafka clients compute it themselves).
 // Generations, fencing and commit rules are the coordinator's, unchanged.
+// A request for a group another broker coordinates is forwarded to that
+// broker's HTTP API once (marked with forwardedHeader so it is never
+// forwarded again); clients may use any broker.
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -34,13 +41,58 @@ const (
 )
 
 func (b *Broker) registerGroupAPI(mux *http.ServeMux) {
-	mux.HandleFunc("POST /v1/groups/{group}/members:join", b.httpJoin)
-	mux.HandleFunc("POST /v1/groups/{group}/members:heartbeat", b.httpHeartbeat)
-	mux.HandleFunc("POST /v1/groups/{group}/members:leave", b.httpLeave)
-	mux.HandleFunc("POST /v1/groups/{group}/messages:fetch", b.httpFetch)
-	mux.HandleFunc("POST /v1/groups/{group}/offsets:commit", b.httpCommit)
-	mux.HandleFunc("POST /v1/groups/{group}/offsets:reset", b.httpReset)
-	mux.HandleFunc("GET /v1/groups/{group}/lag", b.httpLag)
+	mux.HandleFunc("POST /v1/groups/{group}/members:join", b.toCoordinator(b.httpJoin))
+	mux.HandleFunc("POST /v1/groups/{group}/members:heartbeat", b.toCoordinator(b.httpHeartbeat))
+	mux.HandleFunc("POST /v1/groups/{group}/members:leave", b.toCoordinator(b.httpLeave))
+	mux.HandleFunc("POST /v1/groups/{group}/messages:fetch", b.toCoordinator(b.httpFetch))
+	mux.HandleFunc("POST /v1/groups/{group}/offsets:commit", b.toCoordinator(b.httpCommit))
+	mux.HandleFunc("POST /v1/groups/{group}/offsets:reset", b.toCoordinator(b.httpReset))
+	mux.HandleFunc("GET /v1/groups/{group}/lag", b.toCoordinator(b.httpLag))
+}
+
+// forwardedHeader marks a group request forwarded to its coordinator; its
+// value is the forwarding broker's node id.
+const forwardedHeader = "X-Sluice-Forwarded-By"
+
+// toCoordinator serves a group request here if this broker coordinates the
+// group, and otherwise forwards it to the coordinator's HTTP API. A
+// forwarded request is never forwarded again: if the views of the two
+// brokers disagree, the client gets a retriable 503.
+func (b *Broker) toCoordinator(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		groupID := r.PathValue("group")
+		co := b.groupCoordinator(groupID)
+		switch {
+		case groupID == "" || co.NodeID == b.cfg.NodeID:
+			h(w, r)
+		case r.Header.Get(forwardedHeader) != "" || co.HTTP == "":
+			b.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "not_coordinator",
+				Message: fmt.Sprintf("group %q is coordinated by node %d, which is not reachable from here yet; retry", groupID, co.NodeID)})
+		default:
+			target := &url.URL{Scheme: "http", Host: co.HTTP}
+			proxy := &httputil.ReverseProxy{
+				Rewrite: func(pr *httputil.ProxyRequest) {
+					pr.SetURL(target)
+					pr.Out.Header.Set(forwardedHeader, strconv.Itoa(int(b.cfg.NodeID)))
+				},
+				ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+					b.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "coordinator_unreachable",
+						Message: fmt.Sprintf("forward to the coordinator of group %q, node %d at %s: %v; retry", groupID, co.NodeID, co.HTTP, err)})
+				},
+			}
+			proxy.ServeHTTP(w, r)
+		}
+	}
+}
+
+// groupHTTPError gives the coordinator's retriable refusals (not the
+// coordinator, taking the group over) a 503, as the HTTP API's other
+// retriable errors; anything else is writeError's.
+func (b *Broker) groupHTTPError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, errNotCoordinator) || errors.Is(err, errCoordinatorLoading) {
+		err = &apiError{Status: http.StatusServiceUnavailable, Code: "coordinator_not_available", Message: err.Error() + "; retry"}
+	}
+	b.writeError(w, r, err)
 }
 
 type joinRequest struct {
@@ -89,7 +141,7 @@ func (b *Broker) httpJoin(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	b.writeError(w, r, err)
+	b.groupHTTPError(w, r, err)
 }
 
 // joinHTTP runs a JoinGroup and SyncGroup round for an HTTP member.
@@ -221,7 +273,7 @@ func (b *Broker) httpHeartbeat(w http.ResponseWriter, r *http.Request) {
 		err = b.coord.Heartbeat(groupID, req.MemberID, "", group.Generation(*req.Generation))
 	}
 	if err != nil {
-		b.writeError(w, r, err)
+		b.groupHTTPError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
@@ -240,7 +292,7 @@ func (b *Broker) httpLeave(w http.ResponseWriter, r *http.Request) {
 		err = b.coord.Leave(groupID, req.MemberID, "")
 	}
 	if err != nil {
-		b.writeError(w, r, err)
+		b.groupHTTPError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "left"})
@@ -270,7 +322,7 @@ func (b *Broker) httpCommit(w http.ResponseWriter, r *http.Request) {
 		err = badRequest("offsets must not be empty")
 	}
 	if err != nil {
-		b.writeError(w, r, err)
+		b.groupHTTPError(w, r, err)
 		return
 	}
 	offsets := make(map[group.TopicPartition]OffsetCommit, len(req.Offsets))
@@ -291,7 +343,7 @@ func (b *Broker) httpCommit(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		b.writeError(w, r, err)
+		b.groupHTTPError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"status": "committed", "count": len(offsets)})
@@ -319,7 +371,7 @@ func (b *Broker) httpReset(w http.ResponseWriter, r *http.Request) {
 		err = b.coord.ResetOffsets(r.Context(), groupID, map[string]map[int32]int64{req.Topic: targets})
 	}
 	if err != nil {
-		b.writeError(w, r, err)
+		b.groupHTTPError(w, r, err)
 		return
 	}
 	type reset struct {

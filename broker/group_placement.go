@@ -1,0 +1,325 @@
+package broker
+
+// This file owns which broker coordinates which consumer group, and this
+// broker's tenure over the groups it coordinates.
+//
+// Placement is rendezvous (highest-random-weight) hashing of (group id,
+// node id) over the live brokers (b.brokers(), from the etcd registry
+// watch): every broker computes the same coordinator from the same view,
+// and when a broker leaves only its own groups move. A lone broker
+// coordinates every group.
+//
+// Tenure: before it serves a group, the coordinator takes the group's etcd
+// claim (meta.ClaimGroup: <prefix>group-claims/<tenant>/<group>, bound to
+// this broker's registration lease) and only then reads the group's
+// committed offsets; every write it makes for the group (offset commits,
+// deletes) is conditioned on that claim (meta.GroupClaim.If). A claim still
+// held by another broker (a deposed coordinator that has not let go yet)
+// answers COORDINATOR_LOAD_IN_PROGRESS until it is free. When the placement
+// moves a group away, or a fenced write shows the claim is gone, the group is
+// released: its runner leaves the map, its parked requests end with
+// NOT_COORDINATOR, and the claim is deleted (or has expired with the lease).
+//
+// Invariant: an offset write for a group succeeds only while this broker
+// holds the claim it read the group's offsets under, so two brokers that
+// both believe they coordinate a group cannot both commit, and a new
+// coordinator's offsets include every commit its predecessor acknowledged.
+// Invariant: a groupRunner serves requests only between a successful claim
+// (claim.Revision != 0) and its release; a released runner never serves again.
+//
+// The placement loop (placeLoop) is owned by the coordinator: started in
+// startCoordinator, stopped and waited for in stopCoordinator. It acts on a
+// runner only under that runner's lock.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/meta"
+)
+
+var (
+	// errNotCoordinator: the group is placed on another broker, or this
+	// broker's claim on it is gone. Clients look the coordinator up again.
+	errNotCoordinator = fmt.Errorf("this broker is not the group's coordinator: %w", kerr.NotCoordinator)
+	// errCoordinatorLoading: the group is placed here but its claim is still
+	// held elsewhere, or this broker has not registered yet. Clients retry.
+	errCoordinatorLoading = fmt.Errorf("this broker is taking the group over: %w", kerr.CoordinatorLoadInProgress)
+)
+
+// rendezvousScore is the weight of node for groupID; the highest wins.
+func rendezvousScore(groupID string, node int32) uint64 {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(groupID))
+	x := h.Sum64() ^ (uint64(uint32(node)) * 0x9e3779b97f4a7c15)
+	// splitmix64's finaliser: FNV alone mixes the node id in too weakly.
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// placeGroup picks the coordinator of groupID among brokers: the highest
+// rendezvous score, ties to the lower node id. false if brokers is empty.
+func placeGroup(groupID string, brokers []meta.BrokerInfo) (meta.BrokerInfo, bool) {
+	var best meta.BrokerInfo
+	var bestScore uint64
+	found := false
+	for _, bi := range brokers {
+		s := rendezvousScore(groupID, bi.NodeID)
+		if !found || s > bestScore || (s == bestScore && bi.NodeID < best.NodeID) {
+			best, bestScore, found = bi, s, true
+		}
+	}
+	return best, found
+}
+
+// groupCoordinator is the broker that coordinates groupID in this broker's
+// view of the cluster. Before the broker has registered it is itself.
+func (b *Broker) groupCoordinator(groupID string) meta.BrokerInfo {
+	if bi, ok := placeGroup(groupID, b.groupPlacementBrokers()); ok {
+		return bi
+	}
+	return meta.BrokerInfo{NodeID: b.cfg.NodeID, AZ: b.cfg.AZ, Kafka: b.advertise}
+}
+
+// groupPlacementBrokers is the live brokers, without this one once its own
+// registration is lost (its claims went with the lease).
+func (b *Broker) groupPlacementBrokers() []meta.BrokerInfo {
+	bs := b.brokers()
+	if len(bs) == 0 || !b.registrationLost() {
+		return bs
+	}
+	out := make([]meta.BrokerInfo, 0, len(bs))
+	for _, bi := range bs {
+		if bi.NodeID != b.cfg.NodeID {
+			out = append(out, bi)
+		}
+	}
+	return out
+}
+
+// registration returns this broker's registration once it has registered.
+// b.reg is written before the first live-broker list is published, so
+// seeing a list (an atomic load) makes reading b.reg safe from any goroutine.
+func (b *Broker) registration() (*meta.Registration, bool) {
+	if len(b.brokers()) == 0 || b.reg == nil {
+		return nil, false
+	}
+	return b.reg, true
+}
+
+func (b *Broker) registrationLost() bool {
+	reg, ok := b.registration()
+	if !ok {
+		return false
+	}
+	select {
+	case <-reg.Lost():
+		return true
+	default:
+		return false
+	}
+}
+
+// hostPort splits a broker's advertised Kafka address for FindCoordinator.
+func hostPort(addr string) (string, int32) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", -1
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return "", -1
+	}
+	return host, int32(port)
+}
+
+// checkPlacement fails with errNotCoordinator unless groupID is placed here.
+func (c *coordinator) checkPlacement(groupID string) error {
+	if co := c.b.groupCoordinator(groupID); co.NodeID != c.b.cfg.NodeID {
+		return fmt.Errorf("group %q is coordinated by node %d: %w", groupID, co.NodeID, errNotCoordinator)
+	}
+	return nil
+}
+
+// acquire makes gr servable: it takes the group's claim and loads the
+// group's committed offsets (read after the claim, so no commit of a
+// predecessor is missed). gr.mu is held; gr is fresh (never served).
+func (c *coordinator) acquire(ctx context.Context, gr *groupRunner) error {
+	id := gr.g.ID()
+	if err := c.checkPlacement(id); err != nil {
+		return err
+	}
+	reg, ok := c.b.registration()
+	if !ok {
+		return fmt.Errorf("group %q: not registered yet: %w", id, errCoordinatorLoading)
+	}
+	wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	claim, err := c.b.store.ClaimGroup(wctx, c.cfg.Tenant, id, c.b.cfg.NodeID, reg.Info().Lease)
+	if errors.Is(err, meta.ErrGroupClaimed) {
+		return fmt.Errorf("group %q: %w: %w", id, errCoordinatorLoading, err)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", errCoordinatorUnavailable, err)
+	}
+	stored, err := c.b.store.GroupOffsets(wctx, c.cfg.Tenant, id)
+	if err != nil {
+		// The claim stays ours (claiming again is idempotent); the next
+		// request or placement pass loads again.
+		return fmt.Errorf("%w: load offsets of group %q: %w", errCoordinatorUnavailable, id, err)
+	}
+	set := make(map[group.TopicPartition]group.Offset, len(stored))
+	for _, o := range stored {
+		t := c.b.lookupTopicID(o.TopicID)
+		if t == nil {
+			continue // a deleted topic's offsets are ignored
+		}
+		set[group.TopicPartition{Topic: t.meta.Name, Partition: o.Partition}] = group.Offset{
+			Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata,
+			Generation: group.Generation(o.Generation), CommitTime: o.CommitTime, TopicID: o.TopicID,
+		}
+	}
+	gr.g.SetOffsets(set)
+	gr.claim = claim
+	gr.exists = gr.exists || len(set) > 0
+	c.logger.Info().Str("group", id).Int64("claim", claim.Revision).Int("offsets", len(set)).Msg("coordinating group")
+	return nil
+}
+
+// release ends this broker's tenure over gr: it leaves the map, its parked
+// requests end with NOT_COORDINATOR, and its claim is deleted. gr.mu is held.
+func (c *coordinator) release(ctx context.Context, gr *groupRunner, why string) {
+	if gr.released {
+		return
+	}
+	gr.released = true
+	close(gr.gone)
+	c.forget(gr.g.ID(), gr)
+	if gr.claim.Revision == 0 {
+		return
+	}
+	wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	if err := c.b.store.ReleaseGroup(wctx, gr.claim); err != nil {
+		c.logger.Warn().Err(err).Str("group", gr.g.ID()).Msg("release group claim; it ends with this broker's lease")
+	}
+	c.logger.Info().Str("group", gr.g.ID()).Str("why", why).Msg("no longer coordinating group")
+}
+
+// fenced turns a write refused by the claim's condition into
+// errNotCoordinator, releasing the group; gr.mu is held.
+func (c *coordinator) fenced(ctx context.Context, gr *groupRunner, err error) error {
+	if !errors.Is(err, meta.ErrFenced) {
+		return fmt.Errorf("%w: %w", errCoordinatorUnavailable, err)
+	}
+	c.release(ctx, gr, "claim lost")
+	return fmt.Errorf("group %q: %w: %w", gr.g.ID(), errNotCoordinator, err)
+}
+
+// placeLoop keeps this broker's tenures matching the placement: whenever
+// the view of live brokers changes it releases the groups placed elsewhere
+// and takes over the groups with committed offsets placed here (so offsets
+// expire and ListGroups lists them even before a client asks); groups it
+// could not take yet are retried every tick.
+func (c *coordinator) placeLoop(ctx context.Context) {
+	tick := time.NewTicker(c.cfg.TickInterval)
+	defer tick.Stop()
+	seen, retry, first := "", false, true
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if _, ok := c.b.registration(); !ok {
+			continue
+		}
+		view := viewOf(c.b.groupPlacementBrokers())
+		if view == seen && !retry && !first {
+			continue
+		}
+		retry = !c.reconcile(ctx)
+		if first && !retry {
+			close(c.placed)
+			first = false
+		}
+		seen = view
+	}
+}
+
+// placedWait bounds how long ListGroups waits for the first placement pass.
+const placedWait = 5 * time.Second
+
+// awaitPlaced waits until the placement loop has taken over this broker's
+// groups once (so ListGroups lists them), or fails with errCoordinatorLoading.
+func (c *coordinator) awaitPlaced(ctx context.Context) error {
+	t := time.NewTimer(placedWait)
+	defer t.Stop()
+	select {
+	case <-c.placed:
+		return nil
+	case <-ctx.Done():
+	case <-t.C:
+	case <-c.done:
+	}
+	return fmt.Errorf("groups not loaded yet: %w", errCoordinatorLoading)
+}
+
+// viewOf names a broker list by its members' incarnations.
+func viewOf(bs []meta.BrokerInfo) string {
+	var sb strings.Builder
+	for _, bi := range bs {
+		fmt.Fprintf(&sb, "%d@%d,", bi.NodeID, bi.Incarnation)
+	}
+	return sb.String()
+}
+
+// reconcile releases groups placed elsewhere and takes the groups with
+// committed offsets placed here; it reports whether every one was taken.
+func (c *coordinator) reconcile(ctx context.Context) bool {
+	for _, gr := range c.snapshot() {
+		gr.mu.Lock()
+		if !gr.released && c.checkPlacement(gr.g.ID()) != nil {
+			c.release(ctx, gr, "placed on another broker")
+		}
+		gr.mu.Unlock()
+	}
+	lctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	groups, err := c.b.store.OffsetGroups(lctx, c.cfg.Tenant)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			c.logger.Warn().Err(err).Msg("list groups with committed offsets; will retry")
+		}
+		return false
+	}
+	all := true
+	for _, id := range groups {
+		if c.checkPlacement(id) != nil {
+			continue
+		}
+		err := c.locked(ctx, id, false, func(*groupRunner) error { return nil })
+		if err != nil && !errors.Is(err, errGroupNotFound) && !errors.Is(err, errNotCoordinator) {
+			c.logger.Debug().Err(err).Str("group", id).Msg("group not taken over yet; will retry")
+			all = false
+		}
+	}
+	return all
+}
+
+// claimCond is the condition every write for gr carries; gr.mu is held.
+func (gr *groupRunner) claimCond() clientv3.Cmp { return gr.claim.If() }
