@@ -8,17 +8,20 @@ package broker
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/wal"
+	"github.com/sluice-mq/sluice/wal/vfs"
 )
 
 // askRaw sends req at version to broker b on a connection of its own and
@@ -554,4 +557,67 @@ func TestClusterNotLeaderNamesTheLeader(t *testing.T) {
 		}
 		return false, "no topic"
 	})
+}
+
+// quietNet is a replicaNet that drops everything: the core's messages to
+// the controller and its fetches go nowhere.
+type quietNet struct{}
+
+func (quietNet) sendToController(envelope)    {}
+func (quietNet) fetchReady(int32, *partition) {}
+
+// TestListOffsetsNewLeaderBehindItsEpoch: a replica elected leader of three
+// with records it cannot yet know committed has a high watermark below the
+// start of its epoch until a follower catches up. Meanwhile a consumer's
+// latest and timestamp lookups are OFFSET_NOT_AVAILABLE (retriable), as in
+// Kafka; the earliest offset and a replica's latest (the log end) are not.
+func TestListOffsetsNewLeaderBehindItsEpoch(t *testing.T) {
+	l, err := wal.Open(vfs.OS, filepath.Join(t.TempDir(), "log"), wal.Config{}.WithDefaults(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	for _, res := range l.AppendGroup([][]byte{testBatch(3, -1, -1, -1, 1000), testBatch(2, -1, -1, -1, 2000)}, 1) {
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	if _, err := l.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	p, err := openPartition(l, partitionOptions{
+		topic: "lag", self: 1, queue: 16, fs: vfs.OS, snapshotPath: filepath.Join(t.TempDir(), "p.producers"),
+		producerExpiry: time.Hour, now: time.Now, metrics: newMetrics(), logger: zerolog.Nop(), net: quietNet{},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Elected at epoch 2 by the controller: fence, then the state.
+	p.rep.Step(replica.Message{Type: replica.MsgFence, From: replica.ControllerNode, To: 1, Epoch: 2})
+	p.handleReady()
+	p.rep.SetState(replica.State{Epoch: 2, Leader: 1, Replicas: []replica.NodeID{1, 2, 3}, Version: 1})
+	p.handleReady()
+	st := p.replicaStatus()
+	hw, _ := p.highWatermark()
+	if st.Role != replica.RoleLeader || epochStart(l.Epochs(), 2) != 5 || hw != 0 {
+		t.Fatalf("status %+v, chain %+v, HW %d: want a leader of epoch 2 from offset 5 with HW 0", st, l.Epochs(), hw)
+	}
+	b := &Broker{}
+	for _, tc := range []struct {
+		name   string
+		ts     int64
+		client bool
+		code   int16
+		offset int64
+	}{
+		{"consumer latest", listLatest, true, kerr.OffsetNotAvailable.Code, -1},
+		{"consumer timestamp", 1500, true, kerr.OffsetNotAvailable.Code, -1},
+		{"consumer earliest", listEarliest, true, 0, 0},
+		{"replica latest is the log end", listLatest, false, 0, 6},
+	} {
+		off, _, _, err := b.listOffsetFor(p, tc.ts, tc.client)
+		if errorCode(err) != tc.code || off != tc.offset {
+			t.Errorf("%s: offset %d, error %v; want offset %d, code %d", tc.name, off, err, tc.offset, tc.code)
+		}
+	}
 }
