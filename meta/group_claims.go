@@ -137,6 +137,30 @@ func (s *Store) GroupClaimHolder(ctx context.Context, tenant, group string) (Gro
 	return c, true, nil
 }
 
+// GroupClaims lists every claim of a tenant, sorted by group.
+func (s *Store) GroupClaims(ctx context.Context, tenant string) ([]GroupClaim, error) {
+	prefix := s.groupClaimsPrefix(tenant)
+	resp, err := s.client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+	if err != nil {
+		return nil, fmt.Errorf("meta: list group claims under %s: %w", prefix, err)
+	}
+	out := make([]GroupClaim, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		group, err := url.PathUnescape(strings.TrimPrefix(string(kv.Key), prefix))
+		if err != nil {
+			return nil, fmt.Errorf("meta: group claim key %q: %w: %w", kv.Key, ErrCorrupt, err)
+		}
+		c, err := decodeClaim(tenant, group, string(kv.Key), kv.Value)
+		if err != nil {
+			return nil, err
+		}
+		c.Lease, c.Revision = clientv3.LeaseID(kv.Lease), kv.CreateRevision
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b GroupClaim) int { return strings.Compare(a.Group, b.Group) })
+	return out, nil
+}
+
 // OffsetGroups lists the groups of a tenant that have committed offsets,
 // sorted, reading keys only.
 func (s *Store) OffsetGroups(ctx context.Context, tenant string) ([]string, error) {

@@ -102,6 +102,14 @@ func TestGroupClaims(t *testing.T) {
 	if _, err := s.ClaimGroup(ctx, DefaultTenant, "team/g", 1, r1.Info().Lease); err != nil {
 		t.Fatal(err)
 	}
+	if cs, err := s.GroupClaims(ctx, DefaultTenant); err != nil || len(cs) != 1 || cs[0].Group != "team/g" || cs[0].NodeID != 1 {
+		t.Fatalf("GroupClaims: %+v, %v; want node 1's claim on team/g", cs, err)
+	} else if err := s.ReleaseGroup(ctx, cs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if cs, err := s.GroupClaims(ctx, DefaultTenant); err != nil || len(cs) != 0 {
+		t.Fatalf("GroupClaims after releasing a listed claim: %+v, %v", cs, err)
+	}
 	if got := committed("team/g"); got != 20 {
 		t.Fatalf("committed offset %d, want 20", got)
 	}
