@@ -223,6 +223,7 @@ func (c *coordinator) locked(ctx context.Context, id string, create bool, fn fun
 		}
 		if gr.claim.Revision == 0 {
 			if err := c.acquire(ctx, gr); err != nil {
+				c.release(ctx, gr, "not taken over") // holds nothing: only leaves the map
 				gr.mu.Unlock()
 				return err
 			}

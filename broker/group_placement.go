@@ -178,8 +178,11 @@ func (c *coordinator) acquire(ctx context.Context, gr *groupRunner) error {
 	}
 	stored, err := c.b.store.GroupOffsets(wctx, c.cfg.Tenant, id)
 	if err != nil {
-		// The claim stays ours (claiming again is idempotent); the next
-		// request or placement pass loads again.
+		// Let go rather than hold a claim no runner knows of; the next
+		// request or placement pass claims and loads again.
+		if rerr := c.b.store.ReleaseGroup(wctx, claim); rerr != nil {
+			c.logger.Warn().Err(rerr).Str("group", id).Msg("release claim of a group not loaded; the placement loop retries")
+		}
 		return fmt.Errorf("%w: load offsets of group %q: %w", errCoordinatorUnavailable, id, err)
 	}
 	set := make(map[group.TopicPartition]group.Offset, len(stored))
@@ -288,9 +291,11 @@ func viewOf(bs []meta.BrokerInfo) string {
 	return sb.String()
 }
 
-// reconcile releases groups placed elsewhere and takes the groups with
-// committed offsets placed here; it reports whether every one was taken.
+// reconcile releases groups placed elsewhere and claims no runner serves
+// (a release whose delete failed), and takes the groups with committed
+// offsets placed here; it reports whether every one was taken.
 func (c *coordinator) reconcile(ctx context.Context) bool {
+	orphansGone := c.releaseOrphanClaims(ctx)
 	for _, gr := range c.snapshot() {
 		gr.mu.Lock()
 		if !gr.released && c.checkPlacement(gr.g.ID()) != nil {
@@ -307,7 +312,7 @@ func (c *coordinator) reconcile(ctx context.Context) bool {
 		}
 		return false
 	}
-	all := true
+	all := orphansGone
 	for _, id := range groups {
 		if c.checkPlacement(id) != nil {
 			continue
@@ -319,6 +324,44 @@ func (c *coordinator) reconcile(ctx context.Context) bool {
 		}
 	}
 	return all
+}
+
+// releaseOrphanClaims deletes the claims this broker's lease holds that no
+// serving runner holds; it reports whether there were none left.
+func (c *coordinator) releaseOrphanClaims(ctx context.Context) bool {
+	reg, ok := c.b.registration()
+	if !ok {
+		return true
+	}
+	lctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	claims, err := c.b.store.GroupClaims(lctx, c.cfg.Tenant)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.logger.Warn().Err(err).Msg("list group claims; will retry")
+		}
+		return false
+	}
+	clean := true
+	for _, cl := range claims {
+		if cl.Lease != reg.Info().Lease {
+			continue
+		}
+		held := false
+		if gr := c.runner(cl.Group, false); gr != nil {
+			gr.mu.Lock()
+			held = gr.claim.Revision == cl.Revision && !gr.released
+			gr.mu.Unlock()
+		}
+		if held {
+			continue
+		}
+		if err := c.b.store.ReleaseGroup(lctx, cl); err != nil {
+			c.logger.Warn().Err(err).Str("group", cl.Group).Msg("release orphan group claim; will retry")
+			clean = false
+		}
+	}
+	return clean
 }
 
 // claimCond is the condition every write for gr carries; gr.mu is held.
