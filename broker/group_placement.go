@@ -255,12 +255,14 @@ func (c *coordinator) placeLoop(ctx context.Context) {
 		if view == seen && !retry && !first {
 			continue
 		}
-		retry = !c.reconcile(ctx)
-		if first && !retry {
+		listed, all := c.reconcile(ctx)
+		if first && listed {
+			// Even if a predecessor still holds some groups, ListGroups
+			// need not wait for them: it lists what is here, as Kafka does.
 			close(c.placed)
 			first = false
 		}
-		seen = view
+		retry, seen = !all, view
 	}
 }
 
@@ -293,8 +295,9 @@ func viewOf(bs []meta.BrokerInfo) string {
 
 // reconcile releases groups placed elsewhere and claims no runner serves
 // (a release whose delete failed), and takes the groups with committed
-// offsets placed here; it reports whether every one was taken.
-func (c *coordinator) reconcile(ctx context.Context) bool {
+// offsets placed here. It reports whether it could list those groups, and
+// whether every one was taken.
+func (c *coordinator) reconcile(ctx context.Context) (listed, all bool) {
 	orphansGone := c.releaseOrphanClaims(ctx)
 	for _, gr := range c.snapshot() {
 		gr.mu.Lock()
@@ -310,9 +313,9 @@ func (c *coordinator) reconcile(ctx context.Context) bool {
 		if ctx.Err() == nil {
 			c.logger.Warn().Err(err).Msg("list groups with committed offsets; will retry")
 		}
-		return false
+		return false, false
 	}
-	all := orphansGone
+	all = orphansGone
 	for _, id := range groups {
 		if c.checkPlacement(id) != nil {
 			continue
@@ -323,7 +326,7 @@ func (c *coordinator) reconcile(ctx context.Context) bool {
 			all = false
 		}
 	}
-	return all
+	return true, all
 }
 
 // releaseOrphanClaims deletes the claims this broker's lease holds that no
