@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -258,6 +259,16 @@ func TestGroupClusterCoordinatorFailover(t *testing.T) {
 		return prog.covers(ends), "not every record processed"
 	})
 	before := storedOffsets(t, coordBroker, groupID)
+
+	// An HTTP group request to another broker is forwarded to the coordinator.
+	resp, err := http.Get("http://" + other.httpLn.Addr().String() + "/v1/groups/" + groupID + "/lag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("lag through broker %d, not the coordinator: HTTP %d", other.cfg.NodeID, resp.StatusCode)
+	}
 
 	// The coordinator stops: the next broker by placement takes the group over.
 	stopped := time.Now()
