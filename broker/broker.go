@@ -33,7 +33,7 @@ type Broker struct {
 	journal   *wal.Journal // the durable point every partition shares; nil with PerPartitionFsync
 	coord     *coordinator // consumer groups and committed offsets
 
-	reg         *meta.Registration                // set by register before serving
+	reg         atomic.Pointer[meta.Registration] // set by register before serving; replaced after a lost lease
 	liveBrokers atomic.Pointer[[]meta.BrokerInfo] // cluster.go
 	controller  atomic.Int32                      // node id of the controller; -1: unknown
 	clusterWG   sync.WaitGroup                    // the cluster watchers

@@ -50,7 +50,9 @@ const registrationFile = "registration"
 // controllerPoll is how often a broker re-reads who the controller is.
 const controllerPoll = time.Second
 
-// register puts this broker in the registry and records its lease.
+// register puts this broker in the registry and records its lease. A
+// lease recorded by the data directory's previous registration is taken
+// over at once: the directory's lock proves that incarnation is gone.
 func (b *Broker) register(ctx context.Context) error {
 	info := meta.BrokerInfo{
 		NodeID: b.cfg.NodeID,
@@ -72,9 +74,53 @@ func (b *Broker) register(ctx context.Context) error {
 		_ = reg.Close(context.WithoutCancel(ctx))
 		return fmt.Errorf("broker: record registration lease in %s: %w", path, err)
 	}
-	b.reg = reg
-	b.setLiveBrokers([]meta.BrokerInfo{reg.Info()})
+	b.reg.Store(reg)
+	others := slices.DeleteFunc(slices.Clone(b.brokers()), func(x meta.BrokerInfo) bool { return x.NodeID == b.cfg.NodeID })
+	b.setLiveBrokers(append(others, reg.Info()))
 	return nil
+}
+
+// keepRegistered registers again whenever the registration's lease is lost
+// (the broker was cut off from etcd, or paused, for longer than its TTL).
+// Meanwhile the cluster counts this broker as gone and elects new leaders
+// for its partitions, so the partitions it led step down first: a leader
+// that lost its lease answers NOT_LEADER_OR_FOLLOWER at once instead of
+// holding produces it can no longer commit.
+func (b *Broker) keepRegistered(ctx context.Context) {
+	for {
+		reg := b.reg.Load()
+		select {
+		case <-ctx.Done():
+			return
+		case <-reg.Lost():
+		}
+		b.logger.Error().Msg("registration lease lost; stepping down as leader and registering again")
+		b.stepDownLeaders()
+		for ctx.Err() == nil {
+			if err := b.register(ctx); err == nil {
+				b.logger.Info().Msg("registered again")
+				break
+			} else if ctx.Err() == nil {
+				b.logger.Warn().Err(err).Msg("register again; retrying")
+			}
+			sleepCtx(ctx, time.Second)
+		}
+	}
+}
+
+// stepDownLeaders makes every partition this broker leads give up its
+// epoch: the replica fences itself one epoch higher (durably), which fails
+// its parked replies with NOT_LEADER_OR_FOLLOWER and makes it ask the
+// controller for an election.
+func (b *Broker) stepDownLeaders() {
+	for _, p := range b.allPartitions() {
+		p.send(func() {
+			if st := p.rep.Status(); st.Role == replica.RoleLeader {
+				self := replica.NodeID(b.cfg.NodeID)
+				p.rep.Step(replica.Message{Type: replica.MsgFence, From: replica.ControllerNode, To: self, Epoch: st.Fenced + 1})
+			}
+		})
+	}
 }
 
 // previousLease reads the lease recorded by the data directory's previous
@@ -114,10 +160,11 @@ func advertisedHTTP(bound, kafkaAdvertise string) string {
 // deregister ends the registration at shutdown, so the cluster stops
 // routing to this broker at once rather than after the lease TTL.
 func (b *Broker) deregister(ctx context.Context) {
-	if b.reg == nil {
+	reg := b.reg.Load()
+	if reg == nil {
 		return
 	}
-	if err := b.reg.Close(ctx); err != nil {
+	if err := reg.Close(ctx); err != nil {
 		b.logger.Warn().Err(err).Msg("deregister; the lease will expire")
 	}
 }
@@ -130,7 +177,11 @@ func (b *Broker) startCluster(ctx context.Context) {
 	partitions := b.store.WatchPartitions(ctx)
 	b.startReplicationTransport(ctx)
 	b.startFetchers(ctx)
-	b.clusterWG.Add(5)
+	b.clusterWG.Add(6)
+	go func() {
+		defer b.clusterWG.Done()
+		b.keepRegistered(ctx)
+	}()
 	go func() {
 		defer b.clusterWG.Done()
 		for ev := range partitions {
@@ -164,11 +215,11 @@ func (b *Broker) startCluster(ctx context.Context) {
 // if a watch event raced ahead.
 func (b *Broker) setLiveBrokers(bs []meta.BrokerInfo) {
 	bs = slices.Clone(bs)
-	if b.reg != nil && !slices.ContainsFunc(bs, func(x meta.BrokerInfo) bool { return x.NodeID == b.cfg.NodeID }) {
+	if reg := b.reg.Load(); reg != nil && !slices.ContainsFunc(bs, func(x meta.BrokerInfo) bool { return x.NodeID == b.cfg.NodeID }) {
 		select {
-		case <-b.reg.Lost():
+		case <-reg.Lost():
 		default:
-			bs = append(bs, b.reg.Info())
+			bs = append(bs, reg.Info())
 		}
 	}
 	slices.SortFunc(bs, func(x, y meta.BrokerInfo) int { return cmp.Compare(x.NodeID, y.NodeID) })

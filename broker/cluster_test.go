@@ -416,3 +416,52 @@ func (c *testCluster) leaderHW(t *testing.T, topic string, part int32) wal.Offse
 	}
 	return -1
 }
+
+// TestClusterLeaderThatLosesItsLeaseStepsDown: a broker whose registration
+// lease is revoked (as if cut off from etcd past its TTL) stops leading at
+// once, the partition gets a leader at a higher epoch, the broker registers
+// again, and acknowledged records are all there.
+func TestClusterLeaderThatLosesItsLeaseStepsDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-member etcd cluster")
+	}
+	c := startTestCluster(t, 3)
+	eventuallyTrue(t, "broker 1 sees three brokers", func() (bool, string) {
+		return len(c.brokers[0].brokers()) == 3, ""
+	})
+	cl := testClient(t, c.brokers[0])
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "lease", 1, 3
+	req.Topics = append(req.Topics, rt)
+	if resp, err := req.RequestWith(context.Background(), cl); err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create: %v %+v", err, resp)
+	}
+	produceAll(t, c, "lease", 50)
+	st := c.brokers[0].lookupTopic("lease").states[0]
+	leader := c.brokers[st.Leader-1]
+	reg := leader.reg.Load()
+	if _, err := leader.store.Client().Revoke(context.Background(), reg.Info().Lease); err != nil {
+		t.Fatal(err)
+	}
+	p, err := leader.partitionOf("lease", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventuallyTrue(t, "the old leader steps down", func() (bool, string) {
+		rs := p.replicaStatus()
+		return rs.Role != replica.RoleLeader || rs.Epoch > wal.Epoch(st.LeaderEpoch), fmt.Sprintf("%+v", rs)
+	})
+	eventuallyTrue(t, "a leader at a higher epoch", func() (bool, string) {
+		now := c.brokers[0].lookupTopic("lease").states[0]
+		return now.LeaderEpoch > st.LeaderEpoch && now.Leader >= 0, fmt.Sprintf("%+v", now)
+	})
+	eventuallyTrue(t, "the broker registers again", func() (bool, string) {
+		r := leader.reg.Load()
+		return r != reg && r.Info().Lease != reg.Info().Lease, ""
+	})
+	produceAll(t, c, "lease", 50)
+	if seen := consumeAll(t, c, "lease", 50); len(seen) != 50 {
+		t.Fatalf("read back %d of 50 distinct values", len(seen))
+	}
+}

@@ -364,7 +364,7 @@ func TestGroupClusterDeposedCoordinatorFenced(t *testing.T) {
 	if err := owner.store.ReleaseGroup(ctx, claim); err != nil {
 		t.Fatal(err)
 	}
-	rivalClaim, err := rival.store.ClaimGroup(ctx, meta.DefaultTenant, groupID, rival.cfg.NodeID, rival.reg.Info().Lease)
+	rivalClaim, err := rival.store.ClaimGroup(ctx, meta.DefaultTenant, groupID, rival.cfg.NodeID, rival.reg.Load().Info().Lease)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,14 +111,14 @@ func (b *Broker) groupPlacementBrokers() []meta.BrokerInfo {
 	return out
 }
 
-// registration returns this broker's registration once it has registered.
-// b.reg is written before the first live-broker list is published, so
-// seeing a list (an atomic load) makes reading b.reg safe from any goroutine.
+// registration returns this broker's current registration once it has
+// registered (a lost lease is replaced by a new registration: cluster.go).
 func (b *Broker) registration() (*meta.Registration, bool) {
-	if len(b.brokers()) == 0 || b.reg == nil {
+	reg := b.reg.Load()
+	if len(b.brokers()) == 0 || reg == nil {
 		return nil, false
 	}
-	return b.reg, true
+	return reg, true
 }
 
 func (b *Broker) registrationLost() bool {
