@@ -51,6 +51,10 @@
 //	                                        partitions is one transaction (offsets.go),
 //	                                        up to MaxTxnOps; CommitOffsetsIf conditions
 //	                                        each transaction on the coordinator's fence
+//	<prefix>group-claims/<tenant>/<group>   node id, decimal (raw string): the broker that
+//	                                        coordinates the group, bound to its registration
+//	                                        lease, created only if absent; every offset write
+//	                                        of the group is conditioned on it (group_claims.go)
 //	<prefix>tenants/<name>                  reserved: tenant and quota settings
 //
 // <topicID> is the topic's UUID in its canonical 36-character text form; <n>
