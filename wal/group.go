@@ -85,6 +85,91 @@ func (l *Log) AppendGroup(batches [][]byte, epoch Epoch) []Appended {
 	return out
 }
 
+// AppendStampedGroup appends batches that already carry their base offsets
+// and leader epochs, as a follower copying its leader's log does, gathering
+// them into one write per segment like AppendGroup. The first batch's base
+// offset must be EndOffset and each next one must follow the last; a batch
+// that does not, and every batch after it, fails with ErrInvalidBatch
+// (not sticky: the log is unchanged past the batches before it). A batch of
+// a new, higher epoch starts a durable entry of the epoch chain before it
+// is written; a lower epoch fails with ErrStaleEpoch. Not durable until
+// Sync (or the journal's round); one appender.
+func (l *Log) AppendStampedGroup(batches [][]byte) []Appended {
+	out := make([]Appended, len(batches))
+	hdrs := make([]BatchHeader, len(batches))
+	for i, b := range batches {
+		hdrs[i], out[i].Err = validateBatch(b)
+	}
+	l.wmu.Lock()
+	defer l.wmu.Unlock()
+	if err := l.usable(); err != nil {
+		failFrom(out, 0, err)
+		return out
+	}
+	g := groupWriter{l: l, batches: batches, hdrs: hdrs, buf: l.gather[:0]}
+	defer func() {
+		if cap(g.buf) <= maxGatherKeep {
+			l.gather = g.buf[:0]
+		}
+	}()
+	next := l.end
+	for i := range batches {
+		if out[i].Err != nil {
+			failFrom(out, i, out[i].Err)
+			break
+		}
+		h := &hdrs[i]
+		if h.BaseOffset != next {
+			failFrom(out, i, fmt.Errorf("wal: stamped batch base offset %d, log end %d: %w", h.BaseOffset, next, ErrInvalidBatch))
+			break
+		}
+		if n := len(l.epochs); n == 0 || h.LeaderEpoch > l.epochs[n-1].Epoch {
+			// The chain's new entry is durable before the batch is written,
+			// and it must follow the batches gathered so far.
+			if err := g.flush(); err != nil {
+				failPending(out, g.pending, err)
+				failFrom(out, i, err)
+				return l.journalStamped(batches, out)
+			}
+			g.pending = g.pending[:0]
+			g.bytes = 0
+		}
+		if err := l.assignEpoch(h.LeaderEpoch, h.BaseOffset, false); err != nil {
+			failFrom(out, i, err)
+			break
+		}
+		active := l.segs[len(l.segs)-1]
+		if l.needsRoll(active, active.idx.size+int64(g.bytes), *h, len(batches[i])) {
+			err := g.flush()
+			if err == nil {
+				g.pending, g.bytes = g.pending[:0], 0
+				err = l.roll()
+			}
+			if err != nil {
+				failPending(out, g.pending, err)
+				failFrom(out, i, err)
+				return l.journalStamped(batches, out)
+			}
+		}
+		g.pending = append(g.pending, i)
+		g.bytes += len(batches[i])
+		out[i].Base, out[i].Last = h.BaseOffset, h.LastOffset()
+		next = h.LastOffset() + 1
+	}
+	if err := g.flush(); err != nil {
+		failPending(out, g.pending, err)
+	}
+	return l.journalStamped(batches, out)
+}
+
+// journalStamped journals what AppendStampedGroup wrote and returns out.
+func (l *Log) journalStamped(batches [][]byte, out []Appended) []Appended {
+	if l.jnl != nil {
+		l.journalGroup(batches, out)
+	}
+	return out
+}
+
 // journalGroup submits the batches of a group that were written to the
 // journal, failing them all if it cannot. The caller holds wmu.
 func (l *Log) journalGroup(batches [][]byte, out []Appended) {

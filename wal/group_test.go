@@ -79,3 +79,53 @@ func TestAppendGroupWriteFailureIsSticky(t *testing.T) {
 		t.Fatal("append after a failed write succeeded")
 	}
 }
+
+// TestAppendStampedGroupCopiesALeader: a follower that copies a leader's
+// batches with AppendStampedGroup, in chunks that cross epochs and segment
+// rolls, holds the same bytes at the same offsets and the same epoch chain,
+// with one write per segment run between epoch changes; a batch that does
+// not follow the log end fails, with every batch after it, and leaves the
+// log as it was after the ones before.
+func TestAppendStampedGroupCopiesALeader(t *testing.T) {
+	cfg := Config{SegmentBytes: 1500, IndexIntervalBytes: 200}
+	leader := mustOpen(t, vfs.NewMem(), cfg)
+	for round := range 12 {
+		var group [][]byte
+		for j := range 1 + round%4 {
+			group = append(group, mkBatch(1+j%3, 30+(round*j*13)%200, int64(round*10+j), byte(round+j)))
+		}
+		for _, res := range leader.AppendGroup(group, Epoch(1+round/4)) {
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+		}
+	}
+	batches := readAll(t, leader, 1<<20)
+	follower := mustOpen(t, vfs.NewMem(), cfg)
+	for i := 0; i < len(batches); i += 5 {
+		chunk := batches[i:min(i+5, len(batches))]
+		for j, res := range follower.AppendStampedGroup(chunk) {
+			if res.Err != nil {
+				t.Fatalf("chunk at %d, batch %d: %v", i, j, res.Err)
+			}
+		}
+	}
+	if got := readAll(t, follower, 1<<20); !equalBatches(got, batches) {
+		t.Fatalf("follower holds %d batches that differ from the leader's %d", len(got), len(batches))
+	}
+	if got, want := follower.Epochs(), leader.Epochs(); len(got) != len(want) || len(got) != 3 {
+		t.Fatalf("epoch chains %v and %v", got, want)
+	} else {
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("epoch chains %v and %v", got, want)
+			}
+		}
+	}
+	// Out of order: a gap fails it and everything after it.
+	end := follower.EndOffset()
+	res := follower.AppendStampedGroup([][]byte{batches[0], batches[1]})
+	if !errors.Is(res[0].Err, ErrInvalidBatch) || !errors.Is(res[1].Err, ErrInvalidBatch) || follower.EndOffset() != end {
+		t.Fatalf("replayed batches: %v %v, end %d (was %d)", res[0].Err, res[1].Err, follower.EndOffset(), end)
+	}
+}
