@@ -49,7 +49,8 @@ type cluster struct {
 
 // startCluster starts three brokers with one embedded etcd cluster and
 // waits until each answers /readyz and lists all three in its Metadata.
-func startCluster(t testing.TB) *cluster {
+// extraArgs go to every broker.
+func startCluster(t testing.TB, extraArgs ...string) *cluster {
 	t.Helper()
 	c := &cluster{t: t, paused: map[int32]bool{}, direct: map[int32]*kgo.Client{}}
 	var initial []string
@@ -77,7 +78,7 @@ func startCluster(t testing.TB) *cluster {
 		c.nodes = append(c.nodes, b)
 	}
 	for _, b := range c.nodes {
-		b.opts.extraArgs = []string{"--etcd-initial-cluster", strings.Join(initial, ",")}
+		b.opts.extraArgs = append([]string{"--etcd-initial-cluster", strings.Join(initial, ",")}, extraArgs...)
 	}
 	t.Cleanup(c.shutdown)
 	// The etcd members wait for each other's quorum, so all three start
@@ -435,23 +436,34 @@ func (c *cluster) controller() int32 {
 	c.t.Helper()
 	var ctl int32
 	eventually(c.t, defaultTimeout, "the brokers agree on a controller", func() (bool, string) {
-		var views []string
-		ctl = -1
-		agree := true
-		for _, id := range c.up() {
-			md, err := c.metadata(id)
-			if err != nil {
-				return false, err.Error()
-			}
-			views = append(views, fmt.Sprintf("broker %d: %d", id, md.ControllerID))
-			if ctl >= 0 && md.ControllerID != ctl {
-				agree = false
-			}
-			ctl = md.ControllerID
-		}
-		return agree && ctl > 0, strings.Join(views, "; ")
+		var why string
+		ctl, why = c.controllerView()
+		return ctl > 0, why
 	})
 	return ctl
+}
+
+// controllerView is the controller id the brokers that are up agree on,
+// or -1 with what each of them says.
+func (c *cluster) controllerView() (int32, string) {
+	var views []string
+	ctl := int32(-1)
+	agree := true
+	for _, id := range c.up() {
+		md, err := c.metadata(id)
+		if err != nil {
+			return -1, err.Error()
+		}
+		views = append(views, fmt.Sprintf("broker %d: %d", id, md.ControllerID))
+		if ctl >= 0 && md.ControllerID != ctl {
+			agree = false
+		}
+		ctl = md.ControllerID
+	}
+	if !agree {
+		ctl = -1
+	}
+	return ctl, strings.Join(views, "; ")
 }
 
 // produceTo sends one batch of values to node id alone with the given acks

@@ -386,7 +386,9 @@ func TestReplicationLeaderKill(t *testing.T) {
 			atNew++
 		}
 	}
-	t.Logf("%d acknowledged records read back; %d of them on partition 0 written at the new epoch %d", len(acks), atNew, epoch)
+	final, _, _ := c.partition(topic, 0)
+	t.Logf("%d acknowledged records read back; %d of them on partition 0 written at the new epoch %d; partition 0 now: leader %d epoch %d",
+		len(acks), atNew, epoch, final.Leader, final.Epoch)
 	if atNew == 0 {
 		t.Errorf("no acknowledged record of partition 0 was written at the new leader's epoch %d", epoch)
 	}
@@ -559,4 +561,232 @@ func TestReplicationFollowerLoss(t *testing.T) {
 		}
 	}
 	t.Logf("%d acknowledged records read back; of the %d unanswered or otherwise refused produces, %v are in the log", len(acks), len(unanswered), late)
+}
+
+// readProduceAnswer reads the answer to a Produce request already written
+// on rc.
+func readProduceAnswer(t testing.TB, rc *rawConn, req *kmsg.ProduceRequest, corr int32) (kmsg.ProduceResponseTopicPartition, error) {
+	t.Helper()
+	body, err := rc.readFrame()
+	if err != nil {
+		return kmsg.ProduceResponseTopicPartition{}, fmt.Errorf("read produce answer: %w", err)
+	}
+	if len(body) < 4 || int32(binary.BigEndian.Uint32(body)) != corr {
+		return kmsg.ProduceResponseTopicPartition{}, fmt.Errorf("produce answer of %d bytes does not answer correlation id %d", len(body), corr)
+	}
+	body = body[4:]
+	resp := kmsg.NewPtrProduceResponse()
+	resp.SetVersion(req.GetVersion())
+	if resp.IsFlexible() {
+		if body, err = skipTags(body); err != nil {
+			return kmsg.ProduceResponseTopicPartition{}, fmt.Errorf("produce answer header: %w", err)
+		}
+	}
+	if err := resp.ReadFrom(body); err != nil {
+		return kmsg.ProduceResponseTopicPartition{}, fmt.Errorf("decode produce answer: %w", err)
+	}
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		return kmsg.ProduceResponseTopicPartition{}, fmt.Errorf("produce answer names %d topics", len(resp.Topics))
+	}
+	return resp.Topics[0].Partitions[0], nil
+}
+
+// zombieCodes are the answers a deposed leader may give a produce.
+var zombieCodes = []int16{kerr.NotLeaderForPartition.Code, kerr.FencedLeaderEpoch.Code}
+
+// TestReplicationPausedLeader: the leader of a partition is frozen with
+// SIGSTOP for longer than its registration lease (--registration-ttl 3s);
+// another replica is elected and takes writes. Produce requests written to
+// the frozen leader's socket meanwhile (acks=all, then acks=1) are read by
+// it the moment it is resumed, before it can have heard of the new epoch:
+// it must acknowledge neither, answering NOT_LEADER_OR_FOLLOWER or
+// FENCED_LEADER_EPOCH. It then truncates to the new leader's log and
+// follows it, and every acknowledged record is read back.
+func TestReplicationPausedLeader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three brokers and pauses one")
+	}
+	const (
+		topic      = "paused-leader"
+		partitions = 3
+		lease      = 3 * time.Second
+	)
+	c := startCluster(t, "--registration-ttl", lease.String())
+	c.createTopic(topic, partitions)
+	// A partition whose leader is not the controller: pausing the
+	// controller too is another test (TestReplicationControllerKill).
+	ctl := c.controller()
+	part, old := int32(-1), int32(-1)
+	var pi partitionInfo
+	for p := range int32(partitions) {
+		info, _, err := c.partition(topic, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Leader != ctl {
+			part, old, pi = p, info.Leader, info
+			break
+		}
+	}
+	if part < 0 {
+		t.Fatalf("every partition of %s is led by the controller %d", topic, ctl)
+	}
+	t.Logf("partition %d: leader %d epoch %d replicas %v; controller %d", part, old, pi.Epoch, pi.Replicas, ctl)
+	// A frozen broker accepts connections and never answers: the producer
+	// gives up on a request to it after 3+2 s rather than franz-go's 10+10.
+	prod := c.client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RecordDeliveryTimeout(45*time.Second),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProduceRequestTimeout(3*time.Second), kgo.RequestTimeoutOverhead(2*time.Second))
+	acks := produceValues(t, prod, topic, part, "before-", 100)
+
+	// A raw connection to the leader, opened before it is frozen.
+	addr := c.node(old).kafkaAddr
+	vs := brokerVersions(t, addr)
+	rc := dialRaw(t, addr)
+	preq := kmsg.NewPtrProduceRequest()
+	version := pickVersion(t, vs, preq, lastNamedVersion)
+
+	pausedAt := time.Now()
+	c.pause(old)
+	leader, epoch, took := c.waitLeader(topic, part, []int32{old}, failoverTimeout)
+	t.Logf("broker %d paused; broker %d leads partition %d at epoch %d (was %d) %v later", old, leader, part, epoch, pi.Epoch, took.Round(time.Millisecond))
+	eventually(t, defaultTimeout, fmt.Sprintf("broker %d's registration lapses", old), func() (bool, string) {
+		md, err := c.metadata(leader)
+		if err != nil {
+			return false, err.Error()
+		}
+		return !slices.Contains(brokerIDs(md), old), fmt.Sprintf("broker %d lists %v", leader, brokerIDs(md))
+	})
+	t.Logf("broker %d's registration lapsed %v after the pause (lease %v)", old, time.Since(pausedAt).Round(time.Millisecond), lease)
+	start := time.Now()
+	acks = append(acks, produceValues(t, prod, topic, part, "new-epoch-", 100)...)
+	t.Logf("100 records acknowledged at the new leader in %v", time.Since(start).Round(time.Millisecond))
+
+	// Two produces wait in the frozen broker's socket: acks=all, then acks=1.
+	zombies := []string{"zombie-acks-all", "zombie-acks-1"}
+	var corrs []int32
+	for i, acksMode := range []int16{-1, 1} {
+		req := kmsg.NewPtrProduceRequest()
+		req.SetVersion(version)
+		req.Acks = acksMode
+		req.TimeoutMillis = 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition = part
+		rp.Records = valuesBatch(zombies[i])
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		rc.write(rc.frame(req))
+		corrs = append(corrs, rc.corr)
+		preq = req
+	}
+	pausedFor := time.Since(pausedAt)
+	c.resume(old)
+	resumedAt := time.Now()
+	t.Logf("broker %d resumed after %v paused", old, pausedFor.Round(time.Millisecond))
+	for i, corr := range corrs {
+		pr, err := readProduceAnswer(t, rc, preq, corr)
+		switch {
+		case err != nil:
+			t.Errorf("%s: %v (%v after the resume)", zombies[i], err, time.Since(resumedAt))
+		case pr.ErrorCode == 0:
+			t.Errorf("%s: ACKNOWLEDGED at offset %d by the deposed leader %d, %v after its resume; epoch %d began while it was paused",
+				zombies[i], pr.BaseOffset, old, time.Since(resumedAt).Round(time.Millisecond), epoch)
+		case !slices.Contains(zombieCodes, pr.ErrorCode):
+			t.Errorf("%s: %s from the deposed leader, want NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH", zombies[i], codeName(pr.ErrorCode))
+		default:
+			t.Logf("%s: %s from the deposed leader %v after its resume", zombies[i], codeName(pr.ErrorCode), time.Since(resumedAt).Round(time.Millisecond))
+		}
+	}
+	// And one sent once it runs again.
+	pr, err := c.produceTo(old, topic, part, -1, 5*time.Second, "zombie-after")
+	zombies = append(zombies, "zombie-after")
+	switch {
+	case err != nil:
+		t.Errorf("zombie-after: %v", err)
+	case pr.ErrorCode == 0:
+		t.Errorf("zombie-after: ACKNOWLEDGED at offset %d by the deposed leader %d", pr.BaseOffset, old)
+	case !slices.Contains(zombieCodes, pr.ErrorCode):
+		t.Errorf("zombie-after: %s from the deposed leader, want NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH", codeName(pr.ErrorCode))
+	default:
+		t.Logf("zombie-after: %s", codeName(pr.ErrorCode))
+	}
+
+	// It follows the new leader: same log below the HW.
+	acks = append(acks, produceValues(t, prod, topic, part, "after-resume-", 100)...)
+	c.awaitSameLogs(t, topic, part)
+	t.Logf("broker %d caught up %v after its resume; its log says: %v", old, time.Since(resumedAt).Round(time.Millisecond),
+		c.grepLog(old, "truncated the log"))
+	got := c.readAll(t, topic, partitions)
+	checkAcked(t, got, acks, zombies...)
+	t.Logf("%d acknowledged records read back; none of %v", len(acks), zombies)
+
+	// Its lease lapsed while it was frozen; it should register again (it
+	// is given five leases).
+	eventually(t, 5*lease, fmt.Sprintf("broker %d is listed again after its resume", old), func() (bool, string) {
+		md, err := c.metadata(leader)
+		if err != nil {
+			return false, err.Error()
+		}
+		return slices.Contains(brokerIDs(md), old), fmt.Sprintf("broker %d lists %v", leader, brokerIDs(md))
+	})
+	t.Logf("broker %d listed again %v after its resume", old, time.Since(resumedAt).Round(time.Millisecond))
+}
+
+// TestReplicationControllerKill: the controller is killed with SIGKILL;
+// another broker becomes controller within seconds (Metadata
+// ControllerID, as every survivor answers it), and a partition it led
+// gets a new leader that takes acks=all writes.
+func TestReplicationControllerKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three brokers and kills one")
+	}
+	const (
+		topic      = "controller-kill"
+		partitions = 3
+	)
+	c := startCluster(t)
+	c.createTopic(topic, partitions)
+	ctl := c.controller()
+	part := int32(-1)
+	var layout []string
+	for p := range int32(partitions) {
+		info, _, err := c.partition(topic, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		layout = append(layout, fmt.Sprintf("%d: leader %d epoch %d", p, info.Leader, info.Epoch))
+		if info.Leader == ctl && part < 0 {
+			part = p
+		}
+	}
+	t.Logf("controller %d; partitions %s", ctl, strings.Join(layout, ", "))
+	if part < 0 {
+		t.Fatalf("the controller %d leads no partition of %s: %s", ctl, topic, strings.Join(layout, ", "))
+	}
+	prod := c.manualProducer()
+	var acks []ack
+	for p := range int32(partitions) {
+		acks = append(acks, produceValues(t, prod, topic, p, fmt.Sprintf("before-%d-", p), 100)...)
+	}
+
+	killedAt := time.Now()
+	c.kill(ctl)
+	var next int32
+	eventually(t, failoverTimeout, "the survivors name a new controller", func() (bool, string) {
+		var why string
+		next, why = c.controllerView()
+		return next > 0 && next != ctl, why
+	})
+	ctlTook := time.Since(killedAt)
+	leader, epoch, _ := c.waitLeader(topic, part, []int32{ctl}, failoverTimeout)
+	leaderTook := time.Since(killedAt)
+	t.Logf("controller %d killed: broker %d is controller %v later; partition %d led by broker %d at epoch %d %v after the kill",
+		ctl, next, ctlTook.Round(time.Millisecond), part, leader, epoch, leaderTook.Round(time.Millisecond))
+	for p := range int32(partitions) {
+		acks = append(acks, produceValues(t, prod, topic, p, fmt.Sprintf("after-%d-", p), 100)...)
+	}
+	got := c.readAll(t, topic, partitions)
+	checkAcked(t, got, acks)
+	t.Logf("%d acknowledged records read back", len(acks))
 }
