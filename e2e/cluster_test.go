@@ -17,6 +17,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -47,16 +49,39 @@ type cluster struct {
 	direct map[int32]*kgo.Client // guarded by mu: one client per node, pinned to it
 }
 
+// startAttempts bounds the tries to start a cluster: a port picked free
+// may be taken (by an outgoing connection's ephemeral port) before the
+// broker binds it.
+const startAttempts = 3
+
 // startCluster starts three brokers with one embedded etcd cluster and
 // waits until each answers /readyz and lists all three in its Metadata.
-// extraArgs go to every broker.
+// extraArgs go to every broker. A start that fails because a port was
+// taken meanwhile is retried on fresh ports.
 func startCluster(t testing.TB, extraArgs ...string) *cluster {
 	t.Helper()
+	for attempt := 1; ; attempt++ {
+		c, err := tryStartCluster(t, extraArgs)
+		if err == nil {
+			return c
+		}
+		if attempt < startAttempts && errors.Is(err, errPortTaken) {
+			t.Logf("start the cluster, attempt %d: %v; again on fresh ports", attempt, err)
+			continue
+		}
+		t.Fatalf("start the cluster (attempt %d): %v", attempt, err)
+	}
+}
+
+var errPortTaken = errors.New("a port picked free was taken")
+
+func tryStartCluster(t testing.TB, extraArgs []string) (*cluster, error) {
+	t.Helper()
 	c := &cluster{t: t, paused: map[int32]bool{}, direct: map[int32]*kgo.Client{}}
+	ports := freePorts(t, 4*clusterSize) // at once, so no two are the same
 	var initial []string
 	for i := range clusterSize {
 		dir := t.TempDir()
-		ports := freePorts(t, 4)
 		b := &broker{
 			t: t,
 			opts: brokerOptions{
@@ -66,10 +91,10 @@ func startCluster(t testing.TB, extraArgs ...string) *cluster {
 			},
 			dataDir:        filepath.Join(dir, "data"),
 			logPath:        filepath.Join(dir, "sluiced.log"),
-			kafkaAddr:      ports[0],
-			httpAddr:       ports[1],
-			etcdClientAddr: ports[2],
-			etcdPeerAddr:   ports[3],
+			kafkaAddr:      ports[4*i],
+			httpAddr:       ports[4*i+1],
+			etcdClientAddr: ports[4*i+2],
+			etcdPeerAddr:   ports[4*i+3],
 		}
 		if err := os.MkdirAll(b.dataDir, 0o755); err != nil {
 			t.Fatalf("make data dir: %v", err)
@@ -87,7 +112,19 @@ func startCluster(t testing.TB, extraArgs ...string) *cluster {
 		b.launch()
 	}
 	for _, b := range c.nodes {
-		b.waitReady()
+		if err := b.awaitReady(); err != nil {
+			for _, o := range c.nodes {
+				if o.running() {
+					o.Kill()
+				}
+			}
+			for _, o := range c.nodes {
+				if lines := c.grepLog(int32(o.opts.nodeID), "address already in use"); len(lines) > 0 {
+					return nil, fmt.Errorf("%w: broker %d: %s", errPortTaken, o.opts.nodeID, lines[0])
+				}
+			}
+			return nil, err
+		}
 	}
 	for _, b := range c.nodes {
 		id := int32(b.opts.nodeID)
@@ -100,7 +137,39 @@ func startCluster(t testing.TB, extraArgs ...string) *cluster {
 				fmt.Sprintf("brokers %v, controller %d", brokerIDs(md), md.ControllerID)
 		})
 	}
-	return c
+	return c, nil
+}
+
+// awaitReady is waitReady returning its failure instead of failing the test.
+func (b *broker) awaitReady() error {
+	b.mu.Lock()
+	exited := b.exited
+	b.mu.Unlock()
+	deadline := time.Now().Add(readyTimeout)
+	hc := &http.Client{Timeout: 2 * time.Second}
+	url := "http://" + b.httpAddr + "/readyz"
+	last := ""
+	for {
+		resp, err := hc.Get(url)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("broker %d not ready after %v (last /readyz: %s)", b.opts.nodeID, readyTimeout, last)
+		}
+		select {
+		case <-exited:
+			return fmt.Errorf("broker %d exited before /readyz answered 200: %v", b.opts.nodeID, b.exitErr())
+		case <-time.After(pollInterval):
+		}
+	}
 }
 
 // shutdown resumes paused brokers, stops every running one at once with
