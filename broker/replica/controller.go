@@ -39,6 +39,12 @@ type ControllerConfig struct {
 	// leadership back to the preferred replica; doubled after each try
 	// that did not elect it.
 	PreferredTicks int
+	// QuietTicks: a preferred replica that failed to answer a round's
+	// fences within this long is not made leader by a preferred election
+	// (it may be dead with its lease not yet expired, and each try fences
+	// the sitting leader for nothing). 0 means 4 x PreferredTicks;
+	// negative turns the rule off.
+	QuietTicks int
 
 	bugs controllerBugs // planted bugs, set only by tests
 }
@@ -66,6 +72,9 @@ func (c ControllerConfig) withDefaults() ControllerConfig {
 	}
 	if c.PreferredTicks == 0 {
 		c.PreferredTicks = DefaultPreferredTicks
+	}
+	if c.QuietTicks == 0 {
+		c.QuietTicks = 4 * c.PreferredTicks
 	}
 	return c
 }
@@ -120,6 +129,10 @@ type Controller struct {
 	leaderSince int64
 	prefWait    int64
 	prefAt      int64
+	// missed: when each replica last failed to answer a round's fences
+	// while counted live (a broker that died keeps its lease for a while);
+	// indexed like state.Replicas.
+	missed []int64
 
 	rd ControllerReady
 }
@@ -282,7 +295,7 @@ func (c *Controller) maybeElect() {
 	case !c.isLive(s.Leader) || resigned || followers > n-c.quorum():
 		c.startRound(s.Leader, false)
 	case s.Leader != s.Replicas[0] && c.isLive(s.Replicas[0]) && !c.complained(s.Replicas[0]) &&
-		c.tick-c.leaderSince >= c.prefWait && c.tick-c.prefAt >= c.prefWait:
+		c.tick-c.leaderSince >= c.prefWait && c.tick-c.prefAt >= c.prefWait && !c.missedRecently(0):
 		c.prefAt = c.tick
 		c.startRound(NoLeader, true)
 	}
@@ -347,6 +360,11 @@ func (c *Controller) decide() {
 			c.prefWait *= 2
 		}
 	}
+	for i, id := range s.Replicas {
+		if _, acked := c.ack(id); !acked && c.isLive(id) {
+			c.noteMissed(i)
+		}
+	}
 	next := s.Clone()
 	next.Epoch, next.Leader, next.Version = c.round, w, s.Version+1
 	c.casOut = true
@@ -399,6 +417,26 @@ func (c *Controller) pick() (NodeID, bool) {
 		return a.from, true
 	}
 	return NoLeader, false
+}
+
+// noteMissed records that replica i (of state.Replicas) did not answer a
+// round it was fenced in.
+func (c *Controller) noteMissed(i int) {
+	if len(c.missed) != len(c.state.Replicas) {
+		c.missed = make([]int64, len(c.state.Replicas))
+		for j := range c.missed {
+			c.missed[j] = -1 << 62
+		}
+	}
+	c.missed[i] = c.tick
+}
+
+// missedRecently reports whether replica i failed to answer a round within
+// QuietTicks: moving the leadership to a replica that may be dead (its
+// lease not yet expired) would fence the sitting leader for nothing, a
+// pause of produce each time.
+func (c *Controller) missedRecently(i int) bool {
+	return c.cfg.QuietTicks > 0 && len(c.missed) == len(c.state.Replicas) && c.tick-c.missed[i] < int64(c.cfg.QuietTicks)
 }
 
 func (c *Controller) ack(id NodeID) (fenceAck, bool) {
