@@ -203,6 +203,9 @@ type Registration struct {
 
 	mu     sync.Mutex
 	closed bool // guarded by mu: Close has begun
+	// heldUntil is an instant before which the lease surely has not
+	// expired on the etcd servers (HeldUntil); guarded by mu.
+	heldUntil time.Time
 }
 
 // Register puts b under <prefix>brokers/<node id>, bound to a new lease of
@@ -246,10 +249,12 @@ func (s *Store) register(ctx context.Context, b BrokerInfo, ttl time.Duration, p
 	if err != nil {
 		return nil, err
 	}
+	asked := time.Now() // the lease cannot start before it is asked for
 	grant, err := s.client.Grant(ctx, ttlSeconds(ttl))
 	if err != nil {
 		return nil, fmt.Errorf("meta: register broker %d: grant lease: %w", b.NodeID, err)
 	}
+	held := asked.Add(time.Duration(grant.TTL) * time.Second)
 	b.Lease = grant.ID
 	rev, holder, err := s.putBroker(ctx, b, val)
 	if err == nil && holder != nil && prev != 0 && clientv3.LeaseID(holder.Lease) == prev {
@@ -273,7 +278,7 @@ func (s *Store) register(ctx context.Context, b BrokerInfo, ttl time.Duration, p
 			b.NodeID, ErrNodeIDInUse, b.NodeID, holder.Lease, holder.CreateRevision)
 	}
 	b.Incarnation = rev
-	return s.keepRegistered(b)
+	return s.keepRegistered(b, held)
 }
 
 // putBroker creates b's key with value val under b.Lease if it is absent,
@@ -299,7 +304,7 @@ func (s *Store) putBroker(ctx context.Context, b BrokerInfo, val []byte) (rev in
 }
 
 // keepRegistered starts the keep-alive of a freshly written registration.
-func (s *Store) keepRegistered(b BrokerInfo) (*Registration, error) {
+func (s *Store) keepRegistered(b BrokerInfo, held time.Time) (*Registration, error) {
 	kctx, cancel := context.WithCancel(context.Background())
 	ka, err := s.client.KeepAlive(kctx, b.Lease)
 	if err == nil && !s.own() {
@@ -310,7 +315,8 @@ func (s *Store) keepRegistered(b BrokerInfo) (*Registration, error) {
 		s.revokeQuietly(b.Lease)
 		return nil, fmt.Errorf("meta: register broker %d: keep lease alive: %w", b.NodeID, err)
 	}
-	r := &Registration{s: s, info: b, cancel: cancel, lost: make(chan struct{}), done: make(chan struct{})}
+	r := &Registration{s: s, info: b, cancel: cancel, lost: make(chan struct{}), done: make(chan struct{}),
+		heldUntil: held}
 	go r.keepAlive(ka)
 	s.log.Info().Int32("node_id", b.NodeID).Str("az", b.AZ).Int64("incarnation", b.Incarnation).
 		Str("lease", fmt.Sprintf("%x", int64(b.Lease))).Msg("broker registered")
@@ -341,8 +347,9 @@ func (r *Registration) keepAlive(ka <-chan *clientv3.LeaseKeepAliveResponse) {
 	defer r.cancel()
 	for {
 		select {
-		case _, ok := <-ka:
+		case resp, ok := <-ka:
 			if ok {
+				r.renewed(resp)
 				continue
 			}
 			if !r.closing() {
@@ -369,6 +376,33 @@ func (r *Registration) closing() bool {
 
 // Info is the registered BrokerInfo, with its Incarnation and Lease.
 func (r *Registration) Info() BrokerInfo { return r.info }
+
+// renewed takes in a keep-alive answer. The renewal happened on the server
+// at most one round trip before it arrived, so the lease holds at least
+// until arrival + TTL - round trip; taking half the TTL for the round trip
+// keeps HeldUntil safe while round trips stay under TTL/2 (5 s by default).
+func (r *Registration) renewed(resp *clientv3.LeaseKeepAliveResponse) {
+	if resp.TTL <= 0 {
+		return
+	}
+	until := time.Now().Add(time.Duration(resp.TTL) * time.Second / 2)
+	r.mu.Lock()
+	if until.After(r.heldUntil) {
+		r.heldUntil = until
+	}
+	r.mu.Unlock()
+}
+
+// HeldUntil is an instant (on this process's monotonic clock) before which
+// the registration's lease has surely not expired in etcd, so no other
+// broker can have been told that this one is gone. A broker that was
+// paused, or cut off from etcd, finds it in the past when it resumes,
+// before the keep-alive goroutine has even noticed the loss.
+func (r *Registration) HeldUntil() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.heldUntil
+}
 
 // Lost is closed when the registration ends other than by Close: its lease
 // was revoked or expired (etcd unreachable for longer than the TTL), or the

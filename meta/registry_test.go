@@ -450,3 +450,30 @@ func TestRegisterTakingOverPreviousIncarnation(t *testing.T) {
 	}
 	_ = fresh.Close(ctx)
 }
+
+// TestRegistrationHeldUntil: HeldUntil starts within the granted TTL of the
+// registration and moves forward as keep-alives are answered, never past
+// what the lease can still hold.
+func TestRegistrationHeldUntil(t *testing.T) {
+	s := openStore(t, embeddedConfig(t))
+	before := time.Now()
+	reg, err := s.Register(context.Background(), testBroker(1), 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reg.Close(context.Background())
+	first := reg.HeldUntil()
+	if first.Before(before) || first.After(time.Now().Add(2*time.Second)) {
+		t.Fatalf("held until %v, registered between %v and now (+2s)", first, before)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !reg.HeldUntil().After(first) {
+		if time.Now().After(deadline) {
+			t.Fatal("HeldUntil did not move with the keep-alives")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := reg.HeldUntil(); got.After(time.Now().Add(2 * time.Second)) {
+		t.Fatalf("held until %v, beyond a full TTL from now", got)
+	}
+}
