@@ -34,6 +34,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/wal"
 )
@@ -166,17 +167,17 @@ func (b *Broker) fetchPartition(t *topic, rp kmsg.FetchRequestTopicPartition, cf
 	p, err := t.local(rp.Partition)
 	if err == nil {
 		// Before v11 a consumer cannot be sent to a follower (KIP-392).
-		err = checkServing(p, rp.CurrentLeaderEpoch, cf.version < 11)
+		err = checkServing(p, b.cfg.NodeID, rp.CurrentLeaderEpoch, cf.version < 11)
 	}
 	if err != nil {
 		sp.ErrorCode = errorCode(err)
 		b.fillCurrentLeader(t, rp.Partition, sp)
 		return 0, nil
 	}
-	hw, wait, perr := p.position(wal.Offset(rp.FetchOffset))
+	hw, wait, perr := p.Position(wal.Offset(rp.FetchOffset))
 	sp.HighWatermark = int64(hw)
 	sp.LastStableOffset = int64(hw)
-	sp.LogStartOffset = int64(p.log.StartOffset())
+	sp.LogStartOffset = int64(p.Log().StartOffset())
 	if cf.rack != "" && perr == nil {
 		if id := b.preferredReadReplica(t, p, cf.rack); id >= 0 {
 			sp.PreferredReadReplica = id
@@ -190,11 +191,11 @@ func (b *Broker) fetchPartition(t *topic, rp kmsg.FetchRequestTopicPartition, cf
 	if budget <= 0 && !first {
 		return 0, nil
 	}
-	data, readHW, err := p.read(wal.Offset(rp.FetchOffset), max(budget, 1))
+	data, readHW, err := p.Read(wal.Offset(rp.FetchOffset), max(budget, 1))
 	if err != nil {
 		sp.ErrorCode = errorCode(err)
 		if !errors.Is(err, wal.ErrOffsetOutOfRange) {
-			b.logger.Error().Err(err).Str("topic", p.topic).Int32("partition", p.index).Msg("fetch read")
+			b.logger.Error().Err(err).Str("topic", p.Topic()).Int32("partition", p.Index()).Msg("fetch read")
 		}
 		return 0, nil
 	}
@@ -202,8 +203,8 @@ func (b *Broker) fetchPartition(t *topic, rp kmsg.FetchRequestTopicPartition, cf
 	// that bounds the records returned.
 	sp.HighWatermark, sp.LastStableOffset = int64(readHW), int64(readHW)
 	sp.RecordBatches = data
-	b.m.bytesOut(p.topic, len(data))
-	b.m.recordsOutN(p.topic, countRecords(data))
+	b.m.bytesOut(p.Topic(), len(data))
+	b.m.recordsOutN(p.Topic(), countRecords(data))
 	b.m.consumerFetched(b.cfg.AZ, cf.label, len(data))
 	return len(data), nil
 }
@@ -226,21 +227,22 @@ func checkLeaderEpoch(client int32, ours wal.Epoch) error {
 // role (the leader always; a follower only when leaderOnly is false). A
 // leader whose log failed refuses appends but goes on serving what it
 // committed (its high watermark is frozen) until the controller moves
-// leadership and the epoch check fences its clients.
-func checkServing(p *partition, clientEpoch int32, leaderOnly bool) error {
-	if err := checkLeaderEpoch(clientEpoch, p.leaderEpoch()); err != nil {
+// leadership and the epoch check fences its clients. self is this broker's
+// node id.
+func checkServing(p *partition.Partition, self, clientEpoch int32, leaderOnly bool) error {
+	if err := checkLeaderEpoch(clientEpoch, p.LeaderEpoch()); err != nil {
 		return err
 	}
-	switch st := p.replicaStatus(); {
+	switch st := p.ReplicaStatus(); {
 	case st.Role == replica.RoleLeader:
 		return nil
 	case st.Role == replica.RoleFollower && !leaderOnly:
 		return nil
-	case st.Role == replica.RoleNone && st.Err != nil && st.Leader == replica.NodeID(p.opts.self):
+	case st.Role == replica.RoleNone && st.Err != nil && st.Leader == replica.NodeID(self):
 		return nil
 	default:
 		return fmt.Errorf("%w: %s-%d: this replica is %s at epoch %d (leader %d)", errNotLeader,
-			p.topic, p.index, st.Role, st.Epoch, st.Leader)
+			p.Topic(), p.Index(), st.Role, st.Epoch, st.Leader)
 	}
 }
 
@@ -282,16 +284,16 @@ func (b *Broker) isLive(id int32) bool {
 // partition's replicas. It is -1 (read from the leader) when this replica
 // is not the leader, when the leader is in the rack itself, or when no
 // such follower exists.
-func (b *Broker) preferredReadReplica(t *topic, p *partition, rack string) int32 {
-	if rack == b.cfg.AZ || int(p.index) >= len(t.states) {
+func (b *Broker) preferredReadReplica(t *topic, p *partition.Partition, rack string) int32 {
+	if rack == b.cfg.AZ || int(p.Index()) >= len(t.states) {
 		return -1
 	}
-	st := p.replicaStatus()
+	st := p.ReplicaStatus()
 	if st.Role != replica.RoleLeader {
 		return -1
 	}
 	live := b.brokers()
-	for _, id := range t.states[p.index].Replicas {
+	for _, id := range t.states[p.Index()].Replicas {
 		if id == b.cfg.NodeID || !slices.Contains(st.InSync, replica.NodeID(id)) {
 			continue
 		}

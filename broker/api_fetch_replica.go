@@ -9,7 +9,7 @@ package broker
 // answered empty, and their holds lapse.
 //
 // Invariant: a partition's records are read after the core decided the
-// range and only if the log was not truncated since (partition_repl.go);
+// range and only if the log was not truncated since (ReadFetchAnswer);
 // otherwise that partition answers NOT_LEADER_OR_FOLLOWER and the follower
 // asks again.
 
@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/wal"
 )
@@ -33,10 +34,10 @@ var replicaFetchSeq atomic.Uint64
 // replicaFetchPart is one partition of a replica fetch in progress.
 type replicaFetchPart struct {
 	topic, part int // indexes into the request
-	p           *partition
+	p           *partition.Partition
 	budget      int
-	answer      <-chan fetchAnswer
-	got         *fetchAnswer
+	answer      <-chan partition.FetchAnswer
+	got         *partition.FetchAnswer
 	code        int16 // set when the partition is answered without the core
 }
 
@@ -66,7 +67,7 @@ func (b *Broker) handleReplicaFetch(ctx context.Context, req *request, r *kmsg.F
 				continue
 			}
 			fp.p = p
-			fp.answer = p.replicaFetch(replica.Message{
+			fp.answer = p.ReplicaFetch(replica.Message{
 				Type: replica.MsgFetch, From: replica.NodeID(r.ReplicaID), To: replica.NodeID(b.cfg.NodeID),
 				Epoch: wal.Epoch(rp.CurrentLeaderEpoch), Seq: replicaFetchSeq.Add(1),
 				Offset: wal.Offset(rp.FetchOffset), LastEpoch: wal.Epoch(rp.LastFetchedEpoch),
@@ -138,7 +139,7 @@ func (b *Broker) gatherReplicaAnswers(ctx context.Context, r *kmsg.FetchRequest,
 	if chosen < 2 || !ok {
 		return
 	}
-	a := v.Interface().(fetchAnswer)
+	a := v.Interface().(partition.FetchAnswer)
 	waiting[chosen-2].got = &a
 	for i, fp := range waiting {
 		if i != chosen-2 {
@@ -154,14 +155,14 @@ func (b *Broker) fillReplicaPartition(fp *replicaFetchPart, budget int, first bo
 		sp.ErrorCode = fp.code
 		return 0
 	}
-	sp.LogStartOffset = int64(fp.p.log.StartOffset())
+	sp.LogStartOffset = int64(fp.p.Log().StartOffset())
 	if fp.got == nil {
 		// Still held by the core: nothing new for this partition now.
-		hw, _ := fp.p.highWatermark()
+		hw, _ := fp.p.HighWatermark()
 		sp.HighWatermark, sp.LastStableOffset = int64(hw), int64(hw)
 		return 0
 	}
-	m := fp.got.msg
+	m := fp.got.Msg
 	sp.HighWatermark, sp.LastStableOffset = int64(m.HW), int64(m.HW)
 	switch m.Err {
 	case replica.ErrCodeNotLeader:
@@ -185,10 +186,7 @@ func (b *Broker) fillReplicaPartition(fp *replicaFetchPart, budget int, first bo
 	if !first && budget <= 0 {
 		return 0
 	}
-	data, err := fp.p.log.Read(m.ReadFrom, m.ReadTo, max(budget, 1))
-	if err == nil && fp.p.truncations.Load() != fp.got.truncations {
-		err = errNotLeader // the log changed under the core's decision
-	}
+	data, err := fp.p.ReadFetchAnswer(*fp.got, max(budget, 1))
 	if err != nil {
 		sp.ErrorCode = errorCode(err)
 		return 0

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/wal"
 )
@@ -44,7 +45,7 @@ func handleListOffsets(b *Broker, _ context.Context, req *request) (reply, error
 			sp.Partition = rp.Partition
 			p, err := b.partitionOf(rt.Topic, rp.Partition)
 			if err == nil {
-				err = checkServing(p, rp.CurrentLeaderEpoch, r.ReplicaID != debuggingReplicaID)
+				err = checkServing(p, b.cfg.NodeID, rp.CurrentLeaderEpoch, r.ReplicaID != debuggingReplicaID)
 			}
 			if err == nil {
 				sp.Offset, sp.Timestamp, sp.LeaderEpoch, err = b.listOffsetFor(p, rp.Timestamp, r.ReplicaID == consumerReplicaID)
@@ -62,13 +63,13 @@ func handleListOffsets(b *Broker, _ context.Context, req *request) (reply, error
 
 // listOffsetFor answers one partition's lookup with the leader epoch of the
 // offset; client is a consumer's request (bounded by the high watermark).
-func (b *Broker) listOffsetFor(p *partition, ts int64, client bool) (offset, timestamp int64, epoch int32, err error) {
-	hw, _ := p.highWatermark()
-	st := p.replicaStatus()
-	lagging := client && st.Role == replica.RoleLeader && epochStart(p.log.Epochs(), st.Epoch) > hw
+func (b *Broker) listOffsetFor(p *partition.Partition, ts int64, client bool) (offset, timestamp int64, epoch int32, err error) {
+	hw, _ := p.HighWatermark()
+	st := p.ReplicaStatus()
+	lagging := client && st.Role == replica.RoleLeader && epochStart(p.Log().Epochs(), st.Epoch) > hw
 	notAvailable := func() error {
 		return fmt.Errorf("%s-%d: the high watermark %d has not reached the start of leader epoch %d: %w",
-			p.topic, p.index, hw, st.Epoch, kerr.OffsetNotAvailable)
+			p.Topic(), p.Index(), hw, st.Epoch, kerr.OffsetNotAvailable)
 	}
 	switch ts {
 	case listLatest:
@@ -77,12 +78,12 @@ func (b *Broker) listOffsetFor(p *partition, ts int64, client bool) (offset, tim
 		}
 		end := int64(hw)
 		if !client {
-			end = int64(p.log.EndOffset())
+			end = int64(p.Log().EndOffset())
 		}
-		return end, -1, int32(p.leaderEpoch()), nil
+		return end, -1, int32(p.LeaderEpoch()), nil
 	case listEarliest:
-		start := p.log.StartOffset()
-		return int64(start), -1, epochAt(p.log.Epochs(), start), nil
+		start := p.Log().StartOffset()
+		return int64(start), -1, epochAt(p.Log().Epochs(), start), nil
 	}
 	offset, timestamp, err = b.listOffset(p, ts)
 	switch {
@@ -93,7 +94,7 @@ func (b *Broker) listOffsetFor(p *partition, ts int64, client bool) (offset, tim
 	case offset < 0:
 		return -1, -1, -1, nil
 	}
-	return offset, timestamp, epochAt(p.log.Epochs(), wal.Offset(offset)), nil
+	return offset, timestamp, epochAt(p.Log().Epochs(), wal.Offset(offset)), nil
 }
 
 // epochStart is where epoch e starts in chain, or -1 when the log holds no
@@ -120,19 +121,19 @@ func epochAt(chain []wal.EpochEntry, off wal.Offset) int32 {
 }
 
 // listOffset answers one partition's lookup.
-func (b *Broker) listOffset(p *partition, ts int64) (offset, timestamp int64, err error) {
-	hw, _ := p.highWatermark()
+func (b *Broker) listOffset(p *partition.Partition, ts int64) (offset, timestamp int64, err error) {
+	hw, _ := p.HighWatermark()
 	switch {
 	case ts == listLatest:
 		return int64(hw), -1, nil
 	case ts == listEarliest:
-		return int64(p.log.StartOffset()), -1, nil
+		return int64(p.Log().StartOffset()), -1, nil
 	case ts < 0:
 		return -1, -1, fmt.Errorf("%w: timestamp %d", errInvalidRequest, ts)
 	}
-	batch, err := p.log.FindTimestamp(ts)
+	batch, err := p.Log().FindTimestamp(ts)
 	if err != nil {
-		return -1, -1, fmt.Errorf("%w: find timestamp %d in %s-%d: %w", errStorage, ts, p.topic, p.index, err)
+		return -1, -1, fmt.Errorf("%w: find timestamp %d in %s-%d: %w", errStorage, ts, p.Topic(), p.Index(), err)
 	}
 	for batch != nil {
 		h, err := wal.ParseBatchHeader(batch)
@@ -142,7 +143,7 @@ func (b *Broker) listOffset(p *partition, ts int64) (offset, timestamp int64, er
 		if h.BaseOffset >= hw {
 			break
 		}
-		off, recTS, found, err := firstOffsetAtOrAfter(batch, ts, int64(p.log.StartOffset()))
+		off, recTS, found, err := firstOffsetAtOrAfter(batch, ts, int64(p.Log().StartOffset()))
 		if err != nil {
 			return -1, -1, fmt.Errorf("%w: %w", errStorage, err)
 		}
@@ -161,9 +162,9 @@ func (b *Broker) listOffset(p *partition, ts int64) (offset, timestamp int64, er
 
 // nextBatch returns the first batch at or after from whose max timestamp
 // reaches ts, or nil.
-func nextBatch(p *partition, from, hw wal.Offset, ts int64) ([]byte, error) {
+func nextBatch(p *partition.Partition, from, hw wal.Offset, ts int64) ([]byte, error) {
 	for from < hw {
-		data, err := p.log.Read(from, hw, 1)
+		data, err := p.Log().Read(from, hw, 1)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", errStorage, err)
 		}

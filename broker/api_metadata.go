@@ -120,7 +120,7 @@ func (b *Broker) metadataTopic(t *topic) kmsg.MetadataResponseTopic {
 		var leaderISR []replica.NodeID
 		leading := false
 		if i < len(t.partitions) && t.partitions[i] != nil {
-			if rs := t.partitions[i].replicaStatus(); rs.Role == replica.RoleLeader {
+			if rs := t.partitions[i].ReplicaStatus(); rs.Role == replica.RoleLeader {
 				leaderISR, leading = rs.InSync, true
 			}
 		}

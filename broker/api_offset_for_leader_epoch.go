@@ -28,7 +28,7 @@ package broker
 // starts at the log end, which is what the rules above give.
 //
 // Nothing here holds state: the epoch chain (wal.Log.Epochs) and the role
-// (partition.replicaStatus) are safe to read from the connection goroutine.
+// (Partition.ReplicaStatus) are safe to read from the connection goroutine.
 
 import (
 	"context"
@@ -49,12 +49,12 @@ func handleOffsetForLeaderEpoch(b *Broker, _ context.Context, req *request) (rep
 			sp.Partition = rp.Partition
 			p, err := b.partitionOf(rt.Topic, rp.Partition)
 			if err == nil {
-				err = checkServing(p, rp.CurrentLeaderEpoch, true)
+				err = checkServing(p, b.cfg.NodeID, rp.CurrentLeaderEpoch, true)
 			}
 			if err != nil {
 				sp.ErrorCode = errorCode(err)
 			} else {
-				e, end := endOffsetForEpoch(p.log.Epochs(), p.leaderEpoch(), p.log.EndOffset(), wal.Epoch(rp.LeaderEpoch))
+				e, end := endOffsetForEpoch(p.Log().Epochs(), p.LeaderEpoch(), p.Log().EndOffset(), wal.Epoch(rp.LeaderEpoch))
 				sp.LeaderEpoch, sp.EndOffset = int32(e), int64(end)
 			}
 			st.Partitions = append(st.Partitions, sp)

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/wal"
 )
 
@@ -26,8 +27,8 @@ const (
 
 type producePending struct {
 	part *kmsg.ProduceResponseTopicPartition
-	res  chan appendResult
-	p    *partition
+	res  <-chan partition.AppendResult
+	p    *partition.Partition
 }
 
 func handleProduce(b *Broker, ctx context.Context, req *request) (reply, error) {
@@ -56,21 +57,20 @@ func handleProduce(b *Broker, ctx context.Context, req *request) (reply, error) 
 			*sp = kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
 			err := reqErr
-			var ap *appendReq
-			var p *partition
+			var ap *partition.AppendRequest
+			var p *partition.Partition
 			if err == nil {
-				p, ap, err = b.prepareAppend(rt.Topic, rp.Partition, rp.Records)
+				p, ap, err = b.prepareAppend(rt.Topic, rp.Partition, rp.Records, r.Acks == -1)
 			}
 			if err == nil {
-				ap.acksAll = r.Acks == -1
-				err = p.enqueue(ap)
+				err = p.Enqueue(ap)
 			}
 			if err != nil {
 				setProduceError(b, sp, rt.Topic, err)
 				continue
 			}
-			b.m.recordsIn(rt.Topic, len(rp.Records), int(ap.hdr.RecordCount))
-			pending = append(pending, producePending{part: sp, res: ap.res, p: p})
+			b.m.recordsIn(rt.Topic, len(rp.Records), int(ap.Header().RecordCount))
+			pending = append(pending, producePending{part: sp, res: ap.Result(), p: p})
 		}
 	}
 	if r.Acks == 0 {
@@ -103,26 +103,26 @@ func (r *produceReply) ready() bool {
 
 func (r *produceReply) response() kmsg.Response {
 	for r.got < len(r.pending) {
-		var res appendResult
+		var res partition.AppendResult
 		select {
 		case res = <-r.pending[r.got].res:
 		case <-r.stop:
-			res.err = errShuttingDown
+			res.Err = errShuttingDown
 		}
 		r.fill(res)
 	}
 	return r.resp
 }
 
-func (r *produceReply) fill(res appendResult) {
+func (r *produceReply) fill(res partition.AppendResult) {
 	pp := r.pending[r.got]
 	r.got++
-	if res.err != nil {
-		setProduceError(r.b, pp.part, pp.p.topic, res.err)
+	if res.Err != nil {
+		setProduceError(r.b, pp.part, pp.p.Topic(), res.Err)
 		return
 	}
-	pp.part.BaseOffset = int64(res.base)
-	pp.part.LogStartOffset = int64(res.logStart)
+	pp.part.BaseOffset = int64(res.Base)
+	pp.part.LogStartOffset = int64(res.LogStart)
 }
 
 func setProduceError(b *Broker, sp *kmsg.ProduceResponseTopicPartition, topic string, err error) {
@@ -138,7 +138,7 @@ func setProduceError(b *Broker, sp *kmsg.ProduceResponseTopicPartition, topic st
 }
 
 // prepareAppend finds the partition and validates the batch for it.
-func (b *Broker) prepareAppend(topicName string, index int32, records []byte) (*partition, *appendReq, error) {
+func (b *Broker) prepareAppend(topicName string, index int32, records []byte, acksAll bool) (*partition.Partition, *partition.AppendRequest, error) {
 	t := b.lookupTopic(topicName)
 	if t == nil {
 		return nil, nil, fmt.Errorf("%w: %s-%d", errUnknownTopic, topicName, index)
@@ -151,7 +151,7 @@ func (b *Broker) prepareAppend(topicName string, index int32, records []byte) (*
 	if err != nil {
 		return nil, nil, err
 	}
-	return p, &appendReq{batch: records, hdr: h, res: make(chan appendResult, 1)}, nil
+	return p, partition.NewAppendRequest(records, h, acksAll), nil
 }
 
 // validateBatch checks that records is exactly one well-formed v2 batch a

@@ -42,28 +42,3 @@ func encodeBatch(records []kmsg.Record, idx []int, producerID int64, epoch int16
 	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], castagnoli))
 	return raw
 }
-
-// epochStartType is the control record type of a leader's epoch-start
-// batch: Kafka's LEADER_CHANGE. Clients skip control batches whatever their
-// type, as they skip transaction markers.
-const epochStartType = 2
-
-// encodeEpochStartBatch encodes the control batch a new leader appends
-// first in its epoch (DESIGN.md §4): one control record whose key is
-// (version 0, type LEADER_CHANGE) and whose value is empty. The high
-// watermark passes older epochs' records only once a quorum holds it.
-func encodeEpochStartBatch(nowMs int64) []byte {
-	key := binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, 0), epochStartType)
-	r := kmsg.Record{Key: key, Value: []byte{}}
-	r.Length = int32(len(r.AppendTo(nil)) - 1)
-	rb := kmsg.RecordBatch{
-		PartitionLeaderEpoch: -1, Magic: 2, Attributes: 0x20, // control
-		FirstTimestamp: nowMs, MaxTimestamp: nowMs,
-		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
-		NumRecords: 1, Records: r.AppendTo(nil),
-	}
-	raw := rb.AppendTo(nil)
-	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
-	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], castagnoli))
-	return raw
-}

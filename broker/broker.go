@@ -245,7 +245,7 @@ func (b *Broker) maintainLoop(ctx context.Context) {
 			return
 		case <-t.C:
 			for _, p := range b.allPartitions() {
-				p.maintain()
+				p.Maintain()
 			}
 		}
 	}

@@ -114,12 +114,7 @@ func (b *Broker) keepRegistered(ctx context.Context) {
 // controller for an election.
 func (b *Broker) stepDownLeaders() {
 	for _, p := range b.allPartitions() {
-		p.send(func() {
-			if st := p.rep.Status(); st.Role == replica.RoleLeader {
-				self := replica.NodeID(b.cfg.NodeID)
-				p.rep.Step(replica.Message{Type: replica.MsgFence, From: replica.ControllerNode, To: self, Epoch: st.Fenced + 1})
-			}
-		})
+		p.StepDown()
 	}
 }
 
@@ -439,7 +434,7 @@ func (b *Broker) applyPartitionEvent(ev meta.PartitionEvent) {
 	nt.states[st.Partition] = st
 	b.replaceTopic(&nt)
 	if p := t.partitions[st.Partition]; p != nil {
-		p.setState(coreState(st))
+		p.SetState(coreState(st))
 	}
 }
 
@@ -453,7 +448,7 @@ func (b *Broker) tickPartitions(ctx context.Context) {
 			return
 		case <-t.C:
 			for _, p := range b.allPartitions() {
-				p.tick()
+				p.Tick()
 			}
 		}
 	}
@@ -488,7 +483,7 @@ func (b *Broker) leadersElected(t *topic) bool {
 		if st.Leader != b.cfg.NodeID || t.partitions[i] == nil {
 			continue
 		}
-		rs := t.partitions[i].replicaStatus()
+		rs := t.partitions[i].ReplicaStatus()
 		if rs.Role != replica.RoleLeader || int32(rs.Epoch) != st.LeaderEpoch {
 			return false
 		}
@@ -515,7 +510,7 @@ func (b *Broker) awaitOwnLeadership(ctx context.Context, d time.Duration) {
 				if p == nil || st.Leader != b.cfg.NodeID {
 					continue
 				}
-				if rs := p.replicaStatus(); rs.Role != replica.RoleLeader || int32(rs.Epoch) != st.LeaderEpoch {
+				if rs := p.ReplicaStatus(); rs.Role != replica.RoleLeader || int32(rs.Epoch) != st.LeaderEpoch {
 					done = false
 				}
 			}

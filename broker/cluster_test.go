@@ -362,7 +362,7 @@ func TestClusterReplicatedTopic(t *testing.T) {
 	for part := int32(0); part < 3; part++ {
 		for i, b := range c.brokers {
 			p, _ := b.partitionOf("r3", part)
-			t.Logf("partition %d on broker %d: %+v", part, i+1, p.replicaStatus())
+			t.Logf("partition %d on broker %d: %+v", part, i+1, p.ReplicaStatus())
 		}
 	}
 	const n = 200
@@ -381,12 +381,12 @@ func TestClusterReplicatedTopic(t *testing.T) {
 				t.Fatal(err)
 			}
 			eventuallyTrue(t, "the replica learns the leader's HW", func() (bool, string) {
-				h, _ := p.highWatermark()
+				h, _ := p.HighWatermark()
 				lh := c.leaderHW(t, "r3", part)
 				return h >= lh && lh > 0, fmt.Sprintf("hw %d, leader %d", h, lh)
 			})
-			hw, _ := p.highWatermark()
-			data, err := p.log.Read(0, hw, 64<<20)
+			hw, _ := p.HighWatermark()
+			data, err := p.Log().Read(0, hw, 64<<20)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -409,8 +409,8 @@ func (c *testCluster) leaderHW(t *testing.T, topic string, part int32) wal.Offse
 		if err != nil {
 			continue
 		}
-		if st := p.replicaStatus(); st.Role == replica.RoleLeader {
-			hw, _ := p.highWatermark()
+		if st := p.ReplicaStatus(); st.Role == replica.RoleLeader {
+			hw, _ := p.HighWatermark()
 			return hw
 		}
 	}
@@ -449,7 +449,7 @@ func TestClusterLeaderThatLosesItsLeaseStepsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventuallyTrue(t, "the old leader steps down", func() (bool, string) {
-		rs := p.replicaStatus()
+		rs := p.ReplicaStatus()
 		return rs.Role != replica.RoleLeader || rs.Epoch > wal.Epoch(st.LeaderEpoch), fmt.Sprintf("%+v", rs)
 	})
 	eventuallyTrue(t, "a leader at a higher epoch", func() (bool, string) {

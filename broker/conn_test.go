@@ -227,7 +227,7 @@ func TestAcksZeroProduce(t *testing.T) {
 	}
 	p := b.lookupTopic("fire").partitions[0]
 	eventually(t, 30*time.Second, "the acks=0 batch appended and its memory released", func() bool {
-		hw, _ := p.highWatermark()
+		hw, _ := p.HighWatermark()
 		return hw == 3 && metricValue(t, b, "sluice_request_memory_bytes") == 0
 	})
 }

@@ -5,7 +5,7 @@
 //
 // # Ownership and locking
 //
-//   - Each partition has one owner goroutine (partition.go) that holds its
+//   - Each partition has one owner goroutine (broker/partition) that holds its
 //     wal.Log for writing, its producer state and its high watermark. Produce
 //     handlers hand batches to it over a bounded channel and wait for the
 //     reply; the owner appends every queued batch, fsyncs once (group commit)
@@ -13,7 +13,7 @@
 //   - Readers (Fetch, ListOffsets) read the wal concurrently and see only
 //     offsets below the published high watermark.
 //   - The topic registry (topics.go) is guarded by Broker.mu. Lock order:
-//     Broker.mu before partition.mu; no lock is held while waiting on a
+//     Broker.mu before a partition's locks; no lock is held while waiting on a
 //     partition's channel or on etcd.
 //   - One goroutine per connection reads requests in order; produce replies
 //     are awaited by a writer goroutine so requests pipelined on one

@@ -11,29 +11,34 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/wal"
 )
 
+// The partition's errors under the names the rest of the broker uses.
 var (
-	errShuttingDown         = errors.New("broker is shutting down")
-	errBackpressure         = errors.New("partition queue is full")
-	errUnknownTopic         = errors.New("unknown topic or partition")
-	errNotLeader            = errors.New("this broker does not lead the partition")
-	errNotEnoughReplicas    = errors.New("fewer in-sync replicas than min.insync.replicas")
-	errInvalidTopic         = errors.New("invalid topic name")
-	errInvalidPartitions    = errors.New("invalid number of partitions")
-	errInvalidReplication   = errors.New("invalid replication factor")
-	errInvalidRecord        = errors.New("invalid record")
-	errCorruptMessage       = errors.New("corrupt record batch")
-	errMessageTooLarge      = errors.New("record batch too large")
-	errInvalidRequiredAcks  = errors.New("acks must be -1, 0 or 1")
-	errInvalidProducerEpoch = errors.New("producer epoch is stale")
-	errOutOfOrderSequence   = errors.New("out of order sequence number")
-	errUnsupportedVersion   = errors.New("unsupported version")
-	errInvalidRequest       = errors.New("invalid request")
-	errInvalidTimestamp     = errors.New("invalid timestamp")
-	errStorage              = errors.New("storage error")
+	errShuttingDown         = partition.ErrShuttingDown
+	errBackpressure         = partition.ErrBackpressure
+	errNotLeader            = partition.ErrNotLeader
+	errNotEnoughReplicas    = partition.ErrNotEnoughReplicas
+	errInvalidProducerEpoch = partition.ErrInvalidProducerEpoch
+	errOutOfOrderSequence   = partition.ErrOutOfOrderSequence
+	errStorage              = partition.ErrStorage
+)
+
+var (
+	errUnknownTopic        = errors.New("unknown topic or partition")
+	errInvalidTopic        = errors.New("invalid topic name")
+	errInvalidPartitions   = errors.New("invalid number of partitions")
+	errInvalidReplication  = errors.New("invalid replication factor")
+	errInvalidRecord       = errors.New("invalid record")
+	errCorruptMessage      = errors.New("corrupt record batch")
+	errMessageTooLarge     = errors.New("record batch too large")
+	errInvalidRequiredAcks = errors.New("acks must be -1, 0 or 1")
+	errUnsupportedVersion  = errors.New("unsupported version")
+	errInvalidRequest      = errors.New("invalid request")
+	errInvalidTimestamp    = errors.New("invalid timestamp")
 
 	// Group coordinator errors (coordinator.go, group_*.go).
 	errInvalidGroupID         = errors.New("invalid group id")
@@ -76,11 +81,11 @@ var errorCodes = []struct {
 	err  error
 	code int16
 }{
-	{errShuttingDown, kerr.NotLeaderForPartition.Code},
-	{errBackpressure, kerr.RequestTimedOut.Code},
+	{partition.ErrShuttingDown, kerr.NotLeaderForPartition.Code},
+	{partition.ErrBackpressure, kerr.RequestTimedOut.Code},
 	{errUnknownTopic, kerr.UnknownTopicOrPartition.Code},
-	{errNotLeader, kerr.NotLeaderForPartition.Code},
-	{errNotEnoughReplicas, kerr.NotEnoughReplicas.Code},
+	{partition.ErrNotLeader, kerr.NotLeaderForPartition.Code},
+	{partition.ErrNotEnoughReplicas, kerr.NotEnoughReplicas.Code},
 	{meta.ErrTopicNotFound, kerr.UnknownTopicOrPartition.Code},
 	{meta.ErrTopicExists, kerr.TopicAlreadyExists.Code},
 	{meta.ErrConflict, kerr.RequestTimedOut.Code}, // lost a CAS race; the client retries
@@ -93,13 +98,13 @@ var errorCodes = []struct {
 	{wal.ErrInvalidBatch, kerr.CorruptMessage.Code},
 	{errMessageTooLarge, kerr.MessageTooLarge.Code},
 	{errInvalidRequiredAcks, kerr.InvalidRequiredAcks.Code},
-	{errInvalidProducerEpoch, kerr.InvalidProducerEpoch.Code},
-	{errOutOfOrderSequence, kerr.OutOfOrderSequenceNumber.Code},
+	{partition.ErrInvalidProducerEpoch, kerr.InvalidProducerEpoch.Code},
+	{partition.ErrOutOfOrderSequence, kerr.OutOfOrderSequenceNumber.Code},
 	{errUnsupportedVersion, kerr.UnsupportedVersion.Code},
 	{errInvalidRequest, kerr.InvalidRequest.Code},
 	{errInvalidTimestamp, kerr.InvalidTimestamp.Code},
 	{wal.ErrOffsetOutOfRange, kerr.OffsetOutOfRange.Code},
-	{errStorage, kerr.KafkaStorageError.Code},
+	{partition.ErrStorage, kerr.KafkaStorageError.Code},
 	{wal.ErrClosed, kerr.NotLeaderForPartition.Code},
 	{group.ErrUnknownMember, kerr.UnknownMemberID.Code},
 	{group.ErrIllegalGeneration, kerr.IllegalGeneration.Code},

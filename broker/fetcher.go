@@ -31,6 +31,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/wal"
 )
@@ -62,7 +63,7 @@ type fetcher struct {
 	wake   chan struct{} // capacity 1
 
 	mu    sync.Mutex
-	ready map[*partition]struct{} // guarded by mu: partitions with a fetch to send
+	ready map[*partition.Partition]struct{} // guarded by mu: partitions with a fetch to send
 }
 
 // startFetchers lets fetchReady start fetchers under ctx.
@@ -73,8 +74,9 @@ func (b *Broker) startFetchers(ctx context.Context) {
 	b.fetch.byNode = make(map[int32]*fetcher)
 }
 
-// fetchReady is replicaNet's: partition p has a fetch for leader.
-func (b *Broker) fetchReady(leader int32, p *partition) {
+// fetchReady is partition.Net's (through partitionNet): partition p has a
+// fetch for leader.
+func (b *Broker) fetchReady(leader int32, p *partition.Partition) {
 	b.fetch.mu.Lock()
 	if b.fetch.ctx == nil || b.fetch.ctx.Err() != nil {
 		b.fetch.mu.Unlock()
@@ -82,7 +84,7 @@ func (b *Broker) fetchReady(leader int32, p *partition) {
 	}
 	f := b.fetch.byNode[leader]
 	if f == nil {
-		f = &fetcher{b: b, leader: leader, wake: make(chan struct{}, 1), ready: make(map[*partition]struct{})}
+		f = &fetcher{b: b, leader: leader, wake: make(chan struct{}, 1), ready: make(map[*partition.Partition]struct{})}
 		b.fetch.byNode[leader] = f
 		b.fetch.wg.Add(1)
 		go func(ctx context.Context) {
@@ -109,7 +111,7 @@ func (f *fetcher) run(ctx context.Context) {
 			cl.Close()
 		}
 	}()
-	var waitFor map[*partition]struct{} // in the last request; their next fetch is awaited
+	var waitFor map[*partition.Partition]struct{} // in the last request; their next fetch is awaited
 	for {
 		if len(waitFor) > 0 {
 			f.awaitDurable(ctx, waitFor)
@@ -157,7 +159,7 @@ func (f *fetcher) run(ctx context.Context) {
 // take removes and returns the fetches that are ready to go.
 func (f *fetcher) take() []pendingFetch {
 	f.mu.Lock()
-	ps := make([]*partition, 0, len(f.ready))
+	ps := make([]*partition.Partition, 0, len(f.ready))
 	for p := range f.ready {
 		ps = append(ps, p)
 	}
@@ -165,16 +167,12 @@ func (f *fetcher) take() []pendingFetch {
 	f.mu.Unlock()
 	out := make([]pendingFetch, 0, len(ps))
 	for _, p := range ps {
-		if m, ok := p.takeFetch(); ok && int32(m.To) == f.leader {
+		if m, ok := p.TakeFetch(); ok && int32(m.To) == f.leader {
 			out = append(out, pendingFetch{p: p, msg: m})
 		} else if ok {
 			// The partition follows another leader now: hand the fetch to
 			// that leader's fetcher.
-			p.fetchMu.Lock()
-			if p.fetchNext == nil {
-				p.fetchNext = &m
-			}
-			p.fetchMu.Unlock()
+			p.ReturnFetch(m)
 			f.b.fetchReady(int32(m.To), p)
 		}
 	}
@@ -183,14 +181,14 @@ func (f *fetcher) take() []pendingFetch {
 
 // pendingFetch is one partition's fetch in a request.
 type pendingFetch struct {
-	p   *partition
+	p   *partition.Partition
 	msg replica.Message
 }
 
 // awaitDurable waits until every partition in set has its next fetch ready
 // (or replicaSyncWait passes: one that failed waits out its back-off), so
 // they go out in one request.
-func (f *fetcher) awaitDurable(ctx context.Context, set map[*partition]struct{}) {
+func (f *fetcher) awaitDurable(ctx context.Context, set map[*partition.Partition]struct{}) {
 	deadline := time.NewTimer(replicaSyncWait)
 	defer deadline.Stop()
 	for {
@@ -223,7 +221,7 @@ func (f *fetcher) awaitDurable(ctx context.Context, set map[*partition]struct{})
 // partitions ready first would leave the others waiting behind a fetch the
 // leader may hold for replicaFetchMaxWait, and with them the acknowledgement
 // of whatever their leader appends meanwhile.
-func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingFetch) map[*partition]struct{} {
+func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingFetch) map[*partition.Partition]struct{} {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = f.b.cfg.NodeID
 	req.MaxWaitMillis = int32(replicaFetchMaxWait / time.Millisecond)
@@ -231,16 +229,16 @@ func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingF
 	req.MaxBytes = replicaFetchMaxBytes
 	byTopic := map[[16]byte]int{}
 	for _, pf := range batch {
-		i, ok := byTopic[pf.p.key.TopicID]
+		i, ok := byTopic[pf.p.TopicID()]
 		if !ok {
 			i = len(req.Topics)
-			byTopic[pf.p.key.TopicID] = i
+			byTopic[pf.p.TopicID()] = i
 			rt := kmsg.NewFetchRequestTopic()
-			rt.Topic, rt.TopicID = pf.p.topic, pf.p.key.TopicID
+			rt.Topic, rt.TopicID = pf.p.Topic(), pf.p.TopicID()
 			req.Topics = append(req.Topics, rt)
 		}
 		rp := kmsg.NewFetchRequestTopicPartition()
-		rp.Partition = pf.p.index
+		rp.Partition = pf.p.Index()
 		rp.CurrentLeaderEpoch = int32(pf.msg.Epoch)
 		rp.FetchOffset = int64(pf.msg.Offset)
 		rp.LastFetchedEpoch = int32(pf.msg.LastEpoch)
@@ -273,12 +271,12 @@ func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingF
 		sleepCtx(ctx, replicationTick)
 		return nil
 	}
-	answered := make(map[*partition]bool, len(batch))
-	next := make(map[*partition]struct{}, len(batch))
+	answered := make(map[*partition.Partition]bool, len(batch))
+	next := make(map[*partition.Partition]struct{}, len(batch))
 	find := func(topicID [16]byte, topicName string, part int32) *pendingFetch {
 		for i := range batch {
 			pf := &batch[i]
-			if pf.p.index == part && (pf.p.key.TopicID == topicID || (topicID == [16]byte{} && pf.p.topic == topicName)) {
+			if pf.p.Index() == part && (pf.p.TopicID() == topicID || (topicID == [16]byte{} && pf.p.Topic() == topicName)) {
 				return pf
 			}
 		}
@@ -291,12 +289,12 @@ func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingF
 				continue
 			}
 			answered[pf.p] = true
-			pf.p.step(fetchResponseMessage(pf.msg, &rp))
+			pf.p.Step(fetchResponseMessage(pf.msg, &rp))
 		}
 	}
 	for _, pf := range batch {
 		if !answered[pf.p] {
-			pf.p.step(failedFetch(pf.msg))
+			pf.p.Step(failedFetch(pf.msg))
 		}
 		next[pf.p] = struct{}{}
 	}
@@ -307,7 +305,7 @@ func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingF
 // retries after its back-off.
 func (f *fetcher) failAll(batch []pendingFetch, why string) {
 	for _, pf := range batch {
-		pf.p.step(failedFetch(pf.msg))
+		pf.p.Step(failedFetch(pf.msg))
 	}
 	f.b.logger.Debug().Int32("leader", f.leader).Int("partitions", len(batch)).Str("why", why).Msg("replica fetch not answered")
 }

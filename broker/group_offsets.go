@@ -133,8 +133,8 @@ func (c *coordinator) ResetOffsets(ctx context.Context, groupID string, offsets 
 			if err != nil {
 				return fmt.Errorf("reset offsets of group %q: %w", groupID, err)
 			}
-			start := p.log.StartOffset()
-			hw, _ := p.highWatermark()
+			start := p.Log().StartOffset()
+			hw, _ := p.HighWatermark()
 			if wal.Offset(off) < start || wal.Offset(off) > hw {
 				return fmt.Errorf("reset offsets of group %q: %s-%d to %d outside [%d, %d]: %w",
 					groupID, topic, partition, off, start, hw, wal.ErrOffsetOutOfRange)

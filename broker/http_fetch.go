@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/wal"
 )
 
@@ -89,7 +90,7 @@ func (b *Broker) fetchHTTP(ctx context.Context, groupID string, req fetchRequest
 	if err := b.checkAssigned(groupID, req.MemberID, req.Topic, *req.Partition); err != nil {
 		return fetchResponse{}, err
 	}
-	from := int64(p.log.StartOffset())
+	from := int64(p.Log().StartOffset())
 	if req.Offset != nil {
 		from = *req.Offset
 	} else {
@@ -140,11 +141,11 @@ func (b *Broker) checkAssigned(groupID, memberID, topic string, partition int32)
 
 // readMessages reads records from offset from, waiting up to wait for the
 // high watermark to pass it.
-func (b *Broker) readMessages(ctx context.Context, p *partition, from int64, maxBytes int, wait time.Duration) (fetchResponse, error) {
+func (b *Broker) readMessages(ctx context.Context, p *partition.Partition, from int64, maxBytes int, wait time.Duration) (fetchResponse, error) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
-		hw, changed, err := p.position(wal.Offset(from))
+		hw, changed, err := p.Position(wal.Offset(from))
 		if err != nil {
 			return fetchResponse{}, err
 		}
@@ -161,14 +162,14 @@ func (b *Broker) readMessages(ctx context.Context, p *partition, from int64, max
 	}
 }
 
-func (b *Broker) decodeMessages(p *partition, from int64, hw wal.Offset, maxBytes int) (fetchResponse, error) {
+func (b *Broker) decodeMessages(p *partition.Partition, from int64, hw wal.Offset, maxBytes int) (fetchResponse, error) {
 	resp := fetchResponse{Messages: []fetchedMessage{}, HighWatermark: int64(hw), NextOffset: from}
-	data, _, err := p.read(wal.Offset(from), maxBytes)
+	data, _, err := p.Read(wal.Offset(from), maxBytes)
 	if err != nil {
 		return resp, err
 	}
-	b.m.bytesOut(p.topic, len(data))
-	b.m.recordsOutN(p.topic, countRecords(data))
+	b.m.bytesOut(p.Topic(), len(data))
+	b.m.recordsOutN(p.Topic(), countRecords(data))
 	for len(data) > 0 && len(resp.Messages) < httpMaxMessagesPerPoll {
 		h, err := wal.ParseBatchHeader(data)
 		if err != nil || h.Size() > len(data) {
@@ -183,7 +184,7 @@ func (b *Broker) decodeMessages(p *partition, from int64, hw wal.Offset, maxByte
 			if off >= int64(hw) || len(resp.Messages) == httpMaxMessagesPerPoll {
 				return false
 			}
-			resp.Messages = append(resp.Messages, toFetchedMessage(p.index, off, ts, rec))
+			resp.Messages = append(resp.Messages, toFetchedMessage(p.Index(), off, ts, rec))
 			resp.NextOffset = off + 1
 			return true
 		})

@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/wal"
 )
 
@@ -410,18 +411,18 @@ func (b *Broker) resetTargets(req resetRequest) (map[int32]int64, error) {
 		if err != nil {
 			return nil, err
 		}
-		parts = []*partition{p}
+		parts = []*partition.Partition{p}
 	}
 	out := make(map[int32]int64, len(parts))
 	for _, p := range parts {
-		hw, _ := p.highWatermark()
+		hw, _ := p.HighWatermark()
 		switch {
 		case req.Offset != nil:
-			out[p.index] = *req.Offset
+			out[p.Index()] = *req.Offset
 		case req.To == "earliest":
-			out[p.index] = int64(p.log.StartOffset())
+			out[p.Index()] = int64(p.Log().StartOffset())
 		case req.To == "latest":
-			out[p.index] = int64(hw)
+			out[p.Index()] = int64(hw)
 		default:
 			off, _, err := b.listOffset(p, *req.TimestampMs)
 			if err != nil {
@@ -430,11 +431,11 @@ func (b *Broker) resetTargets(req resetRequest) (map[int32]int64, error) {
 			if off < 0 { // nothing at or after the time: the end, as Kafka resets
 				off = int64(hw)
 			}
-			out[p.index] = off
+			out[p.Index()] = off
 		}
-		if out[p.index] < int64(p.log.StartOffset()) {
+		if out[p.Index()] < int64(p.Log().StartOffset()) {
 			return nil, fmt.Errorf("%w: %s-%d offset %d is below the log start %d", wal.ErrOffsetOutOfRange,
-				req.Topic, p.index, out[p.index], p.log.StartOffset())
+				req.Topic, p.Index(), out[p.Index()], p.Log().StartOffset())
 		}
 	}
 	return out, nil

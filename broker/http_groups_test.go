@@ -10,13 +10,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/meta"
 )
 
 func TestRangeAssign(t *testing.T) {
 	b := &Broker{topics: map[string]*topic{
-		"a": {states: make([]meta.PartitionState, 7), partitions: make([]*partition, 7)},
-		"b": {states: make([]meta.PartitionState, 2), partitions: make([]*partition, 2)},
+		"a": {states: make([]meta.PartitionState, 7), partitions: make([]*partition.Partition, 7)},
+		"b": {states: make([]meta.PartitionState, 2), partitions: make([]*partition.Partition, 2)},
 	}}
 	sub := func(topics ...string) []byte {
 		m := kmsg.ConsumerMemberMetadata{Topics: topics}

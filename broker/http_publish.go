@@ -19,6 +19,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/broker/partition"
 )
 
 // messageIDHeader is the record header that carries an HTTP message_id.
@@ -232,7 +234,7 @@ func (b *Broker) appendPublished(ctx context.Context, t *topic, batches []*publi
 	results := make([]publishResult, n)
 	type inflight struct {
 		pb  *publishBatch
-		res chan appendResult
+		res <-chan partition.AppendResult
 	}
 	var waits []inflight
 	fail := func(pb *publishBatch, err error) {
@@ -244,36 +246,36 @@ func (b *Broker) appendPublished(ctx context.Context, t *topic, batches []*publi
 	for _, pb := range batches {
 		h, err := validateBatch(pb.raw, t.settings.MaxMessageBytes)
 		if err == nil {
-			ar := &appendReq{batch: pb.raw, hdr: h, acksAll: true, res: make(chan appendResult, 1)}
-			var p *partition
+			ar := partition.NewAppendRequest(pb.raw, h, true)
+			var p *partition.Partition
 			if p, err = t.local(pb.partition); err == nil {
-				err = p.enqueue(ar)
+				err = p.Enqueue(ar)
 			}
 			if err == nil {
 				b.m.recordsIn(t.meta.Name, len(pb.raw), len(pb.msgs))
-				waits = append(waits, inflight{pb, ar.res})
+				waits = append(waits, inflight{pb, ar.Result()})
 				continue
 			}
 		}
 		fail(pb, err)
 	}
 	for _, wt := range waits {
-		var res appendResult
+		var res partition.AppendResult
 		select {
 		case res = <-wt.res:
 		case <-ctx.Done():
-			res.err = ctx.Err()
+			res.Err = ctx.Err()
 		}
-		if res.err != nil {
-			fail(wt.pb, res.err)
+		if res.Err != nil {
+			fail(wt.pb, res.Err)
 			continue
 		}
 		status := "ok"
-		if res.dup {
+		if res.Dup {
 			status = "duplicate"
 		}
 		for j, i := range wt.pb.msgs {
-			results[i] = publishResult{Partition: wt.pb.partition, Offset: int64(res.base) + int64(j), Status: status}
+			results[i] = publishResult{Partition: wt.pb.partition, Offset: int64(res.Base) + int64(j), Status: status}
 		}
 	}
 	return results

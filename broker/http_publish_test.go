@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/meta"
 )
 
@@ -177,7 +178,7 @@ func FuzzPublishRequest(f *testing.F) {
 	f.Add([]byte(`{"producer_id":1,"producer_epoch":0,"messages":[{"payload_base64":"AAE=","sequence":0,"partition":1}]}`))
 	f.Add([]byte(`{"messages":[{"timestamp_ms":-1}]}`))
 	b := &Broker{}
-	tp := &topic{states: make([]meta.PartitionState, 3), partitions: make([]*partition, 3), settings: parseSettings(nil)}
+	tp := &topic{states: make([]meta.PartitionState, 3), partitions: make([]*partition.Partition, 3), settings: parseSettings(nil)}
 	tp.meta.Name = "fuzz"
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var req publishRequest

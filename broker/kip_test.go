@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/wal"
 	"github.com/sluice-mq/sluice/wal/vfs"
@@ -138,7 +139,7 @@ func TestOffsetForLeaderEpochAnswers(t *testing.T) {
 			t.Fatalf("produce: error %d", code)
 		}
 	}
-	first := b.lookupTopic("epochs").partitions[0].leaderEpoch()
+	first := b.lookupTopic("epochs").partitions[0].LeaderEpoch()
 	cl.Close()
 	stop()
 
@@ -146,10 +147,10 @@ func TestOffsetForLeaderEpochAnswers(t *testing.T) {
 	cl = testClient(t, b)
 	p := b.lookupTopic("epochs").partitions[0]
 	eventuallyTrue(t, "the partition leads again", func() (bool, string) {
-		st := p.replicaStatus()
+		st := p.ReplicaStatus()
 		return st.Role == replica.RoleLeader, fmt.Sprintf("%+v", st)
 	})
-	cur := int32(p.leaderEpoch())
+	cur := int32(p.LeaderEpoch())
 	if cur <= int32(first) {
 		t.Fatalf("epoch after the restart %d, before %d", cur, first)
 	}
@@ -160,7 +161,7 @@ func TestOffsetForLeaderEpochAnswers(t *testing.T) {
 	if code := produceRaw(t, b, cl, "epochs", 0, testBatch(4, -1, -1, -1, 1)).ErrorCode; code != 0 {
 		t.Fatalf("produce: error %d", code)
 	}
-	t.Logf("epoch chain %+v, current epoch %d, log end %d", p.log.Epochs(), cur, p.log.EndOffset())
+	t.Logf("epoch chain %+v, current epoch %d, log end %d", p.Log().Epochs(), cur, p.Log().EndOffset())
 	for _, tc := range []struct {
 		name            string
 		topic           string
@@ -216,7 +217,7 @@ func (c *testCluster) leaderOf(topic string, part int32, skip ...int) int {
 			continue
 		}
 		p, err := b.partitionOf(topic, part)
-		if err == nil && p.replicaStatus().Role == replica.RoleLeader {
+		if err == nil && p.ReplicaStatus().Role == replica.RoleLeader {
 			return i
 		}
 	}
@@ -248,7 +249,7 @@ func createReplicated(t *testing.T, c *testCluster, topic string, partitions int
 				if err != nil {
 					return false, err.Error()
 				}
-				switch p.replicaStatus().Role {
+				switch p.ReplicaStatus().Role {
 				case replica.RoleLeader:
 					leaders++
 				case replica.RoleFollower:
@@ -332,14 +333,14 @@ func TestClusterConsumerValidatesAfterLeaderChange(t *testing.T) {
 	got := readValues(t, cons, 30)
 
 	old := c.leaderOf("kip320", 0)
-	oldEpoch := c.brokers[old].lookupTopic("kip320").partitions[0].leaderEpoch()
+	oldEpoch := c.brokers[old].lookupTopic("kip320").partitions[0].LeaderEpoch()
 	c.stops[old]()
 	var next int
 	eventuallyTrue(t, "another broker leads", func() (bool, string) {
 		next = c.leaderOf("kip320", 0, old)
 		return next >= 0, fmt.Sprintf("leader index %d", next)
 	})
-	newEpoch := c.brokers[next].lookupTopic("kip320").partitions[0].leaderEpoch()
+	newEpoch := c.brokers[next].lookupTopic("kip320").partitions[0].LeaderEpoch()
 	t.Logf("leader moved from broker %d (epoch %d) to broker %d (epoch %d)", old+1, oldEpoch, next+1, newEpoch)
 	produceValues(30, 30)
 	got = append(got, readValues(t, cons, 30)...)
@@ -438,7 +439,7 @@ func TestClusterFetchFromNearestReplica(t *testing.T) {
 		}
 	}
 	leader, follower := c.brokers[c.leaderOf("near", part)], c.brokers[1]
-	epoch := int32(leader.lookupTopic("near").partitions[part].leaderEpoch())
+	epoch := int32(leader.lookupTopic("near").partitions[part].LeaderEpoch())
 	t.Run("leader names the replica in the client's rack", func(t *testing.T) {
 		got := askFetch(t, leader, 11, consumerFetchReq("near", part, 0, epoch, "b"))
 		if got.ErrorCode != 0 || got.PreferredReadReplica != 2 || len(got.RecordBatches) != 0 {
@@ -465,7 +466,7 @@ func TestClusterFetchFromNearestReplica(t *testing.T) {
 	})
 	t.Run("follower: past its log is out of range", func(t *testing.T) {
 		fp, _ := follower.partitionOf("near", part)
-		got := askFetch(t, follower, 12, consumerFetchReq("near", part, int64(fp.log.EndOffset())+5, epoch, "b"))
+		got := askFetch(t, follower, 12, consumerFetchReq("near", part, int64(fp.Log().EndOffset())+5, epoch, "b"))
 		if got.ErrorCode != kerr.OffsetOutOfRange.Code {
 			t.Fatalf("error %d, want OFFSET_OUT_OF_RANGE", got.ErrorCode)
 		}
@@ -559,12 +560,12 @@ func TestClusterNotLeaderNamesTheLeader(t *testing.T) {
 	})
 }
 
-// quietNet is a replicaNet that drops everything: the core's messages to
-// the controller and its fetches go nowhere.
+// quietNet is a partition.Net that drops everything: the core's messages
+// to the controller and its fetches go nowhere.
 type quietNet struct{}
 
-func (quietNet) sendToController(envelope)    {}
-func (quietNet) fetchReady(int32, *partition) {}
+func (quietNet) SendToController(replica.Message)       {}
+func (quietNet) FetchReady(int32, *partition.Partition) {}
 
 // TestListOffsetsNewLeaderBehindItsEpoch: a replica elected leader of three
 // with records it cannot yet know committed has a high watermark below the
@@ -585,20 +586,31 @@ func TestListOffsetsNewLeaderBehindItsEpoch(t *testing.T) {
 	if _, err := l.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	p, err := openPartition(l, partitionOptions{
-		topic: "lag", self: 1, queue: 16, fs: vfs.OS, snapshotPath: filepath.Join(t.TempDir(), "p.producers"),
-		producerExpiry: time.Hour, now: time.Now, metrics: newMetrics(), logger: zerolog.Nop(), net: quietNet{},
+	p, err := partition.Open(l, partition.Options{
+		Topic: "lag", Self: 1, Queue: 16, FS: vfs.OS, SnapshotPath: filepath.Join(t.TempDir(), "p.producers"),
+		ProducerExpiry: time.Hour, Now: time.Now, Metrics: newMetrics(), Logger: zerolog.Nop(), Net: quietNet{},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		p.Run(ctx)
+	}()
+	t.Cleanup(func() { cancel(); <-stopped }) // before the log closes
 	// Elected at epoch 2 by the controller: fence, then the state.
-	p.rep.Step(replica.Message{Type: replica.MsgFence, From: replica.ControllerNode, To: 1, Epoch: 2})
-	p.handleReady()
-	p.rep.SetState(replica.State{Epoch: 2, Leader: 1, Replicas: []replica.NodeID{1, 2, 3}, Version: 1})
-	p.handleReady()
-	st := p.replicaStatus()
-	hw, _ := p.highWatermark()
+	if !p.Step(replica.Message{Type: replica.MsgFence, From: replica.ControllerNode, To: 1, Epoch: 2}) ||
+		!p.SetState(replica.State{Epoch: 2, Leader: 1, Replicas: []replica.NodeID{1, 2, 3}, Version: 1}) {
+		t.Fatal("the partition's owner took neither the fence nor the state")
+	}
+	waitFor(t, "leader of epoch 2", func() bool {
+		st := p.ReplicaStatus()
+		return st.Role == replica.RoleLeader && st.Epoch == 2
+	})
+	st := p.ReplicaStatus()
+	hw, _ := p.HighWatermark()
 	if st.Role != replica.RoleLeader || epochStart(l.Epochs(), 2) != 5 || hw != 0 {
 		t.Fatalf("status %+v, chain %+v, HW %d: want a leader of epoch 2 from offset 5 with HW 0", st, l.Epochs(), hw)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/wal"
 )
 
@@ -158,14 +159,14 @@ func (b *Broker) assignedPartitions(groupID string) []group.TopicPartition {
 	return out
 }
 
-func (b *Broker) partitionLag(groupID string, p *partition, committed int64, now time.Time) partitionLag {
-	hw, _ := p.highWatermark()
-	l := partitionLag{Topic: p.topic, Partition: p.index, Committed: committed, LogEnd: int64(hw)}
-	from := max(wal.Offset(committed), p.log.StartOffset())
+func (b *Broker) partitionLag(groupID string, p *partition.Partition, committed int64, now time.Time) partitionLag {
+	hw, _ := p.HighWatermark()
+	l := partitionLag{Topic: p.Topic(), Partition: p.Index(), Committed: committed, LogEnd: int64(hw)}
+	from := max(wal.Offset(committed), p.Log().StartOffset())
 	if from < hw {
 		l.Lag = int64(hw - from)
-		backlog, err1 := p.log.BytesFrom(from)
-		beyond, err2 := p.log.BytesFrom(hw)
+		backlog, err1 := p.Log().BytesFrom(from)
+		beyond, err2 := p.Log().BytesFrom(hw)
 		if err1 == nil && err2 == nil {
 			l.LagBytes = backlog - beyond
 		}
@@ -176,7 +177,7 @@ func (b *Broker) partitionLag(groupID string, p *partition, committed int64, now
 	if committed == noCommit {
 		return l // no commits: no commit rate
 	}
-	key := groupID + "\x00" + p.topic + "\x00" + strconv.Itoa(int(p.index))
+	key := groupID + "\x00" + p.Topic() + "\x00" + strconv.Itoa(int(p.Index()))
 	if rate, ok := b.lagRates.observe(key, now, committed); ok {
 		l.CommitRate = &rate
 		if rate > 0 {
@@ -188,8 +189,8 @@ func (b *Broker) partitionLag(groupID string, p *partition, committed int64, now
 }
 
 // recordTimestamp returns the timestamp of the record at offset off.
-func recordTimestamp(p *partition, off, hw wal.Offset) (int64, bool) {
-	data, err := p.log.Read(off, hw, 1)
+func recordTimestamp(p *partition.Partition, off, hw wal.Offset) (int64, bool) {
+	data, err := p.Log().Read(off, hw, 1)
 	if err != nil || len(data) == 0 {
 		return 0, false
 	}

@@ -78,7 +78,7 @@ func TestLagOfAssignedPartitionsWithoutCommits(t *testing.T) {
 			if l.Topic != topic || l.Committed != noCommit || l.LogEnd != w.end || l.Lag != w.end-w.start {
 				t.Errorf("partition %d: %+v, want committed -1, log end %d, lag %d", l.Partition, l, w.end, w.end-w.start)
 			}
-			if size := p.log.Size(); l.LagBytes != size || size == 0 {
+			if size := p.Log().Size(); l.LagBytes != size || size == 0 {
 				t.Errorf("partition %d: lag bytes %d, want the whole log, %d", l.Partition, l.LagBytes, size)
 			}
 			if l.OldestAgeMs < 0 || l.OldestAgeMs > time.Hour.Milliseconds() || l.CommitRate != nil {

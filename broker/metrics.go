@@ -132,8 +132,8 @@ func (m *metrics) observeJournalSync(took time.Duration, _ int) {
 	m.fsync.Observe(took.Seconds())
 }
 
-// startFsync starts timing one fsync; call the result when it ends.
-func (m *metrics) startFsync() func() {
+// StartFsync (partition.Metrics) starts timing one fsync; call the result when it ends.
+func (m *metrics) StartFsync() func() {
 	start := time.Now()
 	return func() { m.fsync.Observe(time.Since(start).Seconds()) }
 }
@@ -165,11 +165,11 @@ func (c *offsetCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *offsetCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range c.b.allPartitions() {
-		part := strconv.Itoa(int(p.index))
-		hw, _ := p.highWatermark()
-		ch <- prometheus.MustNewConstMetric(c.start, prometheus.GaugeValue, float64(p.log.StartOffset()), p.topic, part)
-		ch <- prometheus.MustNewConstMetric(c.end, prometheus.GaugeValue, float64(p.log.EndOffset()), p.topic, part)
-		ch <- prometheus.MustNewConstMetric(c.hwm, prometheus.GaugeValue, float64(hw), p.topic, part)
-		ch <- prometheus.MustNewConstMetric(c.siz, prometheus.GaugeValue, float64(p.log.Size()), p.topic, part)
+		part := strconv.Itoa(int(p.Index()))
+		hw, _ := p.HighWatermark()
+		ch <- prometheus.MustNewConstMetric(c.start, prometheus.GaugeValue, float64(p.Log().StartOffset()), p.Topic(), part)
+		ch <- prometheus.MustNewConstMetric(c.end, prometheus.GaugeValue, float64(p.Log().EndOffset()), p.Topic(), part)
+		ch <- prometheus.MustNewConstMetric(c.hwm, prometheus.GaugeValue, float64(hw), p.Topic(), part)
+		ch <- prometheus.MustNewConstMetric(c.siz, prometheus.GaugeValue, float64(p.Log().Size()), p.Topic(), part)
 	}
 }

@@ -7,8 +7,15 @@ package broker
 // addressed to the controller.
 
 import (
+	"time"
+
+	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/broker/replica"
 )
+
+// replicationTick is one tick of the replica cores (Partition.Tick) and the
+// controller's election core; their timeouts are counted in ticks.
+const replicationTick = 50 * time.Millisecond
 
 // partitionKey names a partition by topic ID, so a message about a deleted
 // and recreated topic can never reach its successor.
@@ -21,6 +28,23 @@ type partitionKey struct {
 type envelope struct {
 	Key partitionKey    `json:"key"`
 	Msg replica.Message `json:"msg"`
+}
+
+// partitionNet is how the replica of one partition reaches the cluster
+// (partition.Net): through this broker's transport and follower fetchers.
+type partitionNet struct {
+	b   *Broker
+	key partitionKey
+}
+
+// SendToController queues m for the controller; never blocks.
+func (n partitionNet) SendToController(m replica.Message) {
+	n.b.sendToController(envelope{Key: n.key, Msg: m})
+}
+
+// FetchReady hands p's next fetch to the fetcher of leader; never blocks.
+func (n partitionNet) FetchReady(leader int32, p *partition.Partition) {
+	n.b.fetchReady(leader, p)
 }
 
 // deliverToPartition hands a message from another broker or from the
@@ -36,5 +60,5 @@ func (b *Broker) deliverToPartition(env envelope) bool {
 	if err != nil {
 		return false
 	}
-	return p.step(env.Msg)
+	return p.Step(env.Msg)
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/wal"
@@ -36,7 +37,7 @@ type topic struct {
 	states []meta.PartitionState
 	// partitions holds the partitions this broker hosts (it is one of their
 	// replicas), by partition number; nil where it hosts none.
-	partitions []*partition
+	partitions []*partition.Partition
 }
 
 // hosts reports whether this broker is a replica of partition state st.
@@ -47,7 +48,7 @@ func (b *Broker) hosts(st meta.PartitionState) bool {
 // local returns the partition's local replica: errUnknownTopic when the
 // topic has no such partition, errNotLeader when this broker does not host
 // it (the client's metadata is stale; Metadata names the leader).
-func (t *topic) local(index int32) (*partition, error) {
+func (t *topic) local(index int32) (*partition.Partition, error) {
 	if index < 0 || int(index) >= len(t.partitions) {
 		return nil, fmt.Errorf("%w: %s-%d", errUnknownTopic, t.meta.Name, index)
 	}
@@ -58,8 +59,8 @@ func (t *topic) local(index int32) (*partition, error) {
 }
 
 // hosted returns the partitions this broker hosts, in partition order.
-func (t *topic) hosted() []*partition {
-	out := make([]*partition, 0, len(t.partitions))
+func (t *topic) hosted() []*partition.Partition {
+	out := make([]*partition.Partition, 0, len(t.partitions))
 	for _, p := range t.partitions {
 		if p != nil {
 			out = append(out, p)
@@ -147,7 +148,7 @@ func (b *Broker) partitionStates(ctx context.Context, t meta.Topic) ([]meta.Part
 // openTopic opens the partitions of t this broker hosts and registers it.
 func (b *Broker) openTopic(t meta.Topic, states []meta.PartitionState) error {
 	tp := &topic{meta: t, settings: parseSettings(t.Configs), states: states}
-	tp.partitions = make([]*partition, len(states))
+	tp.partitions = make([]*partition.Partition, len(states))
 	for i, st := range states {
 		if !b.hosts(st) {
 			continue
@@ -155,7 +156,7 @@ func (b *Broker) openTopic(t meta.Topic, states []meta.PartitionState) error {
 		p, err := b.openPartition(tp, int32(i))
 		if err != nil {
 			for _, p := range tp.hosted() {
-				_ = p.log.Close() // nothing was appended; err says why the open failed
+				_ = p.Log().Close() // nothing was appended; err says why the open failed
 			}
 			return err
 		}
@@ -168,7 +169,7 @@ func (b *Broker) openTopic(t meta.Topic, states []meta.PartitionState) error {
 	for i, p := range tp.partitions {
 		if p != nil {
 			b.startPartition(p)
-			p.setState(coreState(states[i]))
+			p.SetState(coreState(states[i]))
 		}
 	}
 	return nil
@@ -183,7 +184,7 @@ func coreState(st meta.PartitionState) replica.State {
 	return replica.State{Epoch: wal.Epoch(st.LeaderEpoch), Leader: replica.NodeID(st.Leader), Replicas: rs, Version: st.Revision}
 }
 
-func (b *Broker) openPartition(tp *topic, i int32) (*partition, error) {
+func (b *Broker) openPartition(tp *topic, i int32) (*partition.Partition, error) {
 	logger := b.logger.With().Str("topic", tp.meta.Name).Int32("partition", i).Logger()
 	var l *wal.Log
 	var err error
@@ -196,21 +197,21 @@ func (b *Broker) openPartition(tp *topic, i int32) (*partition, error) {
 	if err != nil {
 		return nil, fmt.Errorf("broker: open log of %s-%d: %w", tp.meta.Name, i, err)
 	}
-	p, err := openPartition(l, partitionOptions{
-		topic:          tp.meta.Name,
-		index:          i,
-		key:            partitionKey{TopicID: tp.meta.ID, Partition: i},
-		minISR:         tp.settings.MinInsyncReplicas,
-		soleReplica:    len(tp.states[i].Replicas) == 1,
-		net:            b,
-		self:           b.cfg.NodeID,
-		queue:          b.cfg.PartitionQueue,
-		fs:             b.fs,
-		snapshotPath:   b.snapshotPath(tp.meta.ID, i),
-		producerExpiry: b.cfg.ProducerIDExpiration,
-		now:            time.Now,
-		metrics:        b.m,
-		logger:         logger,
+	p, err := partition.Open(l, partition.Options{
+		Topic:          tp.meta.Name,
+		Index:          i,
+		TopicID:        tp.meta.ID,
+		MinISR:         tp.settings.MinInsyncReplicas,
+		SoleReplica:    len(tp.states[i].Replicas) == 1,
+		Net:            partitionNet{b: b, key: partitionKey{TopicID: tp.meta.ID, Partition: i}},
+		Self:           b.cfg.NodeID,
+		Queue:          b.cfg.PartitionQueue,
+		FS:             b.fs,
+		SnapshotPath:   b.snapshotPath(tp.meta.ID, i),
+		ProducerExpiry: b.cfg.ProducerIDExpiration,
+		Now:            time.Now,
+		Metrics:        b.m,
+		Logger:         logger,
 	})
 	if err != nil {
 		_ = l.Close()
@@ -219,14 +220,13 @@ func (b *Broker) openPartition(tp *topic, i int32) (*partition, error) {
 	return p, nil
 }
 
-func (b *Broker) startPartition(p *partition) {
-	ctx, cancel := context.WithCancel(b.partCtx)
-	p.stop = cancel
+// startPartition runs p's owner goroutine until the broker stops or
+// the partition is deleted (StopAndClose).
+func (b *Broker) startPartition(p *partition.Partition) {
 	b.partWG.Add(1)
 	go func() {
 		defer b.partWG.Done()
-		defer cancel()
-		p.run(ctx)
+		p.Run(b.partCtx)
 	}()
 }
 
@@ -315,7 +315,7 @@ func (b *Broker) dropTopic(ctx context.Context, tp *topic) {
 	delete(b.byID, tp.meta.ID)
 	b.mu.Unlock()
 	for _, p := range tp.hosted() {
-		p.stopAndClose()
+		p.StopAndClose()
 	}
 	for _, sub := range []string{"wal", "state"} {
 		dir := filepath.Join(b.cfg.DataDir, sub, uuidString(tp.meta.ID))
@@ -342,7 +342,7 @@ func (b *Broker) lookupTopicID(id [16]byte) *topic {
 
 // partitionOf returns the local replica of a partition: errUnknownTopic if
 // there is no such partition, errNotLeader if this broker does not host it.
-func (b *Broker) partitionOf(name string, index int32) (*partition, error) {
+func (b *Broker) partitionOf(name string, index int32) (*partition.Partition, error) {
 	t := b.lookupTopic(name)
 	if t == nil {
 		return nil, fmt.Errorf("%w: %s-%d", errUnknownTopic, name, index)
@@ -362,8 +362,8 @@ func (b *Broker) sortedTopics() []*topic {
 	return out
 }
 
-func (b *Broker) allPartitions() []*partition {
-	var out []*partition
+func (b *Broker) allPartitions() []*partition.Partition {
+	var out []*partition.Partition
 	for _, t := range b.sortedTopics() {
 		out = append(out, t.hosted()...)
 	}
@@ -376,8 +376,8 @@ func (b *Broker) closeTopics() {
 	defer b.mu.Unlock()
 	for name, t := range b.topics {
 		for _, p := range t.hosted() {
-			if err := p.log.Close(); err != nil {
-				b.logger.Warn().Err(err).Str("topic", name).Int32("partition", p.index).Msg("close log")
+			if err := p.Log().Close(); err != nil {
+				b.logger.Warn().Err(err).Str("topic", name).Int32("partition", p.Index()).Msg("close log")
 			}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/meta"
 )
 
@@ -93,14 +94,14 @@ func (b *Broker) adoptTopic(ctx context.Context, t *topic, mt meta.Topic) error 
 		}
 	}
 	nt := &topic{meta: mt, settings: parseSettings(mt.Configs), states: states, partitions: slices.Clone(t.partitions)}
-	var fresh []*partition
+	var fresh []*partition.Partition
 	for i := len(t.partitions); i < len(states); i++ {
-		var p *partition
+		var p *partition.Partition
 		if b.hosts(states[i]) {
 			var err error
 			if p, err = b.openPartition(nt, int32(i)); err != nil {
 				for _, p := range fresh {
-					_ = p.log.Close() // nothing was appended; err says why the open failed
+					_ = p.Log().Close() // nothing was appended; err says why the open failed
 				}
 				return err
 			}
@@ -112,12 +113,12 @@ func (b *Broker) adoptTopic(ctx context.Context, t *topic, mt meta.Topic) error 
 	if !maps.Equal(t.meta.Configs, mt.Configs) {
 		cfg := nt.settings.walConfig()
 		for _, p := range t.hosted() {
-			p.reconfigure(cfg)
+			p.Reconfigure(cfg)
 		}
 	}
 	for _, p := range fresh {
 		b.startPartition(p)
-		p.setState(coreState(states[p.index]))
+		p.SetState(coreState(states[p.Index()]))
 	}
 	return nil
 }

@@ -1,31 +1,15 @@
-package broker
+package partition
 
-// This file owns one partition's owner goroutine and its produce path; the
-// replication driver around the partition's replica core (broker/replica)
-// is in partition_repl.go.
+// This file owns the Partition: its owner goroutine (Run) and its produce
+// path, its high watermark, and the requests other goroutines make of it.
+// It keeps doc.go's invariants on the owner, the high watermark, produce
+// replies, the final drain, the producer state and the log start.
 //
-// Invariant: only the owner goroutine (run) appends to or truncates the
-// log, changes the producer state, steps the replica core or raises the
-// high watermark.
-// Invariant: the high watermark is the core's: everything below it is
-// fsynced on min.insync.replicas replicas, the leader included, under the
-// current epoch's commit rule, so a consumer never sees a record that a
-// crash or a leader change could take back.
-// Invariant: a produce reply is sent only once the core releases it: with
-// acks=all when the high watermark covers its batch, with acks=1 when the
-// leader's own log holds it durably.
-// Invariant: every queued or parked produce is answered: a failed write or
-// fsync fails the whole group and every parked reply, a leader that loses
-// its epoch fails its parked replies with NOT_LEADER_OR_FOLLOWER (the
-// producer retries; an idempotent one is deduplicated by the new leader),
-// and a request is never queued once the owner has begun its final drain
-// (the door, qmu/closed, shuts before the drain).
-// Invariant: producer state never runs ahead of the log: a group's
-// sequence changes are undone if its append or fsync fails, and a
-// truncation rebuilds the state from what the log keeps.
-//
-// The high watermark and its change notification are guarded by mu, so
-// Fetch long polls on other goroutines can wait on it.
+// The owner goroutine (Run) owns every field marked so below. Other
+// goroutines reach it through the bounded channels appends (Enqueue) and
+// ctl (send), or read what it publishes: the high watermark under mu, the
+// leader epoch, status and truncation count as atomics, the follower's next
+// fetch under fetchMu.
 
 import (
 	"context"
@@ -44,14 +28,30 @@ import (
 // maxGroupCommit bounds how many queued batches share one fsync.
 const maxGroupCommit = 256
 
-type appendReq struct {
+// AppendRequest is one batch for the owner to append; make it with
+// NewAppendRequest and hand it over with Enqueue.
+type AppendRequest struct {
 	batch []byte
 	hdr   wal.BatchHeader
 	// acksAll: answer once the high watermark covers the batch (acks=-1,
 	// every HTTP publish); otherwise once the leader's log holds it durably.
 	acksAll bool
-	res     chan appendResult // buffered, capacity 1
+	res     chan AppendResult // buffered, capacity 1: the owner never blocks on it
 }
+
+// NewAppendRequest prepares batch, whose header the caller parsed and
+// checked, for Enqueue. With acksAll the reply waits until the high
+// watermark covers the batch (acks=-1); otherwise until the leader's own
+// log holds it durably (acks=1).
+func NewAppendRequest(batch []byte, hdr wal.BatchHeader, acksAll bool) *AppendRequest {
+	return &AppendRequest{batch: batch, hdr: hdr, acksAll: acksAll, res: make(chan AppendResult, 1)}
+}
+
+// Header is the batch's header, as given to NewAppendRequest.
+func (r *AppendRequest) Header() wal.BatchHeader { return r.hdr }
+
+// Result delivers the one reply to an enqueued request.
+func (r *AppendRequest) Result() <-chan AppendResult { return r.res }
 
 type inflightGroup struct {
 	end  wal.Offset // the log end after the group
@@ -59,35 +59,39 @@ type inflightGroup struct {
 }
 
 type parkedReply struct {
-	res    chan appendResult
-	result appendResult
+	res    chan AppendResult
+	result AppendResult
 }
 
-type appendResult struct {
-	base     wal.Offset
-	logStart wal.Offset
-	dup      bool // an idempotent retry: base is the original offset
-	err      error
+// AppendResult is the reply to an AppendRequest.
+type AppendResult struct {
+	Base     wal.Offset // the batch's first offset
+	LogStart wal.Offset // the log start when the batch was taken in
+	Dup      bool       // an idempotent retry: Base is the original's offset
+	Err      error
 }
 
-type partition struct {
+// Partition is one replica of one partition on this broker: its log, the
+// owner goroutine that alone writes it, its producer state and the driver
+// of its replica core.
+type Partition struct {
 	topic  string
 	index  int32
-	key    partitionKey
 	log    *wal.Log
 	logger zerolog.Logger
-	m      *metrics
-	opts   partitionOptions
+	m      Metrics
+	opts   Options
 
-	appends chan *appendReq
-	qmu     sync.RWMutex // the door: enqueue holds it shared, the final drain exclusively
+	appends chan *AppendRequest
+	qmu     sync.RWMutex // the door: Enqueue holds it shared, the final drain exclusively
 	closed  bool         // guarded by qmu: no more appends are accepted
 	ctl     chan func()
 	ticks   chan struct{} // capacity 1: a replication tick is due
-	done    chan struct{}
-	stop    context.CancelFunc // set by Broker.startPartition before run starts
+	done    chan struct{} // closed when Run returns
+	quit    chan struct{} // closed by StopAndClose: Run stops as if its ctx ended
+	quitOne sync.Once
 
-	// Owned by the run goroutine.
+	// Owned by the owner goroutine (Run).
 	producers map[int64]*producerState
 	rep       *replica.Replica
 	parked    map[replica.Token]parkedReply // produce replies the core holds
@@ -101,7 +105,7 @@ type partition struct {
 	proposed   [][]byte
 	durableSig chan struct{} // capacity 1: the journal raised the durable end or failed
 	// fetchWaits are replica fetches waiting for the core's answer (leader).
-	fetchWaits map[fetchWaitKey]chan fetchAnswer
+	fetchWaits map[fetchWaitKey]chan FetchAnswer
 
 	// epoch is the leader epoch this replica leads or follows; connection
 	// goroutines read it for Fetch, Metadata and ListOffsets.
@@ -120,65 +124,81 @@ type partition struct {
 	hwWait chan struct{} // guarded by mu; closed and replaced when hw rises
 }
 
-// partitionOptions are what a partition needs besides its log.
-type partitionOptions struct {
-	topic          string
-	index          int32
-	key            partitionKey
-	self           int32            // this broker's node id
-	queue          int              // bound of the append queue
-	fs             vfs.FS           // for the snapshot file
-	snapshotPath   string           // producer-state snapshot file
-	producerExpiry time.Duration    // forget idle producers after this
-	now            func() time.Time // clock for producer expiry
-	metrics        *metrics
-	logger         zerolog.Logger
-	// minISR is min.insync.replicas: the replicas, the leader included,
+// Options are what a partition needs besides its log.
+type Options struct {
+	Topic          string
+	Index          int32
+	TopicID        [16]byte
+	Self           int32            // this broker's node id
+	Queue          int              // bound of the append queue
+	FS             vfs.FS           // for the snapshot file
+	SnapshotPath   string           // producer-state snapshot file; "" keeps none
+	ProducerExpiry time.Duration    // forget idle producers after this
+	Now            func() time.Time // clock for producer expiry and epoch-start batches
+	Metrics        Metrics          // nil: none
+	Logger         zerolog.Logger
+	// MinISR is min.insync.replicas: the replicas, the leader included,
 	// that must hold a batch for acks=all (0: a majority).
-	minISR int
-	// soleReplica: the partition has this one replica, so everything its
+	MinISR int
+	// SoleReplica: the partition has this one replica, so everything its
 	// recovered, synced log holds is committed (on a quorum of one).
-	soleReplica bool
-	// net carries the core's messages to other brokers and the
+	SoleReplica bool
+	// Net carries the core's messages to other brokers and the
 	// controller. Nil makes a standalone partition that elects itself the
 	// leader of a one-replica group at open (unit tests).
-	net replicaNet
+	Net Net
 }
 
-// replicaNet is how a partition's replica reaches the rest of the cluster.
-type replicaNet interface {
-	// sendToController queues a message for the controller; never blocks.
-	sendToController(env envelope)
-	// fetchReady tells the follower fetcher of leader that this partition
-	// has a fetch to send; never blocks.
-	fetchReady(leader int32, p *partition)
+// Net is how a partition's replica reaches the rest of the cluster.
+type Net interface {
+	// SendToController queues a message of this partition's core for the
+	// controller; never blocks.
+	SendToController(m replica.Message)
+	// FetchReady tells the follower fetcher of leader that p has a fetch
+	// to send (TakeFetch); never blocks.
+	FetchReady(leader int32, p *Partition)
 }
 
-// openPartition opens (and recovers) the log of one partition and rebuilds
-// its producer state. The caller starts run.
-func openPartition(l *wal.Log, o partitionOptions) (*partition, error) {
-	p := &partition{
-		topic:      o.topic,
-		index:      o.index,
-		key:        o.key,
+// Metrics is what a partition reports.
+type Metrics interface {
+	// StartFsync starts timing one fsync; the partition calls the result
+	// when it ends.
+	StartFsync() func()
+}
+
+type noMetrics struct{}
+
+func (noMetrics) StartFsync() func() { return func() {} }
+
+// Open opens the partition on l, its recovered log: it syncs what recovery
+// kept and rebuilds the producer state. The caller runs Run, and closes l
+// if Open fails.
+func Open(l *wal.Log, o Options) (*Partition, error) {
+	p := &Partition{
+		topic:      o.Topic,
+		index:      o.Index,
 		log:        l,
-		logger:     o.logger,
-		m:          o.metrics,
+		logger:     o.Logger,
+		m:          o.Metrics,
 		opts:       o,
-		appends:    make(chan *appendReq, o.queue),
+		appends:    make(chan *AppendRequest, o.Queue),
 		ctl:        make(chan func(), 16),
 		ticks:      make(chan struct{}, 1),
 		done:       make(chan struct{}),
+		quit:       make(chan struct{}),
 		producers:  make(map[int64]*producerState),
 		parked:     make(map[replica.Token]parkedReply),
-		fetchWaits: make(map[fetchWaitKey]chan fetchAnswer),
+		fetchWaits: make(map[fetchWaitKey]chan FetchAnswer),
 		hwWait:     make(chan struct{}),
+	}
+	if p.m == nil {
+		p.m = noMetrics{}
 	}
 	// What recovery kept is on disk but not necessarily synced: sync it before
 	// exposing it, so the core starts from a durable log.
 	end, err := l.Sync()
 	if err != nil {
-		return nil, fmt.Errorf("broker: sync recovered log of %s-%d: %w", p.topic, p.index, err)
+		return nil, fmt.Errorf("partition: sync recovered log of %s-%d: %w", p.topic, p.index, err)
 	}
 	if err := p.rebuildProducers(); err != nil {
 		return nil, err
@@ -193,12 +213,12 @@ func openPartition(l *wal.Log, o partitionOptions) (*partition, error) {
 		})
 	}
 	var committed wal.Offset // what the log is known to hold committed
-	if o.soleReplica || o.net == nil {
+	if o.SoleReplica || o.Net == nil {
 		committed = end
 	}
 	p.rep = replica.New(replica.Config{
-		ID:               replica.NodeID(o.self),
-		MinISR:           o.minISR,
+		ID:               replica.NodeID(o.Self),
+		MinISR:           o.MinISR,
 		LagTicks:         replicaLagTicks,
 		FetchWaitTicks:   replicaFetchWaitTicks,
 		RetryTicks:       replicaRetryTicks,
@@ -207,21 +227,35 @@ func openPartition(l *wal.Log, o partitionOptions) (*partition, error) {
 	}, replica.HardState{Fenced: l.FencedEpoch()}, coreEpochs(l.Epochs()), end, committed)
 	p.hw = committed
 	p.publishStatus()
-	if o.net == nil {
+	if o.Net == nil {
 		p.electSelf()
 	}
 	return p, nil
 }
 
-// highWatermark returns the current high watermark and a channel closed when
-// it next rises.
-func (p *partition) highWatermark() (wal.Offset, <-chan struct{}) {
+// Topic is the partition's topic name.
+func (p *Partition) Topic() string { return p.topic }
+
+// Index is the partition's number in its topic.
+func (p *Partition) Index() int32 { return p.index }
+
+// TopicID is the ID of the partition's topic.
+func (p *Partition) TopicID() [16]byte { return p.opts.TopicID }
+
+// Log is the partition's log. Any goroutine may read it (below the high
+// watermark for consumers) or close it once Run has returned; only the
+// owner writes it.
+func (p *Partition) Log() *wal.Log { return p.log }
+
+// HighWatermark returns the current high watermark and a channel closed when
+// it next rises. Any goroutine may call it.
+func (p *Partition) HighWatermark() (wal.Offset, <-chan struct{}) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.hw, p.hwWait
 }
 
-func (p *partition) setHighWatermark(hw wal.Offset) {
+func (p *Partition) setHighWatermark(hw wal.Offset) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if hw <= p.hw {
@@ -232,23 +266,19 @@ func (p *partition) setHighWatermark(hw wal.Offset) {
 	p.hwWait = make(chan struct{})
 }
 
-// run is the owner loop. It returns when ctx ends; queued appends are failed.
-func (p *partition) run(ctx context.Context) {
+// Run is the owner loop. It returns when ctx ends or StopAndClose is
+// called; queued appends are failed, parked replies answered, and the
+// producer snapshot written. Call it once.
+func (p *Partition) Run(ctx context.Context) {
 	defer close(p.done)
-	group := make([]*appendReq, 0, maxGroupCommit)
+	group := make([]*AppendRequest, 0, maxGroupCommit)
 	for {
 		select {
 		case <-ctx.Done():
-			p.qmu.Lock()
-			p.closed = true
-			p.qmu.Unlock()
-			p.failQueued()
-			p.settleInflight()
-			p.failParked(errShuttingDown)
-			p.failFetchWaits()
-			if err := p.writeSnapshot(); err != nil {
-				p.logger.Error().Err(err).Msg("write producer snapshot at shutdown")
-			}
+			p.shutdown()
+			return
+		case <-p.quit:
+			p.shutdown()
 			return
 		case fn := <-p.ctl:
 			fn()
@@ -274,21 +304,36 @@ func (p *partition) run(ctx context.Context) {
 	}
 }
 
+// shutdown shuts the door to appends and answers everything queued,
+// parked or waiting; the owner then stops.
+func (p *Partition) shutdown() {
+	p.qmu.Lock()
+	p.closed = true
+	p.qmu.Unlock()
+	p.failQueued()
+	p.settleInflight()
+	p.failParked(ErrShuttingDown)
+	p.failFetchWaits()
+	if err := p.writeSnapshot(); err != nil {
+		p.logger.Error().Err(err).Msg("write producer snapshot at shutdown")
+	}
+}
+
 // failParked answers every parked reply with err.
-func (p *partition) failParked(err error) {
+func (p *Partition) failParked(err error) {
 	for t, pr := range p.parked {
 		delete(p.parked, t)
-		pr.result.err = err
-		pr.result.dup = false
+		pr.result.Err = err
+		pr.result.Dup = false
 		pr.res <- pr.result
 	}
 }
 
-func (p *partition) failQueued() {
+func (p *Partition) failQueued() {
 	for {
 		select {
 		case r := <-p.appends:
-			r.res <- appendResult{err: errShuttingDown}
+			r.res <- AppendResult{Err: ErrShuttingDown}
 		default:
 			return
 		}
@@ -302,7 +347,7 @@ func (p *partition) failQueued() {
 // sequences are settled before the write (later batches of a producer in
 // the group depend on earlier ones) and undone if the write or the fsync
 // fails.
-func (p *partition) appendGroup(group []*appendReq) {
+func (p *Partition) appendGroup(group []*AppendRequest) {
 	var undo producerUndo // stays nil for groups without idempotent producers
 	var end wal.Offset = -1
 	start := p.log.StartOffset()
@@ -314,23 +359,23 @@ func (p *partition) appendGroup(group []*appendReq) {
 		}
 		switch {
 		case err != nil:
-			r.res <- appendResult{err: err, logStart: start}
+			r.res <- AppendResult{Err: err, LogStart: start}
 			continue
 		case dup:
 			// A retry waits for its original, which may not be committed yet.
-			p.park(r, appendResult{base: dupBase, dup: true, logStart: start}, dupBase+delta+1)
+			p.park(r, AppendResult{Base: dupBase, Dup: true, LogStart: start}, dupBase+delta+1)
 			continue
 		}
 		base, err := p.rep.Propose(int(delta)+1, nil)
 		if err != nil {
-			r.res <- appendResult{err: replicaError(err), logStart: start}
+			r.res <- AppendResult{Err: replicaError(err), LogStart: start}
 			continue
 		}
 		undo.save(p.producers, r.hdr.ProducerID)
 		p.recordProducer(r.hdr, base, base+delta)
 		p.proposed = append(p.proposed, r.batch)
 		end = base + delta + 1
-		p.park(r, appendResult{base: base, logStart: start}, end)
+		p.park(r, AppendResult{Base: base, LogStart: start}, end)
 	}
 	if end >= 0 {
 		p.inflight = append(p.inflight, inflightGroup{end: end, undo: undo})
@@ -339,7 +384,7 @@ func (p *partition) appendGroup(group []*appendReq) {
 
 // park hands a reply to the core, to be released when end is committed (or
 // durable on the leader, for acks=1).
-func (p *partition) park(r *appendReq, res appendResult, end wal.Offset) {
+func (p *Partition) park(r *AppendRequest, res AppendResult, end wal.Offset) {
 	p.nextToken++
 	p.parked[p.nextToken] = parkedReply{res: r.res, result: res}
 	p.rep.Wait(end, p.nextToken, r.acksAll)
@@ -347,7 +392,7 @@ func (p *partition) park(r *appendReq, res appendResult, end wal.Offset) {
 
 // failLog records the log's failure: producer state goes back to what is
 // durable, the core stops, and every parked reply is failed.
-func (p *partition) failLog(err error) {
+func (p *Partition) failLog(err error) {
 	if p.failed != nil {
 		return
 	}
@@ -356,14 +401,14 @@ func (p *partition) failLog(err error) {
 	}
 	p.inflight = nil
 	p.proposed = nil
-	p.failed = fmt.Errorf("%w: %s-%d: %w", errStorage, p.topic, p.index, err)
+	p.failed = fmt.Errorf("%w: %s-%d: %w", ErrStorage, p.topic, p.index, err)
 	p.logger.Error().Err(err).Msg("log failed; the partition refuses appends until restarted")
 	p.rep.Fail(p.failed)
 	p.failParked(p.failed)
 }
 
 // onDurable takes in what the journal made durable.
-func (p *partition) onDurable() {
+func (p *Partition) onDurable() {
 	if err := p.log.Failed(); err != nil {
 		p.failLog(err)
 		return
@@ -372,7 +417,7 @@ func (p *partition) onDurable() {
 }
 
 // durable settles the in-flight groups end covers and tells the core.
-func (p *partition) durable(end wal.Offset) {
+func (p *Partition) durable(end wal.Offset) {
 	n := 0
 	for n < len(p.inflight) && p.inflight[n].end <= end {
 		n++
@@ -384,7 +429,7 @@ func (p *partition) durable(end wal.Offset) {
 // settleInflight waits until everything appended is durable (or failed),
 // so that what follows (a producer snapshot, retention, shutdown) sees no
 // producer state ahead of the log's durable end.
-func (p *partition) settleInflight() {
+func (p *Partition) settleInflight() {
 	if p.log.DurableEnd() >= p.log.EndOffset() {
 		return
 	}
@@ -398,7 +443,7 @@ func (p *partition) settleInflight() {
 }
 
 // release answers the replies the core let go.
-func (p *partition) release(tokens []replica.Token) {
+func (p *Partition) release(tokens []replica.Token) {
 	for _, t := range tokens {
 		pr, ok := p.parked[t]
 		if !ok {
@@ -410,37 +455,38 @@ func (p *partition) release(tokens []replica.Token) {
 }
 
 // failTokens answers the replies the core gave up on.
-func (p *partition) failTokens(failed []replica.TokenErr) {
+func (p *Partition) failTokens(failed []replica.TokenErr) {
 	for _, f := range failed {
 		pr, ok := p.parked[f.Token]
 		if !ok {
 			continue
 		}
 		delete(p.parked, f.Token)
-		pr.result.err, pr.result.dup = replicaError(f.Err), false
+		pr.result.Err, pr.result.Dup = replicaError(f.Err), false
 		pr.res <- pr.result
 	}
 }
 
-// enqueue hands a batch to the owner; the reply arrives on r.res. It fails
-// fast with errBackpressure when the queue is full.
-func (p *partition) enqueue(r *appendReq) error {
+// Enqueue hands a batch to the owner; the reply arrives on r.Result(). It
+// fails fast with ErrBackpressure when the queue is full, and with
+// ErrShuttingDown once the owner has begun its final drain.
+func (p *Partition) Enqueue(r *AppendRequest) error {
 	p.qmu.RLock()
 	defer p.qmu.RUnlock()
 	if p.closed {
-		return errShuttingDown
+		return ErrShuttingDown
 	}
 	select {
 	case p.appends <- r:
 		return nil
 	default:
-		return errBackpressure
+		return ErrBackpressure
 	}
 }
 
-// maintain asks the owner to roll aged segments and apply retention. It never
+// Maintain asks the owner to roll aged segments and apply retention. It never
 // blocks: a partition that is busy is maintained on the next tick.
-func (p *partition) maintain() {
+func (p *Partition) Maintain() {
 	select {
 	case p.ctl <- func() {
 		// The snapshot is written before retention deletes the segments it
@@ -463,8 +509,9 @@ func (p *partition) maintain() {
 	}
 }
 
-// reconfigure applies new topic settings on the owner goroutine.
-func (p *partition) reconfigure(cfg wal.Config) {
+// Reconfigure applies new topic settings on the owner goroutine and waits
+// until they are applied or the owner has stopped.
+func (p *Partition) Reconfigure(cfg wal.Config) {
 	done := make(chan struct{})
 	select {
 	case p.ctl <- func() {
@@ -481,28 +528,82 @@ func (p *partition) reconfigure(cfg wal.Config) {
 	}
 }
 
-// stopAndClose stops the owner and closes the log; the caller removes the
-// partition's directories.
-func (p *partition) stopAndClose() {
-	p.stop()
+// StopAndClose stops the owner, waits until Run has returned and closes the
+// log; the caller removes the partition's directories. Run must have been
+// started.
+func (p *Partition) StopAndClose() {
+	p.quitOne.Do(func() { close(p.quit) })
 	<-p.done
 	if err := p.log.Close(); err != nil {
 		p.logger.Warn().Err(err).Msg("close log of a deleted partition")
 	}
 }
 
-// leaderEpoch is the partition's current leader epoch; any goroutine may call it.
-func (p *partition) leaderEpoch() wal.Epoch { return wal.Epoch(p.epoch.Load()) }
+// deleteRecordsToHW is the offset that means "up to the high watermark".
+const deleteRecordsToHW = -1
 
-// position classifies a consumer's fetch offset against the log: below the
+// DeleteRecords asks the owner goroutine to move the log start to offset
+// (-1: the high watermark; Kafka's DeleteRecords) and returns the new log
+// start. An offset above the high watermark is wal.ErrOffsetOutOfRange. It
+// gives up when ctx ends; the owner may still apply the request afterwards.
+func (p *Partition) DeleteRecords(ctx context.Context, offset int64) (wal.Offset, error) {
+	type result struct {
+		start wal.Offset
+		err   error
+	}
+	res := make(chan result, 1) // the owner never blocks on a caller that gave up
+	work := func() {
+		hw, _ := p.HighWatermark()
+		to := wal.Offset(offset)
+		if offset == deleteRecordsToHW {
+			to = hw
+		}
+		if to < 0 || to > hw {
+			res <- result{err: fmt.Errorf("delete records of %s-%d before %d, high watermark %d: %w", p.topic, p.index, offset, hw, wal.ErrOffsetOutOfRange)}
+			return
+		}
+		start, err := p.log.AdvanceStart(to)
+		if err != nil {
+			err = fmt.Errorf("%w: delete records of %s-%d before %d: %w", ErrStorage, p.topic, p.index, to, err)
+		} else {
+			p.logger.Info().Int64("log_start", int64(start)).Msg("records deleted")
+		}
+		res <- result{start, err}
+	}
+	select {
+	case p.ctl <- work:
+	case <-p.done:
+		return 0, ErrShuttingDown
+	case <-ctx.Done():
+		return 0, fmt.Errorf("delete records of %s-%d: owner busy: %w", p.topic, p.index, ctx.Err())
+	}
+	select {
+	case r := <-res:
+		return r.start, r.err
+	case <-p.done:
+		select {
+		case r := <-res:
+			return r.start, r.err
+		default:
+			return 0, ErrShuttingDown
+		}
+	case <-ctx.Done():
+		return 0, fmt.Errorf("delete records of %s-%d: %w", p.topic, p.index, ctx.Err())
+	}
+}
+
+// LeaderEpoch is the partition's current leader epoch; any goroutine may call it.
+func (p *Partition) LeaderEpoch() wal.Epoch { return wal.Epoch(p.epoch.Load()) }
+
+// Position classifies a consumer's fetch offset against the log: below the
 // log start or past the log end it is out of range; at or above the high
 // watermark (up to the log end, where a record may be appended but not yet
 // committed) there is nothing to read yet, and the caller waits on the
 // returned channel; below it there is data. Kafka answers an offset between
 // the high watermark and the log end the same way: with an empty fetch, not
 // an error, so consumers are not reset after a leader change.
-func (p *partition) position(from wal.Offset) (hw wal.Offset, wait <-chan struct{}, err error) {
-	hw, changed := p.highWatermark()
+func (p *Partition) Position(from wal.Offset) (hw wal.Offset, wait <-chan struct{}, err error) {
+	hw, changed := p.HighWatermark()
 	start, end := p.log.StartOffset(), max(p.log.EndOffset(), hw)
 	switch {
 	case from < start || from > end:
@@ -513,9 +614,10 @@ func (p *partition) position(from wal.Offset) (hw wal.Offset, wait <-chan struct
 	return hw, nil, nil
 }
 
-// read returns whole batches from offset, up to the high watermark.
-func (p *partition) read(from wal.Offset, maxBytes int) ([]byte, wal.Offset, error) {
-	hw, wait, err := p.position(from)
+// Read returns whole batches from offset, up to the high watermark, and the
+// high watermark; nothing when there is nothing to read yet.
+func (p *Partition) Read(from wal.Offset, maxBytes int) ([]byte, wal.Offset, error) {
+	hw, wait, err := p.Position(from)
 	if err != nil || wait != nil {
 		return nil, hw, err
 	}

@@ -1,4 +1,4 @@
-package broker
+package partition
 
 // Failure paths of the partition owner: a failed fsync, a failed snapshot
 // and a shutdown racing produce must each leave every request answered and
@@ -48,33 +48,29 @@ func newFixtureOn(t *testing.T, fs vfs.FS) *snapshotFixture {
 
 // appendWithin is the fixture's append with a deadline: a reply that never
 // comes fails the test instead of hanging it.
-func (f *snapshotFixture) appendWithin(raw []byte, d time.Duration) appendResult {
+func (f *snapshotFixture) appendWithin(raw []byte, d time.Duration) AppendResult {
 	f.t.Helper()
-	h, err := validateBatch(raw, 1<<20)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	r := &appendReq{batch: raw, hdr: h, res: make(chan appendResult, 1)}
-	f.part.appendGroup([]*appendReq{r})
+	r := newTestAppend(f.t, raw)
+	f.part.appendGroup([]*AppendRequest{r})
 	f.part.handleReady()
 	select {
 	case res := <-r.res:
 		return res
 	case <-time.After(d):
 		f.t.Fatalf("no reply within %v", d)
-		return appendResult{}
+		return AppendResult{}
 	}
 }
 
 func TestIdempotentRetryAfterFailedFsyncIsAnswered(t *testing.T) {
 	faults := &armedFaults{op: vfs.OpSync, path: ".log"}
 	f := newFixtureOn(t, vfs.NewFaulty(vfs.OS, faults.inject))
-	if res := f.appendWithin(testBatch(1, 7, 0, 0, 1), 5*time.Second); res.err != nil {
-		t.Fatal(res.err)
+	if res := f.appendWithin(testBatch(1, 7, 0, 0, 1), 5*time.Second); res.Err != nil {
+		t.Fatal(res.Err)
 	}
 	faults.armed.Store(true)
 	first := f.appendWithin(testBatch(1, 7, 0, 1, 1), 5*time.Second)
-	if !errors.Is(first.err, errStorage) {
+	if !errors.Is(first.Err, ErrStorage) {
 		t.Fatalf("append with a failed fsync: %+v, want a storage error", first)
 	}
 	if got := f.part.producers[7].lastSeq(); got != 0 {
@@ -84,10 +80,10 @@ func TestIdempotentRetryAfterFailedFsyncIsAnswered(t *testing.T) {
 	// error: the log is failed), not parked behind a high watermark that
 	// can never reach it.
 	retry := f.appendWithin(testBatch(1, 7, 0, 1, 1), 5*time.Second)
-	if retry.err == nil || retry.dup {
+	if retry.Err == nil || retry.Dup {
 		t.Fatalf("retry after a failed fsync: %+v, want an error", retry)
 	}
-	if hw, _ := f.part.highWatermark(); hw != 1 {
+	if hw, _ := f.part.HighWatermark(); hw != 1 {
 		t.Fatalf("high watermark %d after the failed fsync, want 1", hw)
 	}
 }
@@ -97,22 +93,18 @@ func TestProducerStateFollowsOnlyAppendedBatches(t *testing.T) {
 	// one the group introduced.
 	faults := &armedFaults{op: vfs.OpWrite, path: ".log", err: errors.New("no space left on device")}
 	f := newFixtureOn(t, vfs.NewFaulty(vfs.OS, faults.inject))
-	if res := f.appendWithin(testBatch(1, 7, 0, 0, 1), 5*time.Second); res.err != nil {
-		t.Fatal(res.err)
+	if res := f.appendWithin(testBatch(1, 7, 0, 0, 1), 5*time.Second); res.Err != nil {
+		t.Fatal(res.Err)
 	}
 	faults.armed.Store(true)
-	reqs := []*appendReq{}
+	reqs := []*AppendRequest{}
 	for _, raw := range [][]byte{testBatch(1, 7, 0, 1, 1), testBatch(1, 8, 0, 0, 1), testBatch(1, 7, 0, 2, 1)} {
-		h, err := validateBatch(raw, 1<<20)
-		if err != nil {
-			t.Fatal(err)
-		}
-		reqs = append(reqs, &appendReq{batch: raw, hdr: h, res: make(chan appendResult, 1)})
+		reqs = append(reqs, newTestAppend(t, raw))
 	}
 	f.part.appendGroup(reqs)
 	f.part.handleReady()
 	for i, r := range reqs {
-		if res := <-r.res; !errors.Is(res.err, errStorage) {
+		if res := <-r.res; !errors.Is(res.Err, ErrStorage) {
 			t.Fatalf("batch %d of a failed write: %+v", i, res)
 		}
 	}
@@ -130,26 +122,26 @@ func TestSnapshotFailurePostponesRetention(t *testing.T) {
 	f.fs = vfs.NewFaulty(vfs.OS, faults.inject)
 	f.close()
 	f.open()
-	if res := f.append(testBatch(2, 7, 0, 0, 1)); res.err != nil {
-		t.Fatal(res.err)
+	if res := f.append(testBatch(2, 7, 0, 0, 1)); res.Err != nil {
+		t.Fatal(res.Err)
 	}
 	if err := f.part.writeSnapshot(); err != nil {
 		t.Fatal(err)
 	}
 	second := f.append(testBatch(2, 7, 0, 2, 1))
-	if second.err != nil {
-		t.Fatal(second.err)
+	if second.Err != nil {
+		t.Fatal(second.Err)
 	}
 	// Enough plain data that retention would delete the producer's batches.
 	for f.part.log.Size() < 4*f.cfg.SegmentBytes {
-		if res := f.append(testBatch(4, -1, -1, -1, 5)); res.err != nil {
-			t.Fatal(res.err)
+		if res := f.append(testBatch(4, -1, -1, -1, 5)); res.Err != nil {
+			t.Fatal(res.Err)
 		}
 	}
 	faults.armed.Store(true)
-	f.part.maintain()
+	f.part.Maintain()
 	(<-f.part.ctl)() // the maintenance the owner loop would run
-	if start := f.part.log.StartOffset(); start > second.base {
+	if start := f.part.log.StartOffset(); start > second.Base {
 		t.Fatalf("retention deleted up to %d although the snapshot replacing it was not written", start)
 	}
 	// A crash here (nothing more is written) and a restart: the producer
@@ -157,21 +149,21 @@ func TestSnapshotFailurePostponesRetention(t *testing.T) {
 	f.close()
 	f.fs = vfs.OS
 	f.open()
-	if next := f.append(testBatch(1, 7, 0, 4, 1)); next.err != nil {
-		t.Fatalf("the producer's next batch after restart: %v", next.err)
+	if next := f.append(testBatch(1, 7, 0, 4, 1)); next.Err != nil {
+		t.Fatalf("the producer's next batch after restart: %v", next.Err)
 	}
 }
 
 func TestProduceRacingShutdownIsAnswered(t *testing.T) {
-	// enqueue used to pick at random between a free queue slot and the
+	// Enqueue used to pick at random between a free queue slot and the
 	// closed done channel, so some batches were queued after the final
 	// drain and never answered. Many rounds make the race likely.
 	for round := range 200 {
 		f := newFixtureOn(t, vfs.NewMem())
 		ctx, cancel := context.WithCancel(context.Background())
-		go f.part.run(ctx)
+		go f.part.Run(ctx)
 		var wg sync.WaitGroup
-		var queued []*appendReq
+		var queued []*AppendRequest
 		var mu sync.Mutex
 		for range 4 {
 			wg.Add(1)
@@ -179,9 +171,9 @@ func TestProduceRacingShutdownIsAnswered(t *testing.T) {
 				defer wg.Done()
 				for range 16 {
 					raw := testBatch(1, -1, -1, -1, 1)
-					h, _ := validateBatch(raw, 1<<20)
-					r := &appendReq{batch: raw, hdr: h, res: make(chan appendResult, 1)}
-					if f.part.enqueue(r) == nil {
+					h, _ := wal.ParseBatchHeader(raw)
+					r := NewAppendRequest(raw, h, false)
+					if f.part.Enqueue(r) == nil {
 						mu.Lock()
 						queued = append(queued, r)
 						mu.Unlock()

@@ -1,14 +1,11 @@
-package broker
+package partition
 
-// This file owns idempotent-producer deduplication for one partition.
+// This file owns idempotent-producer deduplication for one partition and
+// keeps doc.go's invariant on sequence order.
 //
-// Invariant: per producer id, batches are accepted only in sequence order;
-// an exact retry of one of the last producerWindow batches is answered with
-// its original base offset and is not appended again.
-//
-// The state lives in partition.producers and is touched only by the
-// partition's owner goroutine. On open it is restored from the snapshot
-// (producer_snapshot.go) and the batch headers of the log above it.
+// The state lives in Partition.producers and is touched only by the
+// owner goroutine. On open it is restored from the snapshot (snapshot.go)
+// and the batch headers of the log above it.
 
 import (
 	"fmt"
@@ -45,7 +42,7 @@ func seqAdd(seq int32, n int32) int32 {
 
 // checkSequence decides whether a batch may be appended. dup reports an
 // exact retry of a batch already in the log, with its original base offset.
-func (p *partition) checkSequence(h wal.BatchHeader) (dupBase wal.Offset, dup bool, err error) {
+func (p *Partition) checkSequence(h wal.BatchHeader) (dupBase wal.Offset, dup bool, err error) {
 	if h.ProducerID < 0 {
 		return 0, false, nil
 	}
@@ -57,10 +54,10 @@ func (p *partition) checkSequence(h wal.BatchHeader) (dupBase wal.Offset, dup bo
 	}
 	switch {
 	case h.ProducerEpoch < s.epoch:
-		return 0, false, fmt.Errorf("%w: producer %d epoch %d is older than %d", errInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, s.epoch)
+		return 0, false, fmt.Errorf("%w: producer %d epoch %d is older than %d", ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, s.epoch)
 	case h.ProducerEpoch > s.epoch:
 		if h.BaseSequence != 0 {
-			return 0, false, fmt.Errorf("%w: producer %d new epoch %d must start at sequence 0, got %d", errOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, h.BaseSequence)
+			return 0, false, fmt.Errorf("%w: producer %d new epoch %d must start at sequence 0, got %d", ErrOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, h.BaseSequence)
 		}
 		return 0, false, nil
 	}
@@ -71,7 +68,7 @@ func (p *partition) checkSequence(h wal.BatchHeader) (dupBase wal.Offset, dup bo
 		}
 	}
 	if want := seqAdd(s.lastSeq(), 1); h.BaseSequence != want {
-		return 0, false, fmt.Errorf("%w: producer %d epoch %d expected sequence %d, got %d", errOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, want, h.BaseSequence)
+		return 0, false, fmt.Errorf("%w: producer %d epoch %d expected sequence %d, got %d", ErrOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, want, h.BaseSequence)
 	}
 	return 0, false, nil
 }
@@ -112,7 +109,7 @@ func (u producerUndo) restore(producers map[int64]*producerState) {
 }
 
 // recordProducer remembers an appended batch of an idempotent producer.
-func (p *partition) recordProducer(h wal.BatchHeader, base, _ wal.Offset) {
+func (p *Partition) recordProducer(h wal.BatchHeader, base, _ wal.Offset) {
 	if h.ProducerID < 0 {
 		return
 	}
@@ -139,7 +136,7 @@ func (p *partition) recordProducer(h wal.BatchHeader, base, _ wal.Offset) {
 
 // rebuildProducers loads the snapshot and replays the batch headers of the
 // local log above it.
-func (p *partition) rebuildProducers() error {
+func (p *Partition) rebuildProducers() error {
 	covered, err := p.loadSnapshot()
 	if err != nil {
 		return err
@@ -149,7 +146,7 @@ func (p *partition) rebuildProducers() error {
 	for from < end {
 		chunk, err := p.log.Read(from, end, 4<<20)
 		if err != nil {
-			return fmt.Errorf("broker: rebuild producer state of %s-%d at %d: %w", p.topic, p.index, from, err)
+			return fmt.Errorf("partition: rebuild producer state of %s-%d at %d: %w", p.topic, p.index, from, err)
 		}
 		if len(chunk) == 0 {
 			break
@@ -157,7 +154,7 @@ func (p *partition) rebuildProducers() error {
 		for len(chunk) > 0 {
 			h, err := wal.ParseBatchHeader(chunk)
 			if err != nil {
-				return fmt.Errorf("broker: rebuild producer state of %s-%d: %w", p.topic, p.index, err)
+				return fmt.Errorf("partition: rebuild producer state of %s-%d: %w", p.topic, p.index, err)
 			}
 			p.recordProducer(h, h.BaseOffset, h.BaseOffset+wal.Offset(h.LastOffsetDelta))
 			from = h.BaseOffset + wal.Offset(h.LastOffsetDelta) + 1

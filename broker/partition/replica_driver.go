@@ -1,38 +1,34 @@
-package broker
+package partition
 
 // This file owns the driver of a partition's replica core (broker/replica):
 // carrying out each Ready on the log (truncate, persist the fenced epoch,
 // append, make durable), routing the core's messages (fetches to the
 // follower fetcher, fetch answers to the waiting replica Fetch, fence
 // answers and complaints to the controller), and feeding it the partition
-// state, ticks and messages from other brokers.
+// state, ticks and messages from other brokers. It keeps doc.go's
+// invariants on the order of a Ready, on fence answers and on replica fetch
+// answers read off the owner goroutine.
 //
-// Invariant: a Ready is carried out in the core's order (truncate, fenced
-// epoch, appends, messages) and Advance is called before any completion
-// (Truncated, HardStateDurable, Durable) is fed back.
-// Invariant: a fence answer leaves only after the fenced epoch is durable
-// (the core sends it after HardStateDurable, which follows SetFencedEpoch).
-// Invariant: a replica fetch answer read off the owner goroutine is
-// discarded if a truncation happened since the core decided it.
-//
-// Everything here runs on the owner goroutine except step, setState, tick,
-// takeFetch, serveReplicaFetch and the status readers, which hand work to it
-// through ctl or read atomics.
+// Everything here runs on the owner goroutine except Step, SetState,
+// StepDown, Tick, TakeFetch, ReturnFetch, ReplicaFetch, ReadFetchAnswer and
+// ReplicaStatus, which hand work to it through ctl or read what it
+// publishes (atomics, fetchMu).
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/wal"
 )
 
-// replicationTick is one tick of the replica cores and the controller's
-// election core; their timeouts are counted in ticks.
-const replicationTick = 50 * time.Millisecond
-
-// The replica core's timeouts, in ticks of replicationTick.
+// The replica core's timeouts, in ticks (Tick). The broker ticks every
+// 50 ms; the durations below assume it.
 const (
 	// replicaLagTicks: a follower that has not fetched for this long (3 s)
 	// leaves the in-sync set; with fewer in-sync replicas than
@@ -55,10 +51,10 @@ type fetchWaitKey struct {
 	seq  uint64
 }
 
-// fetchAnswer is the core's answer to a replica fetch, with the number of
-// truncations the log had seen when the core decided it.
-type fetchAnswer struct {
-	msg         replica.Message
+// FetchAnswer is the core's answer to a replica fetch (ReplicaFetch), with
+// the number of truncations the log had seen when the core decided it.
+type FetchAnswer struct {
+	Msg         replica.Message
 	truncations uint64
 }
 
@@ -71,19 +67,19 @@ func coreEpochs(es []wal.EpochEntry) []replica.EpochEntry {
 	return out
 }
 
-// replicaError maps the core's refusals to the broker's Kafka errors.
+// replicaError maps the core's refusals to the partition's errors.
 func replicaError(err error) error {
 	switch {
 	case errors.Is(err, replica.ErrNotLeader):
-		return fmt.Errorf("%w: %w", errNotLeader, err)
+		return fmt.Errorf("%w: %w", ErrNotLeader, err)
 	case errors.Is(err, replica.ErrNotEnoughReplicas):
-		return fmt.Errorf("%w: %w", errNotEnoughReplicas, err)
+		return fmt.Errorf("%w: %w", ErrNotEnoughReplicas, err)
 	}
 	return err
 }
 
 // handleReady carries out the core's work until it has none.
-func (p *partition) handleReady() {
+func (p *Partition) handleReady() {
 	for p.rep.HasReady() {
 		rd := p.rep.Ready()
 		truncated := false
@@ -132,8 +128,8 @@ func (p *partition) handleReady() {
 
 // syncInline makes the appends durable with the log's own fsync (the
 // per-partition fsync mode).
-func (p *partition) syncInline() {
-	timer := p.m.startFsync()
+func (p *Partition) syncInline() {
+	timer := p.m.StartFsync()
 	end, err := p.log.Sync()
 	timer()
 	if err != nil {
@@ -145,7 +141,7 @@ func (p *partition) syncInline() {
 
 // truncate cuts the log at to, as the core asks, and rebuilds the producer
 // state from what is left. It reports whether it succeeded.
-func (p *partition) truncate(to wal.Offset) bool {
+func (p *Partition) truncate(to wal.Offset) bool {
 	p.truncations.Add(1)
 	if err := p.log.Truncate(to); err != nil {
 		p.failLog(fmt.Errorf("truncate to %d: %w", to, err))
@@ -164,7 +160,7 @@ func (p *partition) truncate(to wal.Offset) bool {
 // produce batches and its epoch-start batch, stamped here with their
 // offsets and epoch) with one group write, a follower's copies as the
 // leader stamped them. It reports whether anything was appended.
-func (p *partition) applyAppends(bs []replica.Batch) bool {
+func (p *Partition) applyAppends(bs []replica.Batch) bool {
 	var own [][]byte
 	var epoch wal.Epoch
 	flush := func() bool {
@@ -183,7 +179,7 @@ func (p *partition) applyAppends(bs []replica.Batch) bool {
 	for _, b := range bs {
 		switch {
 		case b.Data == nil && b.Control:
-			own, epoch = append(own, encodeEpochStartBatch(p.opts.now().UnixMilli())), b.Epoch
+			own, epoch = append(own, encodeEpochStartBatch(p.opts.Now().UnixMilli())), b.Epoch
 		case b.Data == nil:
 			if len(p.proposed) == 0 {
 				p.failLog(fmt.Errorf("append at %d: the core appended a batch that was not proposed", b.Base))
@@ -220,45 +216,46 @@ func (p *partition) applyAppends(bs []replica.Batch) bool {
 }
 
 // route delivers one of the core's messages.
-func (p *partition) route(m replica.Message) {
+func (p *Partition) route(m replica.Message) {
 	switch m.Type {
 	case replica.MsgFetch:
 		p.fetchMu.Lock()
 		p.fetchNext = &m
 		p.fetchMu.Unlock()
-		if p.opts.net != nil {
-			p.opts.net.fetchReady(int32(m.To), p)
+		if p.opts.Net != nil {
+			p.opts.Net.FetchReady(int32(m.To), p)
 		}
 	case replica.MsgFetchResp:
 		k := fetchWaitKey{from: m.To, seq: m.Seq}
 		if ch, ok := p.fetchWaits[k]; ok {
 			delete(p.fetchWaits, k)
-			ch <- fetchAnswer{msg: m, truncations: p.truncations.Load()}
+			ch <- FetchAnswer{Msg: m, truncations: p.truncations.Load()}
 		}
 	default:
-		if p.opts.net != nil && m.To == replica.ControllerNode {
-			p.opts.net.sendToController(envelope{Key: p.key, Msg: m})
+		if p.opts.Net != nil && m.To == replica.ControllerNode {
+			p.opts.Net.SendToController(m)
 		}
 	}
 }
 
 // failFetchWaits answers every waiting replica fetch with NOT_LEADER.
-func (p *partition) failFetchWaits() {
+func (p *Partition) failFetchWaits() {
 	for k, ch := range p.fetchWaits {
 		delete(p.fetchWaits, k)
-		ch <- fetchAnswer{msg: replica.Message{Type: replica.MsgFetchResp, Seq: k.seq, Err: replica.ErrCodeNotLeader}}
+		ch <- FetchAnswer{Msg: replica.Message{Type: replica.MsgFetchResp, Seq: k.seq, Err: replica.ErrCodeNotLeader}}
 	}
 }
 
 // publishStatus shares the core's state with other goroutines.
-func (p *partition) publishStatus() {
+func (p *Partition) publishStatus() {
 	st := p.rep.Status()
 	p.status.Store(&st)
 	p.epoch.Store(int32(st.Epoch))
 }
 
-// replicaStatus is the core's state after the last Ready.
-func (p *partition) replicaStatus() replica.Status {
+// ReplicaStatus is the core's state after the last Ready; any goroutine may
+// call it.
+func (p *Partition) ReplicaStatus() replica.Status {
 	if st := p.status.Load(); st != nil {
 		return *st
 	}
@@ -267,9 +264,9 @@ func (p *partition) replicaStatus() replica.Status {
 
 // electSelf makes a standalone partition the leader of a one-replica group
 // at a fresh epoch, as the controller would: fence, then the state.
-func (p *partition) electSelf() {
+func (p *Partition) electSelf() {
 	e := max(p.log.FencedEpoch(), p.log.LastEpoch()) + 1
-	self := replica.NodeID(p.opts.self)
+	self := replica.NodeID(p.opts.Self)
 	p.rep.Step(replica.Message{Type: replica.MsgFence, From: replica.ControllerNode, To: self, Epoch: e})
 	p.handleReady()
 	p.rep.SetState(replica.State{Epoch: e, Leader: self, Replicas: []replica.NodeID{self}, Version: 1})
@@ -279,7 +276,7 @@ func (p *partition) electSelf() {
 // send runs fn on the owner goroutine, followed by handleReady. It waits
 // at most a short while for room in ctl; false means the owner is gone or
 // too busy (the sender's protocol retries).
-func (p *partition) send(fn func()) bool {
+func (p *Partition) send(fn func()) bool {
 	t := time.NewTimer(time.Second)
 	defer t.Stop()
 	select {
@@ -291,27 +288,42 @@ func (p *partition) send(fn func()) bool {
 	return false
 }
 
-// step hands the partition's replica one message from another broker or
-// the controller.
-func (p *partition) step(m replica.Message) bool {
+// Step hands the partition's replica one message from another broker or
+// the controller. False: the owner is gone or too busy (the message is
+// dropped; the sender's protocol retries).
+func (p *Partition) Step(m replica.Message) bool {
 	return p.send(func() { p.rep.Step(m) })
 }
 
-// setState gives the replica the partition state etcd reports.
-func (p *partition) setState(s replica.State) bool {
+// SetState gives the replica the partition state etcd reports. False as
+// for Step.
+func (p *Partition) SetState(s replica.State) bool {
 	return p.send(func() { p.rep.SetState(s) })
 }
 
-// tick asks the owner for one replication tick; a tick already due covers it.
-func (p *partition) tick() {
+// StepDown makes a leader give up its epoch: the replica fences itself
+// one epoch higher (durably), which fails its parked replies with
+// NOT_LEADER_OR_FOLLOWER and makes it ask the controller for an election.
+// A replica that does not lead is left alone. False as for Step.
+func (p *Partition) StepDown() bool {
+	return p.send(func() {
+		if st := p.rep.Status(); st.Role == replica.RoleLeader {
+			self := replica.NodeID(p.opts.Self)
+			p.rep.Step(replica.Message{Type: replica.MsgFence, From: replica.ControllerNode, To: self, Epoch: st.Fenced + 1})
+		}
+	})
+}
+
+// Tick asks the owner for one replication tick; a tick already due covers it.
+func (p *Partition) Tick() {
 	select {
 	case p.ticks <- struct{}{}:
 	default:
 	}
 }
 
-// takeFetch returns the fetch the follower core wants sent, if any.
-func (p *partition) takeFetch() (replica.Message, bool) {
+// TakeFetch returns the fetch the follower core wants sent, if any.
+func (p *Partition) TakeFetch() (replica.Message, bool) {
 	p.fetchMu.Lock()
 	defer p.fetchMu.Unlock()
 	if p.fetchNext == nil {
@@ -322,15 +334,62 @@ func (p *partition) takeFetch() (replica.Message, bool) {
 	return m, true
 }
 
-// replicaFetch steps a follower's fetch into the core and returns where
+// ReturnFetch gives back a fetch taken with TakeFetch that the taker
+// cannot send, unless the core has asked for a newer one since.
+func (p *Partition) ReturnFetch(m replica.Message) {
+	p.fetchMu.Lock()
+	defer p.fetchMu.Unlock()
+	if p.fetchNext == nil {
+		p.fetchNext = &m
+	}
+}
+
+// ReplicaFetch steps a follower's fetch into the core and returns where
 // its answer will arrive: at once, or when the core stops holding it.
-func (p *partition) replicaFetch(m replica.Message) <-chan fetchAnswer {
-	ch := make(chan fetchAnswer, 1)
+func (p *Partition) ReplicaFetch(m replica.Message) <-chan FetchAnswer {
+	ch := make(chan FetchAnswer, 1)
 	if !p.send(func() {
 		p.fetchWaits[fetchWaitKey{from: m.From, seq: m.Seq}] = ch
 		p.rep.Step(m)
 	}) {
-		ch <- fetchAnswer{msg: replica.Message{Type: replica.MsgFetchResp, Seq: m.Seq, Err: replica.ErrCodeNotLeader}}
+		ch <- FetchAnswer{Msg: replica.Message{Type: replica.MsgFetchResp, Seq: m.Seq, Err: replica.ErrCodeNotLeader}}
 	}
 	return ch
+}
+
+// ReadFetchAnswer reads the log range a replica fetch's answer names, up
+// to maxBytes (at least one batch). It fails with ErrNotLeader if the log
+// was truncated since the core decided the range: what was read may not be
+// what the core meant, and the follower asks again.
+func (p *Partition) ReadFetchAnswer(a FetchAnswer, maxBytes int) ([]byte, error) {
+	data, err := p.log.Read(a.Msg.ReadFrom, a.Msg.ReadTo, maxBytes)
+	if err == nil && p.truncations.Load() != a.truncations {
+		err = ErrNotLeader // the log changed under the core's decision
+	}
+	return data, err
+}
+
+// epochStartType is the control record type of a leader's epoch-start
+// batch: Kafka's LEADER_CHANGE. Clients skip control batches whatever their
+// type, as they skip transaction markers.
+const epochStartType = 2
+
+// encodeEpochStartBatch encodes the control batch a new leader appends
+// first in its epoch (DESIGN.md §4): one control record whose key is
+// (version 0, type LEADER_CHANGE) and whose value is empty. The high
+// watermark passes older epochs' records only once a quorum holds it.
+func encodeEpochStartBatch(nowMs int64) []byte {
+	key := binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, 0), epochStartType)
+	r := kmsg.Record{Key: key, Value: []byte{}}
+	r.Length = int32(len(r.AppendTo(nil)) - 1)
+	rb := kmsg.RecordBatch{
+		PartitionLeaderEpoch: -1, Magic: 2, Attributes: 0x20, // control
+		FirstTimestamp: nowMs, MaxTimestamp: nowMs,
+		ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
+		NumRecords: 1, Records: r.AppendTo(nil),
+	}
+	raw := rb.AppendTo(nil)
+	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
+	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], castagnoli))
+	return raw
 }

@@ -1,18 +1,11 @@
-package broker
+package partition
 
 // This file owns the producer-state snapshot of a partition, so idempotent
 // producers keep their deduplication window across restarts even after the
 // segments holding their batches were deleted, and idle producers expire.
-//
-// File format (version 1), written atomically (temp file, fsync, rename,
-// directory fsync):
-//
-//	{"version":1,"offset":<end offset covered>,"producers":[
-//	   {"id":..,"epoch":..,"last_append_ms":..,"batches":[[firstSeq,lastSeq,baseOffset],...]}, ...]}\n
-//	<CRC-32C of the JSON line, 8 hex digits>\n
-//
-// Invariant: a snapshot covers exactly the batches below its offset; on
-// open, batches at or above it are replayed from the log.
+// The file format and the invariant on what a snapshot covers are drawn in
+// doc.go. Only Open, before the owner starts, and then the owner goroutine
+// read or write it.
 
 import (
 	"bytes"
@@ -30,6 +23,9 @@ import (
 
 const snapshotVersion = 1
 
+// castagnoli is the CRC-32C table of the snapshot's checksum line.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
 // maxSnapshotBytes bounds a snapshot file read at open.
 const maxSnapshotBytes = 256 << 20
 
@@ -46,19 +42,19 @@ type snapshotProducer struct {
 	Batches      [][3]int64 `json:"batches"`
 }
 
-func (p *partition) nowMs() int64 {
-	if p.opts.now == nil {
+func (p *Partition) nowMs() int64 {
+	if p.opts.Now == nil {
 		return 0
 	}
-	return p.opts.now().UnixMilli()
+	return p.opts.Now().UnixMilli()
 }
 
 // expireProducers forgets producers idle for longer than producerExpiry.
-func (p *partition) expireProducers() {
-	if p.opts.producerExpiry <= 0 {
+func (p *Partition) expireProducers() {
+	if p.opts.ProducerExpiry <= 0 {
 		return
 	}
-	cutoff := p.nowMs() - p.opts.producerExpiry.Milliseconds()
+	cutoff := p.nowMs() - p.opts.ProducerExpiry.Milliseconds()
 	for id, s := range p.producers {
 		if s.lastAppendMs < cutoff {
 			delete(p.producers, id)
@@ -67,8 +63,8 @@ func (p *partition) expireProducers() {
 }
 
 // writeSnapshot saves the producer state covering the log up to its end.
-func (p *partition) writeSnapshot() error {
-	if p.opts.snapshotPath == "" {
+func (p *Partition) writeSnapshot() error {
+	if p.opts.SnapshotPath == "" {
 		return nil
 	}
 	snap := snapshotFile{Version: snapshotVersion, Offset: int64(p.log.EndOffset())}
@@ -90,21 +86,21 @@ func (p *partition) writeSnapshot() error {
 		return err
 	}
 	data := fmt.Appendf(line, "\n%08x\n", crc32.Checksum(line, castagnoli))
-	return vfs.WriteFileDurable(p.opts.fs, p.opts.snapshotPath, data)
+	return vfs.WriteFileDurable(p.opts.FS, p.opts.SnapshotPath, data)
 }
 
 // loadSnapshot restores producer state and returns the offset it covers,
 // or 0 when there is no usable snapshot.
-func (p *partition) loadSnapshot() (wal.Offset, error) {
-	if p.opts.snapshotPath == "" {
+func (p *Partition) loadSnapshot() (wal.Offset, error) {
+	if p.opts.SnapshotPath == "" {
 		return 0, nil
 	}
-	data, err := vfs.ReadFile(p.opts.fs, p.opts.snapshotPath, maxSnapshotBytes)
+	data, err := vfs.ReadFile(p.opts.FS, p.opts.SnapshotPath, maxSnapshotBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("broker: read producer snapshot: %w", err)
+		return 0, fmt.Errorf("partition: read producer snapshot: %w", err)
 	}
 	snap, err := decodeSnapshot(data)
 	if err != nil || wal.Offset(snap.Offset) > p.log.EndOffset() {

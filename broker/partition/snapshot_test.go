@@ -1,4 +1,4 @@
-package broker
+package partition
 
 import (
 	"os"
@@ -18,7 +18,7 @@ type snapshotFixture struct {
 	now  time.Time
 	cfg  wal.Config
 	fs   vfs.FS // the partition's file system; vfs.OS unless a test injects faults
-	part *partition
+	part *Partition
 }
 
 func newSnapshotFixture(t *testing.T) *snapshotFixture {
@@ -34,9 +34,9 @@ func (f *snapshotFixture) open() {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	p, err := openPartition(l, partitionOptions{
-		topic: "t", queue: 16, fs: f.fs, snapshotPath: filepath.Join(f.dir, "p.producers"),
-		producerExpiry: time.Hour, now: func() time.Time { return f.now }, metrics: newMetrics(), logger: zerolog.Nop(),
+	p, err := Open(l, Options{
+		Topic: "t", Queue: 16, FS: f.fs, SnapshotPath: filepath.Join(f.dir, "p.producers"),
+		ProducerExpiry: time.Hour, Now: func() time.Time { return f.now }, Logger: zerolog.Nop(),
 	})
 	if err != nil {
 		f.t.Fatal(err)
@@ -52,7 +52,7 @@ func (f *snapshotFixture) close() {
 }
 
 // append runs one group commit of raw and returns its result.
-func (f *snapshotFixture) append(raw []byte) appendResult {
+func (f *snapshotFixture) append(raw []byte) AppendResult {
 	f.t.Helper()
 	return f.appendWithin(raw, 30*time.Second)
 }
@@ -65,8 +65,8 @@ func (f *snapshotFixture) pushOutOldSegments(offset wal.Offset) {
 		if i > 1000 {
 			f.t.Fatalf("log start stuck at %d", f.part.log.StartOffset())
 		}
-		if res := f.append(testBatch(4, -1, -1, -1, 5)); res.err != nil {
-			f.t.Fatal(res.err)
+		if res := f.append(testBatch(4, -1, -1, -1, 5)); res.Err != nil {
+			f.t.Fatal(res.Err)
 		}
 		if _, err := f.part.log.Maintain(); err != nil {
 			f.t.Fatal(err)
@@ -78,10 +78,10 @@ func TestProducerStateSurvivesRetentionAndRestart(t *testing.T) {
 	f := newSnapshotFixture(t)
 	first := f.append(testBatch(2, 7, 0, 0, 1))
 	second := f.append(testBatch(2, 7, 0, 2, 1))
-	if first.err != nil || second.err != nil {
-		t.Fatal(first.err, second.err)
+	if first.Err != nil || second.Err != nil {
+		t.Fatal(first.Err, second.Err)
 	}
-	f.pushOutOldSegments(second.base)
+	f.pushOutOldSegments(second.Base)
 	if err := f.part.writeSnapshot(); err != nil {
 		t.Fatal(err)
 	}
@@ -89,10 +89,10 @@ func TestProducerStateSurvivesRetentionAndRestart(t *testing.T) {
 
 	f.open()
 	retry := f.append(testBatch(2, 7, 0, 2, 1))
-	if retry.err != nil || !retry.dup || retry.base != second.base {
-		t.Fatalf("retry after restart: %+v, want duplicate of offset %d", retry, second.base)
+	if retry.Err != nil || !retry.Dup || retry.Base != second.Base {
+		t.Fatalf("retry after restart: %+v, want duplicate of offset %d", retry, second.Base)
 	}
-	if gap := f.append(testBatch(1, 7, 0, 9, 1)); gap.err == nil {
+	if gap := f.append(testBatch(1, 7, 0, 9, 1)); gap.Err == nil {
 		t.Fatal("a sequence gap after restart was accepted")
 	}
 }
@@ -102,10 +102,10 @@ func TestProducerStateWithoutSnapshotIsLostWithItsSegments(t *testing.T) {
 	// the deduplication window with it.
 	f := newSnapshotFixture(t)
 	second := f.append(testBatch(2, 7, 0, 0, 1))
-	f.pushOutOldSegments(second.base)
+	f.pushOutOldSegments(second.Base)
 	f.close()
 	f.open()
-	if retry := f.append(testBatch(2, 7, 0, 0, 1)); retry.dup {
+	if retry := f.append(testBatch(2, 7, 0, 0, 1)); retry.Dup {
 		t.Fatal("state survived without a snapshot: the snapshot test proves nothing")
 	}
 }
@@ -143,7 +143,7 @@ func TestCorruptSnapshotIsIgnored(t *testing.T) {
 	}
 	f.open()
 	// The log still holds the batch, so replay restores the state.
-	if retry := f.append(testBatch(2, 7, 0, 0, 1)); !retry.dup || retry.base != res.base {
+	if retry := f.append(testBatch(2, 7, 0, 0, 1)); !retry.Dup || retry.Base != res.Base {
 		t.Fatalf("retry: %+v", retry)
 	}
 }
