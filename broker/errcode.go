@@ -19,7 +19,6 @@ import (
 // The partition's errors under the names the rest of the broker uses.
 var (
 	errShuttingDown         = partition.ErrShuttingDown
-	errBackpressure         = partition.ErrBackpressure
 	errNotLeader            = partition.ErrNotLeader
 	errNotEnoughReplicas    = partition.ErrNotEnoughReplicas
 	errInvalidProducerEpoch = partition.ErrInvalidProducerEpoch
