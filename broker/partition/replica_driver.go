@@ -159,11 +159,13 @@ func (p *Partition) truncate(to wal.Offset) bool {
 // applyAppends appends the core's batches: the leader's own (proposed
 // produce batches and its epoch-start batch, stamped here with their
 // offsets and epoch) with one group write, a follower's copies as the
-// leader stamped them. It reports whether anything was appended.
+// leader stamped them, also with one write per run (AppendStampedGroup).
+// It reports whether anything was appended.
 func (p *Partition) applyAppends(bs []replica.Batch) bool {
-	var own [][]byte
+	var own [][]byte // the leader's: stamped by AppendGroup
 	var epoch wal.Epoch
-	flush := func() bool {
+	var copies []replica.Batch // a follower's: stamped by the leader
+	flushOwn := func() bool {
 		if len(own) == 0 {
 			return true
 		}
@@ -176,11 +178,42 @@ func (p *Partition) applyAppends(bs []replica.Batch) bool {
 		own = own[:0]
 		return true
 	}
+	flushCopies := func() bool {
+		if len(copies) == 0 {
+			return true
+		}
+		data := make([][]byte, len(copies))
+		for i, b := range copies {
+			data[i] = b.Data
+		}
+		for i, res := range p.log.AppendStampedGroup(data) {
+			b := copies[i]
+			err := res.Err
+			if err == nil && (res.Base != b.Base || res.Last != b.Last) {
+				err = fmt.Errorf("batch [%d, %d] landed at [%d, %d]", b.Base, b.Last, res.Base, res.Last)
+			}
+			if err != nil {
+				p.failLog(fmt.Errorf("append a copy of the leader's batch: %w", err))
+				return false
+			}
+			if h, err := wal.ParseBatchHeader(b.Data); err == nil {
+				p.recordProducer(h, res.Base, res.Last)
+			}
+		}
+		copies = copies[:0]
+		return true
+	}
 	for _, b := range bs {
 		switch {
 		case b.Data == nil && b.Control:
+			if !flushCopies() {
+				return false
+			}
 			own, epoch = append(own, encodeEpochStartBatch(p.opts.Now().UnixMilli())), b.Epoch
 		case b.Data == nil:
+			if !flushCopies() {
+				return false
+			}
 			if len(p.proposed) == 0 {
 				p.failLog(fmt.Errorf("append at %d: the core appended a batch that was not proposed", b.Base))
 				return false
@@ -189,23 +222,13 @@ func (p *Partition) applyAppends(bs []replica.Batch) bool {
 			p.proposed[0] = nil
 			p.proposed = p.proposed[1:]
 		default:
-			if !flush() {
+			if !flushOwn() {
 				return false
 			}
-			base, last, err := p.log.AppendStamped(b.Data)
-			if err == nil && (base != b.Base || last != b.Last) {
-				err = fmt.Errorf("batch [%d, %d] landed at [%d, %d]", b.Base, b.Last, base, last)
-			}
-			if err != nil {
-				p.failLog(fmt.Errorf("append a copy of the leader's batch: %w", err))
-				return false
-			}
-			if h, err := wal.ParseBatchHeader(b.Data); err == nil {
-				p.recordProducer(h, base, last)
-			}
+			copies = append(copies, b)
 		}
 	}
-	if !flush() {
+	if !flushOwn() || !flushCopies() {
 		return false
 	}
 	if end := p.log.EndOffset(); end != bs[len(bs)-1].End() {
