@@ -566,6 +566,7 @@ type quietNet struct{}
 
 func (quietNet) SendToController(replica.Message)       {}
 func (quietNet) FetchReady(int32, *partition.Partition) {}
+func (quietNet) LeaseHeld() bool                        { return true }
 
 // TestListOffsetsNewLeaderBehindItsEpoch: a replica elected leader of three
 // with records it cannot yet know committed has a high watermark below the

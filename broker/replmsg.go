@@ -47,6 +47,12 @@ func (n partitionNet) FetchReady(leader int32, p *partition.Partition) {
 	n.b.fetchReady(leader, p)
 }
 
+// LeaseHeld reports whether this broker's registration lease surely holds.
+func (n partitionNet) LeaseHeld() bool {
+	reg := n.b.reg.Load()
+	return reg != nil && time.Now().Before(reg.HeldUntil())
+}
+
 // deliverToPartition hands a message from another broker or from the
 // controller to this broker's replica of the partition. It reports false
 // when this broker hosts no such replica (the message is dropped; the

@@ -59,8 +59,9 @@ type inflightGroup struct {
 }
 
 type parkedReply struct {
-	res    chan AppendResult
-	result AppendResult
+	res     chan AppendResult
+	result  AppendResult
+	acksAll bool
 }
 
 // AppendResult is the reply to an AppendRequest.
@@ -157,6 +158,12 @@ type Net interface {
 	// FetchReady tells the follower fetcher of leader that p has a fetch
 	// to send (TakeFetch); never blocks.
 	FetchReady(leader int32, p *Partition)
+	// LeaseHeld reports whether this broker surely still holds its
+	// registration lease, so no other leader can have been elected for an
+	// epoch it leads. An acks=1 reply is sent only while it does: a
+	// leader paused or cut off past its lease may hold a batch the new
+	// leader never saw.
+	LeaseHeld() bool
 }
 
 // Metrics is what a partition reports.
@@ -386,7 +393,7 @@ func (p *Partition) appendGroup(group []*AppendRequest) {
 // durable on the leader, for acks=1).
 func (p *Partition) park(r *AppendRequest, res AppendResult, end wal.Offset) {
 	p.nextToken++
-	p.parked[p.nextToken] = parkedReply{res: r.res, result: res}
+	p.parked[p.nextToken] = parkedReply{res: r.res, result: res, acksAll: r.acksAll}
 	p.rep.Wait(end, p.nextToken, r.acksAll)
 }
 
@@ -450,6 +457,11 @@ func (p *Partition) release(tokens []replica.Token) {
 			continue
 		}
 		delete(p.parked, t)
+		if !pr.acksAll && p.opts.Net != nil && !p.opts.Net.LeaseHeld() {
+			// Committed or not, an acks=1 batch is only as safe as the
+			// leadership it was written under, which may have passed.
+			pr.result.Err, pr.result.Dup = fmt.Errorf("%w: the broker's registration lease may have expired", ErrNotLeader), false
+		}
 		pr.res <- pr.result
 	}
 }

@@ -2,7 +2,9 @@ package partition
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ type quietNet struct{}
 
 func (quietNet) SendToController(replica.Message) {}
 func (quietNet) FetchReady(int32, *Partition)     {}
+func (quietNet) LeaseHeld() bool                  { return true }
 
 // TestLeaderEpochReadWhileTheOwnerChangesIt: connection goroutines read the
 // leader epoch and the replica status while the owner moves through
@@ -84,5 +87,78 @@ func TestLeaderEpochReadWhileTheOwnerChangesIt(t *testing.T) {
 	}
 	if st := p.ReplicaStatus(); st.Role != replica.RoleLeader || st.Epoch != last {
 		t.Fatalf("status %+v, want the leader of epoch %d", st, last)
+	}
+}
+
+// leaseNet is a Net whose registration lease can be taken away.
+type leaseNet struct {
+	quietNet
+	held func() bool
+}
+
+func (n leaseNet) LeaseHeld() bool { return n.held() }
+
+// TestAcksOneNeedsTheLease: a leader that can no longer be sure of its
+// registration lease (paused or cut off past it) answers acks=1 with
+// NOT_LEADER_OR_FOLLOWER, since a new leader may never have seen the batch;
+// acks=all is answered from the high watermark, which no deposed leader
+// can move.
+func TestAcksOneNeedsTheLease(t *testing.T) {
+	fs := vfs.NewMem()
+	l, err := wal.Open(fs, "log", wal.Config{}.WithDefaults(), zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held atomic.Bool
+	held.Store(true)
+	p, err := Open(l, Options{Topic: "lease", Self: 1, Queue: 16, FS: fs, Now: time.Now,
+		Logger: zerolog.Nop(), Net: leaseNet{held: held.Load}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		p.Run(ctx)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-stopped
+		_ = l.Close()
+	})
+	if !p.Step(replica.Message{Type: replica.MsgFence, From: replica.ControllerNode, To: 1, Epoch: 1}) ||
+		!p.SetState(replica.State{Epoch: 1, Leader: 1, Replicas: []replica.NodeID{1}, Version: 1}) {
+		t.Fatal("the owner refused the election")
+	}
+	produce := func(acksAll bool) AppendResult {
+		t.Helper()
+		raw := testBatch(1, -1, -1, -1, 1)
+		h, err := wal.ParseBatchHeader(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			r := NewAppendRequest(raw, h, acksAll)
+			if err := p.Enqueue(r); err != nil {
+				t.Fatal(err)
+			}
+			res := <-r.Result()
+			if !errors.Is(res.Err, ErrNotLeader) || time.Now().After(deadline) || !held.Load() {
+				return res
+			}
+			time.Sleep(5 * time.Millisecond) // the election is still being applied
+		}
+	}
+	if res := produce(false); res.Err != nil {
+		t.Fatalf("acks=1 with the lease held: %v", res.Err)
+	}
+	held.Store(false)
+	if res := produce(false); !errors.Is(res.Err, ErrNotLeader) {
+		t.Fatalf("acks=1 without the lease: %+v, want ErrNotLeader", res)
+	}
+	if res := produce(true); res.Err != nil {
+		t.Fatalf("acks=all without the lease: %v (the high watermark decides)", res.Err)
 	}
 }
