@@ -10,6 +10,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -76,7 +77,11 @@ func handleProduce(b *Broker, ctx context.Context, req *request) (reply, error) 
 	if r.Acks == 0 {
 		return nil, nil
 	}
-	return &produceReply{b: b, stop: ctx.Done(), resp: resp, pending: pending}, nil
+	pr := &produceReply{b: b, stop: ctx.Done(), resp: resp, pending: pending}
+	if r.TimeoutMillis > 0 {
+		pr.deadline = time.Now().Add(time.Duration(r.TimeoutMillis) * time.Millisecond)
+	}
+	return pr, nil
 }
 
 // produceReply completes a produce response as the partition owners answer.
@@ -87,6 +92,12 @@ type produceReply struct {
 	resp    *kmsg.ProduceResponse
 	pending []producePending
 	got     int // pending[:got] are filled in
+	// deadline is the request's timeout: a partition not answered by then
+	// gets REQUEST_TIMED_OUT, as in Kafka (its batch may still commit
+	// later; an idempotent producer's retry is then deduplicated). Zero:
+	// no timeout (a request with timeout 0 waits, rather than failing at
+	// once as Kafka's would).
+	deadline time.Time
 }
 
 func (r *produceReply) ready() bool {
@@ -102,12 +113,31 @@ func (r *produceReply) ready() bool {
 }
 
 func (r *produceReply) response() kmsg.Response {
+	var timeout <-chan time.Time
+	if !r.deadline.IsZero() {
+		t := time.NewTimer(time.Until(r.deadline))
+		defer t.Stop()
+		timeout = t.C
+	}
+	expired := false
 	for r.got < len(r.pending) {
 		var res partition.AppendResult
+		if expired {
+			select {
+			case res = <-r.pending[r.got].res:
+			default:
+				res.Err = errRequestTimedOut
+			}
+			r.fill(res)
+			continue
+		}
 		select {
 		case res = <-r.pending[r.got].res:
 		case <-r.stop:
 			res.Err = errShuttingDown
+		case <-timeout:
+			expired = true
+			continue
 		}
 		r.fill(res)
 	}

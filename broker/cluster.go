@@ -82,10 +82,13 @@ func (b *Broker) register(ctx context.Context) error {
 
 // keepRegistered registers again whenever the registration's lease is lost
 // (the broker was cut off from etcd, or paused, for longer than its TTL).
-// Meanwhile the cluster counts this broker as gone and elects new leaders
-// for its partitions, so the partitions it led step down first: a leader
-// that lost its lease answers NOT_LEADER_OR_FOLLOWER at once instead of
-// holding produces it can no longer commit.
+// The partitions it leads keep their role: the epoch fences keep a deposed
+// leader from committing anything (its followers promised the new epoch),
+// and the watch tells it the new state as soon as it reaches etcd again.
+// Stepping down here would also stop the reads below the high watermark
+// that a leader whose followers (and, with embedded etcd, etcd's quorum)
+// are gone must go on serving. acks=1, which no quorum protects, is
+// refused meanwhile (partition.Net.LeaseHeld).
 func (b *Broker) keepRegistered(ctx context.Context) {
 	for {
 		reg := b.reg.Load()
@@ -94,8 +97,7 @@ func (b *Broker) keepRegistered(ctx context.Context) {
 			return
 		case <-reg.Lost():
 		}
-		b.logger.Error().Msg("registration lease lost; stepping down as leader and registering again")
-		b.stepDownLeaders()
+		b.logger.Error().Msg("registration lease lost; registering again")
 		for ctx.Err() == nil {
 			if err := b.register(ctx); err == nil {
 				b.logger.Info().Msg("registered again")
@@ -105,16 +107,6 @@ func (b *Broker) keepRegistered(ctx context.Context) {
 			}
 			sleepCtx(ctx, time.Second)
 		}
-	}
-}
-
-// stepDownLeaders makes every partition this broker leads give up its
-// epoch: the replica fences itself one epoch higher (durably), which fails
-// its parked replies with NOT_LEADER_OR_FOLLOWER and makes it ask the
-// controller for an election.
-func (b *Broker) stepDownLeaders() {
-	for _, p := range b.allPartitions() {
-		p.StepDown()
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 var (
 	errShuttingDown         = partition.ErrShuttingDown
 	errNotLeader            = partition.ErrNotLeader
+	errRequestTimedOut      = errors.New("request timed out before a quorum of replicas held the batch")
 	errNotEnoughReplicas    = partition.ErrNotEnoughReplicas
 	errInvalidProducerEpoch = partition.ErrInvalidProducerEpoch
 	errOutOfOrderSequence   = partition.ErrOutOfOrderSequence
@@ -85,6 +86,7 @@ var errorCodes = []struct {
 	{errUnknownTopic, kerr.UnknownTopicOrPartition.Code},
 	{partition.ErrNotLeader, kerr.NotLeaderForPartition.Code},
 	{partition.ErrNotEnoughReplicas, kerr.NotEnoughReplicas.Code},
+	{errRequestTimedOut, kerr.RequestTimedOut.Code},
 	{meta.ErrTopicNotFound, kerr.UnknownTopicOrPartition.Code},
 	{meta.ErrTopicExists, kerr.TopicAlreadyExists.Code},
 	{meta.ErrConflict, kerr.RequestTimedOut.Code}, // lost a CAS race; the client retries

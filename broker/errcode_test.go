@@ -20,6 +20,7 @@ func TestErrorCode(t *testing.T) {
 		{"unknown topic", fmt.Errorf("x: %w", errUnknownTopic), kerr.UnknownTopicOrPartition},
 		{"not leader", fmt.Errorf("x: %w", errNotLeader), kerr.NotLeaderForPartition},
 		{"not enough replicas", fmt.Errorf("x: %w", errNotEnoughReplicas), kerr.NotEnoughReplicas},
+		{"request timed out", fmt.Errorf("x: %w", errRequestTimedOut), kerr.RequestTimedOut},
 		{"meta not found", fmt.Errorf("x: %w", meta.ErrTopicNotFound), kerr.UnknownTopicOrPartition},
 		{"exists", meta.ErrTopicExists, kerr.TopicAlreadyExists},
 		{"invalid config", invalidConfig("bad"), kerr.InvalidConfig},

@@ -10,7 +10,7 @@ package partition
 // answers read off the owner goroutine.
 //
 // Everything here runs on the owner goroutine except Step, SetState,
-// StepDown, Tick, TakeFetch, ReturnFetch, ReplicaFetch, ReadFetchAnswer and
+// Tick, TakeFetch, ReturnFetch, ReplicaFetch, ReadFetchAnswer and
 // ReplicaStatus, which hand work to it through ctl or read what it
 // publishes (atomics, fetchMu).
 
@@ -322,19 +322,6 @@ func (p *Partition) Step(m replica.Message) bool {
 // for Step.
 func (p *Partition) SetState(s replica.State) bool {
 	return p.send(func() { p.rep.SetState(s) })
-}
-
-// StepDown makes a leader give up its epoch: the replica fences itself
-// one epoch higher (durably), which fails its parked replies with
-// NOT_LEADER_OR_FOLLOWER and makes it ask the controller for an election.
-// A replica that does not lead is left alone. False as for Step.
-func (p *Partition) StepDown() bool {
-	return p.send(func() {
-		if st := p.rep.Status(); st.Role == replica.RoleLeader {
-			self := replica.NodeID(p.opts.Self)
-			p.rep.Step(replica.Message{Type: replica.MsgFence, From: replica.ControllerNode, To: self, Epoch: st.Fenced + 1})
-		}
-	})
 }
 
 // Tick asks the owner for one replication tick; a tick already due covers it.
