@@ -146,10 +146,16 @@ func TestClusterMembershipAndTopics(t *testing.T) {
 	cl := testClient(t, c.brokers[0])
 	createTopic(t, cl, "spread", 6, nil)
 	perBroker := map[int32]int{}
-	eventuallyTrue(t, "every broker knows the topic", func() (bool, string) {
+	eventuallyTrue(t, "every broker knows the topic and its leaders", func() (bool, string) {
 		for i, b := range c.brokers {
-			if b.lookupTopic("spread") == nil {
+			t := b.lookupTopic("spread")
+			if t == nil {
 				return false, fmt.Sprintf("broker %d does not", i+1)
+			}
+			for _, st := range t.states {
+				if st.Leader < 0 {
+					return false, fmt.Sprintf("broker %d: partition %d has no leader yet", i+1, st.Partition)
+				}
 			}
 		}
 		return true, ""
