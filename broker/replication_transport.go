@@ -443,7 +443,7 @@ func (b *Broker) post(ctx context.Context, node int32, batch []envelope) error {
 	if err != nil {
 		return fmt.Errorf("broker: replication to node %d at %s: %w", node, addr, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	if resp.StatusCode/100 != 2 {
 		return fmt.Errorf("broker: replication to node %d at %s: %s: %s", node, addr, resp.Status, bytes.TrimSpace(msg))

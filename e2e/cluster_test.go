@@ -166,7 +166,7 @@ func (b *broker) awaitReady() error {
 		}
 		select {
 		case <-exited:
-			return fmt.Errorf("broker %d exited before /readyz answered 200: %v", b.opts.nodeID, b.exitErr())
+			return fmt.Errorf("broker %d exited before /readyz answered 200: %w", b.opts.nodeID, b.exitErr())
 		case <-time.After(pollInterval):
 		}
 	}

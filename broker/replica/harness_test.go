@@ -104,14 +104,6 @@ func (c *tcluster) syncHS(i int) {
 	}
 }
 
-func (c *tcluster) drainAll() {
-	for i, n := range c.nodes {
-		if !n.down {
-			c.drain(i)
-		}
-	}
-}
-
 // deliver hands queued messages to their live nodes until none is left;
 // messages to or from a down node are dropped.
 func (c *tcluster) deliver() { c.deliverN(-1) }

@@ -17,7 +17,6 @@ import (
 	"hash/crc32"
 	"hash/fnv"
 	"math/rand/v2"
-	"slices"
 	"strings"
 
 	"github.com/sluice-mq/sluice/wal"
@@ -865,9 +864,3 @@ func (s *sim) consume() {
 		s.consumer = l[i].End()
 	}
 }
-
-func (s *sim) repro() string {
-	return fmt.Sprintf("go test ./broker/replica/ -run 'TestSim$' -seed %d -v", s.seed)
-}
-
-var _ = slices.Contains[[]int]
