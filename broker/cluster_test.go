@@ -29,6 +29,23 @@ type testCluster struct {
 
 func startTestCluster(t *testing.T, n int) *testCluster {
 	t.Helper()
+	// A port picked free can be taken before a broker binds it (the
+	// etcd members' ports must be known before they start, for the initial
+	// cluster): start again on fresh ports when that happens.
+	for attempt := 1; ; attempt++ {
+		c, err := tryStartTestCluster(t, n)
+		if err == nil {
+			return c
+		}
+		if !strings.Contains(err.Error(), "address already in use") || attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("attempt %d: %v; starting again on fresh ports", attempt, err)
+	}
+}
+
+func tryStartTestCluster(t *testing.T, n int) (*testCluster, error) {
+	t.Helper()
 	cfgs := make([]Config, n)
 	var initial []string
 	for i := range n {
@@ -43,6 +60,15 @@ func startTestCluster(t *testing.T, n int) *testCluster {
 	}
 	c := &testCluster{brokers: make([]*Broker, n), stops: make([]func(), n)}
 	errcs := make([]chan error, n)
+	cancels := make([]context.CancelFunc, n)
+	abandon := func() {
+		for i, cancel := range cancels {
+			if cancel != nil {
+				cancel()
+				<-errcs[i]
+			}
+		}
+	}
 	for i := range n {
 		cfgs[i].Meta.InitialCluster = strings.Join(initial, ",")
 		logger := zerolog.Nop()
@@ -51,36 +77,41 @@ func startTestCluster(t *testing.T, n int) *testCluster {
 		}
 		b, err := New(cfgs[i], logger)
 		if err != nil {
-			t.Fatal(err)
+			abandon()
+			return nil, err
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		errc := make(chan error, 1)
 		// The etcd members wait for each other's quorum, so all start before
 		// any is waited for.
 		go func() { errc <- b.Run(ctx) }()
-		var once sync.Once
-		stop := func() {
-			once.Do(func() {
-				cancel()
-				if err := <-errc; err != nil {
-					t.Errorf("broker %d run: %v", i+1, err)
-				}
-			})
-		}
-		t.Cleanup(stop)
-		c.brokers[i], c.stops[i], errcs[i] = b, stop, errc
+		c.brokers[i], errcs[i], cancels[i] = b, errc, cancel
 	}
 	for i, b := range c.brokers {
 		select {
 		case <-b.Ready():
 		case err := <-errcs[i]:
 			errcs[i] <- err
-			t.Fatalf("broker %d stopped before it was ready: %v", i+1, err)
+			abandon()
+			return nil, fmt.Errorf("broker %d stopped before it was ready: %w", i+1, err)
 		case <-time.After(60 * time.Second):
-			t.Fatalf("broker %d not ready after 60s", i+1)
+			abandon()
+			return nil, fmt.Errorf("broker %d not ready after 60s", i+1)
 		}
 	}
-	return c
+	for i := range c.brokers {
+		var once sync.Once
+		c.stops[i] = func() {
+			once.Do(func() {
+				cancels[i]()
+				if err := <-errcs[i]; err != nil {
+					t.Errorf("broker %d run: %v", i+1, err)
+				}
+			})
+		}
+		t.Cleanup(c.stops[i])
+	}
+	return c, nil
 }
 
 // seeds is every broker's Kafka address.

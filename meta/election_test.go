@@ -19,6 +19,22 @@ import (
 // of the test (Close is idempotent, so a test may close one earlier).
 func startCluster(t *testing.T, n int) []*Store {
 	t.Helper()
+	// A port picked free can be taken before a member binds it: start
+	// again on fresh ports when that happens.
+	for attempt := 1; ; attempt++ {
+		stores, err := tryStartCluster(t, n)
+		if err == nil {
+			return stores
+		}
+		if !strings.Contains(err.Error(), "address already in use") || attempt == 3 {
+			t.Fatal(err)
+		}
+		t.Logf("attempt %d: %v; starting again on fresh ports", attempt, err)
+	}
+}
+
+func tryStartCluster(t *testing.T, n int) ([]*Store, error) {
+	t.Helper()
 	cfgs := make([]Config, n)
 	members := make([]string, n)
 	for i := range cfgs {
@@ -33,29 +49,49 @@ func startCluster(t *testing.T, n int) []*Store {
 	}
 	stores := make([]*Store, n)
 	errs := make([]error, n)
+	// A member that cannot bind never joins; the others would wait for it
+	// until testTimeout: stop waiting as soon as one fails.
+	ctx, cancel := context.WithCancel(testContext(t))
+	defer cancel()
 	var wg sync.WaitGroup
 	for i := range cfgs {
 		cfgs[i].InitialCluster = strings.Join(members, ",")
 		wg.Add(1)
 		go func() { // members start together: none is ready before a quorum is up
 			defer wg.Done()
-			stores[i], errs[i] = Open(testContext(t), cfgs[i], zerolog.Nop())
+			stores[i], errs[i] = Open(ctx, cfgs[i], zerolog.Nop())
+			if errs[i] != nil {
+				cancel()
+			}
 		}()
 	}
 	wg.Wait()
-	t.Cleanup(func() {
+	var first error
+	for i, err := range errs {
+		if err == nil {
+			continue
+		}
+		err = fmt.Errorf("Open member %d of %d: %w", i+1, n, err)
+		// The members stopped by the cancel report that; the cause is the
+		// one that could not bind.
+		if first == nil || strings.Contains(err.Error(), "address already in use") {
+			first = err
+		}
+	}
+	if first != nil {
 		for _, s := range stores {
 			if s != nil {
 				_ = s.Close()
 			}
 		}
-	})
-	for i, err := range errs {
-		if err != nil {
-			t.Fatalf("Open member %d of %d: %v", i+1, n, err)
-		}
+		return nil, first
 	}
-	return stores
+	t.Cleanup(func() {
+		for _, s := range stores {
+			_ = s.Close()
+		}
+	})
+	return stores, nil
 }
 
 // campaignResult is what one asynchronous Campaign returned, and when.
