@@ -7,7 +7,7 @@
 #
 # Ports (node n = 1, 2, 3): Kafka 1909n, HTTP 1808n, etcd client 2379+10(n-1),
 # etcd peer 2380+10(n-1). Override the bases with KAFKA_BASE, HTTP_BASE and
-# ETCD_BASE.
+# ETCD_BASE. Extra sluiced flags for every broker go in SLUICED_ARGS.
 set -euo pipefail
 
 cmd=${1:-start}
@@ -37,7 +37,7 @@ start() {
 		"$bin" --node-id "$n" --az "${azs[$((n - 1))]}" --data-dir "$dir/n$n/data" \
 			--kafka-listen "$(kafka $n)" --http-listen "$(http $n)" \
 			--etcd-listen-client "$(etcd_client $n)" --etcd-listen-peer "$(etcd_peer $n)" \
-			--etcd-initial-cluster "$initial" >"$dir/n$n/sluiced.log" 2>&1 &
+			--etcd-initial-cluster "$initial" ${SLUICED_ARGS:-} >"$dir/n$n/sluiced.log" 2>&1 &
 		echo $! >"$dir/n$n/pid"
 	done
 	for n in 1 2 3; do
