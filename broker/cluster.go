@@ -164,37 +164,32 @@ func (b *Broker) startCluster(ctx context.Context) {
 	partitions := b.store.WatchPartitions(ctx)
 	b.startReplicationTransport(ctx)
 	b.startFetchers(ctx)
-	b.clusterWG.Add(6)
-	go func() {
-		defer b.clusterWG.Done()
-		b.keepRegistered(ctx)
-	}()
-	go func() {
-		defer b.clusterWG.Done()
-		for ev := range partitions {
-			b.applyPartitionEvent(ev)
-		}
-	}()
-	go func() {
-		defer b.clusterWG.Done()
-		b.tickPartitions(ctx)
-	}()
-	go func() {
-		defer b.clusterWG.Done()
-		for bs := range brokers {
-			b.setLiveBrokers(bs)
-		}
-	}()
-	go func() {
-		defer b.clusterWG.Done()
-		b.followController(ctx)
-	}()
-	go func() {
-		defer b.clusterWG.Done()
-		for ev := range topics {
-			b.applyTopicEvent(ctx, ev)
-		}
-	}()
+	for _, run := range []func(){
+		func() { b.keepRegistered(ctx) },
+		func() { b.tickPartitions(ctx) },
+		func() { b.followController(ctx) },
+		func() {
+			for ev := range partitions {
+				b.applyPartitionEvent(ev)
+			}
+		},
+		func() {
+			for bs := range brokers {
+				b.setLiveBrokers(bs)
+			}
+		},
+		func() {
+			for ev := range topics {
+				b.applyTopicEvent(ctx, ev)
+			}
+		},
+	} {
+		b.clusterWG.Add(1)
+		go func() {
+			defer b.clusterWG.Done()
+			run()
+		}()
+	}
 }
 
 // setLiveBrokers publishes the registry's view, sorted by node id. The

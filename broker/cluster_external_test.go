@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -125,14 +124,7 @@ func TestClusterOnExternalEtcd(t *testing.T) {
 		}
 	}
 	cl := testClient(t, c.brokers[2])
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "ext", 3, 3
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err != nil || resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("create: %v %+v", err, resp)
-	}
+	createReplicatedTopic(t, cl, "ext", 3, 3)
 	const n = 100
 	produceAll(t, c, "ext", n)
 	if seen := consumeAll(t, c, "ext", n); len(seen) != n {

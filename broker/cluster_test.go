@@ -99,6 +99,20 @@ func tryStartTestCluster(t *testing.T, n int) (*testCluster, error) {
 			return nil, fmt.Errorf("broker %d not ready after 60s", i+1)
 		}
 	}
+	// Placement and coordinators follow each broker's view of the live
+	// brokers; tests start from a cluster whose views agree.
+	deadline := time.Now().Add(30 * time.Second)
+	for i := 0; i < len(c.brokers); {
+		if len(c.brokers[i].brokers()) == n {
+			i++
+			continue
+		}
+		if time.Now().After(deadline) {
+			abandon()
+			return nil, fmt.Errorf("broker %d sees %d brokers after 30s, want %d", i+1, len(c.brokers[i].brokers()), n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	for i := range c.brokers {
 		var once sync.Once
 		c.stops[i] = func() {
@@ -380,14 +394,7 @@ func TestClusterReplicatedTopic(t *testing.T) {
 		return n == 3, fmt.Sprintf("%d brokers", n)
 	})
 	cl := testClient(t, c.brokers[0])
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "r3", 3, -1
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err != nil || resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("create: %v %+v", err, resp)
-	}
+	createReplicatedTopic(t, cl, "r3", 3, -1)
 	md := metadataOf(t, c.brokers[1])
 	for _, mt := range md.Topics {
 		for _, mp := range mt.Partitions {
@@ -469,13 +476,7 @@ func TestClusterLeaderThatLosesItsLeaseRegistersAgain(t *testing.T) {
 		return len(c.brokers[0].brokers()) == 3, ""
 	})
 	cl := testClient(t, c.brokers[0])
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "lease", 1, 3
-	req.Topics = append(req.Topics, rt)
-	if resp, err := req.RequestWith(context.Background(), cl); err != nil || resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("create: %v %+v", err, resp)
-	}
+	createReplicatedTopic(t, cl, "lease", 1, 3)
 	produceAll(t, c, "lease", 50)
 	st := c.brokers[0].lookupTopic("lease").states[0]
 	leader := c.brokers[st.Leader-1]
@@ -519,13 +520,7 @@ func TestClusterProduceTimesOutThenNotEnoughReplicas(t *testing.T) {
 		return len(c.brokers[0].brokers()) == 3, ""
 	})
 	cl := testClient(t, c.brokers[0])
-	req := kmsg.NewPtrCreateTopicsRequest()
-	rt := kmsg.NewCreateTopicsRequestTopic()
-	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "lonely", 1, 3
-	req.Topics = append(req.Topics, rt)
-	if resp, err := req.RequestWith(context.Background(), cl); err != nil || resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("create: %v %+v", err, resp)
-	}
+	createReplicatedTopic(t, cl, "lonely", 1, 3)
 	produceAll(t, c, "lonely", 20)
 	st := c.brokers[0].lookupTopic("lonely").states[0]
 	leader := c.brokers[st.Leader-1]
@@ -583,4 +578,18 @@ func mustPartition(t *testing.T, b *Broker, topic string) *partition.Partition {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// createReplicatedTopic creates a topic with a replication factor (-1: the
+// default) through the Kafka protocol and fails the test on any error.
+func createReplicatedTopic(t *testing.T, cl *kgo.Client, name string, partitions int32, rf int16) {
+	t.Helper()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, partitions, rf
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create %s: %v %+v", name, err, resp)
+	}
 }
