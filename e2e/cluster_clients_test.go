@@ -803,10 +803,11 @@ func TestClusterConfluentPython(t *testing.T) {
 			sentAtKill, _ = strconv.Atoi(f[1])
 		}
 	}
+	ctl := c.controller()
 	killedAt := time.Now()
 	c.kill(old)
-	t.Logf("broker %d (leader of partition 0) killed after %d records handed to librdkafka, %d delivered on partition 0",
-		old, sentAtKill, deliveredOn(atKill, 0))
+	t.Logf("broker %d (leader of partition 0%s) killed after %d records handed to librdkafka, %d delivered on partition 0",
+		old, map[bool]string{true: ", and the controller", false: ""}[old == ctl], sentAtKill, deliveredOn(atKill, 0))
 	if sentAtKill >= count {
 		t.Errorf("the script had handed over all %d records before the kill: the kill was not mid-stream", count)
 	}
