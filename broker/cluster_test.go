@@ -101,17 +101,21 @@ func tryStartTestCluster(t *testing.T, n int) (*testCluster, error) {
 	}
 	// Placement and coordinators follow each broker's view of the live
 	// brokers; tests start from a cluster whose views agree.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.NewTimer(30 * time.Second)
+	defer deadline.Stop()
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
 	for i := 0; i < len(c.brokers); {
 		if len(c.brokers[i].brokers()) == n {
 			i++
 			continue
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-deadline.C:
 			abandon()
 			return nil, fmt.Errorf("broker %d sees %d brokers after 30s, want %d", i+1, len(c.brokers[i].brokers()), n)
+		case <-poll.C:
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	for i := range c.brokers {
 		var once sync.Once
@@ -149,20 +153,10 @@ func metadataOf(t *testing.T, b *Broker) *kmsg.MetadataResponse {
 	return resp
 }
 
-// eventuallyTrue polls cond until it holds or 20 s pass.
+// eventuallyTrue polls cond for 20 s (eventuallyWhy).
 func eventuallyTrue(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still not true after 20s: %s", what, why)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventuallyWhy(t, 20*time.Second, what, cond)
 }
 
 func TestClusterMembershipAndTopics(t *testing.T) {

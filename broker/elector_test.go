@@ -194,7 +194,7 @@ func TestElectorElectsWhenLeaderNotLive(t *testing.T) {
 	done := fx.run(t, func() { fx.b.runElections(fx.ctx, c) })
 
 	var st meta.PartitionState
-	waitFor(t, "a new leader in etcd", func() bool {
+	eventually(t, 20*time.Second, "a new leader in etcd", func() bool {
 		st = fx.stored(t)
 		return st.LeaderEpoch > fx.state.LeaderEpoch
 	})
@@ -209,7 +209,7 @@ func TestElectorElectsWhenLeaderNotLive(t *testing.T) {
 		}
 	}
 	// The loop hears the CAS's answer after etcd shows its write.
-	waitFor(t, "the election counted as written", func() bool {
+	eventually(t, 20*time.Second, "the election counted as written", func() bool {
 		return electionResults[0] == electionWritten && fx.b.repl.elections[0].Load() == 1
 	})
 	if fx.b.repl.elector.Load() == nil {
@@ -233,13 +233,13 @@ func TestElectorFollowsWatchAndLiveBrokers(t *testing.T) {
 		t.Fatal(err)
 	}
 	fx.run(t, func() { fx.b.runElections(fx.ctx, c) })
-	waitFor(t, "the elector runs", func() bool { return fx.b.repl.elector.Load() != nil })
+	eventually(t, 20*time.Second, "the elector runs", func() bool { return fx.b.repl.elector.Load() != nil })
 	if got := fx.stored(t); got.LeaderEpoch != 0 || got.Leader != 1 {
 		t.Fatalf("state moved to %+v with its leader live", got)
 	}
 	// Broker 1 leaves: the elector notices and elects.
 	fx.b.setLiveBrokers(live)
-	waitFor(t, "a new leader after broker 1 left", func() bool { return fx.stored(t).LeaderEpoch > 0 })
+	eventually(t, 20*time.Second, "a new leader after broker 1 left", func() bool { return fx.stored(t).LeaderEpoch > 0 })
 	if got := fx.stored(t); got.Leader != 2 {
 		t.Fatalf("elected %+v, want leader 2", got)
 	}
@@ -250,7 +250,7 @@ func TestElectorFollowsWatchAndLiveBrokers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the later partition gets a leader", func() bool {
+	eventually(t, 20*time.Second, "the later partition gets a leader", func() bool {
 		ps, err := fx.store.Partitions(context.Background(), states[0].TopicID)
 		return err == nil && len(ps) == 1 && ps[0].LeaderEpoch > 0 && ps[0].Leader == 3
 	})
@@ -293,7 +293,7 @@ func TestElectorReturnsWhenTenureLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := fx.run(t, func() { fx.b.runElections(fx.ctx, c) })
-	waitFor(t, "the elector runs", func() bool { return fx.b.repl.elector.Load() != nil })
+	eventually(t, 20*time.Second, "the elector runs", func() bool { return fx.b.repl.elector.Load() != nil })
 	if err := c.Resign(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -34,14 +34,25 @@ func startGroupBroker(t *testing.T, cfg Config, ccfg CoordinatorConfig) (*Broker
 // eventually polls cond until it holds or the deadline passes.
 func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
+	eventuallyWhy(t, within, what, func() (bool, string) { return cond(), "" })
+}
+
+// eventuallyWhy polls cond until it holds or the deadline passes; cond says
+// why it does not hold yet, for the failure message.
+func eventuallyWhy(t testing.TB, within time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
 	deadline := time.NewTimer(within)
 	defer deadline.Stop()
 	poll := time.NewTicker(20 * time.Millisecond)
 	defer poll.Stop()
-	for !cond() {
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
 		select {
 		case <-deadline.C:
-			t.Fatalf("timed out after %v waiting for %s", within, what)
+			t.Fatalf("timed out after %v waiting for %s: %s", within, what, why)
 		case <-poll.C:
 		}
 	}

@@ -606,7 +606,7 @@ func TestListOffsetsNewLeaderBehindItsEpoch(t *testing.T) {
 		!p.SetState(replica.State{Epoch: 2, Leader: 1, Replicas: []replica.NodeID{1, 2, 3}, Version: 1}) {
 		t.Fatal("the partition's owner took neither the fence nor the state")
 	}
-	waitFor(t, "leader of epoch 2", func() bool {
+	eventually(t, 20*time.Second, "leader of epoch 2", func() bool {
 		st := p.ReplicaStatus()
 		return st.Role == replica.RoleLeader && st.Epoch == 2
 	})

@@ -50,18 +50,6 @@ func installElector(b *Broker, capacity int) *elector {
 	return e
 }
 
-// waitFor polls cond until it holds or 20 s pass.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true after 20s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func testKey() partitionKey {
 	return partitionKey{TopicID: [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, Partition: 3}
 }
@@ -196,7 +184,7 @@ func TestReplicationTransportBetweenBrokers(t *testing.T) {
 		{NodeID: 2, HTTP: strings.TrimPrefix(srv.URL, "http://")},
 	})
 	startTransport(t, b1)
-	waitFor(t, "a sender for broker 2", func() bool {
+	eventually(t, 20*time.Second, "a sender for broker 2", func() bool {
 		b1.repl.mu.Lock()
 		defer b1.repl.mu.Unlock()
 		return b1.repl.queues[2] != nil
@@ -221,16 +209,16 @@ func TestReplicationTransportBetweenBrokers(t *testing.T) {
 	if got := b2.repl.received.Load(); got != n {
 		t.Fatalf("broker 2 received %d, want %d", got, n)
 	}
-	waitFor(t, "broker 1 counts them sent", func() bool { return b1.repl.sent.Load() == n })
+	eventually(t, 20*time.Second, "broker 1 counts them sent", func() bool { return b1.repl.sent.Load() == n })
 
 	// A fence for broker 2's replica reaches broker 2's partitions (here
 	// none, so it is dropped there, not on broker 1).
 	b1.sendToReplica(2, envelope{Key: testKey(), Msg: replica.Message{Type: replica.MsgFence, From: replica.ControllerNode, To: 2, Epoch: 5}})
-	waitFor(t, "the fence reaches broker 2", func() bool { return b2.repl.dropped(dropNoPartition) == 1 })
+	eventually(t, 20*time.Second, "the fence reaches broker 2", func() bool { return b2.repl.dropped(dropNoPartition) == 1 })
 
 	// A broker that leaves loses its sender; its messages are dropped.
 	b1.setLiveBrokers([]meta.BrokerInfo{{NodeID: 1, HTTP: "127.0.0.1:1"}})
-	waitFor(t, "the sender for broker 2 stops", func() bool {
+	eventually(t, 20*time.Second, "the sender for broker 2 stops", func() bool {
 		b1.repl.mu.Lock()
 		defer b1.repl.mu.Unlock()
 		return b1.repl.queues[2] == nil

@@ -235,7 +235,7 @@ func TestLeaderEpochChecked(t *testing.T) {
 	cl := testClient(t, b)
 	createTopic(t, cl, "epochs", 1, nil)
 	p := b.lookupTopic("epochs").partitions[0]
-	waitFor(t, "the partition led", func() bool { return p.ReplicaStatus().Role == replica.RoleLeader })
+	eventually(t, 20*time.Second, "the partition led", func() bool { return p.ReplicaStatus().Role == replica.RoleLeader })
 	e := int32(p.LeaderEpoch())
 	if e < 1 {
 		t.Fatalf("leader epoch %d, want at least 1", e)

@@ -15,11 +15,16 @@ import (
 // pollUntil polls cond until it holds or a deadline passes.
 func pollUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); {
-		if time.Now().After(deadline) {
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	poll := time.NewTicker(time.Millisecond)
+	defer poll.Stop()
+	for !cond() {
+		select {
+		case <-deadline.C:
 			t.Fatalf("timed out waiting for %s", what)
+		case <-poll.C:
 		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -131,6 +131,19 @@ func TestAcksOneNeedsTheLease(t *testing.T) {
 		!p.SetState(replica.State{Epoch: 1, Leader: 1, Replicas: []replica.NodeID{1}, Version: 1}) {
 		t.Fatal("the owner refused the election")
 	}
+	// The election reaches the owner through ctl, a produce through its
+	// queue: wait until it leads.
+	deadline := time.NewTimer(5 * time.Second)
+	defer deadline.Stop()
+	poll := time.NewTicker(time.Millisecond)
+	defer poll.Stop()
+	for p.ReplicaStatus().Role != replica.RoleLeader {
+		select {
+		case <-deadline.C:
+			t.Fatalf("not leading after 5s: %+v", p.ReplicaStatus())
+		case <-poll.C:
+		}
+	}
 	produce := func(acksAll bool) AppendResult {
 		t.Helper()
 		raw := testBatch(1, -1, -1, -1, 1)
@@ -138,18 +151,11 @@ func TestAcksOneNeedsTheLease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(5 * time.Second)
-		for {
-			r := NewAppendRequest(raw, h, acksAll)
-			if err := p.Enqueue(r); err != nil {
-				t.Fatal(err)
-			}
-			res := <-r.Result()
-			if !errors.Is(res.Err, ErrNotLeader) || time.Now().After(deadline) || !held.Load() {
-				return res
-			}
-			time.Sleep(5 * time.Millisecond) // the election is still being applied
+		r := NewAppendRequest(raw, h, acksAll)
+		if err := p.Enqueue(r); err != nil {
+			t.Fatal(err)
 		}
+		return <-r.Result()
 	}
 	if res := produce(false); res.Err != nil {
 		t.Fatalf("acks=1 with the lease held: %v", res.Err)
