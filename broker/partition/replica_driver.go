@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -270,14 +271,26 @@ func (p *Partition) failFetchWaits() {
 }
 
 // publishStatus shares the core's state with other goroutines.
+//
+// It runs after every event on the owner goroutine, produce groups
+// included, so it stores a new snapshot only when what readers use (role,
+// epoch, leader, fence, error, in-sync set) changed; the snapshot's HW, End
+// and Durable are therefore those of its last change, not current (readers
+// take the high watermark from HighWatermark).
 func (p *Partition) publishStatus() {
 	st := p.rep.Status()
+	if prev := p.status.Load(); prev != nil && prev.Role == st.Role && prev.Epoch == st.Epoch &&
+		prev.Leader == st.Leader && prev.Fenced == st.Fenced && prev.Err == st.Err && slices.Equal(prev.InSync, st.InSync) {
+		return
+	}
 	p.status.Store(&st)
 	p.epoch.Store(int32(st.Epoch))
 }
 
-// ReplicaStatus is the core's state after the last Ready; any goroutine may
-// call it.
+// ReplicaStatus is the core's role, epoch, leader, fence, error and in-sync
+// set as of the last event that changed one of them (its HW, End and
+// Durable are not kept current: see publishStatus); any goroutine may call
+// it.
 func (p *Partition) ReplicaStatus() replica.Status {
 	if st := p.status.Load(); st != nil {
 		return *st
