@@ -220,13 +220,6 @@ func (m *groupMember) fetchError(err error) {
 	m.lastFetchErr = err.Error()
 }
 
-// lastCommitFailure is when the member's last failed commit ended.
-func (m *groupMember) lastCommitFailure() time.Time {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.lastFailAt
-}
-
 func (m *groupMember) stats(since time.Time) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -280,7 +280,7 @@ func (p *Partition) failFetchWaits() {
 func (p *Partition) publishStatus() {
 	st := p.rep.Status()
 	if prev := p.status.Load(); prev != nil && prev.Role == st.Role && prev.Epoch == st.Epoch &&
-		prev.Leader == st.Leader && prev.Fenced == st.Fenced && prev.Err == st.Err && slices.Equal(prev.InSync, st.InSync) {
+		prev.Leader == st.Leader && prev.Fenced == st.Fenced && (prev.Err == nil) == (st.Err == nil) && slices.Equal(prev.InSync, st.InSync) {
 		return
 	}
 	p.status.Store(&st)
