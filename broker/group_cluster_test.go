@@ -211,7 +211,7 @@ func TestGroupClusterCoordinatorFailover(t *testing.T) {
 	}
 
 	ends := make(map[int32]int64)
-	prog := &progress{done: make(map[int32]map[int64]bool), by: make(map[string]int)}
+	prog := newProgress()
 	producer, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RecordRetries(20), kgo.RecordDeliveryTimeout(30*time.Second))
 	if err != nil {
@@ -248,7 +248,7 @@ func TestGroupClusterCoordinatorFailover(t *testing.T) {
 		}
 	}
 
-	produceRound(t, producer, topic, partitions, 30, ends)
+	produceRound(t, producer, topic, partitions, 30, ends, prog)
 	eventuallyTrue(t, "every record processed and committed", func() (bool, string) {
 		got := storedOffsets(t, coordBroker, groupID)
 		for p, end := range ends {
@@ -256,7 +256,8 @@ func TestGroupClusterCoordinatorFailover(t *testing.T) {
 				return false, fmt.Sprintf("committed %v, ends %v", got, ends)
 			}
 		}
-		return prog.covers(ends), "not every record processed"
+		m := prog.missing()
+		return m == "", m
 	})
 	before := storedOffsets(t, coordBroker, groupID)
 
@@ -301,7 +302,7 @@ func TestGroupClusterCoordinatorFailover(t *testing.T) {
 		}
 	}
 	// ...and consumption continues from them, never committing backwards.
-	produceRound(t, producer, topic, partitions, 30, ends)
+	produceRound(t, producer, topic, partitions, 30, ends, prog)
 	eventuallyTrue(t, "the new records processed and committed", func() (bool, string) {
 		offs, err := admin.FetchOffsets(context.Background(), groupID)
 		if err != nil {
@@ -316,7 +317,8 @@ func TestGroupClusterCoordinatorFailover(t *testing.T) {
 				return false, fmt.Sprintf("partition %d committed %d, end %d", p, o.At, end)
 			}
 		}
-		return prog.covers(ends), "not every record processed"
+		m := prog.missing()
+		return m == "", m
 	})
 	t.Logf("records processed per consumer: a=%d b=%d c=%d", prog.count("a"), prog.count("b"), prog.count("c"))
 }

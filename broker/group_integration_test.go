@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -89,13 +91,30 @@ func (d *cutDialer) cutAll() {
 	}
 }
 
-// progress records which records were processed. Together with the final
-// committed offsets reaching every log end, a processed set covering every
-// offset shows that no record was skipped.
+// progress records which records were acknowledged to the producer and which
+// were processed. Together with the final committed offsets reaching every
+// log end, a processed set covering every acknowledged offset shows that no
+// record was skipped. Only acknowledged offsets are expected: a log may hold
+// offsets no consumer is given, such as a new leader's epoch-start control
+// batch.
 type progress struct {
-	mu   sync.Mutex
-	done map[int32]map[int64]bool
-	by   map[string]int // records committed per consumer
+	mu    sync.Mutex
+	acked map[int32][]int64
+	done  map[int32]map[int64]bool
+	by    map[string]int // records committed per consumer
+}
+
+func newProgress() *progress {
+	return &progress{acked: make(map[int32][]int64), done: make(map[int32]map[int64]bool), by: make(map[string]int)}
+}
+
+// expect records acknowledged records, which must all be processed.
+func (p *progress) expect(rs []*kgo.Record) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range rs {
+		p.acked[r.Partition] = append(p.acked[r.Partition], r.Offset)
+	}
 }
 
 func (p *progress) add(name string, rs []*kgo.Record) {
@@ -116,18 +135,33 @@ func (p *progress) count(name string) int {
 	return p.by[name]
 }
 
-// covers reports whether every offset below ends[p] was processed.
-func (p *progress) covers(ends map[int32]int64) bool {
+// covers reports whether every acknowledged record was processed.
+func (p *progress) covers() bool { return p.missing() == "" }
+
+// missing describes the acknowledged records not processed yet, or is empty.
+func (p *progress) missing() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for part, end := range ends {
-		for o := int64(0); o < end; o++ {
+	var out []string
+	for part, offs := range p.acked {
+		var gone []int64
+		for _, o := range offs {
 			if !p.done[part][o] {
-				return false
+				gone = append(gone, o)
 			}
 		}
+		if len(gone) > 0 {
+			if len(gone) > 8 {
+				gone = gone[:8]
+			}
+			out = append(out, fmt.Sprintf("partition %d: %v", part, gone))
+		}
 	}
-	return true
+	if len(out) == 0 {
+		return ""
+	}
+	sort.Strings(out)
+	return "not processed: " + strings.Join(out, "; ")
 }
 
 // runConsumer polls, "processes" (records), then commits, until ctx ends.
@@ -143,7 +177,9 @@ func runConsumer(ctx context.Context, cl *kgo.Client, name string, p *progress) 
 	}
 }
 
-func produceRound(t *testing.T, cl *kgo.Client, topic string, partitions int32, perPartition int, ends map[int32]int64) {
+// produceRound sends perPartition records to every partition, raises ends
+// past their offsets and tells p to expect them.
+func produceRound(t *testing.T, cl *kgo.Client, topic string, partitions int32, perPartition int, ends map[int32]int64, p *progress) {
 	t.Helper()
 	var rs []*kgo.Record
 	for i := range int(partitions) * perPartition {
@@ -155,6 +191,7 @@ func produceRound(t *testing.T, cl *kgo.Client, topic string, partitions int32, 
 	for _, r := range rs {
 		ends[r.Partition] = max(ends[r.Partition], r.Offset+1)
 	}
+	p.expect(rs)
 }
 
 func TestGroupConsumersFailoverAndCooperativeJoin(t *testing.T) {
@@ -163,7 +200,7 @@ func TestGroupConsumersFailoverAndCooperativeJoin(t *testing.T) {
 	admin := testClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	createTopic(t, admin, topic, partitions, nil)
 	ends := make(map[int32]int64)
-	prog := &progress{done: make(map[int32]map[int64]bool), by: make(map[string]int)}
+	prog := newProgress()
 
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -208,7 +245,7 @@ func TestGroupConsumersFailoverAndCooperativeJoin(t *testing.T) {
 	start("c", kgo.Dialer(crash.dial))
 	eventually(t, 20*time.Second, "a Stable group of three", stableWith(3))
 
-	produceRound(t, admin, topic, partitions, 40, ends)
+	produceRound(t, admin, topic, partitions, 40, ends, prog)
 	defer func() {
 		t.Logf("counts a=%d b=%d c=%d d=%d", prog.count("a"), prog.count("b"), prog.count("c"), prog.count("d"))
 	}()
@@ -216,17 +253,17 @@ func TestGroupConsumersFailoverAndCooperativeJoin(t *testing.T) {
 		func() bool { return prog.count("a") > 0 && prog.count("b") > 0 && prog.count("c") > 0 })
 
 	crash.cutAll() // c crashes: no leave, no more heartbeats or commits
-	produceRound(t, admin, topic, partitions, 40, ends)
-	eventually(t, 30*time.Second, "a and b to take over c's partitions", func() bool { return prog.covers(ends) })
+	produceRound(t, admin, topic, partitions, 40, ends, prog)
+	eventually(t, 30*time.Second, "a and b to take over c's partitions", func() bool { return prog.covers() })
 	eventually(t, 10*time.Second, "a Stable group of two", stableWith(2))
 
 	// A fourth member joins with the cooperative-sticky balancer.
 	before := map[string]int{"a": prog.count("a"), "b": prog.count("b")}
 	start("d")
 	eventually(t, 20*time.Second, "a Stable group of three again", stableWith(3))
-	produceRound(t, admin, topic, partitions, 40, ends)
+	produceRound(t, admin, topic, partitions, 40, ends, prog)
 	eventually(t, 30*time.Second, "every record processed and everyone consuming", func() bool {
-		return prog.covers(ends) && prog.count("d") > 0 && prog.count("a") > before["a"] && prog.count("b") > before["b"]
+		return prog.covers() && prog.count("d") > 0 && prog.count("a") > before["a"] && prog.count("b") > before["b"]
 	})
 
 	// Committed offsets reach the end of every partition.
