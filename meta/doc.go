@@ -30,7 +30,13 @@
 //	                                        controller's IfLeader; deleted with the topic
 //	<prefix>producer-ids/next               next unallocated idempotent producer id, decimal
 //	                                        (raw string); only grows, by CAS
-//	<prefix>heads/<topicID>/<n>             reserved: remote segment index head (tier/)
+//	<prefix>heads/<topicID>/<n>             {"v":1,"log_start","clean","remote_end","epochs",
+//	                                         "intents","objects","manifests"} (remote.go):
+//	                                        the remote segment index head of tier/; created by
+//	                                        the first upload, changed only by a transaction
+//	                                        conditioned on its own mod revision and on the
+//	                                        partition state's (the leader-epoch fence);
+//	                                        deleted by tier/ after every object it names
 //	<prefix>brokers/<node id>               {"v":1,"node_id","az","kafka","http","started_ms"};
 //	                                        bound to the broker's lease (default TTL 10 s),
 //	                                        created only if absent (one incarnation per node
