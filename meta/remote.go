@@ -5,7 +5,7 @@ package meta
 // only way to change it (PutRemoteHead).
 //
 //	<prefix>heads/<topicID>/<n>
-//	{"v":1,"log_start":0,"clean":0,"remote_end":1200,
+//	{"v":1,"log_start":0,"clean":0,"remote_end":1200,"pending_clean":0,"pending_clean_ms":0,
 //	 "epochs":[{"e":1,"s":0}],
 //	 "intents":[{"key":"…","base":1200,"epoch":3,"created_ms":…}],
 //	 "objects":[{"key":"…","base":0,"next":1200,"size":…,"max_ts":…,"epoch":1,"created_ms":…}],
@@ -76,16 +76,20 @@ type ManifestRef struct {
 
 // RemoteHead is a partition's remote segment index head.
 type RemoteHead struct {
-	TopicID   [16]byte       `json:"-"`
-	Partition int32          `json:"-"`
-	V         int            `json:"v"`
-	LogStart  int64          `json:"log_start"`
-	Clean     int64          `json:"clean"`
-	RemoteEnd int64          `json:"remote_end"`
-	Epochs    []RemoteEpoch  `json:"epochs,omitempty"`
-	Intents   []RemoteIntent `json:"intents,omitempty"`
-	Objects   []RemoteObject `json:"objects,omitempty"`
-	Manifests []ManifestRef  `json:"manifests,omitempty"`
+	TopicID   [16]byte `json:"-"`
+	Partition int32    `json:"-"`
+	V         int      `json:"v"`
+	LogStart  int64    `json:"log_start"`
+	Clean     int64    `json:"clean"`
+	RemoteEnd int64    `json:"remote_end"`
+	// PendingClean, when above Clean, is the clean target whose objects may
+	// be deleted from PendingCleanMs on (the retention grace period).
+	PendingClean   int64          `json:"pending_clean,omitempty"`
+	PendingCleanMs int64          `json:"pending_clean_ms,omitempty"`
+	Epochs         []RemoteEpoch  `json:"epochs,omitempty"`
+	Intents        []RemoteIntent `json:"intents,omitempty"`
+	Objects        []RemoteObject `json:"objects,omitempty"`
+	Manifests      []ManifestRef  `json:"manifests,omitempty"`
 	// Revision is the etcd mod revision the head was read or written at; 0
 	// for a head that does not exist yet. Not stored.
 	Revision int64 `json:"-"`
@@ -100,6 +104,8 @@ func validateHead(h RemoteHead) error {
 	switch {
 	case h.Clean < 0 || h.LogStart < h.Clean || h.RemoteEnd < h.LogStart:
 		return fmt.Errorf("%w: clean %d, log start %d, remote end %d out of order", ErrCorrupt, h.Clean, h.LogStart, h.RemoteEnd)
+	case h.PendingClean > h.LogStart:
+		return fmt.Errorf("%w: pending clean %d above log start %d", ErrCorrupt, h.PendingClean, h.LogStart)
 	}
 	return nil
 }
