@@ -1,0 +1,96 @@
+package cache
+
+// stats.go owns the cache's counters and their snapshot, Stats.
+//
+// Invariant: every counter only grows (Stats.Bytes, a gauge, is read from
+// ristretto). Counters are atomics: any goroutine updates them without a
+// lock, and ristretto's own goroutine updates evicted and rejected through
+// its callbacks.
+
+import (
+	"sync/atomic"
+
+	"github.com/dgraph-io/ristretto/v2"
+)
+
+// Stats is a snapshot of a Cache's counters, for export as metrics. The
+// counters only grow; Bytes is a gauge.
+type Stats struct {
+	// Hits counts Gets answered from the cache.
+	Hits uint64
+	// Misses counts Gets that did not find their entry, whether they
+	// started a fill, joined one or returned early.
+	Misses uint64
+	// Fills counts fills started, by Get or by Prefetch.
+	Fills uint64
+	// FillErrors counts fills that ended in an error (their own, a timeout,
+	// or Close while they waited for a slot). Their results were not cached.
+	FillErrors uint64
+	// FillBytes counts the bytes returned by successful fills.
+	FillBytes uint64
+	// PrefetchesStarted counts prefetches that started a fill.
+	PrefetchesStarted uint64
+	// PrefetchesDropped counts prefetches dropped for want of a free slot.
+	PrefetchesDropped uint64
+	// Rejected counts successful fills whose value ristretto did not keep
+	// (its admission policy preferred the entries it had, the value was
+	// larger than MaxBytes, or its set buffer was full). A later Get of the
+	// key fills again.
+	Rejected uint64
+	// Evicted counts entries evicted to make room for others.
+	Evicted uint64
+	// Bytes is the sum of the lengths of the entries cached now, at most
+	// MaxBytes. Zero after Close.
+	Bytes int64
+	// MaxBytes is the configured budget.
+	MaxBytes int64
+}
+
+// counters are the atomics behind Stats.
+type counters struct {
+	hits, misses                         atomic.Uint64
+	fills, fillErrors, fillBytes         atomic.Uint64
+	prefetchesStarted, prefetchesDropped atomic.Uint64
+	rejected, evicted                    atomic.Uint64
+	// closing is set by Close just before it closes ristretto, whose Clear
+	// reports every entry as evicted; those are not counted.
+	closing atomic.Bool
+}
+
+// Stats returns a snapshot of the counters. The fields are read one by one,
+// so a snapshot taken while the cache is busy need not be consistent across
+// fields.
+func (c *Cache) Stats() Stats {
+	s := Stats{
+		Hits:              c.stats.hits.Load(),
+		Misses:            c.stats.misses.Load(),
+		Fills:             c.stats.fills.Load(),
+		FillErrors:        c.stats.fillErrors.Load(),
+		FillBytes:         c.stats.fillBytes.Load(),
+		PrefetchesStarted: c.stats.prefetchesStarted.Load(),
+		PrefetchesDropped: c.stats.prefetchesDropped.Load(),
+		Rejected:          c.stats.rejected.Load(),
+		Evicted:           c.stats.evicted.Load(),
+		MaxBytes:          c.cfg.MaxBytes,
+	}
+	c.rmu.RLock()
+	if !c.rclosed {
+		s.Bytes = c.rc.MaxCost() - c.rc.RemainingCost()
+	}
+	c.rmu.RUnlock()
+	return s
+}
+
+// onEvict is ristretto's OnEvict callback.
+func (c *Cache) onEvict(*ristretto.Item[[]byte]) {
+	if !c.stats.closing.Load() {
+		c.stats.evicted.Add(1)
+	}
+}
+
+// onReject is ristretto's OnReject callback: the policy refused a new entry.
+func (c *Cache) onReject(*ristretto.Item[[]byte]) {
+	if !c.stats.closing.Load() {
+		c.stats.rejected.Add(1)
+	}
+}
