@@ -1,0 +1,206 @@
+package tier
+
+// machine.go carries out the retention state machine's decisions
+// (retention.go) for one partition: local segment deletion on every
+// replica, and on the leader the remote log start, the grace period and the
+// deletion of objects and manifests below the clean target. Every step is
+// recorded in the head before or after the deletions it covers so that a
+// crash anywhere is redone from the head: deleting a missing object counts
+// as success.
+//
+// Invariant: objects are deleted only after the head records a pending
+// clean target whose grace period has run, and the head drops them only
+// after they are deleted; a manifest is deleted only once every object it
+// lists is below the clean offset.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/sluice-mq/sluice/meta"
+	"github.com/sluice-mq/sluice/wal"
+)
+
+// retain runs one retention step of t's partition.
+func (m *Manager) retain(ctx context.Context, t Target) error {
+	id, n := t.P.TopicID(), t.P.Index()
+	var h meta.RemoteHead
+	if t.Policy.Tiered {
+		var err error
+		if t.Fence != nil {
+			h, err = m.cachedHead(ctx, id, n)
+		} else {
+			h, err = m.refreshHead(ctx, id, n) // a follower learns the remote end from etcd
+		}
+		if err != nil {
+			return err
+		}
+	}
+	log := t.P.Log()
+	hw, _ := t.P.HighWatermark()
+	logStart := log.StartOffset()
+	if h.RemoteEnd > h.LogStart {
+		logStart = wal.Offset(h.LogStart)
+	}
+	below := LocalDeleteBelow(t.Policy, LocalInput{Segments: log.Segments(), HW: hw, LogStart: logStart,
+		RemoteEnd: wal.Offset(h.RemoteEnd), Pins: t.Pins, Now: m.cfg.Now()})
+	if below > 0 {
+		deleted, err := t.P.DeleteLocalBelow(below)
+		m.stats.localDeleted.Add(int64(deleted))
+		if err != nil {
+			return fmt.Errorf("tier: delete local segments below %d: %w", below, err)
+		}
+	}
+	if !t.Policy.Tiered || t.Fence == nil || h.Revision == 0 {
+		return nil
+	}
+	return m.retainRemote(ctx, t, h)
+}
+
+// retainRemote moves the remote log start by total retention and advances
+// the clean-up.
+func (m *Manager) retainRemote(ctx context.Context, t Target, h meta.RemoteHead) error {
+	now := m.cfg.Now()
+	objs, err := m.objectsFrom(ctx, h, h.LogStart)
+	if err != nil {
+		return err
+	}
+	localAbove, err := t.P.Log().BytesFrom(max(t.P.Log().StartOffset(), wal.Offset(h.RemoteEnd)))
+	if err != nil {
+		localAbove = 0
+	}
+	start := RemoteLogStart(t.Policy, StartInput{Objects: objs, LogStart: wal.Offset(h.LogStart),
+		RemoteEnd: wal.Offset(h.RemoteEnd), LocalBytesAbove: localAbove, Now: now})
+	if int64(start) > h.LogStart {
+		next := h
+		next.LogStart = int64(start)
+		if h, err = m.putHead(ctx, next, *t.Fence); err != nil {
+			return err
+		}
+		m.log.Info().Int32("partition", h.Partition).Int64("log_start", h.LogStart).Msg("retention moved the log start")
+	}
+	below, err := m.objectsFrom(ctx, h, h.Clean)
+	if err != nil {
+		return err
+	}
+	step, ok := NextClean(t.Policy, CleanState{Clean: wal.Offset(h.Clean), Pending: wal.Offset(h.PendingClean),
+		DueMs: h.PendingCleanMs, LogStart: wal.Offset(h.LogStart)}, below, t.Pins, now)
+	if !ok {
+		return nil
+	}
+	next := h
+	if step.SetPending {
+		next.PendingClean, next.PendingCleanMs = int64(step.Pending), step.DueMs
+		_, err := m.putHead(ctx, next, *t.Fence)
+		return err
+	}
+	for _, o := range step.Delete {
+		if err := m.cfg.Store.Delete(ctx, o.Key); err != nil {
+			return fmt.Errorf("tier: delete %s: %w", o.Key, err)
+		}
+		m.stats.objectsDeleted.Add(1)
+	}
+	clean := int64(step.CleanTo)
+	var keep []meta.ManifestRef
+	for _, ref := range h.Manifests {
+		if ref.Next > clean {
+			keep = append(keep, ref)
+			continue
+		}
+		if err := m.cfg.Store.Delete(ctx, ref.Key); err != nil {
+			return fmt.Errorf("tier: delete manifest %s: %w", ref.Key, err)
+		}
+	}
+	next.Manifests = keep
+	next.Objects = slices.DeleteFunc(slices.Clone(h.Objects), func(o meta.RemoteObject) bool { return o.Next <= clean })
+	next.Clean = clean
+	if clean >= next.PendingClean {
+		next.PendingClean, next.PendingCleanMs = 0, 0
+	}
+	if _, err := m.putHead(ctx, next, *t.Fence); err != nil {
+		return err
+	}
+	if len(step.Delete) > 0 {
+		m.log.Info().Int32("partition", h.Partition).Int("objects", len(step.Delete)).Int64("clean", clean).Msg("retention deleted objects")
+	}
+	return nil
+}
+
+// objectsFrom lists the committed objects that end above from, in offset
+// order, reading the manifests that hold any.
+func (m *Manager) objectsFrom(ctx context.Context, h meta.RemoteHead, from int64) ([]RemoteObject, error) {
+	var out []RemoteObject
+	add := func(o meta.RemoteObject) {
+		if o.Next > from {
+			out = append(out, RemoteObject{Key: o.Key, Base: wal.Offset(o.Base), Next: wal.Offset(o.Next), Size: o.Size, MaxTs: o.MaxTs})
+		}
+	}
+	for _, ref := range h.Manifests {
+		if ref.Next <= from {
+			continue
+		}
+		objs, err := m.manifest(ctx, ref.Key)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range objs {
+			add(o)
+		}
+	}
+	for _, o := range h.Objects {
+		add(o)
+	}
+	return out, nil
+}
+
+// manifest reads a manifest through the cache (manifests are immutable).
+func (m *Manager) manifest(ctx context.Context, key string) ([]meta.RemoteObject, error) {
+	b, err := m.cfg.Cache.Get(ctx, "manifest:"+key, func(ctx context.Context) ([]byte, error) {
+		return m.cfg.Store.Get(ctx, key, 0, -1)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("tier: read manifest %s: %w", key, err)
+	}
+	return decodeManifest(key, b)
+}
+
+// DeleteTopic removes every object, manifest and uncommitted upload of a
+// deleted topic's partitions and then their heads. It is redone from the
+// heads after a crash.
+func (m *Manager) DeleteTopic(ctx context.Context, topicID [16]byte, partitions int32) error {
+	for n := range partitions {
+		h, err := m.cfg.Index.RemoteHead(ctx, topicID, n)
+		if err != nil {
+			return err
+		}
+		if h.Revision == 0 {
+			continue
+		}
+		objs, err := m.objectsFrom(ctx, h, -1)
+		if err != nil {
+			return err
+		}
+		var keys []string
+		for _, o := range objs {
+			keys = append(keys, o.Key)
+		}
+		for _, in := range h.Intents {
+			keys = append(keys, in.Key)
+		}
+		for _, ref := range h.Manifests {
+			keys = append(keys, ref.Key)
+		}
+		for _, k := range keys {
+			if err := m.cfg.Store.Delete(ctx, k); err != nil {
+				return fmt.Errorf("tier: delete %s of a deleted topic: %w", k, err)
+			}
+			m.stats.objectsDeleted.Add(1)
+		}
+		if err := m.cfg.Index.DeleteRemoteHead(ctx, h); err != nil {
+			return err
+		}
+		m.Forget(topicID, n)
+	}
+	return nil
+}

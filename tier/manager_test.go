@@ -1,0 +1,309 @@
+package tier
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/cache"
+	"github.com/sluice-mq/sluice/meta"
+	"github.com/sluice-mq/sluice/tier/objstore"
+	"github.com/sluice-mq/sluice/tier/objstore/mem"
+	"github.com/sluice-mq/sluice/wal"
+	"github.com/sluice-mq/sluice/wal/vfs"
+)
+
+// batch makes a valid v2 record batch of n records of size bytes each.
+func batch(n, size int, ts int64) []byte {
+	var recs []byte
+	for i := range n {
+		r := kmsg.Record{OffsetDelta: int32(i), Value: bytes.Repeat([]byte{byte('a' + i%26)}, size)}
+		r.Length = int32(len(r.AppendTo(nil)) - 1) // Length 0 is one varint byte
+		recs = r.AppendTo(recs)
+	}
+	rb := kmsg.RecordBatch{Length: int32(wal.BatchHeaderSize - 12 + len(recs)), Magic: 2, LastOffsetDelta: int32(n - 1),
+		FirstTimestamp: ts, MaxTimestamp: ts, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: int32(n), Records: recs}
+	b := rb.AppendTo(nil)
+	binary.BigEndian.PutUint32(b[17:], crc32.Checksum(b[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return b
+}
+
+// testPartition is a leader replica over a real wal.Log whose HW is its
+// end: what the manager sees of broker/partition.
+type testPartition struct {
+	id  [16]byte
+	n   int32
+	log *wal.Log
+	mu  sync.Mutex
+}
+
+func (p *testPartition) TopicID() [16]byte { return p.id }
+func (p *testPartition) Index() int32      { return p.n }
+func (p *testPartition) Log() *wal.Log     { return p.log }
+func (p *testPartition) HighWatermark() (wal.Offset, <-chan struct{}) {
+	return p.log.EndOffset(), nil
+}
+func (p *testPartition) DeleteLocalBelow(off wal.Offset) (int, error) { return p.log.DeleteBelow(off) }
+func (p *testPartition) ProducerSnapshot() ([]byte, error)            { return []byte(`{"producers":[]}`), nil }
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+type fixture struct {
+	store *meta.Store
+	obj   objstore.Store
+	m     *Manager
+	p     *testPartition
+	fence meta.PartitionState
+	clock *clock
+}
+
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func newFixture(t *testing.T, obj objstore.Store) *fixture {
+	t.Helper()
+	ctx := t.Context()
+	st, err := meta.Open(ctx, meta.Config{DataDir: t.TempDir(), Name: "1", ListenClient: freeAddr(t), ListenPeer: freeAddr(t),
+		StartTimeout: 30 * time.Second}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	_, states, err := st.CreateTopicWithPartitions(ctx, meta.Topic{Name: "t", ReplicationFactor: 1}, [][]int32{{1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fence := states[0]
+	fence.Leader, fence.LeaderEpoch = 1, 1
+	if fence, err = st.UpdatePartition(ctx, fence); err != nil {
+		t.Fatal(err)
+	}
+	clk := &clock{now: time.UnixMilli(1_800_000_000_000)}
+	l, err := wal.Open(vfs.NewMem(), "log", wal.Config{SegmentBytes: 4096, Now: clk.Now}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	c, err := cache.New(cache.Config{MaxBytes: 64 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	m, err := New(Config{Store: obj, Index: st, Cache: c, ChunkBytes: 1024, MaxObjectsInHead: 4, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{store: st, obj: obj, m: m, p: &testPartition{id: fence.TopicID, n: 0, log: l}, fence: fence, clock: clk}
+}
+
+func (f *fixture) append(t *testing.T, batches int) [][]byte {
+	t.Helper()
+	var out [][]byte
+	for range batches {
+		b := batch(5, 100, f.clock.Now().UnixMilli())
+		if _, _, err := f.p.log.Append(b, 1); err != nil {
+			t.Fatal(err)
+		}
+		stored, err := f.p.log.Read(f.p.log.EndOffset()-5, f.p.log.EndOffset(), 1<<20)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, stored)
+	}
+	if _, err := f.p.log.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// pass runs one maintenance pass and waits for it.
+func (f *fixture) pass(t *testing.T, policy Policy) {
+	t.Helper()
+	fence := f.fence
+	f.m.Maintain(t.Context(), []Target{{P: f.p, Policy: policy, UploadBytes: 2048, UploadMaxDelay: time.Hour, Fence: &fence}})
+	f.m.Wait()
+}
+
+func (f *fixture) readAll(t *testing.T, from wal.Offset) []byte {
+	t.Helper()
+	var out []byte
+	end := f.p.log.EndOffset()
+	local := f.p.log.StartOffset()
+	for from < end {
+		var data []byte
+		var err error
+		if from < local {
+			data, err = f.m.Read(t.Context(), f.p.id, 0, from, 3000)
+		} else {
+			data, err = f.p.log.Read(from, end, 3000)
+		}
+		if err != nil {
+			t.Fatalf("read at %d (local start %d): %v", from, local, err)
+		}
+		if len(data) == 0 {
+			t.Fatalf("empty read at %d", from)
+		}
+		var last wal.Offset
+		for rest := data; len(rest) > 0; {
+			h, err := wal.ParseBatchHeader(rest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if h.LastOffset() < from {
+				t.Fatalf("read at %d returned batch [%d, %d]", from, h.BaseOffset, h.LastOffset())
+			}
+			last = h.LastOffset()
+			rest = rest[h.Size():]
+		}
+		out = append(out, data...)
+		from = last + 1
+	}
+	return out
+}
+
+func TestUploadThenLocalDeletionThenReplay(t *testing.T) {
+	f := newFixture(t, mem.New())
+	policy := Policy{Tiered: true, RetentionMs: Unlimited, RetentionBytes: Unlimited, LocalRetentionMs: 0, LocalRetentionBytes: Unlimited, Grace: time.Minute}
+	var want []byte
+	for round := range 12 {
+		for _, b := range f.append(t, 6) {
+			want = append(want, b...)
+		}
+		f.clock.Advance(time.Second)
+		f.pass(t, policy)
+		f.pass(t, policy)
+		if err := f.m.parts[partKey{f.p.id, 0}].lastError; err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+	h, err := f.store.RemoteHead(t.Context(), f.p.id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.RemoteEnd == 0 || len(h.Manifests) == 0 || len(h.Objects) > 4 || len(h.Intents) != 0 {
+		t.Fatalf("head after uploads: remote end %d, %d objects, %d manifests, %d intents", h.RemoteEnd, len(h.Objects), len(h.Manifests), len(h.Intents))
+	}
+	if f.p.log.StartOffset() == 0 {
+		t.Fatal("nothing was deleted locally after upload")
+	}
+	if got := f.p.log.StartOffset(); int64(got) > h.RemoteEnd {
+		t.Fatalf("local start %d above the remote end %d: data deleted before it was uploaded", got, h.RemoteEnd)
+	}
+	got := f.readAll(t, 0)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("replay from 0: %d bytes, want %d identical", len(got), len(want))
+	}
+	// A timestamp lookup resolves through the footers.
+	if b, err := f.m.FindTimestamp(t.Context(), f.p.id, 0, 0); err != nil || b == nil {
+		t.Fatalf("FindTimestamp: %v", err)
+	}
+	t.Logf("remote end %d, local start %d, %d objects in the head, %d manifests, stats %+v", h.RemoteEnd, f.p.log.StartOffset(), len(h.Objects), len(h.Manifests), f.m.Stats())
+}
+
+func TestDeposedLeaderCannotCommit(t *testing.T) {
+	f := newFixture(t, mem.New())
+	policy := Policy{Tiered: true, RetentionMs: Unlimited, RetentionBytes: Unlimited, LocalRetentionMs: Unlimited, LocalRetentionBytes: Unlimited}
+	f.append(t, 6)
+	f.pass(t, policy)
+	h, _ := f.store.RemoteHead(t.Context(), f.p.id, 0)
+	if h.RemoteEnd == 0 {
+		t.Fatal("first upload did not commit")
+	}
+	// An election moves the partition to epoch 2; the old fence is stale.
+	next := f.fence
+	next.LeaderEpoch = 2
+	newFence, err := f.store.UpdatePartition(t.Context(), next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.append(t, 6)
+	f.pass(t, policy)
+	if err := f.m.parts[partKey{f.p.id, 0}].lastError; !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("upload by a deposed leader: %v, want ErrNotLeader", err)
+	}
+	after, _ := f.store.RemoteHead(t.Context(), f.p.id, 0)
+	if after.RemoteEnd != h.RemoteEnd {
+		t.Fatalf("a deposed leader moved the remote end from %d to %d", h.RemoteEnd, after.RemoteEnd)
+	}
+	// The new leader resumes at the remote end: no gap, no overlap.
+	f.fence = newFence
+	f.pass(t, policy)
+	final, _ := f.store.RemoteHead(t.Context(), f.p.id, 0)
+	if final.RemoteEnd <= h.RemoteEnd || final.Objects[len(final.Objects)-1].Base != h.RemoteEnd {
+		t.Fatalf("new leader's upload: %+v", final.Objects)
+	}
+	for i := 1; i < len(final.Objects); i++ {
+		if final.Objects[i].Base != final.Objects[i-1].Next {
+			t.Fatalf("objects not contiguous: %+v", final.Objects)
+		}
+	}
+}
+
+func TestIntentLeftByACrashIsResolved(t *testing.T) {
+	f := newFixture(t, mem.New())
+	ctx := context.Background()
+	// A leader recorded an intent and PUT its object, then crashed.
+	h, _ := f.store.RemoteHead(ctx, f.p.id, 0)
+	key := objectKey(f.p.id, 0, 0, 1)
+	h.Intents = append(h.Intents, meta.RemoteIntent{Key: key, Base: 0, Epoch: 1})
+	if _, err := f.store.PutRemoteHead(ctx, h, f.fence); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.obj.Put(ctx, key, []byte("half an upload")); err != nil {
+		t.Fatal(err)
+	}
+	f.append(t, 6)
+	f.pass(t, Policy{Tiered: true, RetentionMs: Unlimited, RetentionBytes: Unlimited, LocalRetentionMs: Unlimited, LocalRetentionBytes: Unlimited})
+	if _, err := f.obj.Head(ctx, key); !errors.Is(err, objstore.ErrNotFound) {
+		t.Fatalf("the uncommitted object is still there: %v", err)
+	}
+	after, _ := f.store.RemoteHead(ctx, f.p.id, 0)
+	if len(after.Intents) != 0 || after.RemoteEnd == 0 {
+		t.Fatalf("head after resolving: %+v", after)
+	}
+}
+
+func TestKeysParse(t *testing.T) {
+	id := uuid.New()
+	k := objectKey(id, 7, 1234, 3)
+	info, ok := ParseKey(k)
+	if !ok || info.TopicID != id || info.Partition != 7 || info.Base != 1234 || info.Epoch != 3 || info.Manifest {
+		t.Fatalf("ParseKey(%q) = %+v, %v", k, info, ok)
+	}
+	mk := manifestKey(id, 7, 99)
+	if info, ok := ParseKey(mk); !ok || !info.Manifest || info.Base != 99 {
+		t.Fatalf("ParseKey(%q) = %+v, %v", mk, info, ok)
+	}
+	for _, bad := range []string{"", "x/y", "0000/" + id.String() + "/7/a.obj", "ffff/" + id.String() + "/7/00000000000000001234-3-x.obj"} {
+		if _, ok := ParseKey(bad); ok {
+			t.Errorf("ParseKey(%q) accepted", bad)
+		}
+	}
+}
