@@ -41,8 +41,6 @@ const (
 	chunkEntrySize   = 52
 	epochEntrySize   = 12
 	footerCRCSize    = 4
-	// maxChunkLength is what a chunk entry's u32 length field holds.
-	maxChunkLength = 1<<32 - 1
 )
 
 // Byte positions in the trailer.
