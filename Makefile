@@ -6,7 +6,7 @@ GOLANGCI  := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 FUZZTIME  ?= 20s
 DATA_DIR  ?= data
 
-.PHONY: cluster cluster-stop all build run test test-short lint verify fuzz bench bench-go sim clean
+.PHONY: cluster cluster-stop all build run tools test test-short lint verify fuzz bench bench-go sim clean
 
 all: build
 
@@ -26,8 +26,16 @@ cluster: build
 cluster-stop:
 	deploy/cluster.sh stop $(DATA_DIR)/cluster
 
+# Test tools: Versity's S3 gateway, the object store of the tiering tests
+# (tier/objstore/s3test finds it in bin/). Installed once; delete it to update.
+VERSITYGW := github.com/versity/versitygw/cmd/versitygw@v1.8.0
+tools: $(BIN)/versitygw
+
+$(BIN)/versitygw:
+	GOBIN=$(CURDIR)/$(BIN) $(GO) install $(VERSITYGW)
+
 # Unit, crash, fuzz-seed, conformance and end-to-end tests, race detector on.
-test:
+test: tools
 	$(GO) test -race -timeout 20m ./...
 
 test-short:
