@@ -28,8 +28,9 @@ import (
 const (
 	// DefaultTargetChunkBytes is the chunk size a reader's ranged GET fetches.
 	DefaultTargetChunkBytes = 4 << 20
-	// MaxTargetChunkBytes keeps a chunk (target plus one batch at most) in
-	// a chunk entry's u32 length.
+	// MaxTargetChunkBytes keeps every chunk (at most the target, or one
+	// batch of at most 2 GiB larger than it) within a chunk entry's u32
+	// length field.
 	MaxTargetChunkBytes = 1 << 30
 )
 

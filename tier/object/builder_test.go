@@ -381,3 +381,54 @@ func TestClampEpochs(t *testing.T) {
 		t.Fatalf("clamp below the chain: %v", err)
 	}
 }
+
+// TestLimits fills a builder to MaxChunks chunks and to MaxEpochs epochs:
+// one more is refused, and the largest footers still read back.
+func TestLimits(t *testing.T) {
+	tests := []struct {
+		name     string
+		target   int
+		newEpoch bool // every batch in an epoch of its own
+	}{
+		{"chunks", 1, false},
+		{"epochs", MaxTargetChunkBytes, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b, _ := NewBuilder(BuilderConfig{TargetChunkBytes: tc.target})
+			batch := func(i int) []byte {
+				epoch := wal.Epoch(0)
+				if tc.newEpoch {
+					epoch = wal.Epoch(i)
+				}
+				return mkBatch(spec{base: wal.Offset(i), epoch: epoch, records: 1})
+			}
+			for i := range MaxChunks {
+				if err := b.Add(batch(i)); err != nil {
+					t.Fatalf("add %d: %v", i, err)
+				}
+			}
+			if err := b.Add(batch(MaxChunks)); !errors.Is(err, ErrInvalid) {
+				t.Fatalf("add past the limit: %v", err)
+			}
+			epochs := []wal.EpochEntry{{Epoch: 0, StartOffset: 0}}
+			if tc.newEpoch {
+				epochs = epochs[:0]
+				for i := range MaxEpochs {
+					epochs = append(epochs, wal.EpochEntry{Epoch: wal.Epoch(i), StartOffset: wal.Offset(i)})
+				}
+			}
+			obj, built, err := b.Finish(epochs, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			f, err := ParseFooter(obj, int64(len(obj)))
+			if err != nil || !reflect.DeepEqual(*f, built) {
+				t.Fatalf("parse: %v", err)
+			}
+			if err := VerifyChunk(f, f.NumChunks()-1, chunkBytes(f, obj, f.NumChunks()-1)); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
