@@ -2,7 +2,7 @@ package cache
 
 // cache.go owns the Cache: the ristretto store of entries, the table of
 // fills in flight (single flight per key), the fill slots and the fill
-// goroutines.
+// goroutines. Eviction is in evict.go.
 //
 // Locks, in the order they may be taken:
 //   - mu guards flights and closed. Held only for map operations, a
@@ -11,11 +11,14 @@ package cache
 //   - rmu guards the ristretto cache against Close: lookups hold it shared,
 //     Close holds it exclusively to close ristretto, which is not safe to
 //     use while it closes. rclosed is guarded by rmu.
+//   - emu (evict.go) is taken alone, by fill goroutines landing a value and
+//     by Close; it serialises ristretto's Sets and Dels. Fill goroutines use
+//     ristretto under emu without rmu: Close waits for them first.
 //
 // Invariant: a key has at most one flight in flights; the flight is removed
-// only after its value was handed to ristretto (Set, then Wait), so a Get
+// only after its value was landed in ristretto (Set, then Wait), so a Get
 // that finds neither a flight nor an entry may start a new fill: the
-// previous one failed, or ristretto did not admit its value.
+// previous one failed, or its entry was evicted or too large to cache.
 // Invariant: every fill goroutine is counted in wg before it starts, under
 // mu and only while closed is false; Close sets closed, waits for wg, then
 // closes ristretto, so no Set or Wait ever races ristretto's Close.
@@ -26,6 +29,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/dgraph-io/ristretto/v2"
 )
@@ -44,8 +48,12 @@ type Cache struct {
 	cfg Config
 
 	rmu     sync.RWMutex
-	rc      *ristretto.Cache[string, []byte] // guarded by rmu against Close; safe for concurrent use otherwise
+	rc      *ristretto.Cache[string, *entry] // guarded by rmu against Close; safe for concurrent use otherwise
 	rclosed bool                             // guarded by rmu
+
+	emu   sync.Mutex
+	queue []*entry     // guarded by emu: the cached entries, oldest first (evict.go)
+	bytes atomic.Int64 // written under emu: the sum of queue's costs
 
 	mu      sync.Mutex
 	flights map[string]*flight // guarded by mu
@@ -84,14 +92,12 @@ func New(cfg Config) (*Cache, error) {
 		reserved: make(chan struct{}, cfg.ReservedGetFills),
 		closing:  make(chan struct{}),
 	}
-	rc, err := ristretto.NewCache(&ristretto.Config[string, []byte]{
+	rc, err := ristretto.NewCache(&ristretto.Config[string, *entry]{
 		NumCounters: numCounters(cfg.MaxBytes),
 		MaxCost:     cfg.MaxBytes,
 		BufferItems: 64,
 		// Costs are the data bytes alone, so MaxBytes bounds exactly them.
 		IgnoreInternalCost: true,
-		OnEvict:            c.onEvict,
-		OnReject:           c.onReject,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cache: new ristretto cache: %w", err)
@@ -109,7 +115,9 @@ const (
 )
 
 // numCounters sizes ristretto's admission counters at ~10 per entry the
-// cache is expected to hold when full, as ristretto recommends.
+// cache is expected to hold when full, as ristretto recommends. (Its
+// admission never has to choose, as evict.go makes room before each Set,
+// but it keeps counting.)
 func numCounters(maxBytes int64) int64 {
 	entries := max(maxBytes/expectedEntryBytes, minExpectedEntries)
 	return min(10*entries, maxNumCounters)
@@ -151,20 +159,23 @@ func (c *Cache) Get(ctx context.Context, key string, fill Fill) ([]byte, error) 
 	}
 }
 
-// lookup reads key from ristretto, counting it towards the key's admission
-// frequency.
+// lookup reads key from ristretto and counts the hit for eviction.
 func (c *Cache) lookup(key string) ([]byte, bool, error) {
 	c.rmu.RLock()
 	defer c.rmu.RUnlock()
 	if c.rclosed {
 		return nil, false, ErrClosed
 	}
-	val, ok := c.rc.Get(key)
-	return val, ok, nil
+	e, ok := c.rc.Get(key)
+	if !ok {
+		return nil, false, nil
+	}
+	e.touch()
+	return e.data, true, nil
 }
 
-// contains reports whether key is cached without touching its admission
-// frequency (ristretto's GetTTL reads the store only).
+// contains reports whether key is cached, without counting a hit
+// (ristretto's GetTTL reads the store only).
 func (c *Cache) contains(key string) bool {
 	c.rmu.RLock()
 	defer c.rmu.RUnlock()
@@ -201,16 +212,16 @@ func (c *Cache) joinOrStart(ctx context.Context, key string, fill Fill) (*flight
 			c.finish(key, f, nil, fmt.Errorf("cache: fill %q: wait for a slot: %w", key, err))
 			return
 		}
-		c.run(fctx, key, f, fill, release)
+		c.run(fctx, key, f, fill, release, 1)
 	})
 	return f, nil, nil
 }
 
 // Prefetch starts filling key in the background, without waiting, if it is
 // neither cached nor being filled. It only takes a free prefetch slot: when
-// there is none the prefetch is dropped (counted in Stats), never queued. A
-// prefetched entry is subject to ristretto's admission like any other; one
-// not admitted costs the reader a second fill when it gets there.
+// there is none the prefetch is dropped (counted in Stats), never queued.
+// The prefetched entry is cached like any other; if it is evicted before it
+// is read, the reader's Get fills it again.
 func (c *Cache) Prefetch(key string, fill Fill) {
 	c.prefetch(key, fill, nil)
 }
@@ -246,7 +257,7 @@ func (c *Cache) prefetch(key string, fill Fill, done func()) prefetchResult {
 		}
 		fctx, cancel := context.WithTimeout(context.Background(), c.cfg.FillTimeout)
 		defer cancel()
-		c.run(fctx, key, f, fill, func() { <-c.shared })
+		c.run(fctx, key, f, fill, func() { <-c.shared }, maxUses)
 	})
 	return prefetchStarted
 }
@@ -278,28 +289,18 @@ func (c *Cache) acquire(ctx context.Context) (func(), error) {
 	}
 }
 
-// run calls fill holding a slot, then lands its result.
-func (c *Cache) run(ctx context.Context, key string, f *flight, fill Fill, release func()) {
+// run calls fill holding a slot, then lands its result with the initial
+// use count uses (evict.go).
+func (c *Cache) run(ctx context.Context, key string, f *flight, fill Fill, release func(), uses int32) {
 	val, err := fill(ctx)
 	release()
 	if err != nil {
 		err = fmt.Errorf("cache: fill %q: %w", key, err)
 	} else {
 		c.stats.fillBytes.Add(uint64(len(val)))
-		c.set(key, val)
+		c.land(key, val, uses)
 	}
 	c.finish(key, f, val, err)
-}
-
-// set hands val to ristretto and waits until ristretto applied it, so the
-// next lookup sees it if it was admitted. Only fill goroutines call set, and
-// Close closes ristretto only after they all returned.
-func (c *Cache) set(key string, val []byte) {
-	if !c.rc.Set(key, val, int64(len(val))) {
-		c.stats.rejected.Add(1) // ristretto's set buffer was full
-		return
-	}
-	c.rc.Wait()
 }
 
 // finish publishes the outcome of f to its waiters and removes it from
@@ -332,7 +333,10 @@ func (c *Cache) Close() {
 		c.rmu.Lock()
 		defer c.rmu.Unlock()
 		c.rclosed = true
-		c.stats.closing.Store(true)
 		c.rc.Close()
+		c.emu.Lock()
+		defer c.emu.Unlock()
+		c.queue = nil
+		c.bytes.Store(0)
 	})
 }

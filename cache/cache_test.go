@@ -276,26 +276,28 @@ func TestFillTimeout(t *testing.T) {
 
 func TestByteBudget(t *testing.T) {
 	const (
-		maxBytes = 1 << 20
-		entry    = 16 << 10
+		maxBytes  = 1 << 20
+		entrySize = 16 << 10
 	)
 	c := newTestCache(t, Config{MaxBytes: maxBytes})
 	cached := func() (sum int64) {
-		c.rc.IterValues(func(v []byte) bool {
-			sum += int64(len(v))
+		c.rc.IterValues(func(e *entry) bool {
+			sum += int64(len(e.data))
 			return false
 		})
 		return sum
 	}
 	var calls atomic.Int64
-	for i := range 3 * maxBytes / entry {
+	for i := range 3 * maxBytes / entrySize {
 		key := fmt.Sprintf("obj#%d", i)
-		if _, err := c.Get(t.Context(), key, constFill(make([]byte, entry), &calls)); err != nil {
+		if _, err := c.Get(t.Context(), key, constFill(make([]byte, entrySize), &calls)); err != nil {
 			t.Fatalf("Get(%s): %v", key, err)
 		}
 		// Get returns once its fill's value is applied (or declined).
-		if sum, s := cached(), c.Stats(); sum > maxBytes || s.Bytes != sum {
-			t.Fatalf("after %d entries: %d bytes cached, ristretto counts %d; budget %d", i+1, sum, s.Bytes, maxBytes)
+		sum, used, s := cached(), c.rc.MaxCost()-c.rc.RemainingCost(), c.Stats()
+		if sum > maxBytes || used != sum || s.Bytes != sum {
+			t.Fatalf("after %d entries: %d bytes cached, ristretto counts %d, Stats %d; budget %d",
+				i+1, sum, used, s.Bytes, maxBytes)
 		}
 	}
 	s := c.Stats()

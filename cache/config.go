@@ -32,10 +32,10 @@ const (
 // Config holds a Cache's tunables. The zero value of each field means its
 // default.
 type Config struct {
-	// MaxBytes bounds the bytes of cached entries (the sum of their lengths;
-	// ristretto's per-entry bookkeeping, ~100 bytes an entry, is not
-	// counted). An entry longer than MaxBytes is returned to its waiters but
-	// never cached. Default 1 GiB.
+	// MaxBytes bounds the bytes of cached entries (the sum of their lengths,
+	// an empty one counting 1; the bookkeeping, a few hundred bytes an
+	// entry, is not counted). An entry longer than MaxBytes is returned to
+	// its waiters but never cached. Default 1 GiB.
 	MaxBytes int64
 	// MaxConcurrentFills bounds the fills running at once, started by Get and
 	// by Prefetch together. Default 8.

@@ -1,11 +1,11 @@
 // Package cache is Sluice's read cache for ranges of remote objects: the
 // ~4 MiB chunks and the footers that the tier reader fetches with ranged
 // GETs when a consumer reads below the local log start (DESIGN.md §3, §5).
-// It owns the cached bytes, bounded by Config.MaxBytes over
-// dgraph-io/ristretto (TinyLFU admission, sampled-LFU eviction), the fills
-// that produce them and the read-ahead of sequential readers. It imports
-// nothing else of Sluice's: keys and fills come from the caller, which
-// builds keys such as "<object key>#<chunk index>".
+// It owns the cached bytes, bounded by Config.MaxBytes and stored in
+// dgraph-io/ristretto, their eviction, the fills that produce them and the
+// read-ahead of sequential readers. It imports nothing else of Sluice's:
+// keys and fills come from the caller, which builds keys such as
+// "<object key>#<chunk index>".
 //
 // # Entries
 //
@@ -30,25 +30,31 @@
 // once, and is otherwise dropped and counted, so read-ahead is bounded and
 // cannot starve readers.
 //
-// # Admission
+// # Eviction
 //
-// A filled value is handed to ristretto (Set, then Wait, so that the next
-// Get sees it) before its fill's flight ends. Ristretto may still decline
-// it: a value larger than MaxBytes, a full set buffer, or, once the cache
-// is full, an admission policy that prefers the entries it has (a key read
-// less often than the eviction candidates it samples). Declined values are
-// still returned to the fill's waiters; the cost is only a second fill when
-// the key is read again, and the Rejected counter shows how often. MaxBytes
-// bounds the data bytes alone (ristretto's IgnoreInternalCost); ristretto's
-// bookkeeping adds ~100 bytes an entry, negligible for chunks.
+// A filled value is landed before its fill's flight ends: room is made in
+// the budget, then the entry is handed to ristretto (Set, then Wait, so the
+// next Get sees it). The victims are chosen here, not by ristretto: a CLOCK
+// with small use counts, in which entries read again outlast those read
+// once, and a prefetched entry outlasts the entries read before it, so
+// read-ahead never evicts its own chunks before the reader gets there.
+// Ristretto's TinyLFU admission was tried and refuses a new key read less
+// often than the residents, which in a sequential replay is every new
+// chunk: it cost 4.5 fills per chunk for one reader with read-ahead and
+// left lagging readers nothing to share (evict.go). Ristretto remains the
+// concurrent store and the cost account. A value larger than MaxBytes is
+// returned to its waiters but not cached; an evicted entry only costs a
+// second fill when it is read again. MaxBytes bounds the data bytes alone
+// (ristretto's IgnoreInternalCost, and an empty entry costs 1); the
+// bookkeeping adds a few hundred bytes an entry, negligible for chunks.
 //
 // # Concurrency
 //
 // Every method is safe for concurrent use. Every fill goroutine is owned by
 // the Cache: Close stops new fills, waits for those in flight (each bounded
 // by its timeout if it honours its context), then closes ristretto. Lock
-// order: Cache.mu (flights) → Cache.rmu (ristretto against Close); see
-// cache.go.
+// order: Cache.mu (flights) → Cache.rmu (ristretto against Close);
+// Cache.emu (eviction) is taken alone. See cache.go.
 //
 // Invariant: at most one fill per key is in flight.
 // Invariant: at most MaxConcurrentFills fills run at once, and at most

@@ -27,9 +27,11 @@ type Ref struct {
 //		buf, err := c.Get(ctx, refs[i].Key, refs[i].Fill)
 //
 // Read-ahead uses Prefetch's slots only, so it never delays a reader's own
-// Get, and it is best effort: a prefetch dropped for want of a slot, or a
-// prefetched entry ristretto did not admit, is filled by the reader's Get
-// when it gets there. A Readahead is safe for concurrent use, though one
+// Get, and it is best effort: a prefetch dropped for want of a slot is
+// tried again by the next Advance, or filled by the reader's Get when it
+// gets there. Prefetched entries start with the highest use count
+// (evict.go), so in a cache much larger than the window they are still
+// there when the reader arrives. A Readahead is safe for concurrent use, though one
 // reader calling it in order is what it is for; it holds no goroutine of its
 // own (the cache owns the fills), so there is nothing to close.
 type Readahead struct {

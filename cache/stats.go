@@ -2,16 +2,10 @@ package cache
 
 // stats.go owns the cache's counters and their snapshot, Stats.
 //
-// Invariant: every counter only grows (Stats.Bytes, a gauge, is read from
-// ristretto). Counters are atomics: any goroutine updates them without a
-// lock, and ristretto's own goroutine updates evicted and rejected through
-// its callbacks.
+// Invariant: every counter only grows. Counters are atomics: any goroutine
+// updates them without a lock.
 
-import (
-	"sync/atomic"
-
-	"github.com/dgraph-io/ristretto/v2"
-)
+import "sync/atomic"
 
 // Stats is a snapshot of a Cache's counters, for export as metrics. The
 // counters only grow; Bytes is a gauge.
@@ -32,10 +26,9 @@ type Stats struct {
 	PrefetchesStarted uint64
 	// PrefetchesDropped counts prefetches dropped for want of a free slot.
 	PrefetchesDropped uint64
-	// Rejected counts successful fills whose value ristretto did not keep
-	// (its admission policy preferred the entries it had, the value was
-	// larger than MaxBytes, or its set buffer was full). A later Get of the
-	// key fills again.
+	// Rejected counts successful fills whose value was not cached: larger
+	// than MaxBytes, or (never seen in tests) refused by ristretto. A later
+	// Get of the key fills again.
 	Rejected uint64
 	// Evicted counts entries evicted to make room for others.
 	Evicted uint64
@@ -52,16 +45,13 @@ type counters struct {
 	fills, fillErrors, fillBytes         atomic.Uint64
 	prefetchesStarted, prefetchesDropped atomic.Uint64
 	rejected, evicted                    atomic.Uint64
-	// closing is set by Close just before it closes ristretto, whose Clear
-	// reports every entry as evicted; those are not counted.
-	closing atomic.Bool
 }
 
 // Stats returns a snapshot of the counters. The fields are read one by one,
 // so a snapshot taken while the cache is busy need not be consistent across
 // fields.
 func (c *Cache) Stats() Stats {
-	s := Stats{
+	return Stats{
 		Hits:              c.stats.hits.Load(),
 		Misses:            c.stats.misses.Load(),
 		Fills:             c.stats.fills.Load(),
@@ -71,26 +61,7 @@ func (c *Cache) Stats() Stats {
 		PrefetchesDropped: c.stats.prefetchesDropped.Load(),
 		Rejected:          c.stats.rejected.Load(),
 		Evicted:           c.stats.evicted.Load(),
+		Bytes:             c.bytes.Load(),
 		MaxBytes:          c.cfg.MaxBytes,
-	}
-	c.rmu.RLock()
-	if !c.rclosed {
-		s.Bytes = c.rc.MaxCost() - c.rc.RemainingCost()
-	}
-	c.rmu.RUnlock()
-	return s
-}
-
-// onEvict is ristretto's OnEvict callback.
-func (c *Cache) onEvict(*ristretto.Item[[]byte]) {
-	if !c.stats.closing.Load() {
-		c.stats.evicted.Add(1)
-	}
-}
-
-// onReject is ristretto's OnReject callback: the policy refused a new entry.
-func (c *Cache) onReject(*ristretto.Item[[]byte]) {
-	if !c.stats.closing.Load() {
-		c.stats.rejected.Add(1)
 	}
 }
