@@ -11,9 +11,9 @@ package cache
 //   - rmu guards the ristretto cache against Close: lookups hold it shared,
 //     Close holds it exclusively to close ristretto, which is not safe to
 //     use while it closes. rclosed is guarded by rmu.
-//   - emu (evict.go) is taken alone, by fill goroutines landing a value and
-//     by Close; it serialises ristretto's Sets and Dels. Fill goroutines use
-//     ristretto under emu without rmu: Close waits for them first.
+//   - emu (evict.go) guards the eviction queue and serialises ristretto's
+//     Sets and Dels. Fill goroutines take it alone to land a value, and use
+//     ristretto under it without rmu: Close waits for them first.
 //
 // Invariant: a key has at most one flight in flights; the flight is removed
 // only after its value was landed in ristretto (Set, then Wait), so a Get
@@ -331,12 +331,13 @@ func (c *Cache) Close() {
 		c.wg.Wait()
 
 		c.rmu.Lock()
-		defer c.rmu.Unlock()
 		c.rclosed = true
 		c.rc.Close()
+		c.rmu.Unlock()
+
 		c.emu.Lock()
-		defer c.emu.Unlock()
 		c.queue = nil
 		c.bytes.Store(0)
+		c.emu.Unlock()
 	})
 }

@@ -368,6 +368,27 @@ func TestPrefetch(t *testing.T) {
 	})
 }
 
+func TestGetJoinsPrefetch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newTestCache(t, Config{MaxBytes: 1 << 20})
+		p := newGate([]byte("prefetched"), nil)
+		c.Prefetch("k", p.fill)
+		done := make(chan getResult, 1)
+		go func() {
+			val, err := c.Get(t.Context(), "k", noFill(t))
+			done <- getResult{val, err}
+		}()
+		synctest.Wait()
+		close(p.release)
+		if r := <-done; r.err != nil || string(r.val) != "prefetched" {
+			t.Fatalf("Get = %q, %v; want the prefetch's value", r.val, r.err)
+		}
+		if s := c.Stats(); s.Fills != 1 || p.calls.Load() != 1 {
+			t.Fatalf("stats %+v: the reader's Get did not wait for the prefetch", s)
+		}
+	})
+}
+
 func TestPrefetchOff(t *testing.T) {
 	c := newTestCache(t, Config{MaxBytes: 1 << 20, MaxConcurrentFills: 1})
 	var calls atomic.Int64

@@ -54,7 +54,7 @@
 // the Cache: Close stops new fills, waits for those in flight (each bounded
 // by its timeout if it honours its context), then closes ristretto. Lock
 // order: Cache.mu (flights) → Cache.rmu (ristretto against Close);
-// Cache.emu (eviction) is taken alone. See cache.go.
+// Cache.emu (eviction) is taken alone. See cache.go and evict.go.
 //
 // Invariant: at most one fill per key is in flight.
 // Invariant: at most MaxConcurrentFills fills run at once, and at most

@@ -56,11 +56,10 @@ func (c *Cache) NewReadahead(window int) *Readahead {
 func (r *Readahead) Advance(next []Ref) int {
 	started := 0
 	for _, ref := range next[:min(r.window, len(next))] {
-		if r.running.Load() >= int64(r.window) {
+		// Counted before the fill starts, so its done cannot come first.
+		if !r.reserve() {
 			break
 		}
-		// Counted before the fill starts, so its done cannot come first.
-		r.running.Add(1)
 		switch r.c.prefetch(ref.Key, ref.Fill, r.done) {
 		case prefetchStarted:
 			started++
@@ -77,5 +76,18 @@ func (r *Readahead) Advance(next []Ref) int {
 // InFlight returns the number of fills this Readahead started that are
 // still running.
 func (r *Readahead) InFlight() int { return int(r.running.Load()) }
+
+// reserve counts one more running fill if fewer than window run.
+func (r *Readahead) reserve() bool {
+	for {
+		n := r.running.Load()
+		if n >= int64(r.window) {
+			return false
+		}
+		if r.running.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
 
 func (r *Readahead) done() { r.running.Add(-1) }
