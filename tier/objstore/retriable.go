@@ -19,7 +19,8 @@ import (
 )
 
 // retriableCodes are the service error codes of transient failures: S3's and
-// the AWS SDK's throttling and timeout codes.
+// the AWS SDK's throttling and timeout codes, and one of Versity's gateway.
+// RetriableCode exposes the table to the S3 store's retryer.
 var retriableCodes = map[string]bool{
 	"SlowDown":                 true,
 	"Throttling":               true,
@@ -33,6 +34,11 @@ var retriableCodes = map[string]bool{
 	"InternalError":            true,
 	"ServiceUnavailable":       true,
 	"PriorRequestNotComplete":  true,
+	// Versity's gateway (posix backend, v1.8.0) answers a PUT with this 409
+	// when a DELETE removed the now empty parent directory between the PUT's
+	// mkdir and its link: a race, gone on the next attempt. Tiering keys are
+	// never a directory of other keys, so the genuine conflict does not occur.
+	"ExistingObjectIsDirectory": true,
 }
 
 // IsRetriable reports whether err is a transient failure of an object store:
@@ -63,6 +69,9 @@ func IsRetriable(err error) bool {
 	}
 	return isConnectionError(err)
 }
+
+// RetriableCode reports whether an S3 error code names a transient failure.
+func RetriableCode(code string) bool { return retriableCodes[code] }
 
 // isConnectionError recognises a failure of the connection rather than of the
 // request: refused, reset, cut short, timed out.

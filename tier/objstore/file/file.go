@@ -16,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -170,7 +169,11 @@ func (s *Store) Get(ctx context.Context, key string, off, n int64) ([]byte, erro
 		return nil, fmt.Errorf("file: get %q: %w", key, err)
 	}
 	buf := make([]byte, end-start)
-	if _, err := f.ReadAt(buf, start); err != nil && !(errors.Is(err, io.EOF) && len(buf) == 0) {
+	if len(buf) == 0 {
+		return buf, nil
+	}
+	// The file is never written in place, so a short read is an I/O error.
+	if _, err := f.ReadAt(buf, start); err != nil {
 		return nil, fmt.Errorf("file: get %q: read [%d, %d): %w", key, start, end, err)
 	}
 	return buf, nil

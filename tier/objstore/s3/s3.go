@@ -75,6 +75,15 @@ func New(ctx context.Context, cfg Config, opts objstore.Options) (*Store, error)
 			return retry.NewStandard(func(o *retry.StandardOptions) {
 				o.MaxAttempts = opts.MaxAttempts
 				o.MaxBackoff = min(5*time.Second, opts.Timeout/4)
+				// The codes objstore calls transient that the SDK does not
+				// retry by itself (Versity's ExistingObjectIsDirectory race).
+				o.Retryables = append(o.Retryables, retry.IsErrorRetryableFunc(func(err error) aws.Ternary {
+					var api smithy.APIError
+					if errors.As(err, &api) && objstore.RetriableCode(api.ErrorCode()) {
+						return aws.TrueTernary
+					}
+					return aws.UnknownTernary
+				}))
 			})
 		}),
 		config.WithLogger(logAdapter{log}),
