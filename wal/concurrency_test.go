@@ -11,10 +11,11 @@ import (
 	"github.com/sluice-mq/sluice/wal/vfs"
 )
 
-// One appender (appending, rolling, retention, truncation), readers and
-// syncers run together; the race detector and the checks below must hold.
+// One appender (appending, rolling, maintenance, deleting the oldest
+// segments beyond 20,000 bytes, truncation), readers and syncers run
+// together; the race detector and the checks below must hold.
 func TestConcurrentAppendReadSync(t *testing.T) {
-	l := mustOpen(t, vfs.NewMem(), Config{SegmentBytes: 2000, IndexIntervalBytes: 300, RetentionAge: -1, RetentionBytes: 20000})
+	l := mustOpen(t, vfs.NewMem(), Config{SegmentBytes: 2000, IndexIntervalBytes: 300})
 	var (
 		done      atomic.Bool
 		truncates atomic.Int64
@@ -40,6 +41,10 @@ func TestConcurrentAppendReadSync(t *testing.T) {
 			switch rng.IntN(50) {
 			case 0:
 				if _, err := l.Maintain(); err != nil {
+					report(err)
+					return
+				}
+				if _, err := deleteOldest(l, 20000); err != nil {
 					report(err)
 					return
 				}
@@ -69,7 +74,7 @@ func TestConcurrentAppendReadSync(t *testing.T) {
 				from := start + Offset(rng.Int64N(int64(end-start)+1))
 				b, err := l.Read(from, end, rng.IntN(3000))
 				if errors.Is(err, ErrOffsetOutOfRange) {
-					continue // retention or truncation moved the range
+					continue // a deletion or truncation moved the range
 				}
 				if err != nil {
 					report(err)

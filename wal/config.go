@@ -41,12 +41,12 @@ const (
 	DefaultSegmentBytes       = 64 << 20
 	DefaultSegmentAge         = 10 * time.Minute
 	DefaultIndexIntervalBytes = 4096
-	DefaultRetentionAge       = 24 * time.Hour
 	// MaxSegmentBytes bounds a segment so that positions fit the index's u32.
 	MaxSegmentBytes = math.MaxInt32
 )
 
 // Config holds a Log's tunables. The zero value of each field means its default.
+// It has no retention settings: the log decides no deletion (doc.go).
 type Config struct {
 	// SegmentBytes: roll before an append would make the active segment exceed
 	// this (a batch larger than it gets a segment of its own). Default 64 MiB.
@@ -56,11 +56,6 @@ type Config struct {
 	SegmentAge time.Duration
 	// IndexIntervalBytes: bytes between offset and time index entries. Default 4096.
 	IndexIntervalBytes int
-	// RetentionAge: delete closed segments whose max timestamp is older; <0 unlimited. Default 24h.
-	RetentionAge time.Duration
-	// RetentionBytes: delete oldest closed segments while the total size exceeds
-	// this; <0 unlimited (the default; 0 also means the default).
-	RetentionBytes int64
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -75,12 +70,6 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.IndexIntervalBytes == 0 {
 		c.IndexIntervalBytes = DefaultIndexIntervalBytes
-	}
-	if c.RetentionAge == 0 {
-		c.RetentionAge = DefaultRetentionAge
-	}
-	if c.RetentionBytes == 0 {
-		c.RetentionBytes = -1
 	}
 	if c.Now == nil {
 		c.Now = time.Now

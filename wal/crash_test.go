@@ -64,11 +64,14 @@ func (m *crashModel) cut(off Offset) {
 	}
 }
 
-// crashScenario appends random batches with syncs, truncations, retention and
-// crashes at random points, checking after each crash that the recovered log
-// is a prefix of what was appended and holds everything synced. With
-// advance, retention is sometimes preceded by AdvanceStart to a random
-// offset (the other draws of a seed are the same either way).
+// crashScenario appends random batches with syncs, truncations, maintenance,
+// deletions and crashes at random points, checking after each crash that the
+// recovered log is a prefix of what was appended and holds everything
+// synced. A third of the seeds delete the oldest segments beyond a size
+// (deleteOldest: DeleteBelow at the offset size-based retention would pick)
+// after each Maintain. With advance, maintenance is sometimes preceded by
+// AdvanceStart to a random offset (the other draws of a seed are the same
+// either way).
 func crashScenario(t *testing.T, seed uint64, advance bool) {
 	rng := rand.New(rand.NewPCG(seed, 0x5eed))
 	clk := newClock()
@@ -76,11 +79,11 @@ func crashScenario(t *testing.T, seed uint64, advance bool) {
 		SegmentBytes:       int64(150 + rng.IntN(2000)),
 		IndexIntervalBytes: 1 + rng.IntN(600),
 		SegmentAge:         time.Duration(1+rng.IntN(10)) * time.Minute,
-		RetentionAge:       -1,
 		Now:                clk.Now,
 	}
+	keepBytes := int64(-1) // <0: no deletion but the leftovers below the start
 	if rng.IntN(3) == 0 {
-		cfg.RetentionBytes = int64(500 + rng.IntN(3000))
+		keepBytes = int64(500 + rng.IntN(3000))
 	}
 	fs := vfs.NewMem()
 	l := mustOpen(t, fs, cfg)
@@ -106,6 +109,11 @@ func crashScenario(t *testing.T, seed uint64, advance bool) {
 			clk.Advance(time.Duration(rng.IntN(5)) * time.Minute)
 			if _, err := l.Maintain(); err != nil {
 				t.Fatalf("step %d: maintain: %v", step, err)
+			}
+			if keepBytes >= 0 {
+				if _, err := deleteOldest(l, keepBytes); err != nil {
+					t.Fatalf("step %d: delete beyond %d bytes: %v", step, keepBytes, err)
+				}
 			}
 			m.dropBelow(l.StartOffset())
 		case p < 88 && len(m.batches) > 0:
@@ -153,8 +161,9 @@ func crashAndCheck(t *testing.T, rng *rand.Rand, fs *vfs.Mem, l *Log, m *crashMo
 	checkInvariants(t, r, true)
 	got := readAll(t, r, 1+rng.IntN(4000))
 	// A prefix of the model, starting at the model's first batch or later
-	// (retention may have deleted more than the model knows if a crash
-	// resurrected nothing: deletions are durable before Maintain returns).
+	// (a deletion may have deleted more than the model knows if a crash
+	// resurrected nothing: deletions are durable before DeleteBelow and
+	// Maintain return).
 	m.dropBelow(r.StartOffset())
 	if len(got) > len(m.batches) || !equalBatches(got, m.batches[:len(got)]) {
 		t.Fatalf("recovered %d batches from %d are not a prefix of the %d appended", len(got), r.StartOffset(), len(m.batches))
@@ -212,7 +221,7 @@ func TestCrashRecovery(t *testing.T) {
 }
 
 // TestCrashRecoveryWithAdvanceStart is TestCrashRecovery with AdvanceStart
-// (DeleteRecords) mixed into retention.
+// (DeleteRecords) mixed into maintenance and deletion.
 func TestCrashRecoveryWithAdvanceStart(t *testing.T) {
 	seeds := 100
 	if testing.Short() {

@@ -1,8 +1,9 @@
 // Package wal is the local log of one partition: a directory of segments of
 // Kafka v2 record batches, stored exactly as received after the broker stamps
 // their base offset and leader epoch, with a sparse offset index and a time
-// index per sealed segment, group-commit fsync, crash recovery, retention of
-// whole segments and truncation. It touches the disk only through wal/vfs.
+// index per sealed segment, group-commit fsync, crash recovery, deletion of
+// whole segments below an offset it is given, and truncation. It decides no
+// deletion itself (see Deletion). It touches the disk only through wal/vfs.
 //
 // # Files
 //
@@ -75,7 +76,7 @@
 // # logstart: version 1
 //
 // The log start offset (Kafka's LogStartOffset), checkpointed by Open when
-// missing, by retention before it deletes a segment and by AdvanceStart
+// missing, by DeleteBelow before it deletes a segment and by AdvanceStart
 // (DeleteRecords). It is replaced whole through logstart.tmp, an fsync, a
 // rename and a directory fsync (vfs.WriteFileDurable), so it is the old or
 // the new value, never torn. 20 bytes:
@@ -91,7 +92,7 @@
 // the start in a way it cannot interpret. A bad magic, size or crc is
 // ErrCorrupt. The start never exceeds the durable end when written; the
 // first segment holds it or begins at it. Sealed segments wholly below it
-// are dead: unreadable, and removed by the next Maintain.
+// are dead: unreadable, and removed by the next Maintain or DeleteBelow.
 //
 // # epochs: version 1
 //
@@ -136,7 +137,7 @@
 // batch the segment is truncated there (logged with offset and position), and
 // any later segment is removed: Sync fsyncs segments in order, so nothing
 // after a torn segment was ever durable. An empty directory yields an empty
-// log at offset 0. Retention never deletes the active segment, so the last
+// log at offset 0. A deletion never removes the active segment, so the last
 // segment's end is the log end, across restarts.
 //
 // Gaps (a segment whose base does not continue the previous one) are
@@ -148,16 +149,28 @@
 // a first segment that begins above the checkpoint, means durable data is
 // missing, and Open refuses the log with ErrCorrupt naming the missing
 // offsets. A log without a checkpoint (older format) drops the older side of
-// a gap, as its retention intended, and gets a checkpoint.
+// a gap, as the deletion it interrupted intended, and gets a checkpoint.
+//
+// # Deletion
+//
+// The wal decides no deletion. Tier's retention state machine
+// (tier/retention.go) reads Segments, decides the offset below which whole
+// segments may go, and the broker calls DeleteBelow with it; DeleteRecords
+// moves the log start with AdvanceStart. DeleteBelow removes whole sealed
+// segments, oldest first, never the active one; AdvanceStart only moves the
+// start, and the segments wholly below it are removed by the next Maintain
+// or DeleteBelow. Besides that removal, Maintain only rolls a non-empty
+// active segment older than SegmentAge. Config has no retention settings.
 //
 // # Concurrency
 //
 // One goroutine appends (Append, AppendStamped, AppendGroup, Truncate,
-// Maintain, AdvanceStart, SetFencedEpoch, SetConfig, Delete); any goroutine may call Sync, Read, FindTimestamp,
-// the offset accessors and the epoch accessors (Epochs, LastEpoch,
-// EndOffsetForEpoch, FencedEpoch). Lock order: Log.wmu (appender) → Log.smu (group commit) →
+// Maintain, DeleteBelow, AdvanceStart, SetFencedEpoch, SetConfig, Delete);
+// any goroutine may call Sync, Read, FindTimestamp, Segments, the offset
+// accessors and the epoch accessors (Epochs, LastEpoch, EndOffsetForEpoch,
+// FencedEpoch). Lock order: Log.wmu (appender) → Log.smu (group commit) →
 // Log.mu (segment list, read by readers). Readers take a reference on the
-// segments they read so retention can remove files under them; a file is
+// segments they read so a deletion can remove files under them; a file is
 // closed when its last reader lets go.
 //
 // # Durability
@@ -166,8 +179,8 @@
 // directory fsync is sticky: every later Append, Sync, Truncate and Maintain
 // returns it until the Log is reopened, because a retried fsync can report
 // success on lost data; a failed logstart or epochs write is sticky the same way. A
-// failed segment removal in retention is not: the segment stays, dead, and
-// the next Maintain retries. Truncate, AdvanceStart and SetFencedEpoch are
+// failed segment removal (DeleteBelow, Maintain) is not: the segment stays,
+// dead, and the next DeleteBelow or Maintain retries. Truncate, AdvanceStart and SetFencedEpoch are
 // durable when they return. Truncate lowers DurableEnd before it removes a
 // byte, and a journal round's notice for appends made before a truncation
 // never raises it again (the offsets may be reused by unsynced appends). Open and Delete make their directory changes durable: Open fsyncs
@@ -182,7 +195,7 @@
 // the journal, which writes whatever was submitted since its previous round
 // with one write and one fsync and then tells every log in the round that its
 // batches are durable. While a round is being written and synced, the next
-// one fills. Segments are fsynced only by checkpoints (and by retention and
+// one fills. Segments are fsynced only by checkpoints (and by deletions and
 // Close, as before); after a crash, each log replays the journal's records
 // above the last checkpoint that its segments lack. The measurements that
 // chose this design over synchronised per-partition fsyncs are in

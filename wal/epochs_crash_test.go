@@ -23,7 +23,6 @@ func epochCrashScenario(t *testing.T, seed uint64) {
 		SegmentBytes:       int64(200 + rng.IntN(1500)),
 		IndexIntervalBytes: 1 + rng.IntN(400),
 		SegmentAge:         time.Hour,
-		RetentionAge:       -1,
 		Now:                clk.Now,
 	}
 	fs := vfs.NewMem()

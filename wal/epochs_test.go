@@ -430,7 +430,7 @@ func writeRaw(t *testing.T, fs vfs.FS, path string, b []byte) {
 
 func TestEpochsFollowTheLogStart(t *testing.T) {
 	mem := vfs.NewMem()
-	cfg := Config{SegmentBytes: 300, IndexIntervalBytes: 1, RetentionAge: -1}
+	cfg := Config{SegmentBytes: 300, IndexIntervalBytes: 1}
 	l := mustOpen(t, mem, cfg)
 	for _, e := range []Epoch{1, 1, 2, 3, 3, 3, 5, 5} {
 		appendEpoch(t, l, e, 2)

@@ -138,3 +138,29 @@ func wantErr(t testing.TB, err, want error) {
 		t.Fatalf("error %v, want %v", err, want)
 	}
 }
+
+// deleteOldest deletes the oldest sealed segments while the segments from
+// the log start on hold more than keepBytes, the decision a size-based
+// retention makes (tier's retention state machine makes it in production):
+// it picks the offset from Segments and calls DeleteBelow, which also
+// removes the segments already below the start. The caller is the appender.
+func deleteOldest(l *Log, keepBytes int64) (int, error) {
+	segs, start := l.Segments(), l.StartOffset()
+	var total int64
+	for _, s := range segs {
+		if s.Next > start {
+			total += s.Size
+		}
+	}
+	below := Offset(0)
+	for _, s := range segs[:len(segs)-1] {
+		if total <= keepBytes {
+			break
+		}
+		if s.Next > start {
+			total -= s.Size
+		}
+		below = s.Next
+	}
+	return l.DeleteBelow(below)
+}

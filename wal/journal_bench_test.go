@@ -20,7 +20,7 @@ import (
 //	go test ./wal -run '^$' -bench JournalRecovery -benchtime 3x
 func BenchmarkJournalRecovery(b *testing.B) {
 	mem := vfs.NewMem()
-	cfg := Config{RetentionAge: -1}
+	cfg := Config{}
 	jcfg := JournalConfig{CheckpointBytes: 1 << 40, CheckpointEvery: time.Hour}
 	f := mustJournalFixture(b, mem, cfg, jcfg, 8)
 	var written int64

@@ -6,7 +6,7 @@ package wal
 //
 // Invariant: a journaled Log's durable end only covers batches whose journal
 // records are fsynced (journalDurable), or that its segments hold after an
-// fsync of their own (sync, at checkpoints, retention and Close). A note for
+// fsync of their own (sync, at checkpoints, deletions and Close). A note for
 // records submitted before a truncation never raises it (durGen).
 // Invariant: replay never journals again; the records it applies stay in the
 // journal until a checkpoint has fsynced this Log.

@@ -92,7 +92,7 @@ func TestJournalOneSyncCoversManyLogs(t *testing.T) {
 		}
 		return nil
 	})
-	f := mustJournalFixture(t, fs, Config{RetentionAge: -1}, smallJournal, 8)
+	f := mustJournalFixture(t, fs, Config{}, smallJournal, 8)
 	defer f.close()
 	jsyncs.Store(0)
 	ssyncs.Store(0)
@@ -128,7 +128,7 @@ func TestJournalOneSyncCoversManyLogs(t *testing.T) {
 
 func TestJournalReplaysUnsyncedSegments(t *testing.T) {
 	mem := vfs.NewMem()
-	f := mustJournalFixture(t, mem, Config{RetentionAge: -1}, smallJournal, 3)
+	f := mustJournalFixture(t, mem, Config{}, smallJournal, 3)
 	var want [3]appended
 	for n := range 30 {
 		i := n % 3
@@ -158,7 +158,7 @@ func TestJournalReplaysUnsyncedSegments(t *testing.T) {
 
 func TestJournalTruncationIsNotResurrected(t *testing.T) {
 	mem := vfs.NewMem()
-	f := mustJournalFixture(t, mem, Config{RetentionAge: -1}, smallJournal, 1)
+	f := mustJournalFixture(t, mem, Config{}, smallJournal, 1)
 	l := f.logs[0]
 	var a appended
 	for n := range 4 {
@@ -196,7 +196,7 @@ func TestJournalFailureFailsEveryLog(t *testing.T) {
 		}
 		return nil
 	})
-	f := mustJournalFixture(t, fs, Config{RetentionAge: -1}, smallJournal, 2)
+	f := mustJournalFixture(t, fs, Config{}, smallJournal, 2)
 	defer f.close()
 	var woken atomic.Int64
 	for _, l := range f.logs {
@@ -225,7 +225,7 @@ func TestJournalFailureFailsEveryLog(t *testing.T) {
 
 func TestJournalCheckpointBoundsReplay(t *testing.T) {
 	mem := vfs.NewMem()
-	f := mustJournalFixture(t, mem, Config{RetentionAge: -1}, JournalConfig{FileBytes: 2048}, 2)
+	f := mustJournalFixture(t, mem, Config{}, JournalConfig{FileBytes: 2048}, 2)
 	for n := range 40 {
 		l := f.logs[n%2]
 		l.AppendGroup([][]byte{mkBatch(1, 200, int64(n), byte(n))}, 1)
@@ -266,13 +266,14 @@ func TestJournalCheckpointBoundsReplay(t *testing.T) {
 }
 
 // journalCrashScenario drives three journaled logs through random appends,
-// syncs, truncations, retention, checkpoints (sometimes crashing in the
-// middle of one) and crashes, and checks after every recovery that each log
-// is a prefix of what was appended holding every batch that was durable.
+// syncs, truncations, deletions (deleteOldest), checkpoints (sometimes
+// crashing in the middle of one) and crashes, and checks after every
+// recovery that each log is a prefix of what was appended holding every
+// batch that was durable.
 func journalCrashScenario(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, seed*0x9e3779b97f4a7c15))
 	clock := newClock()
-	cfg := Config{SegmentBytes: int64(1024 + rng.IntN(4096)), RetentionAge: -1, Now: clock.Now}
+	cfg := Config{SegmentBytes: int64(1024 + rng.IntN(4096)), Now: clock.Now}
 	jcfg := JournalConfig{FileBytes: int64(1024 + rng.IntN(8192)), CheckpointBytes: 1 << 40, CheckpointEvery: time.Hour}
 	mem := vfs.NewMem()
 	// A crash inside a checkpoint: armed, the countdown takes a crash clone
@@ -336,9 +337,12 @@ func journalCrashScenario(t *testing.T, seed uint64) {
 			models[i].cut(h.BaseOffset)
 		case op < 80:
 			clock.Advance(time.Minute)
-			_ = l.SetConfig(Config{SegmentBytes: cfg.SegmentBytes, RetentionBytes: int64(2048 + rng.IntN(8192)), RetentionAge: -1, Now: clock.Now})
+			keepBytes := int64(2048 + rng.IntN(8192))
 			if _, err := l.Maintain(); err != nil {
 				t.Fatalf("seed %d step %d: maintain: %v", seed, step, err)
+			}
+			if _, err := deleteOldest(l, keepBytes); err != nil {
+				t.Fatalf("seed %d step %d: delete beyond %d bytes: %v", seed, step, keepBytes, err)
 			}
 			models[i].dropBelow(l.StartOffset())
 		case op < 90:

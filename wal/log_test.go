@@ -146,7 +146,7 @@ func TestFindTimestamp(t *testing.T) {
 
 func TestRoll(t *testing.T) {
 	clk := newClock()
-	cfg := Config{SegmentBytes: 1000, SegmentAge: time.Minute, RetentionAge: -1, Now: clk.Now}
+	cfg := Config{SegmentBytes: 1000, SegmentAge: time.Minute, Now: clk.Now}
 	l := mustOpen(t, vfs.NewMem(), cfg)
 	steps := []struct {
 		name     string
@@ -169,94 +169,107 @@ func TestRoll(t *testing.T) {
 			t.Fatalf("%s: %d segments, want %d", s.name, got, s.segments)
 		}
 	}
-	// Maintain rolls a non-empty active segment by age, but never an empty one.
+	// Maintain rolls a non-empty active segment by age, but never an empty
+	// one, and deletes nothing: every batch is decades old (timestamp 1),
+	// but the log decides no deletion.
 	clk.Advance(time.Minute)
-	if _, err := l.Maintain(); err != nil {
-		t.Fatal(err)
+	if n, err := l.Maintain(); err != nil || n != 0 {
+		t.Fatalf("maintain: deleted %d, %v", n, err)
 	}
 	if got := len(l.segs); got != 6 {
 		t.Fatalf("maintain: %d segments, want 6", got)
 	}
 	clk.Advance(time.Minute)
-	if _, err := l.Maintain(); err != nil {
-		t.Fatal(err)
+	if n, err := l.Maintain(); err != nil || n != 0 {
+		t.Fatalf("maintain of empty active: deleted %d, %v", n, err)
 	}
-	if got := len(l.segs); got != 6 {
-		t.Fatalf("maintain of empty active: %d segments, want 6", got)
+	if got := len(l.segs); got != 6 || l.StartOffset() != 0 {
+		t.Fatalf("maintain of empty active: %d segments, start %d; want 6, 0", got, l.StartOffset())
 	}
 }
 
-func TestRetention(t *testing.T) {
-	ms := func(d time.Duration) int64 { return d.Milliseconds() }
+// TestDeleteBelow: the deletions retention asks for, carried out by
+// DeleteBelow on 6 sealed segments of one 10-offset batch each (161 bytes)
+// and an active segment holding offset 60 (71 bytes).
+func TestDeleteBelow(t *testing.T) {
 	cases := []struct {
 		name      string
-		cfg       Config
+		below     Offset
 		deleted   int
 		wantStart Offset
 	}{
-		// 6 sealed segments of 1 batch of 10 offsets each (161 bytes), timestamps now-6h .. now-1h, plus the active.
-		{"age", Config{RetentionAge: 3*time.Hour + time.Minute}, 3, 30},
-		{"age unlimited", Config{RetentionAge: -1}, 0, 0},
-		{"bytes", Config{RetentionAge: -1, RetentionBytes: 2 * 161}, 5, 50},
-		{"bytes never active", Config{RetentionAge: -1, RetentionBytes: 1}, 6, 60},
-		{"both", Config{RetentionAge: 5*time.Hour + time.Minute, RetentionBytes: 4 * 161}, 3, 30},
-		{"all old", Config{RetentionAge: time.Minute}, 6, 60},
-		// The log is 6*161 + 71 bytes: exactly at the limit nothing goes, one
-		// byte over the oldest segment goes.
-		{"bytes exactly at limit", Config{RetentionAge: -1, RetentionBytes: 6*161 + 71}, 0, 0},
-		{"bytes one over limit", Config{RetentionAge: -1, RetentionBytes: 6*161 + 71 - 1}, 1, 10},
+		{"nothing", 0, 0, 0},
+		{"inside the first segment keeps it whole", 9, 0, 0},
+		{"end of the first segment", 10, 1, 10},
+		{"inside a later segment keeps it whole", 35, 3, 30},
+		{"end of a later segment", 50, 5, 50},
+		{"base of the active segment", 60, 6, 60},
+		{"end of the log never deletes the active segment", 61, 6, 60},
+		{"above the end never deletes the active segment", 1000, 6, 60},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := newClock()
 			fs := vfs.NewMem()
-			cfg := Config{SegmentBytes: 200, Now: clk.Now}
+			cfg := Config{SegmentBytes: 200}
 			l := mustOpen(t, fs, cfg)
-			now := clk.Now().UnixMilli()
-			for i := 6; i >= 1; i-- {
-				mustAppend(t, l, nil, mkBatch(10, 100, now-ms(time.Duration(i)*time.Hour), 0))
+			var a appended
+			for i := range 6 {
+				mustAppend(t, l, &a, mkBatch(10, 100, int64(i), byte(i)))
 			}
-			mustAppend(t, l, nil, mkBatch(1, 10, now, 0)) // rolls: active holds this one
-			tc.cfg.Now, tc.cfg.SegmentBytes = clk.Now, 200
-			if err := l.SetConfig(tc.cfg); err != nil {
+			mustAppend(t, l, &a, mkBatch(1, 10, 6, 6)) // rolls: active holds this one
+			if _, err := l.Sync(); err != nil {
 				t.Fatal(err)
 			}
-			n, err := l.Maintain()
+			n, err := l.DeleteBelow(tc.below)
 			if err != nil || n != tc.deleted {
-				t.Fatalf("maintain deleted %d (%v), want %d", n, err, tc.deleted)
+				t.Fatalf("DeleteBelow(%d) deleted %d (%v), want %d", tc.below, n, err, tc.deleted)
 			}
-			if l.StartOffset() != tc.wantStart || l.EndOffset() != 61 {
-				t.Fatalf("start %d end %d, want %d 61", l.StartOffset(), l.EndOffset(), tc.wantStart)
+			want := a.batches[tc.wantStart/10:]
+			check := func(l *Log, when string) {
+				t.Helper()
+				if l.StartOffset() != tc.wantStart || l.EndOffset() != 61 {
+					t.Fatalf("%s: start %d end %d, want %d 61", when, l.StartOffset(), l.EndOffset(), tc.wantStart)
+				}
+				if _, err := l.Read(tc.wantStart-1, 61, 100); tc.wantStart > 0 && !errors.Is(err, ErrOffsetOutOfRange) {
+					t.Fatalf("%s: read below start: %v", when, err)
+				}
+				if got := readAll(t, l, 1<<20); !equalBatches(got, want) {
+					t.Fatalf("%s: read %d batches, want %d", when, len(got), len(want))
+				}
+				if segs := l.Segments(); len(segs) != 7-tc.deleted || segs[len(segs)-1].Sealed {
+					t.Fatalf("%s: segments %+v, want %d with the last active", when, segs, 7-tc.deleted)
+				}
 			}
-			_, err = l.Read(tc.wantStart-1, 61, 100)
-			if tc.wantStart > 0 && !errors.Is(err, ErrOffsetOutOfRange) {
-				t.Fatalf("read below start: %v", err)
-			}
+			check(l, "deleted")
+			check(mustOpen(t, fs.CrashClone(), cfg), "crashed") // durable when DeleteBelow returns
 			l.Close()
-			l2 := mustOpen(t, fs, cfg)
-			if l2.StartOffset() != tc.wantStart || l2.EndOffset() != 61 {
-				t.Fatalf("reopened: start %d end %d", l2.StartOffset(), l2.EndOffset())
-			}
+			check(mustOpen(t, fs, cfg), "reopened")
 		})
 	}
 }
 
-// After retention deleted everything but an empty active segment, the end
-// offset survives a restart.
-func TestRetentionKeepsEndAcrossRestart(t *testing.T) {
+// TestDeleteBelowKeepsEndAcrossRestart: after everything sealed was deleted,
+// leaving an empty active segment, the end offset survives a crash.
+func TestDeleteBelowKeepsEndAcrossRestart(t *testing.T) {
 	clk := newClock()
 	fs := vfs.NewMem()
-	cfg := Config{RetentionAge: time.Hour, SegmentAge: time.Minute, Now: clk.Now}
+	cfg := Config{SegmentAge: time.Minute, Now: clk.Now}
 	l := mustOpen(t, fs, cfg)
 	mustAppend(t, l, nil, mkBatch(5, 10, clk.Now().UnixMilli(), 0))
 	clk.Advance(2 * time.Hour)
-	if n, err := l.Maintain(); err != nil || n != 1 {
+	if n, err := l.Maintain(); err != nil || n != 0 { // rolls by age, deletes nothing
 		t.Fatalf("maintain: %d %v", n, err)
+	}
+	if segs := l.Segments(); len(segs) != 2 || !segs[0].Sealed {
+		t.Fatalf("maintain did not roll: %+v", segs)
+	}
+	if n, err := l.DeleteBelow(l.EndOffset()); err != nil || n != 1 {
+		t.Fatalf("delete below the end: %d %v", n, err)
 	}
 	if l.StartOffset() != 5 || l.EndOffset() != 5 || l.Size() != 0 {
 		t.Fatalf("start %d end %d size %d", l.StartOffset(), l.EndOffset(), l.Size())
 	}
-	crashed := fs.CrashClone() // no Close: only what Maintain made durable
+	crashed := fs.CrashClone() // no Close: only what DeleteBelow made durable
 	l2 := mustOpen(t, crashed, cfg)
 	if l2.StartOffset() != 5 || l2.EndOffset() != 5 {
 		t.Fatalf("after crash: start %d end %d", l2.StartOffset(), l2.EndOffset())
@@ -406,6 +419,9 @@ func TestStickyFailures(t *testing.T) {
 			if _, err := l.Maintain(); !errors.Is(err, vfs.ErrInjected) {
 				t.Fatalf("maintain after failure: %v", err)
 			}
+			if _, err := l.DeleteBelow(l.EndOffset()); !errors.Is(err, vfs.ErrInjected) {
+				t.Fatalf("delete below after failure: %v", err)
+			}
 			// Reads still work, and reopening recovers at least the durable part.
 			if _, err := l.Read(0, l.EndOffset(), 100); err != nil {
 				t.Fatalf("read after failure: %v", err)
@@ -506,8 +522,7 @@ func TestRecoveryRepairs(t *testing.T) {
 
 func TestConfig(t *testing.T) {
 	d := Config{}.WithDefaults()
-	if d.SegmentBytes != 64<<20 || d.SegmentAge != 10*time.Minute || d.IndexIntervalBytes != 4096 ||
-		d.RetentionAge != 24*time.Hour || d.RetentionBytes != -1 || d.Now == nil {
+	if d.SegmentBytes != 64<<20 || d.SegmentAge != 10*time.Minute || d.IndexIntervalBytes != 4096 || d.Now == nil {
 		t.Fatalf("defaults: %+v", d)
 	}
 	for _, tc := range []struct {
@@ -520,7 +535,6 @@ func TestConfig(t *testing.T) {
 		{"huge segment", Config{SegmentBytes: 1 << 32}, ErrInvalidConfig},
 		{"negative age", Config{SegmentAge: -1}, ErrInvalidConfig},
 		{"negative interval", Config{IndexIntervalBytes: -1}, ErrInvalidConfig},
-		{"unlimited retention", Config{RetentionAge: -1, RetentionBytes: -1}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) { wantErr(t, tc.cfg.Validate(), tc.err) })
 	}

@@ -2,7 +2,7 @@ package wal
 
 // logstart.go owns the log-start checkpoint: the file logstart in the log
 // directory, which holds the log start offset (see doc.go for its bytes).
-// Retention and AdvanceStart (Kafka's DeleteRecords) move the start forward
+// DeleteBelow and AdvanceStart (Kafka's DeleteRecords) move the start forward
 // through it, and recovery uses it to tell the leftovers of an interrupted
 // deletion (segments wholly below it: removed) from lost data (a gap above
 // it: the log refuses to open).
@@ -77,7 +77,7 @@ func (l *Log) setStart(start Offset) error {
 // DeleteRecords does: offsets below it become unreadable at once (Read
 // returns ErrOffsetOutOfRange), StartOffset reports it, and it survives a
 // restart (it is durable when AdvanceStart returns). Segments wholly below
-// it are deleted by the next Maintain. to may be inside a batch; at or below
+// it are deleted by the next Maintain or DeleteBelow. to may be inside a batch; at or below
 // StartOffset nothing changes; above EndOffset is ErrOffsetOutOfRange. At
 // EndOffset the active segment is rolled first, so every old segment can go.
 // It returns the new StartOffset. It runs as the appender.

@@ -55,7 +55,7 @@ func TestAdvanceStart(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			mem := vfs.NewMem()
-			cfg := Config{SegmentBytes: 300, IndexIntervalBytes: 1, RetentionAge: -1}
+			cfg := Config{SegmentBytes: 300, IndexIntervalBytes: 1}
 			l := mustOpen(t, mem, cfg)
 			var a appended
 			for i := range 10 {

@@ -1,15 +1,22 @@
 package wal
 
-// maintain.go owns the operations that remove data: retention (Maintain) and
-// Truncate. Both run under wmu, as the appender.
+// maintain.go owns the operations that remove data: Maintain, the removal
+// of whole segments below the log start (removeDead, which DeleteBelow in
+// segments.go shares) and Truncate. All run under wmu, as the appender. The
+// log decides no deletion: which segments go is decided by tier's retention
+// state machine, which reads Segments and calls DeleteBelow, or by
+// DeleteRecords, which calls AdvanceStart. Maintain only rolls by age and
+// finishes removals those started.
 //
-// Invariant: retention removes whole sealed segments, oldest first, and never
-// the active one, so the end offset survives a restart: a roll that precedes a
-// deletion is made durable before the deletion starts.
-// Invariant: retention checkpoints the new log start (logstart.go) before it
+// Invariant: a deletion removes whole sealed segments, oldest first, and
+// never the active one, so the end offset survives a restart: a roll that
+// precedes a deletion is made durable before the deletion starts.
+// Invariant: a deletion checkpoints the new log start (logstart.go) before it
 // removes a segment, and stops at the first segment it fails to remove, so
 // the segments on disk are always a contiguous run that holds the log start
 // (recover.go removes the leftovers below it).
+// Invariant: Maintain never moves the log start; it removes only sealed
+// segments already wholly below it.
 // Invariant: Truncate is durable when it returns, and lowers DurableEnd to
 // the truncation point before any byte is removed; no journal note for an
 // append made before it raises DurableEnd afterwards (Log.durGen).
@@ -25,11 +32,11 @@ import (
 )
 
 // Maintain rolls a non-empty active segment older than SegmentAge, then
-// deletes sealed segments past RetentionAge (by their max timestamp) or
-// beyond RetentionBytes (oldest first), and those wholly below a start set by
-// AdvanceStart, advancing StartOffset. It returns how many segments it
-// deleted. A segment it fails to remove stays (unreadable, below the start)
-// for the next Maintain; the error is returned but is not sticky.
+// removes the sealed segments wholly below the log start: those AdvanceStart
+// left, and those a DeleteBelow or an earlier Maintain failed to remove. It
+// decides no deletion of its own. It returns how many segments it removed.
+// A segment it fails to remove stays (unreadable, below the start) for the
+// next call; the error is returned but is not sticky.
 func (l *Log) Maintain() (deleted int, err error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
@@ -42,7 +49,18 @@ func (l *Log) Maintain() (deleted int, err error) {
 			return 0, err
 		}
 	}
-	n := l.expired()
+	return l.deleteBelow(0)
+}
+
+// deleteBelow removes the sealed segments whose offsets are all below off
+// (0: none) and those already wholly below the log start, oldest first,
+// never the active one. The log start becomes the base of the first segment
+// kept if that is higher. The caller holds wmu and has checked usable.
+func (l *Log) deleteBelow(off Offset) (int, error) {
+	n := 0
+	for n < len(l.segs)-1 && (l.segs[n].idx.next <= l.start || l.segs[n].idx.next <= off) {
+		n++
+	}
 	if n == 0 {
 		return 0, nil
 	}
@@ -60,34 +78,6 @@ func (l *Log) Maintain() (deleted int, err error) {
 	return l.removeDead()
 }
 
-// expired counts the leading sealed segments retention deletes: those
-// already below the log start, then those past the age or size limits. The
-// caller holds wmu.
-func (l *Log) expired() int {
-	sealed := len(l.segs) - 1
-	n := 0
-	for n < sealed && l.segs[n].idx.next <= l.start {
-		n++
-	}
-	if l.cfg.RetentionAge >= 0 {
-		cutoff := l.cfg.Now().Add(-l.cfg.RetentionAge).UnixMilli()
-		for n < sealed && l.segs[n].idx.maxTS < cutoff {
-			n++
-		}
-	}
-	if l.cfg.RetentionBytes >= 0 {
-		var total int64
-		for _, s := range l.segs[n:] {
-			total += s.idx.size
-		}
-		for n < sealed && total > l.cfg.RetentionBytes {
-			total -= l.segs[n].idx.size
-			n++
-		}
-	}
-	return n
-}
-
 // removeDead removes the sealed segments wholly below the log start, oldest
 // first, stopping at the first failure, and makes the removals durable. A
 // segment leaves segs only once its files are gone. The caller holds wmu and
@@ -98,7 +88,7 @@ func (l *Log) removeDead() (int, error) {
 	for len(l.segs) > 1 && l.segs[0].idx.next <= l.start {
 		s := l.segs[0]
 		if err := l.removeFiles(s); err != nil {
-			l.log.Warn().Err(err).Int64("segment", int64(s.base())).Msg("wal: retention stopped at a segment it could not remove; retrying at the next run")
+			l.log.Warn().Err(err).Int64("segment", int64(s.base())).Msg("wal: deletion stopped at a segment it could not remove; retrying at the next DeleteBelow or Maintain")
 			rerr = err
 			break
 		}
@@ -108,7 +98,7 @@ func (l *Log) removeDead() (int, error) {
 		l.mu.Unlock()
 		removed++
 		l.log.Info().Int64("segment", int64(s.base())).Int64("next", int64(s.idx.next)).
-			Int64("bytes", s.idx.size).Msg("wal: retention deleted segment")
+			Int64("bytes", s.idx.size).Msg("wal: deleted segment")
 	}
 	if removed > 0 {
 		if err := l.fs.SyncDir(l.dir); err != nil {

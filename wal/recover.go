@@ -13,7 +13,7 @@ package wal
 // Gaps. A segment whose base does not continue the previous one is resolved
 // by what can explain it:
 //   - Segments wholly below the checkpointed log start are the leftovers of
-//     an interrupted deletion (retention and AdvanceStart checkpoint first,
+//     an interrupted deletion (DeleteBelow and AdvanceStart checkpoint first,
 //     then delete oldest first): they are removed, whatever gaps they have.
 //   - After a segment whose index files were missing or stale (it was never
 //     completely synced: Sync writes index files only after fsyncing the
@@ -189,7 +189,7 @@ func (l *Log) recoverSegments(bases []Offset, ckpt Offset, hasCkpt bool) error {
 					l.dir, base, l.end, ckpt, l.end, base, ErrCorrupt)
 			}
 			l.log.Warn().Int64("segment", int64(base)).Int64("expected", int64(l.end)).
-				Msg("wal: gap in a log without a start checkpoint; removing the older segments (interrupted retention)")
+				Msg("wal: gap in a log without a start checkpoint; removing the older segments (interrupted deletion)")
 			if err := l.dropRecovered(); err != nil {
 				return err
 			}

@@ -84,7 +84,7 @@ func (s *segment) release() {
 // drop marks the segment as gone from the log; the file closes when the last
 // reference is released. The caller must hold Log.mu for writing. The close
 // error is kept in closeErr, which closeFiles reports; a segment dropped by
-// retention or truncation has no data left to lose.
+// a deletion or truncation has no data left to lose.
 func (s *segment) drop() {
 	s.dropped.Store(true)
 	if s.refs.Load() == 0 {

@@ -6,9 +6,10 @@ package wal
 // which data may go.
 //
 // Invariant: DeleteBelow removes only whole sealed segments, oldest first,
-// never the active one, and only those whose every offset is below the offset
-// it is given; it checkpoints the new start (the base of the first segment
-// kept) before removing any file, exactly as retention does (maintain.go).
+// never the active one, and only those whose every offset is below the
+// offset it is given or below the log start; it checkpoints the new start
+// (the base of the first segment kept) before removing any file, and stops
+// at the first file it fails to remove (maintain.go).
 
 import "time"
 
@@ -40,34 +41,16 @@ func (l *Log) Segments() []SegmentInfo {
 }
 
 // DeleteBelow deletes the sealed segments whose offsets are all below off,
-// oldest first, and those already wholly below the log start. StartOffset
-// becomes the base of the first segment kept if that is higher. It returns
-// how many segments it removed. Like Maintain, a segment it fails to remove
-// stays (below the start) for the next call; the error is not sticky. It
-// runs as the appender.
+// oldest first, and those already wholly below the log start; never the
+// active segment. StartOffset becomes the base of the first segment kept if
+// that is higher. It returns how many segments it removed. A segment it
+// fails to remove stays (unreadable, below the start) for the next
+// DeleteBelow or Maintain; the error is not sticky. It runs as the appender.
 func (l *Log) DeleteBelow(off Offset) (int, error) {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	if err := l.usable(); err != nil {
 		return 0, err
 	}
-	n := 0
-	for n < len(l.segs)-1 && (l.segs[n].idx.next <= l.start || l.segs[n].idx.next <= off) {
-		n++
-	}
-	if n == 0 {
-		return 0, nil
-	}
-	// The sealed segments, their indexes and the newest segment's name are
-	// made durable first, so a crash mid-deletion cannot lose the end offset
-	// and the checkpoint never exceeds the durable end.
-	if _, err := l.sync(true); err != nil {
-		return 0, err
-	}
-	if start := l.segs[n].base(); start > l.start {
-		if err := l.setStart(start); err != nil {
-			return 0, err
-		}
-	}
-	return l.removeDead()
+	return l.deleteBelow(off)
 }

@@ -38,10 +38,10 @@ func (a *armedFaults) inject(op vfs.Op, path string) error {
 	return nil
 }
 
-// newFixtureOn opens a snapshot fixture without retention on fs.
+// newFixtureOn opens a snapshot fixture with default segments on fs.
 func newFixtureOn(t *testing.T, fs vfs.FS) *snapshotFixture {
 	f := &snapshotFixture{t: t, dir: t.TempDir(), now: time.UnixMilli(1_000_000),
-		cfg: wal.Config{RetentionAge: -1}.WithDefaults(), fs: fs}
+		cfg: wal.Config{}.WithDefaults(), fs: fs}
 	f.open()
 	return f
 }
@@ -138,9 +138,14 @@ func TestSnapshotFailurePostponesRetention(t *testing.T) {
 			t.Fatal(res.Err)
 		}
 	}
+	below := belowKeeping(f.part.log.Segments(), keepBytes)
+	if below < second.Base+2 { // the second batch holds two offsets
+		t.Fatalf("retention would delete only below %d, not the producer's batch at %d: the test proves nothing", below, second.Base)
+	}
 	faults.armed.Store(true)
-	f.part.Maintain()
-	(<-f.part.ctl)() // the maintenance the owner loop would run
+	if n, err := f.deleteLocalBelow(below); !errors.Is(err, vfs.ErrInjected) || n != 0 {
+		t.Fatalf("deletion with a failing snapshot: %d segments, %v; want none and the snapshot's failure", n, err)
+	}
 	if start := f.part.log.StartOffset(); start > second.Base {
 		t.Fatalf("retention deleted up to %d although the snapshot replacing it was not written", start)
 	}

@@ -21,9 +21,13 @@ type snapshotFixture struct {
 	part *Partition
 }
 
+// keepBytes is how much of the log the fixture's retention keeps
+// (belowKeeping): two segments.
+const keepBytes = 2048
+
 func newSnapshotFixture(t *testing.T) *snapshotFixture {
 	f := &snapshotFixture{t: t, dir: t.TempDir(), now: time.UnixMilli(1_000_000),
-		cfg: wal.Config{SegmentBytes: 1024, RetentionBytes: 2048, RetentionAge: -1}.WithDefaults(), fs: vfs.OS}
+		cfg: wal.Config{SegmentBytes: 1024}.WithDefaults(), fs: vfs.OS}
 	f.open()
 	return f
 }
@@ -57,9 +61,46 @@ func (f *snapshotFixture) append(raw []byte) AppendResult {
 	return f.appendWithin(raw, 30*time.Second)
 }
 
-// pushOutOldSegments appends plain batches and applies retention until the
-// log start has passed offset.
-func (f *snapshotFixture) pushOutOldSegments(offset wal.Offset) {
+// belowKeeping returns the offset below which whole sealed segments go so
+// that the newest keepBytes of the log stay: the decision size-based
+// retention (tier's state machine) makes.
+func belowKeeping(segs []wal.SegmentInfo, keepBytes int64) wal.Offset {
+	var total int64
+	for _, s := range segs {
+		total += s.Size
+	}
+	below := wal.Offset(0)
+	for _, s := range segs[:len(segs)-1] {
+		if total <= keepBytes {
+			break
+		}
+		total -= s.Size
+		below = s.Next
+	}
+	return below
+}
+
+// deleteLocalBelow runs Partition.DeleteLocalBelow, doing the owner
+// goroutine's part itself: the fixture runs no Run loop.
+func (f *snapshotFixture) deleteLocalBelow(off wal.Offset) (int, error) {
+	f.t.Helper()
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := f.part.DeleteLocalBelow(off)
+		done <- result{n, err}
+	}()
+	(<-f.part.ctl)()
+	r := <-done
+	return r.n, r.err
+}
+
+// pushOutOldSegments appends plain batches and deletes the oldest segments
+// beyond keepBytes with del until the log start has passed offset.
+func (f *snapshotFixture) pushOutOldSegments(offset wal.Offset, del func(wal.Offset) (int, error)) {
 	f.t.Helper()
 	for i := 0; f.part.log.StartOffset() <= offset; i++ {
 		if i > 1000 {
@@ -68,7 +109,7 @@ func (f *snapshotFixture) pushOutOldSegments(offset wal.Offset) {
 		if res := f.append(testBatch(4, -1, -1, -1, 5)); res.Err != nil {
 			f.t.Fatal(res.Err)
 		}
-		if _, err := f.part.log.Maintain(); err != nil {
+		if _, err := del(belowKeeping(f.part.log.Segments(), keepBytes)); err != nil {
 			f.t.Fatal(err)
 		}
 	}
@@ -81,10 +122,10 @@ func TestProducerStateSurvivesRetentionAndRestart(t *testing.T) {
 	if first.Err != nil || second.Err != nil {
 		t.Fatal(first.Err, second.Err)
 	}
-	f.pushOutOldSegments(second.Base)
-	if err := f.part.writeSnapshot(); err != nil {
-		t.Fatal(err)
-	}
+	// DeleteLocalBelow writes the snapshot before it deletes: the last one
+	// it wrote covers every deleted batch of producer 7, and the restart
+	// reads that one (nothing writes a snapshot after it).
+	f.pushOutOldSegments(second.Base, f.deleteLocalBelow)
 	f.close()
 
 	f.open()
@@ -102,7 +143,7 @@ func TestProducerStateWithoutSnapshotIsLostWithItsSegments(t *testing.T) {
 	// the deduplication window with it.
 	f := newSnapshotFixture(t)
 	second := f.append(testBatch(2, 7, 0, 0, 1))
-	f.pushOutOldSegments(second.Base)
+	f.pushOutOldSegments(second.Base, f.part.log.DeleteBelow) // the log alone: no snapshot
 	f.close()
 	f.open()
 	if retry := f.append(testBatch(2, 7, 0, 0, 1)); retry.Dup {

@@ -15,7 +15,7 @@ import (
 // (SegmentBytes 200, 161-byte batches), syncs, and returns what it appended.
 func buildSegments(t *testing.T, fs vfs.FS, n int) (*Log, appended, Config) {
 	t.Helper()
-	cfg := Config{SegmentBytes: 200, RetentionAge: -1}
+	cfg := Config{SegmentBytes: 200}
 	l := mustOpen(t, fs, cfg)
 	var a appended
 	for i := range n {
@@ -27,12 +27,12 @@ func buildSegments(t *testing.T, fs vfs.FS, n int) (*Log, appended, Config) {
 	return l, a, cfg
 }
 
-// TestRetentionRemoveFailure: a failed removal during retention used to let
-// retention go on deleting newer segments, so the next Open found a gap
-// after the surviving segment and dropped every later one, the active one
-// included (durable end 21, only [0, 2) left). Retention must stop at the
+// TestDeleteBelowRemoveFailure: a failed removal during a deletion used to
+// let it go on deleting newer segments, so the next Open found a gap after
+// the surviving segment and dropped every later one, the active one
+// included (durable end 21, only [0, 2) left). DeleteBelow must stop at the
 // failure, and recovery must keep everything from the log start on.
-func TestRetentionRemoveFailure(t *testing.T) {
+func TestDeleteBelowRemoveFailure(t *testing.T) {
 	isLog := func(p string) bool { return strings.HasSuffix(p, logSuffix) }
 	cases := []struct {
 		name  string
@@ -49,15 +49,14 @@ func TestRetentionRemoveFailure(t *testing.T) {
 			mem := vfs.NewMem()
 			fs := vfs.NewFaulty(mem, vfs.FailNth(vfs.OpRemove, tc.failN, isLog, false))
 			l, a, cfg := buildSegments(t, fs, 21)
-			cfg.RetentionBytes = 5 * 161 // keep the last 5 segments
-			if err := l.SetConfig(cfg); err != nil {
-				t.Fatal(err)
-			}
-			_, err := l.Maintain()
-			if !errors.Is(err, vfs.ErrInjected) {
-				t.Fatalf("maintain: %v, want the injected removal failure", err)
+			n, err := l.DeleteBelow(16) // keep the last 5 segments
+			if !errors.Is(err, vfs.ErrInjected) || n != int(tc.failN)-1 {
+				t.Fatalf("delete below 16: %d, %v; want %d and the injected removal failure", n, err, tc.failN-1)
 			}
 			start, durable := l.StartOffset(), l.DurableEnd()
+			if start != 16 {
+				t.Fatalf("start %d, want 16: the start is checkpointed before any removal", start)
+			}
 			if durable != 21 || l.EndOffset() != 21 {
 				t.Fatalf("durable end %d, end %d, want 21", durable, l.EndOffset())
 			}
@@ -87,27 +86,35 @@ func TestRetentionRemoveFailure(t *testing.T) {
 	}
 }
 
-// TestRetentionRetriesAfterRemoveFailure: the segment that could not be
-// removed is unreadable at once and removed by the next Maintain.
-func TestRetentionRetriesAfterRemoveFailure(t *testing.T) {
-	isLog := func(p string) bool { return strings.HasSuffix(p, logSuffix) }
-	mem := vfs.NewMem()
-	l, _, cfg := buildSegments(t, vfs.NewFaulty(mem, vfs.FailNth(vfs.OpRemove, 2, isLog, false)), 10)
-	cfg.RetentionBytes = 2 * 161
-	if err := l.SetConfig(cfg); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := l.Maintain(); n != 1 || !errors.Is(err, vfs.ErrInjected) {
-		t.Fatalf("first maintain: %d %v", n, err)
-	}
-	if _, err := l.Read(1, 10, 100); !errors.Is(err, ErrOffsetOutOfRange) {
-		t.Fatalf("read of a segment retention failed to remove: %v", err)
-	}
-	if n, err := l.Maintain(); n != 7 || err != nil {
-		t.Fatalf("second maintain: %d %v", n, err)
-	}
-	if l.StartOffset() != 8 || len(mem.Files()) != 3+1+2 { // 1 sealed, 1 active, logstart and epochs
-		t.Fatalf("start %d, files %v", l.StartOffset(), mem.Files())
+// TestDeleteRetriesAfterRemoveFailure: the segment DeleteBelow could not
+// remove is unreadable at once, and removed by the next call, whether
+// DeleteBelow (with any offset) or Maintain.
+func TestDeleteRetriesAfterRemoveFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		retry func(*Log) (int, error)
+	}{
+		{"DeleteBelow again", func(l *Log) (int, error) { return l.DeleteBelow(8) }},
+		{"DeleteBelow below the start", func(l *Log) (int, error) { return l.DeleteBelow(0) }},
+		{"Maintain", (*Log).Maintain},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			isLog := func(p string) bool { return strings.HasSuffix(p, logSuffix) }
+			mem := vfs.NewMem()
+			l, _, _ := buildSegments(t, vfs.NewFaulty(mem, vfs.FailNth(vfs.OpRemove, 2, isLog, false)), 10)
+			if n, err := l.DeleteBelow(8); n != 1 || !errors.Is(err, vfs.ErrInjected) {
+				t.Fatalf("first deletion: %d %v", n, err)
+			}
+			if _, err := l.Read(1, 10, 100); !errors.Is(err, ErrOffsetOutOfRange) {
+				t.Fatalf("read of a segment the deletion failed to remove: %v", err)
+			}
+			if n, err := tc.retry(l); n != 7 || err != nil {
+				t.Fatalf("retry: %d %v", n, err)
+			}
+			if l.StartOffset() != 8 || len(mem.Files()) != 3+1+2 { // 1 sealed, 1 active, logstart and epochs
+				t.Fatalf("start %d, files %v", l.StartOffset(), mem.Files())
+			}
+		})
 	}
 }
 
