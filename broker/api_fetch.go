@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -58,6 +59,15 @@ func handleFetch(b *Broker, ctx context.Context, req *request) (reply, error) {
 	defer deadline.Stop()
 	for {
 		resp, res := b.fetchOnce(req, r)
+		if len(res.remote) > 0 {
+			// Object storage may take a while: the reply completes on the
+			// connection's writer, and the reader goes on with the
+			// connection's next requests.
+			return waitReply(func() kmsg.Response {
+				b.readRemoteParts(ctx, res.remote)
+				return resp
+			}), nil
+		}
 		// As Kafka: an error or a preferred replica is answered at once.
 		if res.bytes >= int(r.MinBytes) || wait == 0 || len(res.waits) == 0 || res.now {
 			return done(resp), nil
@@ -95,9 +105,19 @@ func waitAny(ctx context.Context, deadline <-chan time.Time, waits []<-chan stru
 
 // fetchResult is what one pass over a fetch's partitions found.
 type fetchResult struct {
-	bytes int               // record bytes in the response
-	waits []<-chan struct{} // high-watermark channels of partitions at their end
-	now   bool              // a partition must be answered at once (error, preferred replica)
+	bytes  int               // record bytes in the response
+	waits  []<-chan struct{} // high-watermark channels of partitions at their end
+	now    bool              // a partition must be answered at once (error, preferred replica)
+	remote []*remotePart     // partitions to read from object storage
+}
+
+// remotePart is a partition of a fetch below the local log start.
+type remotePart struct {
+	p      *partition.Partition
+	from   wal.Offset
+	budget int
+	sp     *kmsg.FetchResponseTopicPartition
+	label  string
 }
 
 // consumerFetch is what a pass needs to know about the request.
@@ -148,22 +168,71 @@ func (b *Broker) fetchOnce(req *request, r *kmsg.FetchRequest) (*kmsg.FetchRespo
 				continue
 			}
 			budget := min(int(rp.PartitionMaxBytes), maxBytes-res.bytes)
-			n, wait := b.fetchPartition(t, rp, cf, budget, res.bytes == 0, &sp)
+			n, wait, remote := b.fetchPartition(t, rp, cf, budget, res.bytes == 0, &sp)
 			res.bytes += n
 			if wait != nil {
 				res.waits = append(res.waits, wait)
 			}
 			res.now = res.now || sp.ErrorCode != 0 || sp.PreferredReadReplica >= 0
 			st.Partitions = append(st.Partitions, sp)
+			if remote != nil {
+				res.remote = append(res.remote, remote)
+				res.bytes += remote.budget // reserved for the remote read
+			}
 		}
 		resp.Topics = append(resp.Topics, st)
+	}
+	// The remote partitions' answers are filled in place: point them at the
+	// response's own elements, which were copied in.
+	if len(res.remote) > 0 {
+		i := 0
+		for ti := range resp.Topics {
+			for pi := range resp.Topics[ti].Partitions {
+				if i < len(res.remote) && res.remote[i].sp == nil && resp.Topics[ti].Partitions[pi].ErrorCode == remotePending {
+					res.remote[i].sp = &resp.Topics[ti].Partitions[pi]
+					res.remote[i].sp.ErrorCode = 0
+					i++
+				}
+			}
+		}
 	}
 	return resp, res
 }
 
+// remotePending marks, during a pass, a response partition whose records
+// come from object storage; it never reaches a client.
+const remotePending int16 = -32768
+
+// readRemoteParts reads the remote partitions of a fetch in parallel.
+func (b *Broker) readRemoteParts(ctx context.Context, parts []*remotePart) {
+	ctx, cancel := context.WithTimeout(ctx, remoteReadTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, rp := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			data, err := b.readRemote(ctx, rp.p, rp.from, max(rp.budget, 1))
+			if err != nil {
+				rp.sp.ErrorCode = errorCode(err)
+				return
+			}
+			rp.sp.RecordBatches = data
+			b.m.bytesOut(rp.p.Topic(), len(data))
+			b.m.recordsOutN(rp.p.Topic(), countRecords(data))
+			b.m.consumerFetched(b.cfg.AZ, rp.label, len(data))
+		}()
+	}
+	wg.Wait()
+}
+
+// remoteReadTimeout bounds a fetch's reads of object storage; past it the
+// partition gets a retriable error.
+const remoteReadTimeout = 30 * time.Second
+
 // fetchPartition fills sp for one partition and returns the record bytes
 // added and, when the read reached the high watermark, its change channel.
-func (b *Broker) fetchPartition(t *topic, rp kmsg.FetchRequestTopicPartition, cf consumerFetch, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, <-chan struct{}) {
+func (b *Broker) fetchPartition(t *topic, rp kmsg.FetchRequestTopicPartition, cf consumerFetch, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, <-chan struct{}, *remotePart) {
 	p, err := t.local(rp.Partition)
 	if err == nil {
 		// Before v11 a consumer cannot be sent to a follower (KIP-392).
@@ -172,24 +241,33 @@ func (b *Broker) fetchPartition(t *topic, rp kmsg.FetchRequestTopicPartition, cf
 	if err != nil {
 		sp.ErrorCode = errorCode(err)
 		b.fillCurrentLeader(t, rp.Partition, sp)
-		return 0, nil
+		return 0, nil, nil
 	}
-	hw, wait, perr := p.Position(wal.Offset(rp.FetchOffset))
+	from := wal.Offset(rp.FetchOffset)
+	hw, wait, perr := p.Position(from)
 	sp.HighWatermark = int64(hw)
 	sp.LastStableOffset = int64(hw)
-	sp.LogStartOffset = int64(p.Log().StartOffset())
+	sp.LogStartOffset = int64(b.logStart(context.Background(), p))
+	remote := false
+	if errors.Is(perr, wal.ErrOffsetOutOfRange) && from < p.Log().StartOffset() && from >= wal.Offset(sp.LogStartOffset) {
+		perr, remote = nil, true // below the local log, in the remote one
+	}
 	if cf.rack != "" && perr == nil {
 		if id := b.preferredReadReplica(t, p, cf.rack); id >= 0 {
 			sp.PreferredReadReplica = id
-			return 0, nil
+			return 0, nil, nil
 		}
 	}
-	if perr != nil || wait != nil {
+	if perr != nil || (wait != nil && !remote) {
 		sp.ErrorCode = errorCode(perr)
-		return 0, wait
+		return 0, wait, nil
 	}
 	if budget <= 0 && !first {
-		return 0, nil
+		return 0, nil, nil
+	}
+	if remote {
+		sp.ErrorCode = remotePending
+		return 0, nil, &remotePart{p: p, from: from, budget: max(budget, 1), label: cf.label}
 	}
 	data, readHW, err := p.Read(wal.Offset(rp.FetchOffset), max(budget, 1))
 	if err != nil {
@@ -197,7 +275,7 @@ func (b *Broker) fetchPartition(t *topic, rp kmsg.FetchRequestTopicPartition, cf
 		if !errors.Is(err, wal.ErrOffsetOutOfRange) {
 			b.logger.Error().Err(err).Str("topic", p.Topic()).Int32("partition", p.Index()).Msg("fetch read")
 		}
-		return 0, nil
+		return 0, nil, nil
 	}
 	// The read may have gone up to a newer high watermark; report the one
 	// that bounds the records returned.
@@ -206,7 +284,7 @@ func (b *Broker) fetchPartition(t *topic, rp kmsg.FetchRequestTopicPartition, cf
 	b.m.bytesOut(p.Topic(), len(data))
 	b.m.recordsOutN(p.Topic(), countRecords(data))
 	b.m.consumerFetched(b.cfg.AZ, cf.label, len(data))
-	return len(data), nil
+	return len(data), nil, nil
 }
 
 // checkLeaderEpoch compares a client's view of the leader epoch with ours.

@@ -82,8 +82,8 @@ func (b *Broker) listOffsetFor(p *partition.Partition, ts int64, client bool) (o
 		}
 		return end, -1, int32(p.LeaderEpoch()), nil
 	case listEarliest:
-		start := p.Log().StartOffset()
-		return int64(start), -1, epochAt(p.Log().Epochs(), start), nil
+		start := b.logStart(context.Background(), p)
+		return int64(start), -1, b.epochAt(p, start), nil
 	}
 	offset, timestamp, err = b.listOffset(p, ts)
 	switch {
@@ -94,7 +94,17 @@ func (b *Broker) listOffsetFor(p *partition.Partition, ts int64, client bool) (o
 	case offset < 0:
 		return -1, -1, -1, nil
 	}
-	return offset, timestamp, epochAt(p.Log().Epochs(), wal.Offset(offset)), nil
+	return offset, timestamp, b.epochAt(p, wal.Offset(offset)), nil
+}
+
+// epochAt is the leader epoch of the batch holding off, from the local
+// chain or, below the local log, from the remote head's.
+func (b *Broker) epochAt(p *partition.Partition, off wal.Offset) int32 {
+	if e := epochAt(p.Log().Epochs(), off); e >= 0 || b.tiers == nil {
+		return e
+	}
+	r := b.remoteRange(context.Background(), p)
+	return epochAt(r.Epochs, off)
 }
 
 // epochStart is where epoch e starts in chain, or -1 when the log holds no
@@ -127,9 +137,12 @@ func (b *Broker) listOffset(p *partition.Partition, ts int64) (offset, timestamp
 	case ts == listLatest:
 		return int64(hw), -1, nil
 	case ts == listEarliest:
-		return int64(p.Log().StartOffset()), -1, nil
+		return int64(b.logStart(context.Background(), p)), -1, nil
 	case ts < 0:
 		return -1, -1, fmt.Errorf("%w: timestamp %d", errInvalidRequest, ts)
+	}
+	if off, recTS, found, err := b.listRemoteOffset(p, ts); err != nil || found {
+		return off, recTS, err
 	}
 	batch, err := p.Log().FindTimestamp(ts)
 	if err != nil {
@@ -158,6 +171,31 @@ func (b *Broker) listOffset(p *partition.Partition, ts int64) (offset, timestamp
 	}
 	// No record at or after ts: Kafka answers offset -1.
 	return -1, -1, nil
+}
+
+// listRemoteOffset looks ts up in the tiered part of the log, below the
+// local log start: through the objects' footers to the first batch whose
+// max timestamp reaches ts, then to its first record at or after ts.
+func (b *Broker) listRemoteOffset(p *partition.Partition, ts int64) (offset, timestamp int64, found bool, err error) {
+	r := b.remoteRange(context.Background(), p)
+	local := p.Log().StartOffset()
+	if r.Empty() || r.LogStart >= local {
+		return -1, -1, false, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
+	defer cancel()
+	batch, err := b.tiers.FindTimestamp(ctx, p.TopicID(), p.Index(), ts)
+	if err != nil {
+		return -1, -1, false, fmt.Errorf("%w: find timestamp %d in %s-%d: %w", errRemoteRead, ts, p.Topic(), p.Index(), err)
+	}
+	if batch == nil {
+		return -1, -1, false, nil
+	}
+	off, recTS, found, err := firstOffsetAtOrAfter(batch, ts, int64(r.LogStart))
+	if err != nil {
+		return -1, -1, false, fmt.Errorf("%w: %w", errRemoteRead, err)
+	}
+	return off, recTS, found && wal.Offset(off) < local, nil
 }
 
 // nextBatch returns the first batch at or after from whose max timestamp

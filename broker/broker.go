@@ -16,7 +16,10 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-mq/sluice/cache"
 	"github.com/sluice-mq/sluice/meta"
+	"github.com/sluice-mq/sluice/tier"
+	"github.com/sluice-mq/sluice/tier/objstore"
 	"github.com/sluice-mq/sluice/wal"
 	"github.com/sluice-mq/sluice/wal/vfs"
 )
@@ -32,6 +35,10 @@ type Broker struct {
 	clusterID string
 	journal   *wal.Journal // the durable point every partition shares; nil with PerPartitionFsync
 	coord     *coordinator // consumer groups and committed offsets
+
+	objects objstore.Store // tiering (tiering.go); set in Run before partitions open
+	rcache  *cache.Cache
+	tiers   *tier.Manager
 
 	reg         atomic.Pointer[meta.Registration] // set by register before serving; replaced after a lost lease
 	liveBrokers atomic.Pointer[[]meta.BrokerInfo] // cluster.go
@@ -140,6 +147,10 @@ func (b *Broker) Run(ctx context.Context) error {
 		return fmt.Errorf("broker: empty %s: %w", b.trashDir(), err)
 	}
 
+	if err := b.startTiering(ctx); err != nil {
+		return err
+	}
+	defer b.stopTiering()
 	if err := b.openJournal(); err != nil {
 		return err
 	}
@@ -235,7 +246,8 @@ func (b *Broker) Run(ctx context.Context) error {
 	return runErr
 }
 
-// maintainLoop asks every partition to roll aged segments and apply retention.
+// maintainLoop asks every partition to roll aged segments, then the tiering
+// manager to upload and to apply retention (tiering.go).
 func (b *Broker) maintainLoop(ctx context.Context) {
 	t := time.NewTicker(b.cfg.RetentionCheckInterval)
 	defer t.Stop()
@@ -246,6 +258,10 @@ func (b *Broker) maintainLoop(ctx context.Context) {
 		case <-t.C:
 			for _, p := range b.allPartitions() {
 				p.Maintain()
+			}
+			if b.tiers != nil {
+				b.tiers.Maintain(ctx, b.tierTargets())
+				b.sweepDeletedTopics(ctx)
 			}
 		}
 	}

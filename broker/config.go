@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/meta"
+	"github.com/sluice-mq/sluice/tier/objstore"
 	"github.com/sluice-mq/sluice/wal"
 	"github.com/sluice-mq/sluice/wal/vfs"
 )
@@ -20,7 +21,20 @@ type Config struct {
 	KafkaListen    string // host:port the Kafka listener binds
 	KafkaAdvertise string // host:port given to clients; defaults to KafkaListen
 	HTTPListen     string
-	ObjectStore    string // object store URL; used by tiering
+	ObjectStore    string // object store URL (tiering); "" means file://<data dir>/objects
+	// ObjectStoreOptions tune the store's calls (timeout, attempts) and may
+	// carry S3 credentials; without them the standard AWS chain is used.
+	ObjectStoreOptions objstore.Options
+	// ReadCacheBytes bounds the read cache of remote object ranges.
+	ReadCacheBytes int64
+	// TierGrace is how long an object stays after the log start passed it,
+	// for readers still streaming it.
+	TierGrace time.Duration
+	// TierChunkBytes is the chunk size of uploaded objects (0: 4 MiB).
+	TierChunkBytes int
+	// Now is the clock of tiering and retention decisions; nil is the wall
+	// clock. Tests inject one to drive retention through days.
+	Now func() time.Time
 
 	AutoCreateTopics  bool
 	DefaultPartitions int32
@@ -92,6 +106,8 @@ func DefaultConfig() Config {
 		AutoCreateTopics:       true,
 		DefaultPartitions:      1,
 		RetentionCheckInterval: 30 * time.Second,
+		ReadCacheBytes:         256 << 20,
+		TierGrace:              10 * time.Minute,
 		MaxRequestBytes:        100 << 20,
 		QueuedMaxRequestBytes:  100 << 20,
 		FetchMaxBytes:          55 << 20,

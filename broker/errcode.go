@@ -106,6 +106,7 @@ var errorCodes = []struct {
 	{errInvalidTimestamp, kerr.InvalidTimestamp.Code},
 	{wal.ErrOffsetOutOfRange, kerr.OffsetOutOfRange.Code},
 	{partition.ErrStorage, kerr.KafkaStorageError.Code},
+	{errRemoteRead, kerr.KafkaStorageError.Code},
 	{wal.ErrClosed, kerr.NotLeaderForPartition.Code},
 	{group.ErrUnknownMember, kerr.UnknownMemberID.Code},
 	{group.ErrIllegalGeneration, kerr.IllegalGeneration.Code},

@@ -133,7 +133,7 @@ func (c *coordinator) ResetOffsets(ctx context.Context, groupID string, offsets 
 			if err != nil {
 				return fmt.Errorf("reset offsets of group %q: %w", groupID, err)
 			}
-			start := p.Log().StartOffset()
+			start := c.b.logStart(context.Background(), p)
 			hw, _ := p.HighWatermark()
 			if wal.Offset(off) < start || wal.Offset(off) > hw {
 				return fmt.Errorf("reset offsets of group %q: %s-%d to %d outside [%d, %d]: %w",

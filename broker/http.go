@@ -11,7 +11,7 @@ import (
 )
 
 func (b *Broker) httpHandler() http.Handler {
-	b.m.reg.MustRegister(newOffsetCollector(b), newLagCollector(b))
+	b.m.reg.MustRegister(newOffsetCollector(b), newLagCollector(b), newTierCollector(b))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(b.m.reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

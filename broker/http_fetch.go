@@ -90,7 +90,7 @@ func (b *Broker) fetchHTTP(ctx context.Context, groupID string, req fetchRequest
 	if err := b.checkAssigned(groupID, req.MemberID, req.Topic, *req.Partition); err != nil {
 		return fetchResponse{}, err
 	}
-	from := int64(p.Log().StartOffset())
+	from := int64(b.logStart(ctx, p))
 	if req.Offset != nil {
 		from = *req.Offset
 	} else {
@@ -145,12 +145,12 @@ func (b *Broker) readMessages(ctx context.Context, p *partition.Partition, from 
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
-		hw, changed, err := p.Position(wal.Offset(from))
+		hw, changed, err := b.position(ctx, p, wal.Offset(from))
 		if err != nil {
 			return fetchResponse{}, err
 		}
 		if changed == nil || wait <= 0 {
-			return b.decodeMessages(p, from, hw, maxBytes)
+			return b.decodeMessages(ctx, p, from, hw, maxBytes)
 		}
 		select {
 		case <-changed:
@@ -162,9 +162,9 @@ func (b *Broker) readMessages(ctx context.Context, p *partition.Partition, from 
 	}
 }
 
-func (b *Broker) decodeMessages(p *partition.Partition, from int64, hw wal.Offset, maxBytes int) (fetchResponse, error) {
+func (b *Broker) decodeMessages(ctx context.Context, p *partition.Partition, from int64, hw wal.Offset, maxBytes int) (fetchResponse, error) {
 	resp := fetchResponse{Messages: []fetchedMessage{}, HighWatermark: int64(hw), NextOffset: from}
-	data, _, err := p.Read(wal.Offset(from), maxBytes)
+	data, _, err := b.read(ctx, p, wal.Offset(from), maxBytes)
 	if err != nil {
 		return resp, err
 	}

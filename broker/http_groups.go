@@ -11,6 +11,7 @@ package broker
 // forwarded again); clients may use any broker.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -420,7 +421,7 @@ func (b *Broker) resetTargets(req resetRequest) (map[int32]int64, error) {
 		case req.Offset != nil:
 			out[p.Index()] = *req.Offset
 		case req.To == "earliest":
-			out[p.Index()] = int64(p.Log().StartOffset())
+			out[p.Index()] = int64(b.logStart(context.Background(), p))
 		case req.To == "latest":
 			out[p.Index()] = int64(hw)
 		default:
@@ -433,9 +434,9 @@ func (b *Broker) resetTargets(req resetRequest) (map[int32]int64, error) {
 			}
 			out[p.Index()] = off
 		}
-		if out[p.Index()] < int64(p.Log().StartOffset()) {
+		if start := b.logStart(context.Background(), p); out[p.Index()] < int64(start) {
 			return nil, fmt.Errorf("%w: %s-%d offset %d is below the log start %d", wal.ErrOffsetOutOfRange,
-				req.Topic, p.Index(), out[p.Index()], p.Log().StartOffset())
+				req.Topic, p.Index(), out[p.Index()], start)
 		}
 	}
 	return out, nil

@@ -4,6 +4,7 @@ package broker
 // registry, so several brokers can run in one test process.
 
 import (
+	"context"
 	"strconv"
 	"time"
 
@@ -167,7 +168,7 @@ func (c *offsetCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range c.b.allPartitions() {
 		part := strconv.Itoa(int(p.Index()))
 		hw, _ := p.HighWatermark()
-		ch <- prometheus.MustNewConstMetric(c.start, prometheus.GaugeValue, float64(p.Log().StartOffset()), p.Topic(), part)
+		ch <- prometheus.MustNewConstMetric(c.start, prometheus.GaugeValue, float64(c.b.logStart(context.Background(), p)), p.Topic(), part)
 		ch <- prometheus.MustNewConstMetric(c.end, prometheus.GaugeValue, float64(p.Log().EndOffset()), p.Topic(), part)
 		ch <- prometheus.MustNewConstMetric(c.hwm, prometheus.GaugeValue, float64(hw), p.Topic(), part)
 		ch <- prometheus.MustNewConstMetric(c.siz, prometheus.GaugeValue, float64(p.Log().Size()), p.Topic(), part)

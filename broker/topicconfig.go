@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluice-mq/sluice/tier"
 	"github.com/sluice-mq/sluice/wal"
 )
 
@@ -50,6 +51,8 @@ const (
 	cfgLocalRetentionMs  = "local.retention.ms"
 	cfgLocalRetentionB   = "local.retention.bytes"
 	cfgIndexInterval     = "index.interval.bytes"
+	cfgUploadBytes       = "remote.upload.bytes"
+	cfgUploadMaxDelayMs  = "remote.upload.max.delay.ms"
 )
 
 var topicConfigDefs = map[string]configDef{
@@ -65,6 +68,8 @@ var topicConfigDefs = map[string]configDef{
 	cfgLocalRetentionMs:  {kind: kindLong, def: "1800000", min: -2, doc: "keep uploaded segments locally this long; -2 follows retention.ms"},
 	cfgLocalRetentionB:   {kind: kindLong, def: "-2", min: -2, doc: "keep at most this many uploaded bytes locally; -2 follows retention.bytes"},
 	cfgIndexInterval:     {kind: kindInt, def: "4096", min: 0, doc: "bytes between offset index entries"},
+	cfgUploadBytes:       {kind: kindLong, def: "67108864", min: 1, doc: "upload to object storage once this many committed bytes wait"},
+	cfgUploadMaxDelayMs:  {kind: kindLong, def: "3600000", min: 0, doc: "upload committed bytes at the latest this long after the oldest began to wait"},
 }
 
 // topicConfigKeys returns the known keys in sorted order.
@@ -146,6 +151,19 @@ type topicSettings struct {
 	// MinInsyncReplicas is min.insync.replicas; the replica core never
 	// commits on fewer than a majority of the replicas whatever it says.
 	MinInsyncReplicas int
+	// Tiering (tier/): remote.storage.enable, local.retention.*,
+	// remote.upload.*.
+	Tiered              bool
+	LocalRetentionMs    int64
+	LocalRetentionBytes int64
+	UploadBytes         int64
+	UploadMaxDelayMs    int64
+}
+
+// policy is the topic's retention policy for the retention state machine.
+func (s topicSettings) policy(grace time.Duration) tier.Policy {
+	return tier.Policy{Tiered: s.Tiered, RetentionMs: s.RetentionMs, RetentionBytes: s.RetentionBytes,
+		LocalRetentionMs: s.LocalRetentionMs, LocalRetentionBytes: s.LocalRetentionBytes, Grace: grace}.Resolve()
 }
 
 // effectiveConfig returns the value of key: explicitly set, or the default.
@@ -174,38 +192,34 @@ func parseSettings(configs map[string]string) topicSettings {
 		IndexInterval:   int32(num(cfgIndexInterval)),
 
 		MinInsyncReplicas: int(num(cfgMinInsyncReplicas)),
+
+		Tiered:              configBool(configs, cfgRemoteStorage),
+		LocalRetentionMs:    num(cfgLocalRetentionMs),
+		LocalRetentionBytes: num(cfgLocalRetentionB),
+		UploadBytes:         num(cfgUploadBytes),
+		UploadMaxDelayMs:    num(cfgUploadMaxDelayMs),
 	}
 }
 
-// walConfig turns topic settings into the wal's configuration.
-//
-// The wal reads a zero RetentionAge or RetentionBytes as "use the default",
-// while Kafka's retention.ms=0 and retention.bytes=0 mean "keep nothing
-// sealed". They map to the smallest positive values, which retain exactly
-// what zero would: RetentionAge 1ns deletes a sealed segment whose max
-// timestamp is older than now (the cutoff is in milliseconds, so it is one
-// millisecond earlier only when the clock reads a whole millisecond), and
-// RetentionBytes 1 deletes every sealed segment while anything at all is left,
-// as no segment with a batch in it is 1 byte long. Negative means unlimited.
+// configBool is a validated boolean config's effective value.
+func configBool(configs map[string]string, key string) bool {
+	v, _ := effectiveConfig(configs, key)
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		b, _ = strconv.ParseBool(topicConfigDefs[key].def)
+	}
+	return b
+}
+
+// walConfig turns topic settings into the wal's configuration. The wal
+// only rolls segments: every deletion is the retention state machine's
+// (tier/, topicSettings.policy).
 func (s topicSettings) walConfig() wal.Config {
 	return wal.Config{
 		SegmentBytes:       s.SegmentBytes,
 		SegmentAge:         millis(s.SegmentMs),
 		IndexIntervalBytes: max(int(s.IndexInterval), 1),
-		RetentionAge:       walRetentionAge(s.RetentionMs),
-		RetentionBytes:     walRetentionBytes(s.RetentionBytes),
 	}.WithDefaults()
-}
-
-// walRetentionAge maps retention.ms to wal.Config.RetentionAge (see walConfig).
-func walRetentionAge(ms int64) time.Duration {
-	switch {
-	case ms < 0:
-		return -1
-	case ms == 0:
-		return time.Nanosecond
-	}
-	return millis(ms)
 }
 
 // millis converts a non-negative count of milliseconds to a Duration,
@@ -215,15 +229,4 @@ func millis(ms int64) time.Duration {
 		return math.MaxInt64
 	}
 	return time.Duration(ms) * time.Millisecond
-}
-
-// walRetentionBytes maps retention.bytes to wal.Config.RetentionBytes (see walConfig).
-func walRetentionBytes(n int64) int64 {
-	switch {
-	case n < 0:
-		return -1
-	case n == 0:
-		return 1
-	}
-	return n
 }

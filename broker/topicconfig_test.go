@@ -5,7 +5,8 @@ import (
 	"math"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/sluice-mq/sluice/tier"
 )
 
 func TestValidateTopicConfig(t *testing.T) {
@@ -49,9 +50,6 @@ func TestParseSettingsDefaults(t *testing.T) {
 	}
 	s = parseSettings(map[string]string{"retention.ms": "-1", "segment.ms": "100"})
 	cfg := s.walConfig()
-	if cfg.RetentionAge >= 0 {
-		t.Fatalf("retention.ms=-1 must mean unlimited, got %v", cfg.RetentionAge)
-	}
 	if cfg.SegmentAge.Milliseconds() != 100 {
 		t.Fatalf("segment age = %v, want 100ms", cfg.SegmentAge)
 	}
@@ -70,51 +68,34 @@ func TestValidateTopicName(t *testing.T) {
 	}
 }
 
-// TestSettingsToWalRetention checks the retention.ms / retention.bytes →
-// wal.Config mapping: 0 keeps nothing sealed, -1 is unlimited, and no value
-// falls back to the wal's default (issue 7, item 13).
-func TestSettingsToWalRetention(t *testing.T) {
+// TestSettingsToPolicy checks the retention configs → retention state
+// machine mapping: Kafka's values pass unchanged (0 keeps nothing sealed, -1
+// is unlimited), local.retention -2 follows the total, and the wal itself
+// never deletes (issue 7, item 13; issue 10).
+func TestSettingsToPolicy(t *testing.T) {
 	tests := []struct {
-		name      string
-		configs   map[string]string
-		wantAge   time.Duration // exact, or for 0 any value in (0, 1ms)
-		wantBytes int64         // exact, or for 0 any value in (0, smallest batch)
+		name    string
+		configs map[string]string
+		want    tier.Policy
 	}{
-		{"defaults", nil, 24 * time.Hour, -1},
-		{"ms=0", map[string]string{"retention.ms": "0"}, 0, -1},
-		{"bytes=0", map[string]string{"retention.bytes": "0"}, 24 * time.Hour, 0},
-		{"both 0", map[string]string{"retention.ms": "0", "retention.bytes": "0"}, 0, 0},
-		{"unlimited", map[string]string{"retention.ms": "-1", "retention.bytes": "-1"}, -1, -1},
-		{"explicit", map[string]string{"retention.ms": "1500", "retention.bytes": "4096"}, 1500 * time.Millisecond, 4096},
-		{"huge ms", map[string]string{"retention.ms": "9223372036854775807", "segment.ms": "9223372036854775807"}, math.MaxInt64, -1},
+		{"defaults", nil, tier.Policy{Tiered: true, RetentionMs: 86400000, RetentionBytes: -1, LocalRetentionMs: 1800000, LocalRetentionBytes: -1}},
+		{"zeros", map[string]string{"retention.ms": "0", "retention.bytes": "0"}, tier.Policy{Tiered: true, RetentionMs: 0, RetentionBytes: 0, LocalRetentionMs: 1800000, LocalRetentionBytes: 0}},
+		{"not tiered, unlimited", map[string]string{"remote.storage.enable": "false", "retention.ms": "-1"}, tier.Policy{RetentionMs: -1, RetentionBytes: -1, LocalRetentionMs: 1800000, LocalRetentionBytes: -1}},
+		{"local follows total", map[string]string{"local.retention.ms": "-2", "retention.ms": "1500"}, tier.Policy{Tiered: true, RetentionMs: 1500, RetentionBytes: -1, LocalRetentionMs: 1500, LocalRetentionBytes: -1}},
+		{"huge", map[string]string{"retention.ms": "9223372036854775807", "segment.ms": "9223372036854775807"}, tier.Policy{Tiered: true, RetentionMs: math.MaxInt64, RetentionBytes: -1, LocalRetentionMs: 1800000, LocalRetentionBytes: -1}},
 	}
-	const smallestBatch = 61 // a v2 batch header with no records
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if err := validateTopicConfigs(tt.configs); err != nil {
 				t.Fatal(err)
 			}
-			cfg := parseSettings(tt.configs).walConfig()
+			s := parseSettings(tt.configs)
+			if got := s.policy(0); got != tt.want {
+				t.Errorf("policy = %+v, want %+v", got, tt.want)
+			}
+			cfg := s.walConfig()
 			if err := cfg.Validate(); err != nil {
 				t.Fatalf("wal config %+v: %v", cfg, err)
-			}
-			if tt.wantAge == 0 {
-				if cfg.RetentionAge <= 0 || cfg.RetentionAge >= time.Millisecond {
-					t.Errorf("retention.ms=0 gave RetentionAge %v, want in (0, 1ms)", cfg.RetentionAge)
-				}
-			} else if cfg.RetentionAge != tt.wantAge {
-				t.Errorf("RetentionAge = %v, want %v", cfg.RetentionAge, tt.wantAge)
-			}
-			if tt.wantBytes == 0 {
-				if cfg.RetentionBytes <= 0 || cfg.RetentionBytes >= smallestBatch {
-					t.Errorf("retention.bytes=0 gave RetentionBytes %d, want in (0, %d)", cfg.RetentionBytes, smallestBatch)
-				}
-			} else if cfg.RetentionBytes != tt.wantBytes {
-				t.Errorf("RetentionBytes = %d, want %d", cfg.RetentionBytes, tt.wantBytes)
-			}
-			// WithDefaults must not turn the mapped values back into defaults.
-			if again := cfg.WithDefaults(); again.RetentionAge != cfg.RetentionAge || again.RetentionBytes != cfg.RetentionBytes {
-				t.Errorf("WithDefaults changed retention: %+v → %+v", cfg, again)
 			}
 		})
 	}

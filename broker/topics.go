@@ -197,6 +197,10 @@ func (b *Broker) openPartition(tp *topic, i int32) (*partition.Partition, error)
 	if err != nil {
 		return nil, fmt.Errorf("broker: open log of %s-%d: %w", tp.meta.Name, i, err)
 	}
+	if err := b.alignWithRemote(tp, i, l); err != nil {
+		_ = l.Close()
+		return nil, err
+	}
 	p, err := partition.Open(l, partition.Options{
 		Topic:          tp.meta.Name,
 		Index:          i,
@@ -299,6 +303,8 @@ func (b *Broker) deleteTopic(ctx context.Context, name string) (meta.Topic, erro
 	if tp := b.lookupTopic(name); tp != nil && tp.meta.ID == t.ID {
 		b.dropTopic(ctx, tp)
 	}
+	// Its objects and heads go through the retention machine.
+	b.deleteTopicObjects(t.ID, t.Partitions)
 	b.logger.Info().Str("topic", name).Msg("deleted topic")
 	return t, nil
 }

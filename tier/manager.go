@@ -248,3 +248,27 @@ func (m *Manager) maintainOne(ctx context.Context, t Target) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Lag is how far a partition's uploads trail its high watermark.
+type Lag struct {
+	Bytes int64         // local bytes at or above the remote end
+	Age   time.Duration // how long the oldest of them has waited (0 if none)
+	Range Range
+}
+
+// UploadLag reports p's upload lag as this broker knows it.
+func (m *Manager) UploadLag(ctx context.Context, p Partition, now time.Time) Lag {
+	r, err := m.Range(ctx, p.TopicID(), p.Index())
+	if err != nil {
+		return Lag{}
+	}
+	from := max(r.RemoteEnd, p.Log().StartOffset())
+	bytes, _ := p.Log().BytesFrom(from)
+	lag := Lag{Bytes: bytes, Range: r}
+	m.mu.Lock()
+	if s := m.parts[partKey{p.TopicID(), p.Index()}]; s != nil && !s.waiting.IsZero() && bytes > 0 {
+		lag.Age = now.Sub(s.waiting)
+	}
+	m.mu.Unlock()
+	return lag
+}

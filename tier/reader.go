@@ -23,9 +23,11 @@ import (
 	"github.com/sluice-mq/sluice/wal"
 )
 
-// Range is what a partition's remote log holds: [LogStart, RemoteEnd).
+// Range is what a partition's remote log holds: [LogStart, RemoteEnd),
+// and its leader-epoch chain.
 type Range struct {
 	LogStart, RemoteEnd wal.Offset
+	Epochs              []wal.EpochEntry
 }
 
 // Empty reports whether nothing is tiered.
@@ -37,7 +39,11 @@ func (m *Manager) Range(ctx context.Context, topicID [16]byte, n int32) (Range, 
 	if err != nil {
 		return Range{}, err
 	}
-	return Range{LogStart: wal.Offset(h.LogStart), RemoteEnd: wal.Offset(h.RemoteEnd)}, nil
+	r := Range{LogStart: wal.Offset(h.LogStart), RemoteEnd: wal.Offset(h.RemoteEnd)}
+	for _, e := range h.Epochs {
+		r.Epochs = append(r.Epochs, wal.EpochEntry{Epoch: wal.Epoch(e.Epoch), StartOffset: wal.Offset(e.Start)})
+	}
+	return r, nil
 }
 
 // Read returns whole batches from the one holding from, up to maxBytes (at

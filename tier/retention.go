@@ -7,10 +7,10 @@ package tier
 // records them in the head; nothing else in Sluice deletes data.
 //
 // Invariant: a local segment is deleted only if it is sealed, wholly below
-// the high watermark and below the lowest pinned offset, and either wholly
-// below the remote end (tiered topics) and past local retention, or, for a
-// topic that is not tiered, past total retention; or wholly below the log
-// start.
+// the high watermark and below the lowest pinned offset, and either past
+// total retention (retention.ms or .bytes), or wholly below the remote end
+// and past local retention (tiered topics), or wholly below the log start.
+// Nothing within total retention is deleted before it is uploaded.
 // Invariant: the remote log start moves only forward, only over whole
 // objects (or to where DeleteRecords put it), and never past the remote end.
 // Invariant: an object is deleted only once it is wholly below a clean
@@ -89,10 +89,6 @@ func LocalDeleteBelow(p Policy, in LocalInput) wal.Offset {
 	for _, s := range in.Segments {
 		total += s.Size
 	}
-	ms, bytes := p.RetentionMs, p.RetentionBytes
-	if p.Tiered {
-		ms, bytes = p.LocalRetentionMs, p.LocalRetentionBytes
-	}
 	n := 0
 	for ; n < sealed; n++ {
 		s := in.Segments[n]
@@ -100,9 +96,13 @@ func LocalDeleteBelow(p Policy, in LocalInput) wal.Offset {
 			break
 		}
 		below := s.Next <= in.LogStart
-		safe := !p.Tiered || s.Next <= in.RemoteEnd
-		due := expired(ms, s.MaxTimestamp, in.Now) || (bytes != Unlimited && total > bytes)
-		if !below && !(safe && due) {
+		// Past total retention, data goes whether uploaded or not: no
+		// reader may see it any more, and uploading it would be waste.
+		gone := expired(p.RetentionMs, s.MaxTimestamp, in.Now) || (p.RetentionBytes != Unlimited && total > p.RetentionBytes)
+		// Past local retention, a tiered topic's data goes once uploaded.
+		local := p.Tiered && s.Next <= in.RemoteEnd &&
+			(expired(p.LocalRetentionMs, s.MaxTimestamp, in.Now) || (p.LocalRetentionBytes != Unlimited && total > p.LocalRetentionBytes))
+		if !below && !gone && !local {
 			break
 		}
 		total -= s.Size

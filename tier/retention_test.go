@@ -41,10 +41,12 @@ func TestLocalDeleteBelow(t *testing.T) {
 		{"never past a pin", with(plain, func(p *Policy) { p.RetentionMs = 0 }), LocalInput{Segments: segs(6), HW: 60, Pins: []wal.Offset{35}}, 30},
 		{"below the log start goes", plain, LocalInput{Segments: segs(6), HW: 60, LogStart: 20}, 20},
 		{"tiered: nothing uploaded, nothing goes", with(tiered, func(p *Policy) { p.LocalRetentionMs = 0 }), LocalInput{Segments: segs(6), HW: 60}, 0},
+		{"tiered: past total retention goes unuploaded", with(tiered, func(p *Policy) { p.RetentionMs = 3*hour + 1 }), LocalInput{Segments: segs(6), HW: 60}, 30},
+		{"tiered: total bytes", with(tiered, func(p *Policy) { p.RetentionBytes = 250 }), LocalInput{Segments: segs(6), HW: 60, RemoteEnd: 10}, 40},
 		{"tiered: uploaded and old goes", tiered, LocalInput{Segments: segs(6), HW: 60, RemoteEnd: 45}, 40},
 		{"tiered: uploaded but young stays", with(tiered, func(p *Policy) { p.LocalRetentionMs = 24 * hour }), LocalInput{Segments: segs(6), HW: 60, RemoteEnd: 60}, 0},
 		{"tiered: local bytes", with(tiered, func(p *Policy) { p.LocalRetentionMs, p.LocalRetentionBytes = Unlimited, 200 }), LocalInput{Segments: segs(6), HW: 60, RemoteEnd: 60}, 40},
-		{"tiered: -2 follows the total", with(tiered, func(p *Policy) { p.LocalRetentionMs, p.RetentionMs = -2, 2*hour + 1 }), LocalInput{Segments: segs(6), HW: 60, RemoteEnd: 60}, 40},
+		{"tiered: -2 follows the total", with(tiered, func(p *Policy) { p.LocalRetentionMs, p.RetentionMs = -2, 2*hour+1 }), LocalInput{Segments: segs(6), HW: 60, RemoteEnd: 60}, 40},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

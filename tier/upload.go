@@ -43,10 +43,18 @@ func (m *Manager) maybeUpload(ctx context.Context, t Target) error {
 	log := t.P.Log()
 	from := wal.Offset(h.RemoteEnd)
 	if local := log.StartOffset(); from < local {
-		if len(h.Objects) > 0 || len(h.Manifests) > 0 {
-			return fmt.Errorf("tier: remote end %d is below the local log start %d: the offsets between were never uploaded", from, local)
+		// Total retention deleted data before it was uploaded (or nothing
+		// was ever tiered): the remote log continues at the local start,
+		// and everything below it is past retention.
+		if h.Revision != 0 {
+			next := h
+			next.RemoteEnd, next.LogStart = int64(local), int64(local)
+			if h, err = m.putHead(ctx, next, *t.Fence); err != nil {
+				return err
+			}
+			m.log.Info().Int32("partition", n).Int64("from", int64(from)).Int64("to", int64(local)).Msg("retention passed offsets before they were uploaded; the remote log continues at the local start")
 		}
-		from = local // nothing tiered yet: the remote log begins at the local start
+		from = local
 	}
 	now := m.cfg.Now()
 	m.mu.Lock()

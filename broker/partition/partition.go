@@ -521,6 +521,57 @@ func (p *Partition) Maintain() {
 	}
 }
 
+// DeleteLocalBelow deletes the local segments wholly below off, as the
+// retention state machine (tier/) decided, on the owner goroutine: the
+// producer snapshot is written first, so a crash in between cannot leave a
+// snapshot older than the log start. It returns how many segments went.
+func (p *Partition) DeleteLocalBelow(off wal.Offset) (int, error) {
+	var n int
+	var err error
+	if !p.onOwner(func() {
+		p.settleInflight()
+		p.expireProducers()
+		if err = p.writeSnapshot(); err != nil {
+			err = fmt.Errorf("partition: write producer snapshot, deletion postponed: %w", err)
+			return
+		}
+		if n, err = p.log.DeleteBelow(off); err == nil && n > 0 {
+			p.logger.Info().Int("segments", n).Int64("local_start", int64(p.log.StartOffset())).Msg("retention deleted local segments")
+		}
+	}) {
+		return 0, ErrShuttingDown
+	}
+	return n, err
+}
+
+// ProducerSnapshot encodes the producer state as of the log end, in the
+// snapshot file's format (doc.go), for an object uploaded to storage.
+func (p *Partition) ProducerSnapshot() ([]byte, error) {
+	var data []byte
+	var err error
+	if !p.onOwner(func() { data, err = p.encodeSnapshot() }) {
+		return nil, ErrShuttingDown
+	}
+	return data, err
+}
+
+// onOwner runs fn on the owner goroutine and waits for it; false if the
+// owner has stopped.
+func (p *Partition) onOwner(fn func()) bool {
+	done := make(chan struct{})
+	select {
+	case p.ctl <- func() { defer close(done); fn() }:
+	case <-p.done:
+		return false
+	}
+	select {
+	case <-done:
+		return true
+	case <-p.done:
+		return false
+	}
+}
+
 // Reconfigure applies new topic settings on the owner goroutine and waits
 // until they are applied or the owner has stopped.
 func (p *Partition) Reconfigure(cfg wal.Config) {

@@ -67,6 +67,16 @@ func (p *Partition) writeSnapshot() error {
 	if p.opts.SnapshotPath == "" {
 		return nil
 	}
+	data, err := p.encodeSnapshot()
+	if err != nil {
+		return err
+	}
+	return vfs.WriteFileDurable(p.opts.FS, p.opts.SnapshotPath, data)
+}
+
+// encodeSnapshot encodes the producer state as of the log end in the
+// snapshot file's format. Only the owner goroutine calls it.
+func (p *Partition) encodeSnapshot() ([]byte, error) {
 	snap := snapshotFile{Version: snapshotVersion, Offset: int64(p.log.EndOffset())}
 	ids := make([]int64, 0, len(p.producers))
 	for id := range p.producers {
@@ -83,10 +93,9 @@ func (p *Partition) writeSnapshot() error {
 	}
 	line, err := json.Marshal(snap)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	data := fmt.Appendf(line, "\n%08x\n", crc32.Checksum(line, castagnoli))
-	return vfs.WriteFileDurable(p.opts.FS, p.opts.SnapshotPath, data)
+	return fmt.Appendf(line, "\n%08x\n", crc32.Checksum(line, castagnoli)), nil
 }
 
 // loadSnapshot restores producer state and returns the offset it covers,

@@ -1,0 +1,253 @@
+package broker
+
+// tiering.go wires tier/ into the broker: it opens the object store and the
+// read cache, runs the tiering manager on the maintenance ticks (uploads on
+// the partitions this broker leads, the retention state machine on every
+// partition it hosts), and answers the questions the Kafka and HTTP handlers
+// ask of the remote log: where the log starts, and the records below the
+// local log start.
+//
+// Invariant: the retention state machine is the only code that deletes a
+// partition's data (the wal only rolls segments, walConfig); an upload is
+// fenced by the partition state this broker leads it at.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/sluice-mq/sluice/broker/partition"
+	"github.com/sluice-mq/sluice/cache"
+	"github.com/sluice-mq/sluice/tier"
+	objopen "github.com/sluice-mq/sluice/tier/objstore/open"
+	"github.com/sluice-mq/sluice/wal"
+)
+
+// objectStoreURL is the configured store, by default a directory in the
+// data dir.
+func (b *Broker) objectStoreURL() (string, error) {
+	if b.cfg.ObjectStore != "" {
+		return b.cfg.ObjectStore, nil
+	}
+	abs, err := filepath.Abs(filepath.Join(b.cfg.DataDir, "objects"))
+	if err != nil {
+		return "", fmt.Errorf("broker: object store directory: %w", err)
+	}
+	return "file://" + abs, nil
+}
+
+// startTiering opens the object store, the read cache and the manager.
+func (b *Broker) startTiering(ctx context.Context) error {
+	url, err := b.objectStoreURL()
+	if err != nil {
+		return err
+	}
+	opts := b.cfg.ObjectStoreOptions
+	opts.Logger = b.logger.With().Str("component", "objstore").Logger()
+	store, err := objopen.URL(ctx, url, opts)
+	if err != nil {
+		return fmt.Errorf("broker: object store %s: %w", url, err)
+	}
+	c, err := cache.New(cache.Config{MaxBytes: b.cfg.ReadCacheBytes})
+	if err != nil {
+		return fmt.Errorf("broker: read cache: %w", err)
+	}
+	m, err := tier.New(tier.Config{Store: store, Index: b.store, Cache: c, Now: b.now,
+		Logger: b.logger, ChunkBytes: b.cfg.TierChunkBytes})
+	if err != nil {
+		c.Close()
+		return err
+	}
+	b.objects, b.rcache, b.tiers = store, c, m
+	b.logger.Info().Str("object_store", url).Int64("read_cache_bytes", b.cfg.ReadCacheBytes).Msg("tiering ready")
+	return nil
+}
+
+// stopTiering waits for the manager's work (its context is already
+// cancelled) and closes the cache.
+func (b *Broker) stopTiering() {
+	if b.tiers != nil {
+		b.tiers.Wait()
+	}
+	if b.rcache != nil {
+		b.rcache.Close()
+	}
+}
+
+func (b *Broker) now() time.Time {
+	if b.cfg.Now != nil {
+		return b.cfg.Now()
+	}
+	return time.Now()
+}
+
+// tierTargets lists the partitions this broker hosts with their policies,
+// and the fence of those it leads.
+func (b *Broker) tierTargets() []tier.Target {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	var out []tier.Target
+	for _, t := range b.topics {
+		pol := t.settings.policy(b.cfg.TierGrace)
+		for i, p := range t.partitions {
+			if p == nil {
+				continue
+			}
+			tg := tier.Target{P: p, Policy: pol, UploadBytes: t.settings.UploadBytes,
+				UploadMaxDelay: millis(t.settings.UploadMaxDelayMs)}
+			if i < len(t.states) {
+				if st := t.states[i]; st.Leader == b.cfg.NodeID && int32(p.LeaderEpoch()) == st.LeaderEpoch && st.Revision > 0 {
+					fence := st
+					tg.Fence = &fence
+				}
+			}
+			out = append(out, tg)
+		}
+	}
+	return out
+}
+
+// remoteRange is the partition's tiered range, empty if nothing is tiered
+// or the head cannot be read (then the local log is all there is to serve).
+func (b *Broker) remoteRange(ctx context.Context, p *partition.Partition) tier.Range {
+	if b.tiers == nil {
+		return tier.Range{}
+	}
+	r, err := b.tiers.Range(ctx, p.TopicID(), p.Index())
+	if err != nil {
+		b.logger.Warn().Err(err).Str("topic", p.Topic()).Int32("partition", p.Index()).Msg("read remote index head")
+		return tier.Range{}
+	}
+	return r
+}
+
+// logStart is the partition's log start offset as clients see it: the
+// remote log start when anything is tiered below the local log.
+func (b *Broker) logStart(ctx context.Context, p *partition.Partition) wal.Offset {
+	local := p.Log().StartOffset()
+	if r := b.remoteRange(ctx, p); !r.Empty() && r.LogStart < local && r.RemoteEnd >= local {
+		return r.LogStart
+	}
+	return local
+}
+
+// readRemote reads batches from object storage at from, which is below the
+// local log start.
+func (b *Broker) readRemote(ctx context.Context, p *partition.Partition, from wal.Offset, maxBytes int) ([]byte, error) {
+	data, err := b.tiers.Read(ctx, p.TopicID(), p.Index(), from, maxBytes)
+	switch {
+	case err == nil:
+		return data, nil
+	case errors.Is(err, tier.ErrOffsetOutOfRange):
+		return nil, fmt.Errorf("%w: %w", wal.ErrOffsetOutOfRange, err)
+	}
+	b.logger.Warn().Err(err).Str("topic", p.Topic()).Int32("partition", p.Index()).Int64("offset", int64(from)).Msg("remote read failed")
+	return nil, fmt.Errorf("%w: %w", errRemoteRead, err)
+}
+
+// position is Partition.Position over the whole log, local and remote:
+// an offset below the local log start but in the remote range is readable.
+func (b *Broker) position(ctx context.Context, p *partition.Partition, from wal.Offset) (wal.Offset, <-chan struct{}, error) {
+	hw, wait, err := p.Position(from)
+	if errors.Is(err, wal.ErrOffsetOutOfRange) && from < p.Log().StartOffset() && from >= b.logStart(ctx, p) {
+		return hw, nil, nil
+	}
+	return hw, wait, err
+}
+
+// read is Partition.Read over the whole log: below the local log start it
+// reads object storage.
+func (b *Broker) read(ctx context.Context, p *partition.Partition, from wal.Offset, maxBytes int) ([]byte, wal.Offset, error) {
+	if from < p.Log().StartOffset() && from >= b.logStart(ctx, p) {
+		hw, _ := p.HighWatermark()
+		data, err := b.readRemote(ctx, p, from, maxBytes)
+		return data, hw, err
+	}
+	return p.Read(from, maxBytes)
+}
+
+// alignWithRemote makes a local log that ends below the remote end (lost,
+// removed, or a new replica) continue at the remote end: everything below
+// it is committed and in object storage, and new records must not reuse its
+// offsets. A local tail below the remote end is dropped (it is uploaded).
+func (b *Broker) alignWithRemote(tp *topic, i int32, l *wal.Log) error {
+	if b.tiers == nil || !tp.settings.Tiered {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := b.tiers.Range(ctx, tp.meta.ID, i)
+	if err != nil {
+		return fmt.Errorf("broker: remote index of %s-%d: %w", tp.meta.Name, i, err)
+	}
+	if r.RemoteEnd <= l.EndOffset() {
+		return nil
+	}
+	if l.Size() > 0 {
+		if err := l.Truncate(l.StartOffset()); err != nil {
+			return fmt.Errorf("broker: drop the local tail of %s-%d below the remote end %d: %w", tp.meta.Name, i, r.RemoteEnd, err)
+		}
+	}
+	epoch := wal.Epoch(-1)
+	if n := len(r.Epochs); n > 0 {
+		epoch = r.Epochs[n-1].Epoch
+	}
+	if err := l.RestartAt(r.RemoteEnd, epoch); err != nil {
+		return fmt.Errorf("broker: restart %s-%d at the remote end %d: %w", tp.meta.Name, i, r.RemoteEnd, err)
+	}
+	b.logger.Warn().Str("topic", tp.meta.Name).Int32("partition", i).Int64("remote_end", int64(r.RemoteEnd)).
+		Msg("the local log ended below the remote end; it continues there, older records are read from object storage")
+	return nil
+}
+
+// errRemoteRead marks a failed read of object storage: retriable for the
+// client (KAFKA_STORAGE_ERROR), never an empty or shifted answer.
+var errRemoteRead = errors.New("object storage read failed")
+
+// deleteTopicObjects removes a deleted topic's objects and heads through the
+// retention machine, in the background; a crash leaves the heads, which
+// sweepDeletedTopics finishes.
+func (b *Broker) deleteTopicObjects(id [16]byte, partitions int32) {
+	if b.tiers == nil {
+		return
+	}
+	b.partWG.Add(1)
+	go func() {
+		defer b.partWG.Done()
+		ctx, cancel := context.WithTimeout(b.partCtx, 10*time.Minute)
+		defer cancel()
+		if err := b.tiers.DeleteTopic(ctx, id, partitions); err != nil {
+			b.logger.Warn().Err(err).Msg("delete a deleted topic's objects; retried by the next sweep")
+		}
+	}()
+}
+
+// sweepDeletedTopics finishes the object deletion of topics deleted while
+// a broker was down: heads whose topic no longer exists. Only the
+// controller sweeps.
+func (b *Broker) sweepDeletedTopics(ctx context.Context) {
+	if b.tiers == nil || b.controllerID() != b.cfg.NodeID {
+		return
+	}
+	heads, err := b.store.RemoteHeads(ctx)
+	if err != nil {
+		return
+	}
+	parts := map[[16]byte]int32{}
+	for _, h := range heads {
+		parts[h.TopicID] = max(parts[h.TopicID], h.Partition+1)
+	}
+	for id, n := range parts {
+		if b.lookupTopicID(id) != nil {
+			continue
+		}
+		if sts, err := b.store.Partitions(ctx, id); err != nil || len(sts) > 0 {
+			continue // unknown, or created elsewhere and not seen here yet
+		}
+		if err := b.tiers.DeleteTopic(ctx, id, n); err != nil {
+			b.logger.Warn().Err(err).Msg("sweep a deleted topic's objects")
+		}
+	}
+}

@@ -1,0 +1,149 @@
+package broker
+
+// Tiering end to end inside one process: a broker on Versity's S3 gateway
+// (a real S3 server) with small uploads and no local retention; produce,
+// wait for the uploads and the local deletions, replay from offset 0 with
+// franz-go, after a restart and after the local log is removed.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-mq/sluice/tier/objstore/s3test"
+)
+
+// tieringConfigs make a topic upload every few KiB and keep nothing local
+// once uploaded.
+var tieringConfigs = map[string]string{
+	"segment.bytes":              "4096",
+	"remote.upload.bytes":        "8192",
+	"remote.upload.max.delay.ms": "0",
+	"local.retention.ms":         "0",
+	"retention.ms":               "-1",
+}
+
+func s3BrokerConfig(t *testing.T, srv *s3test.Server) Config {
+	cfg := testBrokerConfig(t)
+	cfg.ObjectStore = srv.URL(fmt.Sprintf("broker-%d", time.Now().UnixNano()))
+	cfg.ObjectStoreOptions = srv.Options()
+	cfg.TierChunkBytes = 2048
+	return cfg
+}
+
+// produceValues sends n records with distinct values, acks=all, and
+// returns them in offset order.
+func produceValues(t *testing.T, cl *kgo.Client, topic string, n int) []string {
+	t.Helper()
+	var want []string
+	for i := range n {
+		v := fmt.Sprintf("record-%05d-%s", i, string(make([]byte, 200)))
+		want = append(want, v)
+		if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: topic, Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatalf("produce %d: %v", i, err)
+		}
+	}
+	return want
+}
+
+// replayAll reads topic-0 from offset 0 to n records with a new client.
+func replayAll(t *testing.T, b *Broker, topic string, n int) []string {
+	t.Helper()
+	cl := testClient(t, b, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(0)}}),
+		kgo.FetchMaxBytes(16<<10), kgo.FetchMaxPartitionBytes(16<<10))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var got []string
+	var next int64
+	for len(got) < n {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			t.Fatalf("replay stopped at %d of %d records: %v", len(got), n, err)
+		}
+		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch error (retried): %v", err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset != next {
+				t.Fatalf("replay: offset %d after %d", r.Offset, next-1)
+			}
+			next++
+			got = append(got, string(r.Value))
+		})
+	}
+	return got
+}
+
+func equalValues(t *testing.T, got, want []string) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("replayed %d records, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("record %d differs: %.20q, want %.20q", i, got[i], want[i])
+		}
+	}
+}
+
+func TestTieringReplayFromObjectStorage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an S3 server")
+	}
+	srv := s3test.Start(t)
+	cfg := s3BrokerConfig(t, srv)
+	b, stop := startStoppableBroker(t, cfg)
+	cl := testClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	const topic, n = "tiered", 400
+	createTopic(t, cl, topic, 1, tieringConfigs)
+	want := produceValues(t, cl, topic, n)
+
+	// Uploads run and the local log is deleted below the remote end.
+	p, err := b.partitionOf(topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventuallyTrue(t, "most of the log uploaded and deleted locally", func() (bool, string) {
+		r := b.remoteRange(context.Background(), p)
+		local := p.Log().StartOffset()
+		return r.RemoteEnd >= n/2 && local >= n/2, fmt.Sprintf("remote [%d, %d), local start %d", r.LogStart, r.RemoteEnd, local)
+	})
+	adm := kadm.NewClient(cl)
+	starts, err := adm.ListStartOffsets(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := starts.Lookup(topic, 0); o.Offset != 0 {
+		t.Fatalf("ListOffsets earliest = %d, want the remote log start 0", o.Offset)
+	}
+	equalValues(t, replayAll(t, b, topic, n), want)
+	st := b.tiers.Stats()
+	if st.RemoteReadBytes == 0 || st.ObjectsUploaded == 0 {
+		t.Fatalf("no remote reads or uploads: %+v", st)
+	}
+	t.Logf("after the first replay: %+v, cache %+v", st, b.rcache.Stats())
+
+	// After a restart, and after the whole local log is removed, the
+	// replay is the same: everything below the remote end comes from S3.
+	stop()
+	b, stop = startStoppableBroker(t, cfg)
+	equalValues(t, replayAll(t, b, topic, n), want)
+	stop()
+	for _, dir := range []string{"wal", "journal", "state"} { // the whole local log; etcd's data stays
+		if err := os.RemoveAll(filepath.Join(cfg.DataDir, dir)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b = startBroker(t, cfg)
+	p, err = b.partitionOf(topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := b.remoteRange(context.Background(), p)
+	got := replayAll(t, b, topic, int(r.RemoteEnd))
+	equalValues(t, got, want[:r.RemoteEnd])
+}
