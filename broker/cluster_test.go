@@ -29,11 +29,18 @@ type testCluster struct {
 
 func startTestCluster(t *testing.T, n int) *testCluster {
 	t.Helper()
+	return startTestClusterWith(t, n, nil)
+}
+
+// startTestClusterWith is startTestCluster with each broker's config
+// adjusted by adjust (when not nil) before it starts.
+func startTestClusterWith(t *testing.T, n int, adjust func(*Config)) *testCluster {
+	t.Helper()
 	// A port picked free can be taken before a broker binds it (the
 	// etcd members' ports must be known before they start, for the initial
 	// cluster): start again on fresh ports when that happens.
 	for attempt := 1; ; attempt++ {
-		c, err := tryStartTestCluster(t, n)
+		c, err := tryStartTestCluster(t, n, adjust)
 		if err == nil {
 			return c
 		}
@@ -44,12 +51,14 @@ func startTestCluster(t *testing.T, n int) *testCluster {
 	}
 }
 
-func tryStartTestCluster(t *testing.T, n int) (*testCluster, error) {
+func tryStartTestCluster(t *testing.T, n int, adjust func(*Config)) (*testCluster, error) {
 	t.Helper()
 	cfgs := make([]Config, n)
 	var initial []string
+	objects := "file://" + t.TempDir() // one store shared by the brokers, as a cluster's bucket is
 	for i := range n {
 		cfgs[i] = testBrokerConfig(t)
+		cfgs[i].ObjectStore = objects
 		// Bound by the broker: no other test can take them meanwhile.
 		cfgs[i].KafkaListen, cfgs[i].HTTPListen = "127.0.0.1:0", "127.0.0.1:0"
 		cfgs[i].NodeID = int32(i + 1)
@@ -57,6 +66,9 @@ func tryStartTestCluster(t *testing.T, n int) (*testCluster, error) {
 		cfgs[i].RegistrationTTL = 2 * time.Second
 		cfgs[i].ControllerTTL = 2 * time.Second
 		initial = append(initial, fmt.Sprintf("%d=http://%s", i+1, cfgs[i].Meta.ListenPeer))
+		if adjust != nil {
+			adjust(&cfgs[i])
+		}
 	}
 	c := &testCluster{brokers: make([]*Broker, n), stops: make([]func(), n)}
 	errcs := make([]chan error, n)

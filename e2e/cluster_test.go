@@ -102,8 +102,11 @@ func tryStartCluster(t testing.TB, extraArgs []string) (*cluster, error) {
 		initial = append(initial, fmt.Sprintf("%d=http://%s", i+1, b.etcdPeerAddr))
 		c.nodes = append(c.nodes, b)
 	}
+	// Every broker of a cluster reads the objects the others upload: one
+	// shared store (a directory here; S3 in the tiering tests).
+	objects := "file://" + t.TempDir()
 	for _, b := range c.nodes {
-		b.opts.extraArgs = append([]string{"--etcd-initial-cluster", strings.Join(initial, ",")}, extraArgs...)
+		b.opts.extraArgs = append([]string{"--etcd-initial-cluster", strings.Join(initial, ","), "--object-store", objects}, extraArgs...)
 	}
 	t.Cleanup(c.shutdown)
 	// The etcd members wait for each other's quorum, so all three start

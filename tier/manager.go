@@ -272,3 +272,14 @@ func (m *Manager) UploadLag(ctx context.Context, p Partition, now time.Time) Lag
 	m.mu.Unlock()
 	return lag
 }
+
+// Objects lists the partition's committed objects from its head and
+// manifests, in offset order, reading the head from etcd.
+func (m *Manager) Objects(ctx context.Context, topicID [16]byte, n int32) ([]RemoteObject, meta.RemoteHead, error) {
+	h, err := m.refreshHead(ctx, topicID, n)
+	if err != nil {
+		return nil, h, err
+	}
+	objs, err := m.objectsFrom(ctx, h, -1)
+	return objs, h, err
+}
