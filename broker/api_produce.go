@@ -177,6 +177,9 @@ func (b *Broker) prepareAppend(topicName string, index int32, records []byte, ac
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := b.checkDisk(); err != nil {
+		return nil, nil, err
+	}
 	h, err := validateBatch(records, t.settings.MaxMessageBytes)
 	if err != nil {
 		return nil, nil, err

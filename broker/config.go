@@ -30,6 +30,15 @@ type Config struct {
 	// TierGrace is how long an object stays after the log start passed it,
 	// for readers still streaming it.
 	TierGrace time.Duration
+	// LocalMaxBytes and DiskMinFreeBytes are the local disk watermarks:
+	// produce is refused (retriable) while the local logs hold at least
+	// LocalMaxBytes, or the data dir's file system has less than
+	// DiskMinFreeBytes free; 0 turns either off.
+	LocalMaxBytes    int64
+	DiskMinFreeBytes int64
+	// Objects, when set, is the object store itself instead of opening
+	// ObjectStore; tests pass a fault-injecting one, as FS for the disk.
+	Objects objstore.Store
 	// TierChunkBytes is the chunk size of uploaded objects (0: 4 MiB).
 	TierChunkBytes int
 	// Now is the clock of tiering and retention decisions; nil is the wall
@@ -108,6 +117,7 @@ func DefaultConfig() Config {
 		RetentionCheckInterval: 30 * time.Second,
 		ReadCacheBytes:         256 << 20,
 		TierGrace:              10 * time.Minute,
+		DiskMinFreeBytes:       64 << 20,
 		MaxRequestBytes:        100 << 20,
 		QueuedMaxRequestBytes:  100 << 20,
 		FetchMaxBytes:          55 << 20,

@@ -107,6 +107,7 @@ var errorCodes = []struct {
 	{wal.ErrOffsetOutOfRange, kerr.OffsetOutOfRange.Code},
 	{partition.ErrStorage, kerr.KafkaStorageError.Code},
 	{errRemoteRead, kerr.KafkaStorageError.Code},
+	{errDiskFull, kerr.KafkaStorageError.Code},
 	{wal.ErrClosed, kerr.NotLeaderForPartition.Code},
 	{group.ErrUnknownMember, kerr.UnknownMemberID.Code},
 	{group.ErrIllegalGeneration, kerr.IllegalGeneration.Code},

@@ -57,7 +57,7 @@ func httpStatusFor(err error) *apiError {
 		kerr.RebalanceInProgress.Code, kerr.NonEmptyGroup.Code, kerr.InconsistentGroupProtocol.Code,
 		kerr.MemberIDRequired.Code:
 		status = http.StatusConflict
-	case kerr.RequestTimedOut.Code, kerr.NotLeaderForPartition.Code, kerr.CoordinatorNotAvailable.Code:
+	case kerr.RequestTimedOut.Code, kerr.NotLeaderForPartition.Code, kerr.CoordinatorNotAvailable.Code, kerr.KafkaStorageError.Code:
 		status = http.StatusServiceUnavailable
 	}
 	name := "internal"

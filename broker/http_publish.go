@@ -246,6 +246,9 @@ func (b *Broker) appendPublished(ctx context.Context, t *topic, batches []*publi
 	for _, pb := range batches {
 		h, err := validateBatch(pb.raw, t.settings.MaxMessageBytes)
 		if err == nil {
+			err = b.checkDisk()
+		}
+		if err == nil {
 			ar := partition.NewAppendRequest(pb.raw, h, true)
 			var p *partition.Partition
 			if p, err = t.local(pb.partition); err == nil {

@@ -44,11 +44,13 @@ func (b *Broker) startTiering(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := b.cfg.ObjectStoreOptions
-	opts.Logger = b.logger.With().Str("component", "objstore").Logger()
-	store, err := objopen.URL(ctx, url, opts)
-	if err != nil {
-		return fmt.Errorf("broker: object store %s: %w", url, err)
+	store := b.cfg.Objects
+	if store == nil {
+		opts := b.cfg.ObjectStoreOptions
+		opts.Logger = b.logger.With().Str("component", "objstore").Logger()
+		if store, err = objopen.URL(ctx, url, opts); err != nil {
+			return fmt.Errorf("broker: object store %s: %w", url, err)
+		}
 	}
 	c, err := cache.New(cache.Config{MaxBytes: b.cfg.ReadCacheBytes})
 	if err != nil {

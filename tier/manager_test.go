@@ -126,12 +126,13 @@ func newFixture(t *testing.T, obj objstore.Store) *fixture {
 func (f *fixture) append(t *testing.T, batches int) [][]byte {
 	t.Helper()
 	var out [][]byte
-	for range batches {
-		b := batch(5, 100, f.clock.Now().UnixMilli())
+	for i := range batches {
+		n := 1 + (i*7)%9 // batches of different sizes, so some fit a read's budget and some do not
+		b := batch(n, 100, f.clock.Now().UnixMilli())
 		if _, _, err := f.p.log.Append(b, 1); err != nil {
 			t.Fatal(err)
 		}
-		stored, err := f.p.log.Read(f.p.log.EndOffset()-5, f.p.log.EndOffset(), 1<<20)
+		stored, err := f.p.log.Read(f.p.log.EndOffset()-wal.Offset(n), f.p.log.EndOffset(), 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,7 +152,7 @@ func (f *fixture) pass(t *testing.T, policy Policy) {
 	f.m.Wait()
 }
 
-func (f *fixture) readAll(t *testing.T, from wal.Offset) []byte {
+func (f *fixture) readAll(t *testing.T, from wal.Offset, budget int) []byte {
 	t.Helper()
 	var out []byte
 	end := f.p.log.EndOffset()
@@ -160,9 +161,9 @@ func (f *fixture) readAll(t *testing.T, from wal.Offset) []byte {
 		var data []byte
 		var err error
 		if from < local {
-			data, err = f.m.Read(t.Context(), f.p.id, 0, from, 3000)
+			data, err = f.m.Read(t.Context(), f.p.id, 0, from, budget)
 		} else {
-			data, err = f.p.log.Read(from, end, 3000)
+			data, err = f.p.log.Read(from, end, budget)
 		}
 		if err != nil {
 			t.Fatalf("read at %d (local start %d): %v", from, local, err)
@@ -170,14 +171,14 @@ func (f *fixture) readAll(t *testing.T, from wal.Offset) []byte {
 		if len(data) == 0 {
 			t.Fatalf("empty read at %d", from)
 		}
-		var last wal.Offset
+		last := from - 1
 		for rest := data; len(rest) > 0; {
 			h, err := wal.ParseBatchHeader(rest)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if h.LastOffset() < from {
-				t.Fatalf("read at %d returned batch [%d, %d]", from, h.BaseOffset, h.LastOffset())
+			if h.LastOffset() <= last || (h.BaseOffset > last+1 && last >= from) || h.BaseOffset > from && last < from {
+				t.Fatalf("read at %d (budget %d): batch [%d, %d] after offset %d: a gap or a repeat", from, budget, h.BaseOffset, h.LastOffset(), last)
 			}
 			last = h.LastOffset()
 			rest = rest[h.Size():]
@@ -216,9 +217,11 @@ func TestUploadThenLocalDeletionThenReplay(t *testing.T) {
 	if got := f.p.log.StartOffset(); int64(got) > h.RemoteEnd {
 		t.Fatalf("local start %d above the remote end %d: data deleted before it was uploaded", got, h.RemoteEnd)
 	}
-	got := f.readAll(t, 0)
-	if !bytes.Equal(got, want) {
-		t.Fatalf("replay from 0: %d bytes, want %d identical", len(got), len(want))
+	for _, budget := range []int{1, 700, 3000, 1 << 20} {
+		got := f.readAll(t, 0, budget)
+		if !bytes.Equal(got, want) {
+			t.Fatalf("replay from 0 with budget %d: %d bytes, want %d identical", budget, len(got), len(want))
+		}
 	}
 	// A timestamp lookup resolves through the footers.
 	if b, err := f.m.FindTimestamp(t.Context(), f.p.id, 0, 0); err != nil || b == nil {

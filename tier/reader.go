@@ -70,14 +70,15 @@ func (m *Manager) Read(ctx context.Context, topicID [16]byte, n int32, from wal.
 	m.stats.remoteReads.Add(1)
 	var out []byte
 	next := from
-	for oi := 0; oi < len(objs) && (len(out) == 0 || len(out) < maxBytes); oi++ {
+	full := false
+	for oi := 0; oi < len(objs) && !full; oi++ {
 		o := objs[oi]
 		f, err := m.footer(ctx, o)
 		if err != nil {
 			return nil, m.readFailed(err)
 		}
 		i, ok := f.ChunkFor(next)
-		for ; ok && i < f.NumChunks() && (len(out) == 0 || len(out) < maxBytes); i++ {
+		for ; ok && i < f.NumChunks() && !full; i++ {
 			m.readAhead(o, f, i, objs[oi+1:])
 			data, err := m.chunk(ctx, o, f, i)
 			if err != nil {
@@ -87,12 +88,14 @@ func (m *Manager) Read(ctx context.Context, topicID [16]byte, n int32, from wal.
 			if err != nil {
 				return nil, m.readFailed(fmt.Errorf("%w: %w", ErrCorrupt, err))
 			}
-			out, next, err = appendBatches(out, tail, maxBytes)
+			out, next, full, err = appendBatches(out, tail, next, maxBytes)
 			if err != nil {
 				return nil, m.readFailed(fmt.Errorf("%w: %w", ErrCorrupt, err))
 			}
 		}
-		next = max(next, o.Next)
+		if next < o.Next && !full {
+			return nil, m.readFailed(fmt.Errorf("%w: %s ends at %d, its index entry at %d", ErrCorrupt, o.Key, next, o.Next))
+		}
 	}
 	m.stats.remoteReadBytes.Add(int64(len(out)))
 	return out, nil
@@ -104,11 +107,14 @@ func (m *Manager) readFailed(err error) error {
 }
 
 // appendBatches appends whole batches of src to out while out stays within
-// maxBytes (the first batch always), returning the offset after the last.
-func appendBatches(out, src []byte, maxBytes int) ([]byte, wal.Offset, error) {
-	var next wal.Offset
+// maxBytes (the first batch always). It returns the offset after the last
+// batch appended (next if none) and whether a batch did not fit: then the
+// read must stop there, or it would skip that batch.
+func appendBatches(out, src []byte, next wal.Offset, maxBytes int) ([]byte, wal.Offset, bool, error) {
+	full := false
 	err := object.Batches(src, func(batch []byte) error {
 		if len(out) > 0 && len(out)+len(batch) > maxBytes {
+			full = true
 			return errFull
 		}
 		h, err := wal.ParseBatchHeader(batch)
@@ -122,7 +128,7 @@ func appendBatches(out, src []byte, maxBytes int) ([]byte, wal.Offset, error) {
 	if errors.Is(err, errFull) {
 		err = nil
 	}
-	return out, next, err
+	return out, next, full || len(out) >= maxBytes, err
 }
 
 var errFull = errors.New("tier: response full")
