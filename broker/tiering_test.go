@@ -14,7 +14,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/tier/objstore/s3test"
 )
@@ -146,4 +148,66 @@ func TestTieringReplayFromObjectStorage(t *testing.T) {
 	r := b.remoteRange(context.Background(), p)
 	got := replayAll(t, b, topic, int(r.RemoteEnd))
 	equalValues(t, got, want[:r.RemoteEnd])
+}
+
+// A corrupted object is detected on read: the fetch gets the retriable
+// KAFKA_STORAGE_ERROR and no records (never shifted data), and once the
+// object is whole again the replay is exact.
+func TestTieringCorruptObjectIsRetriable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an S3 server")
+	}
+	srv := s3test.Start(t)
+	prefix := fmt.Sprintf("corrupt-%d", time.Now().UnixNano())
+	cfg := testBrokerConfig(t)
+	cfg.ObjectStore, cfg.ObjectStoreOptions, cfg.TierChunkBytes = srv.URL(prefix), srv.Options(), 2048
+	b, stop := startStoppableBroker(t, cfg)
+	cl := testClient(t, b, kgo.ProducerLinger(0))
+	const topic, n = "corrupt", 200
+	createTopic(t, cl, topic, 1, tieringConfigs)
+	want := produceValues(t, cl, topic, n)
+	p, _ := b.partitionOf(topic, 0)
+	eventuallyTrue(t, "uploaded and deleted locally", func() (bool, string) {
+		return p.Log().StartOffset() > 40, fmt.Sprintf("local start %d", p.Log().StartOffset())
+	})
+	objs, _, err := b.tiers.Objects(context.Background(), p.TopicID(), 0)
+	if err != nil || len(objs) == 0 {
+		t.Fatalf("objects: %v %v", objs, err)
+	}
+	path := filepath.Join(srv.Dir, srv.Bucket, prefix, objs[0].Key)
+	orig, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := append([]byte(nil), orig...)
+	bad[100] ^= 0xff // inside the first chunk's records
+	if err := os.WriteFile(path, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stop() // a cold cache: the next broker reads the object again
+	b = startBroker(t, cfg)
+	cl = testClient(t, b)
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.MaxBytes, req.MaxWaitMillis = -1, 1<<20, 100
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = topic, b.lookupTopic(topic).meta.ID
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = 0, 0, 1<<20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := resp.Topics[0].Partitions[0]
+	if sp.ErrorCode != kerr.KafkaStorageError.Code || len(sp.RecordBatches) != 0 {
+		t.Fatalf("fetch over a corrupt object: code %d, %d bytes; want KAFKA_STORAGE_ERROR and nothing", sp.ErrorCode, len(sp.RecordBatches))
+	}
+	if b.tiers.Stats().ReadErrors == 0 {
+		t.Fatal("the read error was not counted")
+	}
+	if err := os.WriteFile(path, orig, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	equalValues(t, replayAll(t, b, topic, n), want)
 }
