@@ -213,8 +213,9 @@ func (b *Broker) Run(ctx context.Context) error {
 		b.clusterWG.Wait()
 	}()
 	var maintWG sync.WaitGroup
-	maintWG.Add(1)
+	maintWG.Add(2)
 	go func() { defer maintWG.Done(); b.maintainLoop(serveCtx) }()
+	go func() { defer maintWG.Done(); b.scrubLoop(serveCtx) }()
 
 	b.awaitOwnLeadership(ctx, startupLeaderWait)
 	b.ready.Store(true)

@@ -39,6 +39,9 @@ type Config struct {
 	// Objects, when set, is the object store itself instead of opening
 	// ObjectStore; tests pass a fault-injecting one, as FS for the disk.
 	Objects objstore.Store
+	// ScrubInterval is how often the controller removes orphaned objects
+	// (older than TierGrace, named by no head, manifest or intent); 0: never.
+	ScrubInterval time.Duration
 	// TierChunkBytes is the chunk size of uploaded objects (0: 4 MiB).
 	TierChunkBytes int
 	// Now is the clock of tiering and retention decisions; nil is the wall
@@ -118,6 +121,7 @@ func DefaultConfig() Config {
 		ReadCacheBytes:         256 << 20,
 		TierGrace:              10 * time.Minute,
 		DiskMinFreeBytes:       64 << 20,
+		ScrubInterval:          time.Hour,
 		MaxRequestBytes:        100 << 20,
 		QueuedMaxRequestBytes:  100 << 20,
 		FetchMaxBytes:          55 << 20,

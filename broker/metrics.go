@@ -32,6 +32,9 @@ type metrics struct {
 	connsRefused *prometheus.CounterVec // connlimit.go
 	connsIdle    prometheus.Counter     // connlimit.go
 	requestMem   prometheus.Gauge       // reqmem.go
+
+	orphans        prometheus.Gauge   // tiering.go: orphans left after the last scrub
+	orphansRemoved prometheus.Counter // tiering.go
 }
 
 func newMetrics() *metrics {
@@ -82,7 +85,13 @@ func newMetrics() *metrics {
 	m.requestMem = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "sluice_request_memory_bytes", Help: "Request bytes held (read and not yet answered), over all Kafka connections; bounded by queued max request bytes.",
 	})
-	m.reg.MustRegister(m.connsOpen, m.connsRefused, m.connsIdle, m.requestMem, m.consumerBytes)
+	m.orphans = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "sluice_tier_orphans", Help: "Objects in the bucket no head, manifest or intent names, after the last scrub (younger than the grace, or left for the next).",
+	})
+	m.orphansRemoved = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_tier_orphans_removed_total", Help: "Orphaned objects removed by the scrub.",
+	})
+	m.reg.MustRegister(m.connsOpen, m.connsRefused, m.connsIdle, m.requestMem, m.consumerBytes, m.orphans, m.orphansRemoved)
 	m.reg.MustRegister(m.requests, m.latency, m.bytesInC, m.recordsInC, m.bytesOutC, m.recordsOut, m.fsync,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

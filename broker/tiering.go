@@ -204,6 +204,49 @@ func (b *Broker) alignWithRemote(tp *topic, i int32, l *wal.Log) error {
 	return nil
 }
 
+// scrubLoop removes orphans (objects no head, manifest or intent names,
+// older than the grace period) on the controller, every ScrubInterval, at a
+// bounded rate: the same classification tierctl diff shows.
+func (b *Broker) scrubLoop(ctx context.Context) {
+	if b.tiers == nil || b.cfg.ScrubInterval <= 0 {
+		return
+	}
+	t := time.NewTicker(b.cfg.ScrubInterval)
+	defer t.Stop()
+	lim := tier.NewTokenBucket(scrubDeletesPerSecond, 1)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if b.controllerID() != b.cfg.NodeID {
+			continue
+		}
+		heads, err := b.store.RemoteHeads(ctx)
+		if err != nil {
+			continue
+		}
+		rep, err := tier.Diff(ctx, b.objects, heads, b.now(), b.cfg.TierGrace)
+		if err != nil {
+			b.logger.Warn().Err(err).Msg("orphan scrub: list the bucket")
+			continue
+		}
+		n, err := tier.Scrub(ctx, b.objects, rep, lim)
+		if err != nil && ctx.Err() == nil {
+			b.logger.Warn().Err(err).Msg("orphan scrub")
+		}
+		b.m.orphansRemoved.Add(float64(n))
+		b.m.orphans.Set(float64(len(rep.Orphans) - n))
+		if n > 0 || len(rep.Missing) > 0 {
+			b.logger.Info().Int("orphans_removed", n).Int("orphans_left", len(rep.Orphans)-n).Int("missing", len(rep.Missing)).Msg("orphan scrub")
+		}
+	}
+}
+
+// scrubDeletesPerSecond bounds the scrub's deletions.
+const scrubDeletesPerSecond = 20
+
 // errRemoteRead marks a failed read of object storage: retriable for the
 // client (KAFKA_STORAGE_ERROR), never an empty or shifted answer.
 var errRemoteRead = errors.New("object storage read failed")

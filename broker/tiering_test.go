@@ -7,9 +7,11 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/tier/objstore"
 	"github.com/sluice-mq/sluice/tier/objstore/s3test"
 )
 
@@ -210,4 +213,45 @@ func TestTieringCorruptObjectIsRetriable(t *testing.T) {
 		t.Fatal(err)
 	}
 	equalValues(t, replayAll(t, b, topic, n), want)
+}
+
+// The controller's scrub removes an orphan (an object no head, manifest or
+// intent names, past the grace period) and nothing else.
+func TestTieringScrubRemovesOrphans(t *testing.T) {
+	cfg := testBrokerConfig(t)
+	cfg.ScrubInterval, cfg.TierGrace = 100*time.Millisecond, 0
+	b := startBroker(t, cfg)
+	cl := testClient(t, b, kgo.ProducerLinger(0))
+	const topic = "scrubbed"
+	createTopic(t, cl, topic, 1, tieringConfigs)
+	produceValues(t, cl, topic, 100)
+	p, _ := b.partitionOf(topic, 0)
+	eventuallyTrue(t, "an upload", func() (bool, string) {
+		r := b.remoteRange(context.Background(), p)
+		return r.RemoteEnd > 0, fmt.Sprintf("remote end %d", r.RemoteEnd)
+	})
+	objs, _, err := b.tiers.Objects(context.Background(), p.TopicID(), 0)
+	if err != nil || len(objs) == 0 {
+		t.Fatalf("objects %v, %v", objs, err)
+	}
+	// An orphan: a well-formed key of this partition nobody names, as a
+	// deposed leader's upload would leave.
+	orphan := strings.Replace(objs[0].Key, ".obj", "", 1)
+	orphan = orphan[:strings.LastIndex(orphan, "-")] + "-00000000-0000-4000-8000-000000000000.obj"
+	if err := b.objects.Put(context.Background(), orphan, []byte("orphan")); err != nil {
+		t.Fatal(err)
+	}
+	foreign := "not-sluice/readme.txt"
+	if err := b.objects.Put(context.Background(), foreign, []byte("keep me")); err != nil {
+		t.Fatal(err)
+	}
+	eventuallyTrue(t, "the orphan removed", func() (bool, string) {
+		_, err := b.objects.Head(context.Background(), orphan)
+		return errors.Is(err, objstore.ErrNotFound), fmt.Sprint(err)
+	})
+	for _, k := range []string{objs[0].Key, foreign} {
+		if _, err := b.objects.Head(context.Background(), k); err != nil {
+			t.Fatalf("%s after the scrub: %v", k, err)
+		}
+	}
 }

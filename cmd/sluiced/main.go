@@ -55,6 +55,7 @@ func run(args []string) error {
 	fs.Int64Var(&cfg.ReadCacheBytes, "read-cache-bytes", cfg.ReadCacheBytes, "bytes of remote object ranges kept in memory for replays")
 	fs.Int64Var(&cfg.LocalMaxBytes, "local-max-bytes", 0, "refuse produce (retriable) while the local logs hold this many bytes, e.g. when uploads fail; 0: no limit")
 	fs.Int64Var(&cfg.DiskMinFreeBytes, "disk-min-free-bytes", cfg.DiskMinFreeBytes, "refuse produce (retriable) while the data dir's file system has less free")
+	fs.DurationVar(&cfg.ScrubInterval, "scrub-interval", cfg.ScrubInterval, "how often the controller removes orphaned objects from the bucket (0: never)")
 	fs.DurationVar(&cfg.TierGrace, "tier-grace", cfg.TierGrace, "how long an object stays after retention passed it, for readers still streaming it")
 	fs.IntVar(&cfg.TierChunkBytes, "tier-chunk-bytes", 0, "target chunk size of uploaded objects, the unit of a ranged read (default 4 MiB)")
 	fs.Int64Var(&cfg.Journal.FileBytes, "journal-file-bytes", wal.DefaultJournalFileBytes, "size of one broker journal file")
