@@ -20,7 +20,7 @@ run: build
 
 # Three brokers in AZs a, b and c on loopback, their embedded etcd members
 # one cluster; prints the bootstrap servers. Data in $(DATA_DIR)/cluster.
-cluster: build
+cluster: build tools
 	deploy/cluster.sh start $(DATA_DIR)/cluster
 
 cluster-stop:

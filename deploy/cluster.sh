@@ -5,6 +5,11 @@
 # in DIR/nN (default: data/cluster). `make cluster` and `make cluster-stop`
 # call it.
 #
+# The brokers share one bucket: Versity's S3 gateway (bin/versitygw, which
+# `make tools` installs) serves DIR/s3 on S3_PORT (default 19000), bucket
+# "sluice", with the credentials in S3_ACCESS_KEY / S3_SECRET_KEY. Set
+# OBJECT_STORE to use another store (any --object-store URL) instead.
+#
 # Ports (node n = 1, 2, 3): Kafka 1909n, HTTP 1808n, etcd client 2379+10(n-1),
 # etcd peer 2380+10(n-1). Override the bases with KAFKA_BASE, HTTP_BASE and
 # ETCD_BASE. Extra sluiced flags for every broker go in SLUICED_ARGS.
@@ -17,17 +22,47 @@ kbase=${KAFKA_BASE:-19090}
 hbase=${HTTP_BASE:-18080}
 ebase=${ETCD_BASE:-2379}
 azs=(a b c)
+s3port=${S3_PORT:-19000}
+s3bin=${VERSITYGW:-bin/versitygw}
+export AWS_ACCESS_KEY_ID=${S3_ACCESS_KEY:-sluice}
+export AWS_SECRET_ACCESS_KEY=${S3_SECRET_KEY:-sluice-local-secret}
+export AWS_REGION=us-east-1
 
 kafka() { echo "127.0.0.1:$((kbase + $1))"; }
 http() { echo "127.0.0.1:$((hbase + $1))"; }
 etcd_client() { echo "127.0.0.1:$((ebase + 10 * ($1 - 1)))"; }
 etcd_peer() { echo "127.0.0.1:$((ebase + 1 + 10 * ($1 - 1)))"; }
 
+# start_s3 runs the shared object store unless OBJECT_STORE names another.
+start_s3() {
+	if [[ -n ${OBJECT_STORE:-} ]]; then
+		return
+	fi
+	mkdir -p "$dir/s3/root/sluice"
+	if [[ -f $dir/s3/pid ]] && kill -0 "$(cat "$dir/s3/pid")" 2>/dev/null; then
+		echo "the S3 server is already running (pid $(cat "$dir/s3/pid")); run '$0 stop' first" >&2
+		exit 1
+	fi
+	"$s3bin" --access "$AWS_ACCESS_KEY_ID" --secret "$AWS_SECRET_ACCESS_KEY" --region us-east-1 \
+		--port "127.0.0.1:$s3port" --quiet posix "$dir/s3/root" >"$dir/s3/versitygw.log" 2>&1 &
+	echo $! >"$dir/s3/pid"
+	for i in $(seq 1 100); do
+		curl -s -o /dev/null "http://127.0.0.1:$s3port/" && break
+		if [[ $i == 100 ]]; then
+			echo "the S3 server did not start; see $dir/s3/versitygw.log" >&2
+			exit 1
+		fi
+		sleep 0.1
+	done
+	OBJECT_STORE="s3://sluice/cluster?endpoint=http://127.0.0.1:$s3port&region=us-east-1"
+}
+
 start() {
 	local initial="" n pid
 	for n in 1 2 3; do
 		initial+="${initial:+,}$n=http://$(etcd_peer $n)"
 	done
+	start_s3
 	for n in 1 2 3; do
 		mkdir -p "$dir/n$n"
 		if [[ -f $dir/n$n/pid ]] && kill -0 "$(cat "$dir/n$n/pid")" 2>/dev/null; then
@@ -37,7 +72,8 @@ start() {
 		"$bin" --node-id "$n" --az "${azs[$((n - 1))]}" --data-dir "$dir/n$n/data" \
 			--kafka-listen "$(kafka $n)" --http-listen "$(http $n)" \
 			--etcd-listen-client "$(etcd_client $n)" --etcd-listen-peer "$(etcd_peer $n)" \
-			--etcd-initial-cluster "$initial" ${SLUICED_ARGS:-} >"$dir/n$n/sluiced.log" 2>&1 &
+			--etcd-initial-cluster "$initial" --object-store "$OBJECT_STORE" \
+			${SLUICED_ARGS:-} >"$dir/n$n/sluiced.log" 2>&1 &
 		echo $! >"$dir/n$n/pid"
 	done
 	for n in 1 2 3; do
@@ -61,6 +97,7 @@ start() {
 	echo "three brokers ready (AZs a, b, c); logs in $dir/n*/sluiced.log"
 	echo "bootstrap servers: $(kafka 1),$(kafka 2),$(kafka 3)"
 	echo "HTTP APIs:         http://$(http 1) http://$(http 2) http://$(http 3)"
+	echo "object store:      $OBJECT_STORE"
 }
 
 stop() {
@@ -83,6 +120,10 @@ stop() {
 		fi
 		rm -f "$dir/n$n/pid"
 	done
+	if [[ -f $dir/s3/pid ]]; then
+		kill -TERM "$(cat "$dir/s3/pid")" 2>/dev/null || true
+		rm -f "$dir/s3/pid"
+	fi
 }
 
 case $cmd in

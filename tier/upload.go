@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/tier/object"
@@ -26,8 +27,14 @@ import (
 // uploadReadBytes is how much one log read takes while building an object.
 const uploadReadBytes = 1 << 20
 
-// maybeUpload uploads one object if enough data waits or it waited long
-// enough, resolving intents left by an earlier attempt first.
+// maxUploadsPerPass bounds the objects one partition uploads in one
+// maintenance pass, so a backlog drains at object-store speed while other
+// partitions still get their turn.
+const maxUploadsPerPass = 16
+
+// maybeUpload uploads objects while enough data waits (or the oldest
+// waiting byte waited long enough), resolving intents left by an earlier
+// attempt first.
 func (m *Manager) maybeUpload(ctx context.Context, t Target) error {
 	id, n := t.P.TopicID(), t.P.Index()
 	h, err := m.cachedHead(ctx, id, n)
@@ -39,6 +46,22 @@ func (m *Manager) maybeUpload(ctx context.Context, t Target) error {
 			return err
 		}
 	}
+	for range maxUploadsPerPass {
+		uploaded, err := m.uploadNext(ctx, t, h)
+		if err != nil || !uploaded || ctx.Err() != nil {
+			return err
+		}
+		if h, err = m.cachedHead(ctx, id, n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// uploadNext uploads the next object of t's partition from head h's remote
+// end if it is due, and reports whether it did.
+func (m *Manager) uploadNext(ctx context.Context, t Target, h meta.RemoteHead) (bool, error) {
+	id, n := t.P.TopicID(), t.P.Index()
 	hw, _ := t.P.HighWatermark()
 	log := t.P.Log()
 	from := wal.Offset(h.RemoteEnd)
@@ -49,8 +72,9 @@ func (m *Manager) maybeUpload(ctx context.Context, t Target) error {
 		if h.Revision != 0 {
 			next := h
 			next.RemoteEnd, next.LogStart = int64(local), int64(local)
+			var err error
 			if h, err = m.putHead(ctx, next, *t.Fence); err != nil {
-				return err
+				return false, err
 			}
 			m.log.Info().Int32("partition", n).Int64("from", int64(from)).Int64("to", int64(local)).Msg("retention passed offsets before they were uploaded; the remote log continues at the local start")
 		}
@@ -60,9 +84,9 @@ func (m *Manager) maybeUpload(ctx context.Context, t Target) error {
 	m.mu.Lock()
 	s := m.state(id, n)
 	if hw <= from {
-		s.waiting = now // nothing waits: the clock restarts with the next record
+		s.waiting = time.Time{} // nothing waits: the clock starts with the next record seen
 		m.mu.Unlock()
-		return nil
+		return false, nil
 	}
 	if s.waiting.IsZero() {
 		s.waiting = now
@@ -71,25 +95,25 @@ func (m *Manager) maybeUpload(ctx context.Context, t Target) error {
 	m.mu.Unlock()
 	waitingBytes, err := log.BytesFrom(from)
 	if err != nil {
-		return fmt.Errorf("tier: bytes waiting from %d: %w", from, err)
+		return false, fmt.Errorf("tier: bytes waiting from %d: %w", from, err)
 	}
 	if waitingBytes < t.UploadBytes && now.Sub(since) < t.UploadMaxDelay {
-		return nil
+		return false, nil
 	}
 	select {
 	case m.sem <- struct{}{}:
 		defer func() { <-m.sem }()
 	case <-ctx.Done():
-		return ctx.Err()
+		return false, ctx.Err()
 	}
 	if err := m.uploadOne(ctx, t, h, from, hw); err != nil {
 		m.stats.uploadErrors.Add(1)
-		return err
+		return false, err
 	}
 	m.mu.Lock()
-	s.waiting = now
+	s.waiting = now // what is left began to wait no later than now
 	m.mu.Unlock()
-	return nil
+	return true, nil
 }
 
 // uploadOne builds the object [from, cut) with cut <= hw and makes it part
