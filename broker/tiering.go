@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-mq/sluice/tier"
 	objopen "github.com/sluice-mq/sluice/tier/objstore/open"
 	"github.com/sluice-mq/sluice/wal"
+	"github.com/sluice-mq/sluice/wal/vfs"
 )
 
 // objectStoreURL is the configured store, by default a directory in the
@@ -198,6 +199,21 @@ func (b *Broker) alignWithRemote(tp *topic, i int32, l *wal.Log) error {
 	}
 	if err := l.RestartAt(r.RemoteEnd, epoch); err != nil {
 		return fmt.Errorf("broker: restart %s-%d at the remote end %d: %w", tp.meta.Name, i, r.RemoteEnd, err)
+	}
+	// The producer state comes from the last object: idempotent producers
+	// keep their deduplication window across the loss of the local log.
+	snap, at, err := b.tiers.LastSnapshot(ctx, tp.meta.ID, i)
+	switch {
+	case err != nil:
+		b.logger.Warn().Err(err).Str("topic", tp.meta.Name).Int32("partition", i).Msg("read the last object's producer snapshot; producer state starts empty")
+	case snap != nil && at == r.RemoteEnd:
+		data, err := partition.SnapshotAt(snap, at)
+		if err == nil {
+			err = vfs.WriteFileDurable(b.fs, b.snapshotPath(tp.meta.ID, i), data)
+		}
+		if err != nil {
+			return fmt.Errorf("broker: install the producer snapshot of %s-%d: %w", tp.meta.Name, i, err)
+		}
 	}
 	b.logger.Warn().Str("topic", tp.meta.Name).Int32("partition", i).Int64("remote_end", int64(r.RemoteEnd)).
 		Msg("the local log ended below the remote end; it continues there, older records are read from object storage")

@@ -255,3 +255,54 @@ func TestTieringScrubRemovesOrphans(t *testing.T) {
 		}
 	}
 }
+
+// After the loss of the whole local log the partition continues at the
+// remote end with the producer state of the last object: a retry of an
+// idempotent batch that was uploaded gets its original offset, not a
+// duplicate, and the producer's next batch follows.
+func TestTieringProducerStateSurvivesLocalLoss(t *testing.T) {
+	cfg := testBrokerConfig(t)
+	b, stop := startStoppableBroker(t, cfg)
+	cl := testClient(t, b)
+	const topic = "idem-tiered"
+	createTopic(t, cl, topic, 1, tieringConfigs)
+	ireq := kmsg.NewPtrInitProducerIDRequest()
+	iresp, err := ireq.RequestWith(context.Background(), cl)
+	if err != nil || iresp.ErrorCode != 0 {
+		t.Fatalf("init producer id: %v %+v", err, iresp)
+	}
+	pid, epoch := iresp.ProducerID, iresp.ProducerEpoch
+	var batches [][]byte
+	var offsets []int64
+	for seq := int32(0); seq < 40; seq += 5 {
+		bt := testBatch(5, pid, epoch, seq, time.Now().UnixMilli())
+		sp := produceRaw(t, b, cl, topic, 0, bt)
+		if sp.ErrorCode != 0 {
+			t.Fatalf("produce seq %d: code %d", seq, sp.ErrorCode)
+		}
+		batches, offsets = append(batches, bt), append(offsets, sp.BaseOffset)
+	}
+	p, _ := b.partitionOf(topic, 0)
+	hw, _ := p.HighWatermark()
+	eventuallyTrue(t, "everything uploaded", func() (bool, string) {
+		r := b.remoteRange(context.Background(), p)
+		return r.RemoteEnd == hw, fmt.Sprintf("remote end %d, hw %d", r.RemoteEnd, hw)
+	})
+	stop()
+	for _, dir := range []string{"wal", "journal", "state"} {
+		if err := os.RemoveAll(filepath.Join(cfg.DataDir, dir)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b = startBroker(t, cfg)
+	cl = testClient(t, b)
+	last := len(batches) - 1
+	sp := produceRaw(t, b, cl, topic, 0, batches[last])
+	if sp.ErrorCode != 0 || sp.BaseOffset != offsets[last] {
+		t.Fatalf("retry of the last batch after the local log was lost: code %d offset %d, want its original offset %d", sp.ErrorCode, sp.BaseOffset, offsets[last])
+	}
+	next := produceRaw(t, b, cl, topic, 0, testBatch(5, pid, epoch, 40, time.Now().UnixMilli()))
+	if next.ErrorCode != 0 || next.BaseOffset != int64(hw) {
+		t.Fatalf("the producer's next batch: code %d offset %d, want %d", next.ErrorCode, next.BaseOffset, hw)
+	}
+}

@@ -277,3 +277,31 @@ func (m *Manager) headOf(topicID [16]byte, n int32) *meta.RemoteHead {
 	defer m.mu.Unlock()
 	return m.state(topicID, n).head
 }
+
+// LastSnapshot returns the producer snapshot stored in the partition's last
+// committed object (the one ending at the remote end), checksum verified,
+// or nil when nothing is tiered.
+func (m *Manager) LastSnapshot(ctx context.Context, topicID [16]byte, n int32) ([]byte, wal.Offset, error) {
+	h, err := m.refreshHead(ctx, topicID, n)
+	if err != nil || len(h.Objects) == 0 {
+		return nil, 0, err
+	}
+	last := h.Objects[len(h.Objects)-1]
+	o := RemoteObject{Key: last.Key, Base: wal.Offset(last.Base), Next: wal.Offset(last.Next), Size: last.Size, MaxTs: last.MaxTs}
+	f, err := m.footer(ctx, o)
+	if err != nil {
+		return nil, 0, err
+	}
+	pos, size := f.SnapshotRange()
+	if size == 0 {
+		return nil, o.Next, nil
+	}
+	data, err := m.cfg.Store.Get(ctx, o.Key, pos, size)
+	if err != nil {
+		return nil, 0, storeErr(o.Key, err)
+	}
+	if err := object.VerifySnapshot(f, data); err != nil {
+		return nil, 0, fmt.Errorf("%w: %s: %w", ErrCorrupt, o.Key, err)
+	}
+	return data, o.Next, nil
+}

@@ -156,3 +156,35 @@ func decodeSnapshot(data []byte) (snapshotFile, error) {
 	}
 	return snap, nil
 }
+
+// SnapshotAt rewrites a producer snapshot (the file format, as uploaded
+// with an object) to cover exactly the offsets below at: batches at or
+// above it are dropped, and producers left with none are forgotten. A
+// partition that restarts at the remote end (its local log lost) installs
+// it, so idempotent producers keep their deduplication window. The state
+// of a producer whose epoch rose after at keeps the newer epoch: fencing
+// can only be stricter.
+func SnapshotAt(data []byte, at wal.Offset) ([]byte, error) {
+	snap, err := decodeSnapshot(data)
+	if err != nil {
+		return nil, err
+	}
+	out := snapshotFile{Version: snapshotVersion, Offset: int64(at)}
+	for _, sp := range snap.Producers {
+		var kept [][3]int64
+		for _, b := range sp.Batches {
+			if b[2] < int64(at) {
+				kept = append(kept, b)
+			}
+		}
+		if len(kept) > 0 {
+			sp.Batches = kept
+			out.Producers = append(out.Producers, sp)
+		}
+	}
+	line, err := json.Marshal(out)
+	if err != nil {
+		return nil, err
+	}
+	return fmt.Appendf(line, "\n%08x\n", crc32.Checksum(line, castagnoli)), nil
+}
