@@ -136,6 +136,9 @@ func (e *env) export(ctx context.Context, t target, l *localLog, from, to wal.Of
 	if err := buf.Flush(); err != nil {
 		return 0, fmt.Errorf("export: %w", err)
 	}
+	if err := f.Chmod(0o644); err != nil { // CreateTemp made it 0600
+		return 0, fmt.Errorf("export: %w", err)
+	}
 	if err := f.Sync(); err != nil {
 		return 0, fmt.Errorf("export: %w", err)
 	}

@@ -133,10 +133,12 @@ func (e *env) printLs(parts []lsPartition) error {
 			for _, s := range p.Local {
 				state := "local"
 				switch {
-				case s.Uploaded:
-					state = "uploaded"
+				case s.Active && s.Uploaded:
+					state = "active, uploaded"
 				case s.Active:
 					state = "active"
+				case s.Uploaded:
+					state = "uploaded"
 				}
 				fmt.Fprintf(w, "  %d\t%d\t%s\t%s\t%s\n", s.Base, s.Next, humanBytes(s.Size), msTime(s.MaxTs), state)
 			}
