@@ -37,9 +37,11 @@ func handleDeleteRecords(b *Broker, ctx context.Context, req *request) (reply, e
 			sp.Partition, sp.LowWatermark = rp.Partition, -1
 			p, err := b.partitionOf(rt.Topic, rp.Partition)
 			if err == nil {
-				var start wal.Offset
-				if start, err = p.DeleteRecords(ctx, rp.Offset); err == nil {
-					sp.LowWatermark = int64(start)
+				if _, err = p.DeleteRecords(ctx, rp.Offset); err == nil {
+					// The log start clients see: the remote one while
+					// anything is tiered below the local log.
+					err = b.deleteRemoteRecords(ctx, p, rp.Offset)
+					sp.LowWatermark = int64(b.logStart(ctx, p))
 				}
 			}
 			if err != nil {

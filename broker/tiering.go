@@ -263,6 +263,27 @@ func (b *Broker) scrubLoop(ctx context.Context) {
 // scrubDeletesPerSecond bounds the scrub's deletions.
 const scrubDeletesPerSecond = 20
 
+// deleteRemoteRecords moves the remote log start to offset (-1: the high
+// watermark) for DeleteRecords, on the partition's leader.
+func (b *Broker) deleteRemoteRecords(ctx context.Context, p *partition.Partition, offset int64) error {
+	if b.tiers == nil || b.remoteRange(ctx, p).Empty() {
+		return nil
+	}
+	to := wal.Offset(offset)
+	if offset < 0 {
+		to, _ = p.HighWatermark()
+	}
+	for _, tg := range b.tierTargets() {
+		if tg.P == p && tg.Fence != nil {
+			if err := b.tiers.AdvanceLogStart(ctx, *tg.Fence, to); err != nil {
+				return fmt.Errorf("%w: move the remote log start to %d: %w", errStorage, to, err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s-%d", errNotLeader, p.Topic(), p.Index())
+}
+
 // errRemoteRead marks a failed read of object storage: retriable for the
 // client (KAFKA_STORAGE_ERROR), never an empty or shifted answer.
 var errRemoteRead = errors.New("object storage read failed")

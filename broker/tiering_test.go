@@ -60,12 +60,19 @@ func produceValues(t *testing.T, cl *kgo.Client, topic string, n int) []string {
 // replayAll reads topic-0 from offset 0 to n records with a new client.
 func replayAll(t *testing.T, b *Broker, topic string, n int) []string {
 	t.Helper()
-	cl := testClient(t, b, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(0)}}),
+	return replayFrom(t, b, topic, 0, n)
+}
+
+// replayFrom reads n records of topic-0 from offset from with a new
+// client, failing on any gap.
+func replayFrom(t *testing.T, b *Broker, topic string, from int64, n int) []string {
+	t.Helper()
+	cl := testClient(t, b, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().At(from)}}),
 		kgo.FetchMaxBytes(16<<10), kgo.FetchMaxPartitionBytes(16<<10))
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var got []string
-	var next int64
+	next := from
 	for len(got) < n {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
@@ -81,6 +88,24 @@ func replayAll(t *testing.T, b *Broker, topic string, n int) []string {
 		})
 	}
 	return got
+}
+
+// fetchRaw sends one Fetch of topic-0 at offset and returns the answer.
+func fetchRaw(t *testing.T, b *Broker, cl *kgo.Client, topic string, offset int64) kmsg.FetchResponseTopicPartition {
+	t.Helper()
+	req := kmsg.NewPtrFetchRequest()
+	req.ReplicaID, req.MaxBytes, req.MaxWaitMillis = -1, 1<<20, 100
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic, rt.TopicID = topic, b.lookupTopic(topic).meta.ID
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = 0, offset, 1<<20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(context.Background(), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.Topics[0].Partitions[0]
 }
 
 func equalValues(t *testing.T, got, want []string) {
@@ -190,19 +215,7 @@ func TestTieringCorruptObjectIsRetriable(t *testing.T) {
 	stop() // a cold cache: the next broker reads the object again
 	b = startBroker(t, cfg)
 	cl = testClient(t, b)
-	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID, req.MaxBytes, req.MaxWaitMillis = -1, 1<<20, 100
-	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic, rt.TopicID = topic, b.lookupTopic(topic).meta.ID
-	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = 0, 0, 1<<20
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp := resp.Topics[0].Partitions[0]
+	sp := fetchRaw(t, b, cl, topic, 0)
 	if sp.ErrorCode != kerr.KafkaStorageError.Code || len(sp.RecordBatches) != 0 {
 		t.Fatalf("fetch over a corrupt object: code %d, %d bytes; want KAFKA_STORAGE_ERROR and nothing", sp.ErrorCode, len(sp.RecordBatches))
 	}

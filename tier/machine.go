@@ -204,3 +204,22 @@ func (m *Manager) DeleteTopic(ctx context.Context, topicID [16]byte, partitions 
 	}
 	return nil
 }
+
+// AdvanceLogStart moves the remote log start forward to to (capped at the
+// remote end), as Kafka's DeleteRecords asks; the retention machine then
+// deletes the objects below it after the grace period. fence is the
+// partition state the caller leads the partition at.
+func (m *Manager) AdvanceLogStart(ctx context.Context, fence meta.PartitionState, to wal.Offset) error {
+	h, err := m.refreshHead(ctx, fence.TopicID, fence.Partition)
+	if err != nil {
+		return err
+	}
+	start := min(int64(to), h.RemoteEnd)
+	if h.Revision == 0 || start <= h.LogStart {
+		return nil
+	}
+	next := h
+	next.LogStart = start
+	_, err = m.putHead(ctx, next, fence)
+	return err
+}
