@@ -51,7 +51,7 @@ func TestTieringRetentionThroughDays(t *testing.T) {
 	createTopic(t, cl, topic, 1, configs)
 	p, _ := b.partitionOf(topic, 0)
 	dayStart := make([]int64, days) // first offset of each day
-	keyOfDay := map[int]string{}     // the object that starts with it
+	keyOfDay := map[int]string{}    // the object that starts with it
 	for d := range days {
 		var rs []*kgo.Record
 		for i := range perDay {
