@@ -47,19 +47,22 @@ func verifyFlags(*flag.FlagSet) func(context.Context, *env, []string) error {
 		}
 		res := &verifyResult{Problems: []verifyProblem{}}
 		lists := make([][]meta.RemoteObject, len(ts))
+		listed := make([]bool, len(ts))
 		for i, t := range ts {
 			objs, err := tier.ListObjects(ctx, e.store, t.head)
 			if err != nil {
 				res.add(t, "head", fmt.Sprintf("list objects: %v", err))
 				continue
 			}
-			lists[i] = objs
+			lists[i], listed[i] = objs, true
 			res.objectsToRead += len(objs)
 		}
 		res.progress = e.progress("verify", int64(res.objectsToRead))
 		for i, t := range ts {
 			res.Partitions++
-			e.verifyRemote(ctx, t, lists[i], res)
+			if listed[i] {
+				e.verifyRemote(ctx, t, lists[i], res)
+			}
 			if err := e.verifyLocal(t, res); err != nil {
 				res.progress.done()
 				return err

@@ -372,6 +372,14 @@ func TestVerify(t *testing.T) {
 	if len(res.Problems) != 1 || res.Problems[0].Where != f.objs[1].Key {
 		t.Fatalf("verify --json: %+v", res)
 	}
+	// A manifest missing: its partition cannot be listed.
+	if err := f.store.Delete(t.Context(), f.head.Manifests[0].Key); err != nil {
+		t.Fatal(err)
+	}
+	decodeJSON(t, f.mustRun(t, 1, "verify", "--json"), &res)
+	if len(res.Problems) != 1 || res.Problems[0].Where != "head" || !strings.Contains(res.Problems[0].Problem, "list objects") {
+		t.Fatalf("verify with a manifest missing: %+v", res)
+	}
 }
 
 func TestVerifyLocal(t *testing.T) {
