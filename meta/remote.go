@@ -113,7 +113,7 @@ func validateHead(h RemoteHead) error {
 func decodeHead(id [16]byte, n int32, val []byte, rev int64) (RemoteHead, error) {
 	var h RemoteHead
 	if err := json.Unmarshal(val, &h); err != nil {
-		return RemoteHead{}, fmt.Errorf("meta: head %s-%d: %w: %v", uuid.UUID(id), n, ErrCorrupt, err)
+		return RemoteHead{}, fmt.Errorf("meta: head %s-%d: %w: %w", uuid.UUID(id), n, ErrCorrupt, err)
 	}
 	if h.V > remoteHeadVersion {
 		return RemoteHead{}, fmt.Errorf("meta: head %s-%d: version %d: %w", uuid.UUID(id), n, h.V, ErrUnknownVersion)

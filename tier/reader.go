@@ -17,7 +17,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/tier/object"
 	"github.com/sluice-mq/sluice/tier/objstore"
 	"github.com/sluice-mq/sluice/wal"
@@ -269,13 +268,6 @@ func (m *Manager) FindTimestamp(ctx context.Context, topicID [16]byte, n int32, 
 		}
 	}
 	return nil, nil
-}
-
-// headOf is for tests and tierctl: the head as cached.
-func (m *Manager) headOf(topicID [16]byte, n int32) *meta.RemoteHead {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.state(topicID, n).head
 }
 
 // LastSnapshot returns the producer snapshot stored in the partition's last
