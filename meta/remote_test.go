@@ -90,3 +90,24 @@ func TestRemoteHeadRejectsDisorderedWatermarks(t *testing.T) {
 		t.Errorf("garbage: %v", err)
 	}
 }
+
+// FuzzDecodeHead: a head read from etcd may be anything another writer put
+// there. It decodes or fails with ErrCorrupt or ErrUnknownVersion, never
+// panics, and a head that decodes keeps the watermark order.
+func FuzzDecodeHead(f *testing.F) {
+	f.Add([]byte(`{"v":1,"log_start":0,"clean":0,"remote_end":10,"objects":[{"key":"k","base":0,"next":10}]}`))
+	f.Add([]byte(`{"v":1,"log_start":5,"clean":6,"remote_end":10}`))
+	f.Add([]byte(`{"v":9}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		h, err := decodeHead([16]byte{1}, 0, b, 1)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrUnknownVersion) {
+				t.Fatalf("error %v is neither corrupt nor unknown version", err)
+			}
+			return
+		}
+		if h.Clean < 0 || h.LogStart < h.Clean || h.RemoteEnd < h.LogStart || h.PendingClean > h.LogStart {
+			t.Fatalf("decoded a head out of order: %+v", h)
+		}
+	})
+}
