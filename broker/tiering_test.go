@@ -150,12 +150,52 @@ func TestTieringReplayFromObjectStorage(t *testing.T) {
 	if o, _ := starts.Lookup(topic, 0); o.Offset != 0 {
 		t.Fatalf("ListOffsets earliest = %d, want the remote log start 0", o.Offset)
 	}
+	// A timestamp lookup resolves through the objects' footers.
+	byTime, err := adm.ListOffsetsAfterMilli(context.Background(), 1, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := byTime.Lookup(topic, 0); o.Err != nil || o.Offset != 0 {
+		t.Fatalf("ListOffsets by timestamp over remote data: %+v, want offset 0", o)
+	}
 	equalValues(t, replayAll(t, b, topic, n), want)
 	st := b.tiers.Stats()
 	if st.RemoteReadBytes == 0 || st.ObjectsUploaded == 0 {
 		t.Fatalf("no remote reads or uploads: %+v", st)
 	}
 	t.Logf("after the first replay: %+v, cache %+v", st, b.rcache.Stats())
+
+	// The HTTP API reads the same log: a group reset to earliest lands on
+	// the remote log start, and a fetch from it returns the first records.
+	base := "http://" + b.httpLn.Addr().String()
+	if code, out := postJSON(t, base+"/v1/groups/http-replay/offsets:reset", fmt.Sprintf(`{"topic":%q,"to":"earliest"}`, topic)); code != 200 {
+		t.Fatalf("reset to earliest: %d %v", code, out)
+	}
+	offs, err := adm.FetchOffsets(context.Background(), "http-replay")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := offs.Lookup(topic, 0); !ok || o.At != 0 {
+		t.Fatalf("committed after the reset to earliest: %+v, want 0", o)
+	}
+	code, joined := postJSON(t, base+"/v1/groups/http-replay/members:join", fmt.Sprintf(`{"topics":[%q],"session_timeout_ms":10000}`, topic))
+	if code != 200 {
+		t.Fatalf("join: %d %v", code, joined)
+	}
+	code, fetched := postJSON(t, base+"/v1/groups/http-replay/messages:fetch", fmt.Sprintf(
+		`{"member_id":%q,"generation":%v,"topic":%q,"partition":0,"max_bytes":8192}`, joined["member_id"], joined["generation"], topic))
+	if code != 200 {
+		t.Fatalf("HTTP fetch from the committed offset: %d %v", code, fetched)
+	}
+	msgs := fetched["messages"].([]any)
+	if len(msgs) == 0 {
+		t.Fatal("HTTP fetch over remote data returned nothing")
+	}
+	for i, m := range msgs {
+		if p := m.(map[string]any)["payload"]; p != want[i] {
+			t.Fatalf("HTTP message %d: %.20q, want %.20q", i, p, want[i])
+		}
+	}
 
 	// After a restart, and after the whole local log is removed, the
 	// replay is the same: everything below the remote end comes from S3.
