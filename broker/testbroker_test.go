@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,8 +47,26 @@ func startBroker(t testing.TB, cfg Config) *Broker {
 }
 
 // startStoppableBroker is startBroker that also returns a stop function
-// (run at cleanup too; stopping twice is harmless), for restart tests.
+// (run at cleanup too; stopping twice is harmless), for restart tests. A
+// port picked free can be taken before the broker binds it (other test
+// processes run at once): it starts again on fresh ports when that happens.
 func startStoppableBroker(t testing.TB, cfg Config) (*Broker, func()) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		b, stop, err := tryStartBroker(t, cfg)
+		if err == nil {
+			return b, stop
+		}
+		if !strings.Contains(err.Error(), "address already in use") || attempt == 3 {
+			t.Fatalf("broker stopped before it was ready: %v", err)
+		}
+		t.Logf("attempt %d: %v; starting again on fresh ports", attempt, err)
+		cfg.KafkaListen, cfg.HTTPListen = freeAddr(t), freeAddr(t)
+		cfg.Meta.ListenClient, cfg.Meta.ListenPeer = freeAddr(t), freeAddr(t)
+	}
+}
+
+func tryStartBroker(t testing.TB, cfg Config) (*Broker, func(), error) {
 	t.Helper()
 	b, err := New(cfg, zerolog.Nop())
 	if err != nil {
@@ -65,16 +84,17 @@ func startStoppableBroker(t testing.TB, cfg Config) (*Broker, func()) {
 			}
 		})
 	}
-	t.Cleanup(stop)
 	select {
 	case <-b.Ready():
 	case err := <-errc:
-		errc <- err
-		t.Fatalf("broker stopped before it was ready: %v", err)
+		cancel()
+		return nil, nil, err
 	case <-time.After(60 * time.Second):
+		t.Cleanup(stop)
 		t.Fatal("broker not ready after 60s")
 	}
-	return b, stop
+	t.Cleanup(stop)
+	return b, stop, nil
 }
 
 // testClient is a franz-go client of b, closed when the test ends.
