@@ -33,6 +33,8 @@ type conn struct {
 	id    uint64
 	socks [2]net.Conn // [idxToUpstream] is the client (the source of that direction), [idxToClient] the upstream
 
+	queues [2]chan chunk // reader → writer of each direction
+
 	done chan struct{} // closed by close
 	once sync.Once
 
@@ -49,17 +51,17 @@ type chunk struct {
 
 func newConn(p *Proxy, id uint64, client, upstream net.Conn) *conn {
 	return &conn{
-		p:     p,
-		id:    id,
-		socks: [2]net.Conn{idxToUpstream: client, idxToClient: upstream},
-		done:  make(chan struct{}),
+		p:      p,
+		id:     id,
+		socks:  [2]net.Conn{idxToUpstream: client, idxToClient: upstream},
+		queues: [2]chan chunk{make(chan chunk, queueLen), make(chan chunk, queueLen)},
+		done:   make(chan struct{}),
 	}
 }
 
 // start runs the two directions' pumps.
 func (c *conn) start() {
-	for dir := range 2 {
-		q := make(chan chunk, queueLen)
+	for dir, q := range c.queues {
 		c.p.wg.Add(2)
 		go func() {
 			defer c.p.wg.Done()
@@ -127,9 +129,7 @@ func (c *conn) read(dir int, q chan<- chunk) {
 				return
 			default:
 				ch := chunk{data: append([]byte(nil), buf[:n]...), readAt: time.Now(), jitter: jitterDraw}
-				select {
-				case q <- ch:
-				case <-c.done:
+				if !c.enqueue(dir, q, ch) {
 					return
 				}
 			}
@@ -142,6 +142,28 @@ func (c *conn) read(dir int, q chan<- chunk) {
 				c.close(true)
 			}
 			return
+		}
+	}
+}
+
+// enqueue hands ch to the writer, waiting while the queue is full (the
+// destination is slow or stalled). A blackhole set meanwhile discards ch, so
+// a sender is never held up by a link that now loses everything. It reports
+// whether the connection goes on.
+func (c *conn) enqueue(dir int, q chan<- chunk, ch chunk) bool {
+	for {
+		st := c.p.state.Load()
+		if st.dirs[dir].Blackhole {
+			c.p.stats.dropped[dir].Add(int64(len(ch.data)))
+			c.lose(dir)
+			return true
+		}
+		select {
+		case q <- ch:
+			return true
+		case <-st.changed:
+		case <-c.done:
+			return false
 		}
 	}
 }

@@ -25,9 +25,10 @@
 //
 //   - Delay(d, jitter): a chunk is written no earlier than d ± jitter (uniform)
 //     after it was read, and never before the chunk read ahead of it, so order
-//     holds. Delay is latency, not bandwidth: chunks in flight overlap. A
-//     chunk already held is released against the delay in force now, so
-//     lowering the delay or healing releases held data early.
+//     holds; an end of stream follows the last chunk. Delay is latency, not
+//     bandwidth: chunks in flight overlap. A chunk already held is released
+//     against the delay in force now, so lowering the delay or healing
+//     releases held data early.
 //   - Drop(rate): each chunk read is lost with probability rate, and a loss
 //     cuts the connection (both sides reset). TCP never delivers a stream with
 //     a hole in it: it retransmits, and when loss persists the connection
@@ -38,12 +39,14 @@
 //     from retransmission is modelled by Delay with jitter.
 //   - Blackhole: bytes are read and discarded, and an end of stream is
 //     swallowed too, so the peer sees a hung connection, as in a partition
-//     where packets vanish. Writers to a blackholed link never block (the
-//     proxy keeps reading). New connections are still accepted and dialed.
-//     Because the bytes are gone, a connection that lost any to a blackhole
-//     is cut when the blackhole lifts (or at its next chunk), never resumed
-//     with a hole: as TCP gives up on a connection whose segments stopped
-//     arriving, and the application reconnects.
+//     where packets vanish. Writers to a blackholed link never block: the
+//     proxy keeps reading even when the far side has stopped reading. New
+//     connections are still accepted and dialed. Because the bytes are gone,
+//     a connection that lost any to a blackhole is cut when the blackhole
+//     lifts (or at its next chunk), never resumed with a hole: as TCP gives
+//     up on a connection whose segments stopped arriving, and the
+//     application reconnects. Use Stall for a partition short enough that
+//     TCP rides it out.
 //   - Stall: bytes are held, not lost: the writer stops, the queue fills and
 //     the proxy stops reading, so the sender's socket buffers fill and its
 //     writes block, as TCP behaves through a short partition it survives.

@@ -177,15 +177,15 @@ func (p *Proxy) Cut() {
 // that lost bytes to a blackhole are cut (a stream never resumes with a
 // hole); held and delayed bytes are released.
 func (p *Proxy) Heal() {
-	p.mu.Lock()
-	p.cut = false
-	p.mu.Unlock()
-	p.update(func(dirs *[2]Faults) { *dirs = [2]Faults{} })
+	p.update(func(dirs *[2]Faults) {
+		*dirs = [2]Faults{}
+		p.cut = false
+	})
 }
 
-// update applies change to a copy of the faults, publishes it, wakes the
-// pumps and cuts the connections whose lost bytes are no longer hidden by a
-// blackhole.
+// update applies change to a copy of the faults under p.mu, publishes it,
+// wakes the pumps and cuts the connections whose lost bytes are no longer
+// hidden by a blackhole.
 func (p *Proxy) update(change func(*[2]Faults)) {
 	p.mu.Lock()
 	old := p.state.Load()

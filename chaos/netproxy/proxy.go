@@ -265,6 +265,11 @@ func (p *Proxy) handle(ctx context.Context, id uint64, client net.Conn, upstream
 	d := net.Dialer{Timeout: p.cfg.DialTimeout}
 	up, err := d.DialContext(ctx, "tcp", upstream)
 	if err != nil {
+		if ctx.Err() != nil { // closing, not a failed upstream
+			p.stats.refused.Add(1)
+			resetClose(client)
+			return
+		}
 		p.stats.dialFailed.Add(1)
 		p.log.Debug().Err(err).Str("upstream", upstream).Msg("dial upstream")
 		resetClose(client)

@@ -250,6 +250,40 @@ func TestBlackholeOneDirection(t *testing.T) {
 	}
 }
 
+func TestBlackholeNeverHoldsUpASender(t *testing.T) {
+	accepted := make(chan net.Conn, 1)
+	up := newServer(t, accepter(accepted)) // never reads: the upstream is stuck
+	p := newProxy(t, up.Addr(), 14)
+	client := dial(t, p.Addr())
+	<-accepted
+	const size = 64 << 20 // more than the queue and every socket buffer hold
+	werr := make(chan error, 1)
+	go func() {
+		_, err := client.Write(make([]byte, size))
+		werr <- err
+	}()
+	eventually(t, "the queue to the stuck upstream to fill", func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		for c := range p.conns {
+			return len(c.queues[idxToUpstream]) == queueLen
+		}
+		return false
+	})
+	p.Blackhole(ToUpstream) // the reader, blocked on the full queue, now discards
+	select {
+	case err := <-werr:
+		if err != nil {
+			t.Fatalf("write: %v", err)
+		}
+	case <-time.After(waitFor):
+		t.Fatal("the sender is still blocked on a blackholed link")
+	}
+	if s := p.Stats(); s.ToUpstream.Dropped == 0 {
+		t.Fatalf("nothing dropped: %+v", s)
+	}
+}
+
 func dropped(p *Proxy, idx int) int64 {
 	s := p.Stats()
 	if idx == idxToClient {
@@ -472,10 +506,26 @@ func proxyGoroutines() []string {
 	return out
 }
 
-func TestCloseLeavesNoGoroutines(t *testing.T) {
-	if g := proxyGoroutines(); len(g) != 0 {
-		t.Fatalf("proxy goroutines before the test:\n%s", strings.Join(g, "\n\n"))
+// noProxyGoroutines polls until no goroutine runs the proxy's code. Close
+// waits for every goroutine to be done; a goroutine past its wg.Done may
+// still be on its way out for a moment, hence the poll.
+func noProxyGoroutines(t *testing.T, when string) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for {
+		g := proxyGoroutines()
+		if len(g) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("proxy goroutines %s:\n%s", when, strings.Join(g, "\n\n"))
+		}
+		time.Sleep(time.Millisecond) // poll interval
 	}
+}
+
+func TestCloseLeavesNoGoroutines(t *testing.T) {
+	noProxyGoroutines(t, "before the test") // earlier tests' proxies are closed
 	before := runtime.NumGoroutine()
 	func() {
 		up := newServer(t, echo)
@@ -484,8 +534,8 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// Connections in every state: idle, holding delayed bytes, stalled
-		// with a full queue, blackholed.
+		// Connections in every waiting state: idle, holding a delayed chunk,
+		// stalled behind a full queue.
 		idle := dial(t, p.Addr())
 		if err := ping(idle, 0); err != nil {
 			t.Fatal(err)
@@ -493,20 +543,27 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		if err := p.Delay(ToClient, time.Hour, 0); err != nil {
 			t.Fatal(err)
 		}
+		delayed := dial(t, p.Addr())
+		delayed.Write([]byte("held for an hour"))
+		eventually(t, "the echo to be held", func() bool { return up.received.Load() == 8+16 })
 		p.Stall(ToUpstream)
 		held := dial(t, p.Addr())
-		go held.Write(make([]byte, 8<<20)) // blocks on the stall until Close resets it
-		p.Blackhole(ToUpstream)
-		hole := dial(t, p.Addr())
-		hole.Write([]byte("gone"))
-		eventually(t, "three connections", func() bool { return p.Stats().Active == 3 })
+		go held.Write(make([]byte, 64<<20)) // blocks on the stall until Close resets it
+		eventually(t, "the stalled queue to fill", func() bool {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			for c := range p.conns {
+				if len(c.queues[idxToUpstream]) == queueLen {
+					return true
+				}
+			}
+			return false
+		})
 		if err := p.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if g := proxyGoroutines(); len(g) != 0 { // Close waited: none may remain
-			t.Fatalf("goroutines left after Close:\n%s", strings.Join(g, "\n\n"))
-		}
-		for _, c := range []net.Conn{idle, held, hole} {
+		noProxyGoroutines(t, "after Close")
+		for _, c := range []net.Conn{idle, delayed, held} {
 			c.Close()
 		}
 	}()
