@@ -15,6 +15,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"reflect"
 	"sync/atomic"
 	"time"
@@ -189,6 +190,11 @@ func (b *Broker) fillReplicaPartition(fp *replicaFetchPart, budget int, first bo
 	data, err := fp.p.ReadFetchAnswer(*fp.got, max(budget, 1))
 	if err != nil {
 		sp.ErrorCode = errorCode(err)
+		if errors.Is(err, wal.ErrOffsetOutOfRange) && m.ReadFrom < fp.p.Log().StartOffset() {
+			// Below this leader's local log: the follower continues from
+			// the remote end (KIP-405's answer).
+			sp.ErrorCode = kerr.OffsetMovedToTieredStorage.Code
+		}
 		return 0
 	}
 	sp.RecordBatches = data

@@ -36,10 +36,11 @@ type Broker struct {
 	journal   *wal.Journal // the durable point every partition shares; nil with PerPartitionFsync
 	coord     *coordinator // consumer groups and committed offsets
 
-	objects  objstore.Store         // tiering (tiering.go); set in Run before partitions open
-	diskFull atomic.Pointer[string] // why produce is refused (diskguard.go); "" or nil: accepted
-	rcache   *cache.Cache
-	tiers    *tier.Manager
+	objects    objstore.Store         // tiering (tiering.go); set in Run before partitions open
+	diskFull   atomic.Pointer[string] // why produce is refused (diskguard.go); "" or nil: accepted
+	restarting sync.Map               // partitionKey → true while restartBehindLeader reopens it
+	rcache     *cache.Cache
+	tiers      *tier.Manager
 
 	reg         atomic.Pointer[meta.Registration] // set by register before serving; replaced after a lost lease
 	liveBrokers atomic.Pointer[[]meta.BrokerInfo] // cluster.go

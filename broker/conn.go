@@ -98,8 +98,9 @@ func (b *Broker) serveKafka(ctx context.Context) error {
 		}
 		ip := remoteIP(nc.RemoteAddr())
 		if reason := limiter.admit(ip); reason != "" {
-			_ = nc.Close() // refused before any byte is read; nothing to report
+			// Counted before the close, so whoever sees the close sees the count.
 			b.m.connsRefused.WithLabelValues(reason).Inc()
+			_ = nc.Close() // refused before any byte is read; nothing to report
 			refusals.Warn().Str("remote", nc.RemoteAddr().String()).Str("reason", reason).
 				Msg("refused connection (logged at most 5 times per 10s)")
 			continue

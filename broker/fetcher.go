@@ -289,6 +289,11 @@ func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingF
 				continue
 			}
 			answered[pf.p] = true
+			if rp.ErrorCode == kerr.OffsetMovedToTieredStorage.Code {
+				// The leader's local log starts above this replica's end:
+				// the replica restarts at the remote end (tiering.go).
+				f.b.restartBehindLeader(pf.p, wal.Offset(rp.LogStartOffset))
+			}
 			pf.p.Step(fetchResponseMessage(pf.msg, &rp))
 		}
 	}

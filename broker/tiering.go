@@ -181,7 +181,7 @@ func (b *Broker) alignWithRemote(tp *topic, i int32, l *wal.Log) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := b.tiers.Range(ctx, tp.meta.ID, i)
+	r, err := b.tiers.FreshRange(ctx, tp.meta.ID, i)
 	if err != nil {
 		return fmt.Errorf("broker: remote index of %s-%d: %w", tp.meta.Name, i, err)
 	}
@@ -193,11 +193,11 @@ func (b *Broker) alignWithRemote(tp *topic, i int32, l *wal.Log) error {
 			return fmt.Errorf("broker: drop the local tail of %s-%d below the remote end %d: %w", tp.meta.Name, i, r.RemoteEnd, err)
 		}
 	}
-	epoch := wal.Epoch(-1)
+	last := wal.EpochEntry{Epoch: -1}
 	if n := len(r.Epochs); n > 0 {
-		epoch = r.Epochs[n-1].Epoch
+		last = r.Epochs[n-1]
 	}
-	if err := l.RestartAt(r.RemoteEnd, epoch); err != nil {
+	if err := l.RestartAt(r.RemoteEnd, last); err != nil {
 		return fmt.Errorf("broker: restart %s-%d at the remote end %d: %w", tp.meta.Name, i, r.RemoteEnd, err)
 	}
 	// The producer state comes from the last object: idempotent producers
@@ -282,6 +282,49 @@ func (b *Broker) deleteRemoteRecords(ctx context.Context, p *partition.Partition
 		}
 	}
 	return fmt.Errorf("%w: %s-%d", errNotLeader, p.Topic(), p.Index())
+}
+
+// restartBehindLeader reopens a follower replica whose end is below its
+// leader's local log start (it was away longer than the leader's local
+// retention): the replica is closed and opened again, and opening a log
+// that ends below the remote end restarts it there (alignWithRemote), from
+// where the leader's local tail is copied. Everything older stays in object
+// storage. At most one restart of a partition runs at a time.
+func (b *Broker) restartBehindLeader(p *partition.Partition, leaderStart wal.Offset) {
+	if b.tiers == nil || p.Log().EndOffset() >= leaderStart {
+		return
+	}
+	key := partitionKey{TopicID: p.TopicID(), Partition: p.Index()}
+	if _, busy := b.restarting.LoadOrStore(key, true); busy {
+		return
+	}
+	b.partWG.Add(1)
+	go func() {
+		defer b.partWG.Done()
+		defer b.restarting.Delete(key)
+		b.adminMu.Lock()
+		defer b.adminMu.Unlock()
+		t := b.lookupTopicID(p.TopicID())
+		if t == nil || int(p.Index()) >= len(t.partitions) || t.partitions[p.Index()] != p {
+			return // the topic or the replica changed meanwhile
+		}
+		b.logger.Warn().Str("topic", p.Topic()).Int32("partition", p.Index()).Int64("end", int64(p.Log().EndOffset())).
+			Int64("leader_local_start", int64(leaderStart)).Msg("replica is behind its leader's local log; restarting it at the remote end")
+		p.StopAndClose()
+		np, err := b.openPartition(t, p.Index())
+		if err != nil {
+			b.logger.Error().Err(err).Str("topic", p.Topic()).Int32("partition", p.Index()).Msg("reopen a replica behind its leader")
+			return
+		}
+		nt := *t
+		nt.partitions = append([]*partition.Partition(nil), t.partitions...)
+		nt.partitions[p.Index()] = np
+		b.replaceTopic(&nt)
+		b.startPartition(np)
+		np.SetState(coreState(nt.states[p.Index()]))
+		b.logger.Info().Str("topic", p.Topic()).Int32("partition", p.Index()).Int64("end", int64(np.Log().EndOffset())).
+			Msg("replica restarted at the remote end")
+	}()
 }
 
 // errRemoteRead marks a failed read of object storage: retriable for the

@@ -45,6 +45,14 @@ func (m *Manager) Range(ctx context.Context, topicID [16]byte, n int32) (Range, 
 	return r, nil
 }
 
+// FreshRange is Range read from etcd now, not from the cache.
+func (m *Manager) FreshRange(ctx context.Context, topicID [16]byte, n int32) (Range, error) {
+	if _, err := m.refreshHead(ctx, topicID, n); err != nil {
+		return Range{}, err
+	}
+	return m.Range(ctx, topicID, n)
+}
+
 // Read returns whole batches from the one holding from, up to maxBytes (at
 // least one batch), read from object storage. from must be in the remote
 // range; otherwise the error is ErrOffsetOutOfRange.

@@ -15,10 +15,13 @@ import (
 	"fmt"
 )
 
-// RestartAt makes an empty log start and end at off (>= EndOffset), with
-// the leader-epoch chain reset to one entry, epoch at off, when epoch >= 0.
-// It is durable when it returns. It runs as the appender.
-func (l *Log) RestartAt(off Offset, epoch Epoch) error {
+// RestartAt makes an empty log start and end at off (>= EndOffset). last,
+// when its Epoch >= 0, is the leader-epoch entry in force at off-1 (the
+// remote log's last one): it joins the chain, starting no later than off-1,
+// so the epoch of the log's last offset stays known (a follower's fetch
+// names it; replica/epochs.go). It is durable when it returns. It runs as
+// the appender.
+func (l *Log) RestartAt(off Offset, last EpochEntry) error {
 	l.wmu.Lock()
 	defer l.wmu.Unlock()
 	if err := l.usable(); err != nil {
@@ -60,8 +63,8 @@ func (l *Log) RestartAt(off Offset, epoch Epoch) error {
 	if err := l.setStart(off); err != nil {
 		return err
 	}
-	if epoch >= 0 {
-		if err := l.assignEpoch(epoch, off, false); err != nil {
+	if n := len(l.epochs); last.Epoch >= 0 && off > 0 && (n == 0 || l.epochs[n-1].Epoch < last.Epoch) {
+		if err := l.assignEpoch(last.Epoch, min(last.StartOffset, off-1), false); err != nil {
 			return err
 		}
 	}

@@ -53,3 +53,27 @@ func TestSegmentsAndDeleteBelow(t *testing.T) {
 		t.Fatalf("after a crash: start %d end %d segments %+v", l2.StartOffset(), l2.EndOffset(), l2.Segments())
 	}
 }
+
+// RestartAt moves an empty log forward and keeps the epoch of its last
+// offset known, across a crash.
+func TestRestartAt(t *testing.T) {
+	fs := vfs.NewMem()
+	l := mustOpen(t, fs, Config{})
+	if err := l.RestartAt(5000, EpochEntry{Epoch: 3, StartOffset: 4000}); err != nil {
+		t.Fatal(err)
+	}
+	if l.StartOffset() != 5000 || l.EndOffset() != 5000 || l.DurableEnd() != 5000 {
+		t.Fatalf("start %d end %d durable %d", l.StartOffset(), l.EndOffset(), l.DurableEnd())
+	}
+	if e := l.Epochs(); len(e) != 1 || e[0].Epoch != 3 || e[0].StartOffset >= 5000 {
+		t.Fatalf("epochs %+v: the epoch at 4999 must be known", e)
+	}
+	l2 := mustOpen(t, fs.CrashClone(), Config{})
+	if l2.StartOffset() != 5000 || l2.EndOffset() != 5000 || len(l2.Epochs()) == 0 || l2.Epochs()[0].Epoch != 3 {
+		t.Fatalf("after a crash: start %d end %d epochs %+v", l2.StartOffset(), l2.EndOffset(), l2.Epochs())
+	}
+	mustAppend(t, l2, nil, mkBatch(1, 10, 1, 0))
+	if err := l2.RestartAt(9000, EpochEntry{Epoch: 4}); err == nil {
+		t.Fatal("RestartAt of a log holding records succeeded")
+	}
+}

@@ -69,7 +69,11 @@ func extendChain(c []EpochEntry, b Batch) ([]EpochEntry, bool) {
 // lastEpoch (KIP-595): it reports whether the follower must truncate first,
 // and the epoch and end offset to answer with.
 func diverges(c []EpochEntry, end, offset wal.Offset, lastEpoch wal.Epoch) (bool, wal.Epoch, wal.Offset) {
-	if offset == 0 {
+	if offset == 0 || lastEpoch < 0 {
+		// No epoch known below the offset means the follower's log holds no
+		// batch (it is empty at its start: a new replica, or one restarted
+		// at the remote end of a tiered log, wal.RestartAt): nothing can
+		// diverge, as Kafka skips the check without a last fetched epoch.
 		return false, 0, 0
 	}
 	e, eo := endOffsetForEpoch(c, end, lastEpoch)
