@@ -126,8 +126,10 @@ func ReadFile(path string) (Header, []Event, error) {
 	if err != nil {
 		return Header{}, nil, fmt.Errorf("history: %w", err)
 	}
-	defer f.Close()
 	h, evs, err := ReadAll(f)
+	if cerr := f.Close(); cerr != nil && err == nil {
+		err = fmt.Errorf("history: close: %w", cerr)
+	}
 	if err != nil {
 		return h, evs, fmt.Errorf("%s: %w", path, err)
 	}
