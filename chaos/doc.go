@@ -79,9 +79,11 @@
 // What the runner promises, and the checker relies on: values are unique per
 // send; a client restarted after a crash takes a new process id; one producer
 // process issues its sends from one goroutine; a client poll returning
-// several partitions is recorded as one poll event per partition; the drain
-// is a fresh reader per partition; every partition sent to, polled or re-read
-// from the tier has a final event.
+// several partitions is recorded as one poll event per partition (empty ones
+// may be left out); a consumer whose position moves other than by reading (a
+// seek, or the client's own reset after OFFSET_OUT_OF_RANGE) records a seek;
+// the drain is a fresh reader per partition; every partition sent to, polled
+// or re-read from the tier has a final event.
 //
 // # Anomalies
 //
