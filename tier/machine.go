@@ -128,16 +128,22 @@ func (m *Manager) retainRemote(ctx context.Context, t Target, h meta.RemoteHead)
 }
 
 // objectsFrom lists the committed objects that end above from, in offset
-// order, reading the manifests that hold any.
-func (m *Manager) objectsFrom(ctx context.Context, h meta.RemoteHead, from int64) ([]RemoteObject, error) {
+// order, reading the manifests that hold any; with limit > 0, at most limit
+// of them (a read needs only the next few).
+func (m *Manager) objectsFrom(ctx context.Context, h meta.RemoteHead, from int64, limit ...int) ([]RemoteObject, error) {
+	most := 0
+	if len(limit) > 0 {
+		most = limit[0]
+	}
 	var out []RemoteObject
+	full := func() bool { return most > 0 && len(out) >= most }
 	add := func(o meta.RemoteObject) {
-		if o.Next > from {
+		if o.Next > from && !full() {
 			out = append(out, RemoteObject{Key: o.Key, Base: wal.Offset(o.Base), Next: wal.Offset(o.Next), Size: o.Size, MaxTs: o.MaxTs})
 		}
 	}
 	for _, ref := range h.Manifests {
-		if ref.Next <= from {
+		if ref.Next <= from || full() {
 			continue
 		}
 		objs, err := m.manifest(ctx, ref.Key)
@@ -155,15 +161,36 @@ func (m *Manager) objectsFrom(ctx context.Context, h meta.RemoteHead, from int64
 }
 
 // manifest reads a manifest through the cache (manifests are immutable).
+// Decoded manifests are kept (they never change) up to maxDecodedManifests;
+// past it the set starts again, so memory stays bounded.
 func (m *Manager) manifest(ctx context.Context, key string) ([]meta.RemoteObject, error) {
+	m.mu.Lock()
+	objs, ok := m.manifests[key]
+	m.mu.Unlock()
+	if ok {
+		return objs, nil
+	}
 	b, err := m.cfg.Cache.Get(ctx, "manifest:"+key, func(ctx context.Context) ([]byte, error) {
 		return m.cfg.Store.Get(ctx, key, 0, -1)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("tier: read manifest %s: %w", key, err)
 	}
-	return decodeManifest(key, b)
+	if objs, err = decodeManifest(key, b); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	if len(m.manifests) >= maxDecodedManifests {
+		m.manifests = make(map[string][]meta.RemoteObject)
+	}
+	m.manifests[key] = objs
+	m.mu.Unlock()
+	return objs, nil
 }
+
+// maxDecodedManifests bounds the manager's decoded manifests (each lists
+// MaxObjectsInHead/2 objects, about 10 KiB).
+const maxDecodedManifests = 4096
 
 // DeleteTopic removes every object, manifest and uncommitted upload of a
 // deleted topic's partitions and then their heads. It is redone from the

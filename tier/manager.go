@@ -124,8 +124,9 @@ type Manager struct {
 	sem   chan struct{}
 	stats stats
 
-	mu    sync.Mutex
-	parts map[partKey]*partState
+	mu        sync.Mutex
+	parts     map[partKey]*partState
+	manifests map[string][]meta.RemoteObject // decoded manifests by key (machine.go)
 
 	wg sync.WaitGroup
 }
@@ -137,10 +138,11 @@ func New(cfg Config) (*Manager, error) {
 		return nil, errors.New("tier: a store, an index and a cache are required")
 	}
 	return &Manager{
-		cfg:   cfg,
-		log:   cfg.Logger.With().Str("component", "tier").Logger(),
-		sem:   make(chan struct{}, cfg.UploadConcurrency),
-		parts: make(map[partKey]*partState),
+		cfg:       cfg,
+		log:       cfg.Logger.With().Str("component", "tier").Logger(),
+		sem:       make(chan struct{}, cfg.UploadConcurrency),
+		parts:     make(map[partKey]*partState),
+		manifests: make(map[string][]meta.RemoteObject),
 	}, nil
 }
 

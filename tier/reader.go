@@ -70,7 +70,7 @@ func (m *Manager) Read(ctx context.Context, topicID [16]byte, n int32, from wal.
 	if int64(from) < h.LogStart || int64(from) >= h.RemoteEnd {
 		return nil, fmt.Errorf("%w: %d outside the remote log [%d, %d)", ErrOffsetOutOfRange, from, h.LogStart, h.RemoteEnd)
 	}
-	objs, err := m.objectsFrom(ctx, h, int64(from))
+	objs, err := m.objectsFrom(ctx, h, int64(from), 2+m.cfg.ReadAhead)
 	if err != nil {
 		return nil, err
 	}
@@ -224,10 +224,29 @@ func (m *Manager) readAhead(o RemoteObject, f *object.Footer, i int, after []Rem
 		if left <= 0 {
 			return
 		}
-		// The next object's footer is fetched ahead; its chunks follow
-		// once a read reaches it.
-		m.cfg.Cache.Prefetch("footer:"+next.Key, m.footerFill(next))
-		left--
+		// The next object's footer is fetched ahead, and once it is known
+		// the chunks the window still has room for: a replay does not wait
+		// at each object's first chunk.
+		m.cfg.Cache.Prefetch("footer:"+next.Key, m.footerThenChunks(next, left))
+		left -= min(left, 2)
+	}
+}
+
+// footerThenChunks is a footer fill that, once the footer is read, starts
+// fills of the object's first n chunks.
+func (m *Manager) footerThenChunks(o RemoteObject, n int) func(context.Context) ([]byte, error) {
+	fill := m.footerFill(o)
+	return func(ctx context.Context) ([]byte, error) {
+		tail, err := fill(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if f, err := object.ParseFooter(tail, o.Size); err == nil {
+			for i := 0; i < f.NumChunks() && i < n; i++ {
+				m.cfg.Cache.Prefetch(chunkKey(o, i), m.chunkFill(o, f, i))
+			}
+		}
+		return tail, nil
 	}
 }
 

@@ -197,10 +197,7 @@ func (s *Store) getOnce(ctx context.Context, key string, off, n int64) (_ []byte
 		return nil, false, wrap("get", key, err)
 	}
 	defer func() { _ = out.Body.Close() }()
-	b, err := io.ReadAll(out.Body)
-	if err == nil && out.ContentLength != nil && int64(len(b)) != *out.ContentLength {
-		err = fmt.Errorf("read %d of %d bytes: %w", len(b), *out.ContentLength, io.ErrUnexpectedEOF)
-	}
+	b, err := readBody(out.Body, out.ContentLength)
 	if err != nil {
 		return nil, true, fmt.Errorf("s3: get %q: read body: %w", key, err)
 	}
@@ -385,4 +382,28 @@ func (a logAdapter) Logf(c logging.Classification, format string, v ...any) {
 		ev = a.log.Warn()
 	}
 	ev.Msgf(format, v...)
+}
+
+// maxPresized bounds the buffer a GET allocates up front from the
+// response's Content-Length (a chunk is ~4 MiB; a whole object read is at
+// most an upload's size plus a footer).
+const maxPresized = 256 << 20
+
+// readBody reads a GET's body into one buffer sized from its length when
+// known (io.ReadAll would grow and copy it several times: most of a cold
+// replay's CPU), and checks that the whole body came.
+func readBody(body io.Reader, length *int64) ([]byte, error) {
+	if length == nil || *length < 0 || *length > maxPresized {
+		b, err := io.ReadAll(body)
+		if err == nil && length != nil && *length >= 0 && int64(len(b)) != *length {
+			err = fmt.Errorf("read %d of %d bytes: %w", len(b), *length, io.ErrUnexpectedEOF)
+		}
+		return b, err
+	}
+	b := make([]byte, *length)
+	n, err := io.ReadFull(body, b)
+	if err != nil {
+		return nil, fmt.Errorf("read %d of %d bytes: %w", n, *length, err)
+	}
+	return b, nil
 }
