@@ -128,7 +128,11 @@ func TestTieringClusterLeaderChangeMidUpload(t *testing.T) {
 	t.Logf("%d objects over [%d, %d), head objects by uploader epoch %v, %d acknowledged records", len(objs), h.LogStart, h.RemoteEnd, epochs, len(acked))
 
 	// A replay from 0 on the new leader: every acknowledged record, at its
-	// offset, read largely from object storage.
+	// offset, read largely from object storage once the uploaded local
+	// segments are gone.
+	eventuallyTrue(t, "the new leader's uploaded local segments deleted", func() (bool, string) {
+		return np.Log().StartOffset() > 0, fmt.Sprintf("local start %d", np.Log().StartOffset())
+	})
 	hw, _ := np.HighWatermark()
 	got := replayAll(t, next, topic, int(hw))
 	seen := map[string]bool{}
