@@ -64,14 +64,16 @@ type RemoteObject struct {
 	CreatedMs int64  `json:"created_ms"`
 }
 
-// ManifestRef names an immutable manifest object in the bucket that lists
-// Objects older objects covering [Base, Next).
+// ManifestRef names an immutable manifest object in the bucket covering
+// [Base, Next): at Level 0 it lists Objects older objects; at Level n > 0 it
+// lists Objects manifest references of lower levels (tier/manifest.go).
 type ManifestRef struct {
 	Key     string `json:"key"`
 	Base    int64  `json:"base"`
 	Next    int64  `json:"next"`
 	Objects int    `json:"objects"`
 	MaxTs   int64  `json:"max_ts"`
+	Level   int    `json:"level,omitempty"`
 }
 
 // RemoteHead is a partition's remote segment index head.

@@ -118,9 +118,15 @@ func checkHeadFootprint(t *testing.T, f *fixture, n int, elapsed time.Duration) 
 	if len(h.Objects) > footprintObjectsInHead || len(h.Intents) != 0 {
 		t.Fatalf("head holds %d objects and %d intents, want at most %d and none", len(h.Objects), len(h.Intents), footprintObjectsInHead)
 	}
-	named := len(h.Objects)
-	for _, ref := range h.Manifests {
-		named += ref.Objects
+	objs, err := ListObjects(t.Context(), f.obj, h) // through the manifest tree
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := len(objs)
+	for i := 1; i < len(objs); i++ {
+		if objs[i].Base != objs[i-1].Next {
+			t.Fatalf("objects out of order at %d after %d uploads", i, n)
+		}
 	}
 	if named != n {
 		t.Fatalf("head and manifests name %d objects, want %d", named, n)

@@ -15,23 +15,35 @@ func FuzzDecodeManifest(f *testing.F) {
 	f.Add([]byte(`{"v":1,"objects":[]}`))
 	f.Add([]byte(`{"v":2}`))
 	f.Add([]byte(`{"v":1,"objects":[{"base":5,"next":3}]}`))
+	f.Add([]byte(`{"v":1,"manifests":[{"key":"m","base":0,"next":10,"objects":2,"level":1}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		objs, err := decodeManifest("k", b)
+		objs, refs, err := decodeManifest("k", b)
 		if err != nil {
 			return
+		}
+		if len(objs) > 0 && len(refs) > 0 {
+			t.Fatalf("decoded both objects and references")
 		}
 		for i, o := range objs {
 			if o.Next <= o.Base || (i > 0 && o.Base < objs[i-1].Next) {
 				t.Fatalf("decoded out of order: %+v", objs)
 			}
 		}
+		for i, r := range refs {
+			if r.Next <= r.Base || r.Level < 0 || r.Level >= maxManifestLevel || (i > 0 && r.Base < refs[i-1].Next) {
+				t.Fatalf("decoded references out of order: %+v", refs)
+			}
+		}
 		again, err := encodeManifest(objs)
+		if len(refs) > 0 {
+			again, err = encodeIndexManifest(refs)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		back, err := decodeManifest("k", again)
-		if err != nil || len(back) != len(objs) {
-			t.Fatalf("re-encoded manifest: %v, %d objects, want %d", err, len(back), len(objs))
+		o2, r2, err := decodeManifest("k", again)
+		if err != nil || len(o2) != len(objs) || len(r2) != len(refs) {
+			t.Fatalf("re-encoded manifest: %v, %d objects and %d references, want %d and %d", err, len(o2), len(r2), len(objs), len(refs))
 		}
 	})
 }

@@ -35,24 +35,34 @@ func (p Problem) String() string {
 	return p.Key + ": " + p.Msg
 }
 
-// ReadManifest reads the manifest ref names and checks it against ref: its
-// objects must be contiguous and cover [ref.Base, ref.Next) in ref.Objects
-// entries. A mismatch is ErrCorrupt; a missing manifest matches
-// objstore.ErrNotFound.
-func ReadManifest(ctx context.Context, store objstore.Store, ref meta.ManifestRef) ([]meta.RemoteObject, error) {
+// ReadManifest reads the manifest ref names and checks it against ref: a
+// level-0 manifest lists ref.Objects objects, a higher one ref.Objects
+// references of lower levels, from ref.Base to ref.Next. A mismatch is
+// ErrCorrupt; a missing manifest matches objstore.ErrNotFound.
+func ReadManifest(ctx context.Context, store objstore.Store, ref meta.ManifestRef) ([]meta.RemoteObject, []meta.ManifestRef, error) {
 	b, err := store.Get(ctx, ref.Key, 0, -1)
 	if err != nil {
-		return nil, fmt.Errorf("tier: read manifest %s: %w", ref.Key, err)
+		return nil, nil, fmt.Errorf("tier: read manifest %s: %w", ref.Key, err)
 	}
-	objs, err := decodeManifest(ref.Key, b)
+	objs, refs, err := decodeManifest(ref.Key, b)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if len(objs) == 0 || len(objs) != ref.Objects || objs[0].Base != ref.Base || objs[len(objs)-1].Next != ref.Next {
-		return nil, fmt.Errorf("tier: manifest %s holds %d objects, the head names %d covering [%d, %d): %w",
-			ref.Key, len(objs), ref.Objects, ref.Base, ref.Next, ErrCorrupt)
+	n, base, next := len(objs), int64(-1), int64(-1)
+	if ref.Level > 0 {
+		n = len(refs)
 	}
-	return objs, nil
+	switch {
+	case ref.Level == 0 && len(objs) > 0:
+		base, next = objs[0].Base, objs[len(objs)-1].Next
+	case ref.Level > 0 && len(refs) > 0:
+		base, next = refs[0].Base, refs[len(refs)-1].Next
+	}
+	if n == 0 || n != ref.Objects || base != ref.Base || next != ref.Next {
+		return nil, nil, fmt.Errorf("tier: manifest %s (level %d) holds %d entries over [%d, %d), the head names %d covering [%d, %d): %w",
+			ref.Key, ref.Level, n, base, next, ref.Objects, ref.Base, ref.Next, ErrCorrupt)
+	}
+	return objs, refs, nil
 }
 
 // ListObjects returns every committed object h names, in offset order: those
@@ -60,12 +70,14 @@ func ReadManifest(ctx context.Context, store objstore.Store, ref meta.ManifestRe
 // are included: a manifest may still list them after they were deleted.
 func ListObjects(ctx context.Context, store objstore.Store, h meta.RemoteHead) ([]meta.RemoteObject, error) {
 	var out []meta.RemoteObject
-	for _, ref := range h.Manifests {
-		objs, err := ReadManifest(ctx, store, ref)
-		if err != nil {
-			return nil, err
-		}
+	read := func(ctx context.Context, ref meta.ManifestRef) ([]meta.RemoteObject, []meta.ManifestRef, error) {
+		return ReadManifest(ctx, store, ref)
+	}
+	if _, err := walkManifests(ctx, h.Manifests, -1, read, func(_ meta.ManifestRef, objs []meta.RemoteObject) (bool, error) {
 		out = append(out, objs...)
+		return false, nil
+	}); err != nil {
+		return nil, err
 	}
 	return append(out, h.Objects...), nil
 }

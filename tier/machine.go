@@ -15,10 +15,12 @@ package tier
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/sluice-mq/sluice/meta"
+	"github.com/sluice-mq/sluice/tier/objstore"
 	"github.com/sluice-mq/sluice/wal"
 )
 
@@ -108,8 +110,8 @@ func (m *Manager) retainRemote(ctx context.Context, t Target, h meta.RemoteHead)
 			keep = append(keep, ref)
 			continue
 		}
-		if err := m.cfg.Store.Delete(ctx, ref.Key); err != nil {
-			return fmt.Errorf("tier: delete manifest %s: %w", ref.Key, err)
+		if err := m.deleteManifestTree(ctx, ref); err != nil {
+			return err
 		}
 	}
 	next.Manifests = keep
@@ -142,17 +144,13 @@ func (m *Manager) objectsFrom(ctx context.Context, h meta.RemoteHead, from int64
 			out = append(out, RemoteObject{Key: o.Key, Base: wal.Offset(o.Base), Next: wal.Offset(o.Next), Size: o.Size, MaxTs: o.MaxTs})
 		}
 	}
-	for _, ref := range h.Manifests {
-		if ref.Next <= from || full() {
-			continue
-		}
-		objs, err := m.manifest(ctx, ref.Key)
-		if err != nil {
-			return nil, err
-		}
+	if _, err := walkManifests(ctx, h.Manifests, from, m.manifest, func(_ meta.ManifestRef, objs []meta.RemoteObject) (bool, error) {
 		for _, o := range objs {
 			add(o)
 		}
+		return full(), nil
+	}); err != nil {
+		return nil, err
 	}
 	for _, o := range h.Objects {
 		add(o)
@@ -163,29 +161,35 @@ func (m *Manager) objectsFrom(ctx context.Context, h meta.RemoteHead, from int64
 // manifest reads a manifest through the cache (manifests are immutable).
 // Decoded manifests are kept (they never change) up to maxDecodedManifests;
 // past it the set starts again, so memory stays bounded.
-func (m *Manager) manifest(ctx context.Context, key string) ([]meta.RemoteObject, error) {
+func (m *Manager) manifest(ctx context.Context, ref meta.ManifestRef) ([]meta.RemoteObject, []meta.ManifestRef, error) {
 	m.mu.Lock()
-	objs, ok := m.manifests[key]
+	d, ok := m.manifests[ref.Key]
 	m.mu.Unlock()
 	if ok {
-		return objs, nil
+		return d.objs, d.refs, nil
 	}
-	b, err := m.cfg.Cache.Get(ctx, "manifest:"+key, func(ctx context.Context) ([]byte, error) {
-		return m.cfg.Store.Get(ctx, key, 0, -1)
+	b, err := m.cfg.Cache.Get(ctx, "manifest:"+ref.Key, func(ctx context.Context) ([]byte, error) {
+		return m.cfg.Store.Get(ctx, ref.Key, 0, -1)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("tier: read manifest %s: %w", key, err)
+		return nil, nil, fmt.Errorf("tier: read manifest %s: %w", ref.Key, err)
 	}
-	if objs, err = decodeManifest(key, b); err != nil {
-		return nil, err
+	if d.objs, d.refs, err = decodeManifest(ref.Key, b); err != nil {
+		return nil, nil, err
 	}
 	m.mu.Lock()
 	if len(m.manifests) >= maxDecodedManifests {
-		m.manifests = make(map[string][]meta.RemoteObject)
+		m.manifests = make(map[string]decodedManifest)
 	}
-	m.manifests[key] = objs
+	m.manifests[ref.Key] = d
 	m.mu.Unlock()
-	return objs, nil
+	return d.objs, d.refs, nil
+}
+
+// decodedManifest is a manifest's entries.
+type decodedManifest struct {
+	objs []meta.RemoteObject
+	refs []meta.ManifestRef
 }
 
 // maxDecodedManifests bounds the manager's decoded manifests (each lists
@@ -215,8 +219,11 @@ func (m *Manager) DeleteTopic(ctx context.Context, topicID [16]byte, partitions 
 		for _, in := range h.Intents {
 			keys = append(keys, in.Key)
 		}
-		for _, ref := range h.Manifests {
+		if _, err := walkManifests(ctx, h.Manifests, -1, m.manifest, func(ref meta.ManifestRef, _ []meta.RemoteObject) (bool, error) {
 			keys = append(keys, ref.Key)
+			return false, nil
+		}); err != nil {
+			return err
 		}
 		for _, k := range keys {
 			if err := m.cfg.Store.Delete(ctx, k); err != nil {
@@ -228,6 +235,31 @@ func (m *Manager) DeleteTopic(ctx context.Context, topicID [16]byte, partitions 
 			return err
 		}
 		m.Forget(topicID, n)
+	}
+	return nil
+}
+
+// deleteManifestTree deletes a manifest wholly below the clean offset and
+// every manifest under it, the lower ones first (a crash in between leaves
+// the reference, and the next pass deletes the rest; a missing one is
+// success). Their objects are gone already: they are below the clean offset.
+func (m *Manager) deleteManifestTree(ctx context.Context, ref meta.ManifestRef) error {
+	if ref.Level > 0 {
+		_, children, err := m.manifest(ctx, ref)
+		switch {
+		case errors.Is(err, objstore.ErrNotFound):
+			children = nil // deleted by an earlier pass that did not finish
+		case err != nil:
+			return err
+		}
+		for _, c := range children {
+			if err := m.deleteManifestTree(ctx, c); err != nil {
+				return err
+			}
+		}
+	}
+	if err := m.cfg.Store.Delete(ctx, ref.Key); err != nil {
+		return fmt.Errorf("tier: delete manifest %s: %w", ref.Key, err)
 	}
 	return nil
 }

@@ -79,6 +79,9 @@ type Config struct {
 	// MaxObjectsInHead is how many objects a head keeps before the oldest
 	// half moves into a manifest.
 	MaxObjectsInHead int
+	// MaxManifestsInHead is how many manifest references a head keeps
+	// before the oldest half moves into a manifest one level up.
+	MaxManifestsInHead int
 	// ReadAhead is how many chunks a remote reader keeps in flight ahead.
 	ReadAhead int
 	Now       func() time.Time
@@ -94,6 +97,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxObjectsInHead <= 0 {
 		c.MaxObjectsInHead = 64
+	}
+	if c.MaxManifestsInHead <= 1 {
+		c.MaxManifestsInHead = 32
 	}
 	if c.ReadAhead <= 0 {
 		c.ReadAhead = 4
@@ -126,7 +132,7 @@ type Manager struct {
 
 	mu        sync.Mutex
 	parts     map[partKey]*partState
-	manifests map[string][]meta.RemoteObject // decoded manifests by key (machine.go)
+	manifests map[string]decodedManifest // decoded manifests by key (machine.go)
 
 	wg sync.WaitGroup
 }
@@ -142,7 +148,7 @@ func New(cfg Config) (*Manager, error) {
 		log:       cfg.Logger.With().Str("component", "tier").Logger(),
 		sem:       make(chan struct{}, cfg.UploadConcurrency),
 		parts:     make(map[partKey]*partState),
-		manifests: make(map[string][]meta.RemoteObject),
+		manifests: make(map[string]decodedManifest),
 	}, nil
 }
 

@@ -115,7 +115,7 @@ func newFixture(t *testing.T, obj objstore.Store) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	m, err := New(Config{Store: obj, Index: st, Cache: c, ChunkBytes: 1024, MaxObjectsInHead: 4, Now: clk.Now})
+	m, err := New(Config{Store: obj, Index: st, Cache: c, ChunkBytes: 1024, MaxObjectsInHead: 4, MaxManifestsInHead: 4, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,5 +373,66 @@ func TestUploadAfterRetentionPassedUnuploadedData(t *testing.T) {
 	}
 	if _, err := f.m.Read(t.Context(), f.p.id, 0, wal.Offset(h.RemoteEnd), 100); !errors.Is(err, ErrOffsetOutOfRange) {
 		t.Fatalf("read in the gap: %v, want ErrOffsetOutOfRange", err)
+	}
+}
+
+// Many uploads: the head keeps at most a few objects and manifest
+// references, older ones nest into manifests of manifests; everything reads
+// back in order, and retention deletes whole subtrees, leaving the bucket
+// exactly what the head names (no orphan, nothing missing).
+func TestManifestTree(t *testing.T) {
+	f := newFixture(t, mem.New())
+	policy := Policy{Tiered: true, RetentionMs: Unlimited, RetentionBytes: Unlimited, LocalRetentionMs: 0, LocalRetentionBytes: Unlimited}
+	var want []byte
+	for range 40 {
+		for _, b := range f.append(t, 3) {
+			want = append(want, b...)
+		}
+		f.pass(t, policy)
+	}
+	h, err := f.store.RemoteHead(t.Context(), f.p.id, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	level := 0
+	for _, r := range h.Manifests {
+		level = max(level, r.Level)
+	}
+	if len(h.Objects) > 4 || len(h.Manifests) > 4 || level < 2 {
+		t.Fatalf("head: %d objects, %d manifest references, deepest level %d", len(h.Objects), len(h.Manifests), level)
+	}
+	objs, err := ListObjects(t.Context(), f.obj, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i < len(objs); i++ {
+		if objs[i].Base != objs[i-1].Next {
+			t.Fatalf("objects out of order at %d: %+v then %+v", i, objs[i-1], objs[i])
+		}
+	}
+	if got := f.readAll(t, 0, 2000); !bytes.Equal(got, want) {
+		t.Fatalf("replay through the manifest tree: %d bytes, want %d", len(got), len(want))
+	}
+	// Retention passes half the log; after the grace the objects and the
+	// manifests below it go, and the bucket holds exactly what the head names.
+	policy.RetentionBytes = int64(len(want) / 2)
+	for range 4 {
+		f.pass(t, policy)
+		f.clock.Advance(time.Minute)
+	}
+	after, _ := f.store.RemoteHead(t.Context(), f.p.id, 0)
+	if after.Clean == 0 || after.Clean != after.LogStart {
+		t.Fatalf("clean-up did not finish: clean %d, log start %d", after.Clean, after.LogStart)
+	}
+	rep, err := Diff(t.Context(), f.obj, []meta.RemoteHead{after}, f.clock.Now(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Orphans) != 0 || len(rep.Missing) != 0 {
+		t.Fatalf("after retention: %d orphans (%+v), %d missing (%+v)", len(rep.Orphans), rep.Orphans, len(rep.Missing), rep.Missing)
+	}
+	got := f.readAll(t, wal.Offset(after.LogStart), 2000)
+	if len(got) == 0 || !bytes.HasSuffix(want, got) {
+		t.Fatalf("replay from the new log start %d: %d bytes, not the tail of what was written", after.LogStart, len(got))
 	}
 }

@@ -161,26 +161,35 @@ func (nm *named) addHead(ctx context.Context, store objstore.Store, h meta.Remot
 	for _, o := range h.Objects {
 		expect(Missing{Key: o.Key, Base: o.Base, Next: o.Next, NamedBy: "head"})
 	}
-	for _, ref := range h.Manifests {
-		expect(Missing{Key: ref.Key, Base: ref.Base, Next: ref.Next, Manifest: true, NamedBy: "head"})
-		objs, err := ReadManifest(ctx, store, ref)
-		switch {
-		case errors.Is(err, objstore.ErrNotFound):
-			// Reported as missing when it should exist; either way the
-			// objects it listed are unknown, so none of the partition's
-			// orphans may go.
-			if ref.Next > clean {
-				nm.unsafe[part] = "a manifest of its partition is missing"
+	var walk func(refs []meta.ManifestRef, namedBy string, depth int) error
+	walk = func(refs []meta.ManifestRef, namedBy string, depth int) error {
+		for _, ref := range refs {
+			expect(Missing{Key: ref.Key, Base: ref.Base, Next: ref.Next, Manifest: true, NamedBy: namedBy})
+			objs, children, err := ReadManifest(ctx, store, ref)
+			switch {
+			case errors.Is(err, objstore.ErrNotFound):
+				// Reported as missing when it should exist; either way
+				// what it listed is unknown, so none of the partition's
+				// orphans may go.
+				if ref.Next > clean {
+					nm.unsafe[part] = "a manifest of its partition is missing"
+				}
+				continue
+			case err != nil:
+				return fmt.Errorf("tier: diff: %w", err)
+			case depth >= maxManifestLevel:
+				return fmt.Errorf("tier: diff: manifest %s nested deeper than %d levels: %w", ref.Key, maxManifestLevel, ErrCorrupt)
 			}
-			continue
-		case err != nil:
-			return fmt.Errorf("tier: diff: %w", err)
+			for _, o := range objs {
+				expect(Missing{Key: o.Key, Base: o.Base, Next: o.Next, NamedBy: ref.Key})
+			}
+			if err := walk(children, ref.Key, depth+1); err != nil {
+				return err
+			}
 		}
-		for _, o := range objs {
-			expect(Missing{Key: o.Key, Base: o.Base, Next: o.Next, NamedBy: ref.Key})
-		}
+		return nil
 	}
-	return nil
+	return walk(h.Manifests, "head", 0)
 }
 
 // Limiter paces deletions: Wait returns when the next one may run.

@@ -273,5 +273,5 @@ func (m *Manager) spill(ctx context.Context, h meta.RemoteHead) (meta.RemoteHead
 	}
 	h.Manifests = append(slices.Clone(h.Manifests), ref)
 	h.Objects = slices.Clone(h.Objects[len(moved):])
-	return h, nil
+	return m.mergeManifests(ctx, h, m.cfg.MaxManifestsInHead)
 }
