@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/broker/records"
 )
 
 // testBatch builds an uncompressed v2 batch of n records as a producer
@@ -111,7 +113,7 @@ func FuzzEachRecord(f *testing.F) {
 
 func TestSnappyBombRefused(t *testing.T) {
 	// A varint length claiming ~4 GiB, then nothing.
-	if _, err := decompress(2, []byte{0xff, 0xff, 0xff, 0xff, 0x0f}); err == nil {
+	if _, err := records.Decompress(2, []byte{0xff, 0xff, 0xff, 0xff, 0x0f}); err == nil {
 		t.Fatal("a snappy block claiming 4 GiB was decoded")
 	}
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/broker/records"
 )
 
 // gzipBatch is testBatch(n, ...) with its records gzipped.
@@ -36,10 +38,10 @@ func gzipBatch(t *testing.T, n int) []byte {
 }
 
 // TestDecompressionSlots: however many goroutines decode compressed batches
-// at once, at most maxConcurrentDecompressions hold a decompressed buffer;
+// at once, at most records.MaxConcurrentDecompressions hold a decompressed buffer;
 // the others wait for a slot. Uncompressed batches need no slot.
 func TestDecompressionSlots(t *testing.T) {
-	const callers = 4 * maxConcurrentDecompressions
+	const callers = 4 * records.MaxConcurrentDecompressions
 	batch := gzipBatch(t, 3)
 	var inside, most atomic.Int32
 	release := make(chan struct{})
@@ -61,7 +63,7 @@ func TestDecompressionSlots(t *testing.T) {
 			}
 		}()
 	}
-	eventually(t, 10*time.Second, "every slot taken", func() bool { return inside.Load() >= maxConcurrentDecompressions })
+	eventually(t, 10*time.Second, "every slot taken", func() bool { return inside.Load() >= records.MaxConcurrentDecompressions })
 
 	// With every slot taken, an uncompressed batch is still decoded.
 	n := 0
@@ -70,7 +72,7 @@ func TestDecompressionSlots(t *testing.T) {
 	}
 	close(release)
 	wg.Wait()
-	if got := most.Load(); got > maxConcurrentDecompressions {
-		t.Fatalf("%d batches were decompressed at once; the bound is %d", got, maxConcurrentDecompressions)
+	if got := most.Load(); got > records.MaxConcurrentDecompressions {
+		t.Fatalf("%d batches were decompressed at once; the bound is %d", got, records.MaxConcurrentDecompressions)
 	}
 }

@@ -34,14 +34,7 @@ type verifyResult struct {
 
 func verifyFlags(*flag.FlagSet) func(context.Context, *env, []string) error {
 	return func(ctx context.Context, e *env, args []string) error {
-		spec, err := optionalSpec(args)
-		if err != nil {
-			return err
-		}
-		if err := e.connect(ctx, true); err != nil {
-			return err
-		}
-		ts, err := e.targets(ctx, spec)
+		ts, err := e.connectTargets(ctx, args)
 		if err != nil {
 			return err
 		}

@@ -118,3 +118,17 @@ func optionalSpec(args []string) (string, error) {
 func walDir(dataDir string, topicID [16]byte, n int32) string {
 	return filepath.Join(dataDir, "wal", uuid.UUID(topicID).String(), strconv.Itoa(int(n)))
 }
+
+// connectTargets connects to etcd and the object store and resolves the
+// optional topic[/partition] argument to the partitions it names: the
+// start of ls, stat and verify.
+func (e *env) connectTargets(ctx context.Context, args []string) ([]target, error) {
+	spec, err := optionalSpec(args)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.connect(ctx, true); err != nil {
+		return nil, err
+	}
+	return e.targets(ctx, spec)
+}
