@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/tier"
 	"github.com/sluice-mq/sluice/tier/objstore"
 	"github.com/sluice-mq/sluice/tier/objstore/s3test"
 )
@@ -357,5 +358,55 @@ func TestTieringProducerStateSurvivesLocalLoss(t *testing.T) {
 	next := produceRaw(t, b, cl, topic, 0, testBatch(5, pid, epoch, 40, time.Now().UnixMilli()))
 	if next.ErrorCode != 0 || next.BaseOffset != int64(hw) {
 		t.Fatalf("the producer's next batch: code %d offset %d, want %d", next.ErrorCode, next.BaseOffset, hw)
+	}
+}
+
+// Deleting a tiered topic removes its objects, manifests and heads through
+// the retention machine; another topic's objects stay.
+func TestTieringDeleteTopicRemovesObjects(t *testing.T) {
+	cfg := testBrokerConfig(t)
+	b := startBroker(t, cfg)
+	cl := testClient(t, b, kgo.ProducerLinger(0))
+	for _, topic := range []string{"doomed", "kept"} {
+		createTopic(t, cl, topic, 1, tieringConfigs)
+		produceValues(t, cl, topic, 60)
+	}
+	remoteEnd := func(topic string) int64 {
+		p, err := b.partitionOf(topic, 0)
+		if err != nil {
+			return -1
+		}
+		return int64(b.remoteRange(context.Background(), p).RemoteEnd)
+	}
+	eventuallyTrue(t, "both topics uploaded", func() (bool, string) {
+		return remoteEnd("doomed") > 0 && remoteEnd("kept") > 0, fmt.Sprintf("remote ends %d, %d", remoteEnd("doomed"), remoteEnd("kept"))
+	})
+	doomedID, keptID := b.lookupTopic("doomed").meta.ID, b.lookupTopic("kept").meta.ID
+	countKeys := func(id [16]byte) int {
+		n := 0
+		if err := b.objects.List(context.Background(), "", func(info objstore.Info) error {
+			if k, ok := tier.ParseKey(info.Key); ok && k.TopicID == id {
+				n++
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if countKeys(doomedID) == 0 {
+		t.Fatal("no objects of the topic to delete")
+	}
+	adm := kadm.NewClient(cl)
+	if _, err := adm.DeleteTopics(context.Background(), "doomed"); err != nil {
+		t.Fatal(err)
+	}
+	eventuallyTrue(t, "the deleted topic's objects and head gone", func() (bool, string) {
+		h, err := b.store.RemoteHead(context.Background(), doomedID, 0)
+		n := countKeys(doomedID)
+		return err == nil && h.Revision == 0 && n == 0, fmt.Sprintf("%d objects left, head revision %d (%v)", n, h.Revision, err)
+	})
+	if countKeys(keptID) == 0 || remoteEnd("kept") <= 0 {
+		t.Fatal("the other topic's objects went too")
 	}
 }
