@@ -8,7 +8,8 @@
 // ("a" and "a/b" cannot both exist); Put of such a key fails.
 //
 //	<root>/
-//	  .tmp/            Put's temporary files; emptied by New, never listed
+//	  .tmp/            Put's temporary files; New removes those older than an hour (a crash's
+//	                   leftovers: several processes may share the directory), never listed
 //	  <seg>/<seg>/...  objects, whole files, replaced only by rename
 //
 // Keys whose first segment is ".tmp" are refused (objstore.ErrInvalidKey).

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/sluice-mq/sluice/tier/objstore"
 )
@@ -38,22 +39,33 @@ type Store struct {
 
 var _ objstore.Store = (*Store)(nil)
 
+// staleTemp is the age past which a temporary file is a crash's leftover:
+// several processes may share one directory (the brokers of a cluster on
+// one machine), so a fresh one may be another process's Put in progress.
+const staleTemp = time.Hour
+
 // New opens the store in dir, creating it if needed, and removes temporary
-// files a crash left behind.
+// files a crash left behind (those older than staleTemp).
 func New(dir string) (*Store, error) {
 	root, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("file: open %s: %w", dir, err)
 	}
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return nil, fmt.Errorf("file: open %s: %w", root, err)
-	}
 	tmp := filepath.Join(root, tmpDir)
-	if err := os.RemoveAll(tmp); err != nil {
-		return nil, fmt.Errorf("file: open %s: clear %s: %w", root, tmpDir, err)
-	}
-	if err := os.Mkdir(tmp, 0o755); err != nil {
+	if err := os.MkdirAll(tmp, 0o755); err != nil {
 		return nil, fmt.Errorf("file: open %s: %w", root, err)
+	}
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		return nil, fmt.Errorf("file: open %s: list %s: %w", root, tmpDir, err)
+	}
+	for _, e := range entries {
+		info, err := e.Info()
+		if err == nil && time.Since(info.ModTime()) > staleTemp {
+			if err := os.Remove(filepath.Join(tmp, e.Name())); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, fmt.Errorf("file: open %s: clear %s: %w", root, tmpDir, err)
+			}
+		}
 	}
 	if err := syncDir(root); err != nil {
 		return nil, fmt.Errorf("file: open %s: %w", root, err)
@@ -94,7 +106,15 @@ func (s *Store) Put(ctx context.Context, key string, body []byte) error {
 	if err != nil {
 		return fmt.Errorf("file: put %q: %w", key, err)
 	}
-	if err := os.Rename(tmp, path); err != nil {
+	err = os.Rename(tmp, path)
+	if errors.Is(err, os.ErrNotExist) {
+		// Another process sharing the directory removed the (then empty)
+		// directory meanwhile: make it again, once.
+		if err = s.mkdirAll(dir); err == nil {
+			err = os.Rename(tmp, path)
+		}
+	}
+	if err != nil {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("file: put %q: %w", key, err)
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/sluice-mq/sluice/tier/objstore"
 	"github.com/sluice-mq/sluice/tier/objstore/file"
@@ -70,8 +71,18 @@ func TestLeftovers(t *testing.T) {
 	if err := s.Put(t.Context(), "k", []byte("v")); err != nil {
 		t.Fatal(err)
 	}
+	// A crash's leftover (old) goes at the next open; a fresh temporary file
+	// may be another process's Put in progress and stays.
 	leftover := filepath.Join(dir, ".tmp", "put-123")
 	if err := os.WriteFile(leftover, []byte("half"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-2 * time.Hour)
+	if err := os.Chtimes(leftover, old, old); err != nil {
+		t.Fatal(err)
+	}
+	inProgress := filepath.Join(dir, ".tmp", "put-456")
+	if err := os.WriteFile(inProgress, []byte("being written"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(filepath.Join(dir, "k"), filepath.Join(dir, "link")); err != nil {
@@ -89,6 +100,9 @@ func TestLeftovers(t *testing.T) {
 	}
 	if _, err := os.Stat(leftover); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("New left %s: %v", leftover, err)
+	}
+	if _, err := os.Stat(inProgress); err != nil {
+		t.Fatalf("New removed a fresh temporary file: %v", err)
 	}
 	if got, err := s2.Get(t.Context(), "k", 0, -1); err != nil || string(got) != "v" {
 		t.Fatalf("Get after reopening = %q, %v", got, err)
