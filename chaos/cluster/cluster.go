@@ -1,0 +1,563 @@
+package cluster
+
+// cluster.go owns a Cluster's lifetime and its fault operations: Config,
+// Start (the S3 gateway, then three brokers on free ports, retried when a
+// port was taken), Kill, Pause, Resume, Restart, KillAll, RestartAll, Up
+// and Stop. Each process guards its own state (process.go); Cluster.life
+// guards stopped, and every operation holds it for reading while it runs,
+// so Stop waits for operations in flight and none starts after it.
+//
+// Invariant: brokers[i] is node id i+1; a Broker's addresses, data dir and
+// arguments never change after Start returns.
+// Invariant: after Stop returns, no child of the Cluster is alive.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const (
+	// Size is the number of brokers (and etcd members) of a Cluster.
+	Size = 3
+
+	defaultRegistrationTTL = 3 * time.Second
+	defaultControllerTTL   = 2 * time.Second
+	defaultReadyTimeout    = 60 * time.Second
+	defaultStopTimeout     = 10 * time.Second
+	defaultLogLevel        = "info"
+
+	startAttempts  = 3 // a port picked free may be taken before it is bound
+	pollInterval   = 50 * time.Millisecond
+	requestTimeout = 5 * time.Second // one HTTP or Kafka request of a poll
+	addrInUse      = "address already in use"
+)
+
+// Config describes a cluster to start.
+type Config struct {
+	// Dir is the work directory: the brokers' data dirs, every log and the
+	// S3 root (layout in the package doc). Made if missing; it must not
+	// hold a cluster already.
+	Dir string
+	// Sluiced is the path of the sluiced binary.
+	Sluiced string
+	// VersityGW is the path of the versitygw binary.
+	VersityGW string
+	// ExtraArgs are more sluiced flags for every broker; they come last, so
+	// they override the flags this package sets.
+	ExtraArgs []string
+	// RegistrationTTL and ControllerTTL are --registration-ttl and
+	// --controller-ttl; short by default (3 s, 2 s), so failovers are quick.
+	RegistrationTTL, ControllerTTL time.Duration
+	// ReadyTimeout bounds each wait for a process to be ready (Start,
+	// Restart, RestartAll); default 60 s.
+	ReadyTimeout time.Duration
+	// StopTimeout is how long Stop waits after SIGTERM before SIGKILL;
+	// default 10 s.
+	StopTimeout time.Duration
+	// LogLevel is sluiced's --log-level; default info.
+	LogLevel string
+	// Logger receives what the Cluster does (starts, kills, pauses); the
+	// zero value is a no-op.
+	Logger zerolog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.RegistrationTTL == 0 {
+		c.RegistrationTTL = defaultRegistrationTTL
+	}
+	if c.ControllerTTL == 0 {
+		c.ControllerTTL = defaultControllerTTL
+	}
+	if c.ReadyTimeout == 0 {
+		c.ReadyTimeout = defaultReadyTimeout
+	}
+	if c.StopTimeout == 0 {
+		c.StopTimeout = defaultStopTimeout
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = defaultLogLevel
+	}
+}
+
+// Validate reports a configuration Start cannot use.
+func (c Config) Validate() error {
+	switch {
+	case c.Dir == "":
+		return errors.New("chaos/cluster: no work directory")
+	case c.Sluiced == "":
+		return errors.New("chaos/cluster: no sluiced binary")
+	case c.VersityGW == "":
+		return errors.New("chaos/cluster: no versitygw binary")
+	case c.RegistrationTTL < 0, c.ControllerTTL < 0, c.ReadyTimeout < 0, c.StopTimeout < 0:
+		return errors.New("chaos/cluster: negative duration")
+	}
+	return nil
+}
+
+// Broker is one sluiced process of the cluster. Its fields never change.
+type Broker struct {
+	ID             int32
+	AZ             string
+	KafkaAddr      string
+	HTTPAddr       string
+	EtcdClientAddr string
+	EtcdPeerAddr   string
+	DataDir        string
+	LogPath        string
+
+	proc *process
+}
+
+// PID is the process id of the broker's live run, or 0 when it is not
+// running.
+func (b *Broker) PID() int { return b.proc.pid() }
+
+// Cluster is three running brokers and their S3 gateway.
+type Cluster struct {
+	cfg     Config
+	log     zerolog.Logger
+	spawn   *spawner
+	s3      *s3Server
+	brokers []*Broker // fixed after Start
+	http    *http.Client
+
+	mu      sync.Mutex
+	clients map[int32]*kgo.Client // guarded by mu: one per broker, pinned to it
+
+	life    sync.RWMutex
+	stopped bool  // guarded by life
+	stopErr error // guarded by life: what the first Stop returned
+}
+
+// Start starts the S3 gateway and then three brokers, and returns once
+// every broker answers /readyz with 200 and lists the three brokers and a
+// controller in its Metadata. ctx bounds the start only: the processes run
+// until Stop. On failure everything started is stopped.
+func Start(ctx context.Context, cfg Config) (*Cluster, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	for _, sub := range []string{"s3", "n1", "n2", "n3"} {
+		if _, err := os.Stat(filepath.Join(cfg.Dir, sub)); err == nil {
+			return nil, fmt.Errorf("chaos/cluster: %s already holds a cluster (%s exists)", cfg.Dir, sub)
+		}
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("chaos/cluster: make work dir: %w", err)
+	}
+	c := &Cluster{
+		cfg:     cfg,
+		log:     cfg.Logger.With().Str("component", "chaos/cluster").Logger(),
+		spawn:   newSpawner(),
+		http:    &http.Client{Transport: &http.Transport{}, Timeout: requestTimeout},
+		clients: map[int32]*kgo.Client{},
+	}
+	s3, err := startS3(ctx, cfg, c.spawn)
+	if err != nil {
+		c.spawn.close()
+		return nil, err
+	}
+	c.s3 = s3
+	c.log.Info().Str("endpoint", s3.info.Endpoint).Int("pid", s3.proc.pid()).Msg("S3 gateway ready")
+	if err := c.startBrokers(ctx); err != nil {
+		// err names the broker that failed, with its log; the exits of the
+		// failed attempt are not repeated.
+		return nil, errors.Join(err, c.stop(false))
+	}
+	return c, nil
+}
+
+// startBrokers starts the three brokers, on fresh ports and data dirs
+// while a port picked free turns out to be taken.
+func (c *Cluster) startBrokers(ctx context.Context) error {
+	for attempt := 1; ; attempt++ {
+		if err := c.makeBrokers(); err != nil {
+			return err
+		}
+		err := c.launchAll(ctx)
+		if err == nil {
+			err = poll(ctx, c.cfg.ReadyTimeout, nil, c.formed)
+			if err != nil {
+				err = fmt.Errorf("chaos/cluster: the brokers did not form a cluster: %w", err)
+			}
+		}
+		if err == nil {
+			return nil
+		}
+		taken := c.killStarted()
+		if attempt < startAttempts && taken != nil {
+			c.log.Warn().Int("attempt", attempt).Err(taken).Msg("a port picked free was taken; trying fresh ones")
+			continue
+		}
+		return fmt.Errorf("chaos/cluster: start the brokers (attempt %d): %w", attempt, err)
+	}
+}
+
+// killStarted kills every broker still running after a failed start and
+// returns an error naming one whose log says a port was taken, or nil.
+func (c *Cluster) killStarted() error {
+	var taken error
+	for _, b := range c.brokers {
+		_ = b.proc.kill() // errNotRunning when it exited by itself
+		if taken == nil && b.proc.outputContains(addrInUse) {
+			taken = fmt.Errorf("broker %d: %s", b.ID, addrInUse)
+		}
+	}
+	return taken
+}
+
+// makeBrokers picks the ports and makes empty data dirs for three new
+// brokers whose etcd members form one cluster.
+func (c *Cluster) makeBrokers() error {
+	ports, err := freePorts(4 * Size) // at once, so no two are the same
+	if err != nil {
+		return err
+	}
+	var brokers []*Broker
+	var initial []string
+	for i := range Size {
+		dir := filepath.Join(c.cfg.Dir, fmt.Sprintf("n%d", i+1))
+		b := &Broker{
+			ID:             int32(i + 1),
+			AZ:             string(rune('a' + i)),
+			KafkaAddr:      ports[4*i],
+			HTTPAddr:       ports[4*i+1],
+			EtcdClientAddr: ports[4*i+2],
+			EtcdPeerAddr:   ports[4*i+3],
+			DataDir:        filepath.Join(dir, "data"),
+			LogPath:        filepath.Join(dir, "sluiced.log"),
+		}
+		// A failed attempt's etcd member knows the old peers: start afresh.
+		if err := os.RemoveAll(b.DataDir); err != nil {
+			return fmt.Errorf("chaos/cluster: clear data dir: %w", err)
+		}
+		if err := os.MkdirAll(b.DataDir, 0o755); err != nil {
+			return fmt.Errorf("chaos/cluster: make data dir: %w", err)
+		}
+		initial = append(initial, fmt.Sprintf("%d=http://%s", b.ID, b.EtcdPeerAddr))
+		brokers = append(brokers, b)
+	}
+	env := childEnv(c.s3.info)
+	for _, b := range brokers {
+		b.proc = &process{
+			name:    fmt.Sprintf("broker %d", b.ID),
+			path:    c.cfg.Sluiced,
+			args:    c.brokerArgs(b, strings.Join(initial, ",")),
+			env:     env,
+			logPath: b.LogPath,
+			spawn:   c.spawn,
+		}
+	}
+	c.brokers = brokers
+	return nil
+}
+
+func (c *Cluster) brokerArgs(b *Broker, initialCluster string) []string {
+	args := []string{
+		"--node-id", strconv.Itoa(int(b.ID)),
+		"--az", b.AZ,
+		"--data-dir", b.DataDir,
+		"--kafka-listen", b.KafkaAddr,
+		"--kafka-advertise", b.KafkaAddr,
+		"--http-listen", b.HTTPAddr,
+		"--etcd-listen-client", b.EtcdClientAddr,
+		"--etcd-listen-peer", b.EtcdPeerAddr,
+		"--etcd-initial-cluster", initialCluster,
+		"--object-store", c.s3.info.URL(),
+		"--registration-ttl", c.cfg.RegistrationTTL.String(),
+		"--controller-ttl", c.cfg.ControllerTTL.String(),
+		"--retention-check-interval", "200ms",
+		"--log-level", c.cfg.LogLevel,
+	}
+	return append(args, c.cfg.ExtraArgs...)
+}
+
+// childEnv is the parent's environment without its AWS_* variables, plus
+// the cluster's credentials.
+func childEnv(s S3) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AWS_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, s.env()...)
+}
+
+// freePorts returns n distinct loopback addresses that were free a moment
+// ago.
+func freePorts(n int) ([]string, error) {
+	var addrs []string
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			_ = ln.Close()
+		}
+	}()
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("chaos/cluster: pick a free port: %w", err)
+		}
+		lns = append(lns, ln)
+		addrs = append(addrs, ln.Addr().String())
+	}
+	return addrs, nil
+}
+
+// launchAll starts the given brokers (all, if none given) and then waits
+// until each is ready: the etcd members wait for each other's quorum, so
+// none is waited for before all run.
+func (c *Cluster) launchAll(ctx context.Context, bs ...*Broker) error {
+	if len(bs) == 0 {
+		bs = c.brokers
+	}
+	for _, b := range bs {
+		if err := b.proc.start(); err != nil {
+			return err
+		}
+		c.log.Info().Int32("broker", b.ID).Int("pid", b.PID()).Msg("started")
+	}
+	for _, b := range bs {
+		if err := c.waitReady(ctx, b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// waitReady polls b's /readyz until it answers 200.
+func (c *Cluster) waitReady(ctx context.Context, b *Broker) error {
+	r := b.proc.current()
+	err := poll(ctx, c.cfg.ReadyTimeout, r.exited, func(ctx context.Context) error { return c.readyz(ctx, b) })
+	if err != nil {
+		return b.proc.withLatestTail(fmt.Errorf("broker %d: %w", b.ID, err))
+	}
+	c.log.Info().Int32("broker", b.ID).Msg("ready")
+	return nil
+}
+
+// enter begins an operation; the caller calls c.life.RUnlock when it ends.
+func (c *Cluster) enter() error {
+	c.life.RLock()
+	if c.stopped {
+		c.life.RUnlock()
+		return ErrStopped
+	}
+	return nil
+}
+
+// broker is the broker with node id id.
+func (c *Cluster) broker(id int32) (*Broker, error) {
+	if id < 1 || int(id) > len(c.brokers) {
+		return nil, fmt.Errorf("chaos/cluster: no broker %d (ids are 1 to %d)", id, len(c.brokers))
+	}
+	return c.brokers[id-1], nil
+}
+
+// Broker is the broker with node id id (1 to Size), or nil.
+func (c *Cluster) Broker(id int32) *Broker {
+	b, err := c.broker(id)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// Bootstrap is every broker's Kafka address, for a client's seed brokers.
+func (c *Cluster) Bootstrap() []string {
+	var out []string
+	for _, b := range c.brokers {
+		out = append(out, b.KafkaAddr)
+	}
+	return out
+}
+
+// UnexpectedExits lists every exit of a broker or of the S3 gateway that
+// the Cluster did not cause (a crash, a failed start or restart), each with
+// the end of that run's log: in a chaos run, a finding.
+func (c *Cluster) UnexpectedExits() []error {
+	var out []error
+	for _, b := range c.brokers {
+		out = append(out, b.proc.unexpectedExits()...)
+	}
+	if c.s3 != nil {
+		out = append(out, c.s3.proc.unexpectedExits()...)
+	}
+	return out
+}
+
+// S3 describes the object store the brokers share.
+func (c *Cluster) S3() S3 { return c.s3.info }
+
+// Up lists the brokers that run and are not paused, by id.
+func (c *Cluster) Up() []int32 {
+	var out []int32
+	for _, b := range c.brokers {
+		if b.proc.up() {
+			out = append(out, b.ID)
+		}
+	}
+	return out
+}
+
+// Kill sends SIGKILL to broker id (paused or not) and waits until it is
+// gone.
+func (c *Cluster) Kill(id int32) error {
+	return c.each([]int32{id}, "kill", func(b *Broker) error { return b.proc.kill() })
+}
+
+// Pause freezes broker id with SIGSTOP: the process, its etcd member
+// included, stops with its sockets open, so peers see it hang, not go.
+func (c *Cluster) Pause(id int32) error {
+	return c.each([]int32{id}, "pause", func(b *Broker) error { return b.proc.signal(syscall.SIGSTOP) })
+}
+
+// Resume sends SIGCONT to broker id.
+func (c *Cluster) Resume(id int32) error {
+	return c.each([]int32{id}, "resume", func(b *Broker) error { return b.proc.signal(syscall.SIGCONT) })
+}
+
+// each runs op on each broker of ids within an operation, and logs it.
+func (c *Cluster) each(ids []int32, what string, op func(*Broker) error) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.life.RUnlock()
+	var errs []error
+	for _, id := range ids {
+		b, err := c.broker(id)
+		if err == nil {
+			pid := b.PID()
+			err = op(b)
+			c.log.Info().Int32("broker", id).Int("pid", pid).Err(err).Msg(what)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("chaos/cluster: %s broker %d: %w", what, id, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Restart starts broker id again, after a Kill or a crash, with the same
+// arguments, data dir and ports, and waits until it answers /readyz.
+func (c *Cluster) Restart(ctx context.Context, id int32) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.life.RUnlock()
+	b, err := c.broker(id)
+	if err != nil {
+		return err
+	}
+	if err := c.launchAll(ctx, b); err != nil {
+		return fmt.Errorf("chaos/cluster: restart broker %d: %w", id, err)
+	}
+	return nil
+}
+
+// KillAll sends SIGKILL to every running broker at once, then waits until
+// all are gone.
+func (c *Cluster) KillAll() error {
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.life.RUnlock()
+	var runs []*run
+	var errs []error
+	for _, b := range c.brokers {
+		if !b.proc.running() {
+			continue
+		}
+		r, err := b.proc.sendKill()
+		if err != nil {
+			if !errors.Is(err, errNotRunning) {
+				errs = append(errs, fmt.Errorf("chaos/cluster: kill broker %d: %w", b.ID, err))
+			}
+			continue
+		}
+		runs = append(runs, r)
+	}
+	for _, r := range runs {
+		<-r.exited
+	}
+	c.log.Info().Int("killed", len(runs)).Msg("kill all")
+	return errors.Join(errs...)
+}
+
+// RestartAll starts every broker that is not running at once, and waits
+// until each answers /readyz and every broker lists all three and a
+// controller.
+func (c *Cluster) RestartAll(ctx context.Context) error {
+	if err := c.enter(); err != nil {
+		return err
+	}
+	defer c.life.RUnlock()
+	var down []*Broker
+	for _, b := range c.brokers {
+		if !b.proc.running() {
+			down = append(down, b)
+		}
+	}
+	if len(down) > 0 {
+		if err := c.launchAll(ctx, down...); err != nil {
+			return fmt.Errorf("chaos/cluster: restart all: %w", err)
+		}
+	}
+	if err := poll(ctx, c.cfg.ReadyTimeout, nil, c.formed); err != nil {
+		return fmt.Errorf("chaos/cluster: restart all: the brokers did not form a cluster: %w", err)
+	}
+	return nil
+}
+
+// Stop ends the cluster: paused brokers are resumed, every running broker
+// gets SIGTERM at once (so no etcd member waits alone for a quorum) and
+// SIGKILL after Config.StopTimeout, then the S3 gateway is stopped. It
+// returns what went wrong: a broker that did not exit 0 on SIGTERM, and
+// every exit the Cluster did not cause (UnexpectedExits). Calls after the
+// first return the first's result.
+func (c *Cluster) Stop() error { return c.stop(true) }
+
+func (c *Cluster) stop(withExits bool) error {
+	c.life.Lock()
+	defer c.life.Unlock()
+	if c.stopped {
+		return c.stopErr
+	}
+	c.stopped = true
+	errs := make([]error, len(c.brokers))
+	var wg sync.WaitGroup
+	for i, b := range c.brokers {
+		wg.Go(func() { errs[i] = b.proc.terminate(c.cfg.StopTimeout) })
+	}
+	wg.Wait()
+	c.closeClients()
+	c.http.CloseIdleConnections()
+	if c.s3 != nil {
+		_ = c.s3.proc.terminate(c.cfg.StopTimeout) // the gateway's exit status on SIGTERM says nothing
+	}
+	c.spawn.close()
+	if withExits {
+		errs = append(errs, c.UnexpectedExits()...)
+	}
+	c.stopErr = errors.Join(errs...)
+	if c.stopErr != nil {
+		c.stopErr = fmt.Errorf("chaos/cluster: stop: %w", c.stopErr)
+	}
+	c.log.Info().Err(c.stopErr).Msg("stopped")
+	return c.stopErr
+}
