@@ -1,12 +1,12 @@
 # Sluice build, test and benchmark targets. `make test` is what CI runs.
 GO        ?= go
 BIN       := bin
-BINARIES  := sluiced tierctl loadgen
+BINARIES  := sluiced tierctl loadgen chaos
 GOLANGCI  := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 FUZZTIME  ?= 20s
 DATA_DIR  ?= data
 
-.PHONY: cluster cluster-stop all build run tools test test-short lint verify fuzz bench bench-go bench-tier sim clean
+.PHONY: cluster cluster-stop all build run tools test test-short lint verify fuzz bench bench-go bench-tier sim chaos-short clean
 
 all: build
 
@@ -59,6 +59,20 @@ fuzz:
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
 	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
 	  done; \
+	done
+
+# Chaos scenarios against a real three-broker cluster with its S3 server
+# (chaos/runner, docs/chaos.md): each injects its faults for CHAOS_DURATION
+# while the workload runs, heals, drains and checks every acknowledged
+# record. Not yet in .ci/run: two of the six scenarios the suite needs are
+# still missing (issue 11).
+CHAOS_DURATION ?= 60s
+CHAOS_SEED     ?= 1
+CHAOS_SCENARIOS ?= leader-kill leader-pause all-crash consumer-crash
+chaos-short: build tools
+	@for s in $(CHAOS_SCENARIOS); do \
+	  echo "== chaos $$s"; \
+	  $(BIN)/chaos run --scenario $$s --duration $(CHAOS_DURATION) --seed $(CHAOS_SEED) || exit 1; \
 	done
 
 # The deterministic simulation of replication and election over many more

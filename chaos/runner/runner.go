@@ -1,0 +1,158 @@
+// Package runner runs one chaos scenario end to end: it starts a real
+// three-broker cluster with its S3 server (chaos/cluster), drives the keyed
+// workload (chaos/workload) while injecting the scenario's faults on a
+// seeded schedule, heals, drains every partition, reads every replica's log
+// (chaos/replicas), and checks the recorded history (chaos/checker).
+//
+// Invariant: every fault started is recorded (fault-start) before it is
+// injected and healed (fault-stop) before the drain; the drain and the
+// replica logs are read only after every broker is up again.
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-mq/sluice/chaos/checker"
+	"github.com/sluice-mq/sluice/chaos/cluster"
+	"github.com/sluice-mq/sluice/chaos/history"
+	"github.com/sluice-mq/sluice/chaos/replicas"
+	"github.com/sluice-mq/sluice/chaos/workload"
+)
+
+// Config says what to run.
+type Config struct {
+	Scenario  string
+	Duration  time.Duration // how long faults are injected while the workload runs
+	Seed      uint64
+	Dir       string // work dir: the cluster, the history
+	Sluiced   string
+	VersityGW string
+	Rate      int // sends per second
+	Logger    zerolog.Logger
+}
+
+// Result is one run's outcome.
+type Result struct {
+	Scenario    string
+	Seed        uint64
+	History     string // path of the JSON-lines history
+	Faults      map[string]int
+	Stats       workload.Stats
+	Report      checker.Report
+	Recoveries  []time.Duration // from each heal to the next acknowledged send
+	Elapsed     time.Duration
+	UnexpectedExits []error
+}
+
+// OK reports whether the run found no anomaly and no broker died by itself.
+func (r Result) OK() bool { return r.Report.OK() && len(r.UnexpectedExits) == 0 }
+
+const (
+	topic      = "chaos"
+	partitions = 3
+	group      = "chaos-group"
+)
+
+// Run runs cfg's scenario.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	sc, ok := scenarios[cfg.Scenario]
+	if !ok {
+		return Result{}, fmt.Errorf("runner: unknown scenario %q (known: %v)", cfg.Scenario, Scenarios())
+	}
+	start := time.Now()
+	res := Result{Scenario: cfg.Scenario, Seed: cfg.Seed, Faults: map[string]int{}, History: filepath.Join(cfg.Dir, "history.jsonl")}
+	c, err := cluster.Start(ctx, cluster.Config{Dir: filepath.Join(cfg.Dir, "cluster"), Sluiced: cfg.Sluiced, VersityGW: cfg.VersityGW,
+		Logger: cfg.Logger})
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = c.Stop() }()
+	rec, err := history.Create(res.History, history.Header{Topic: topic, Seed: int64(cfg.Seed)})
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = rec.Close() }()
+	w, err := workload.Run(ctx, workload.Config{Bootstrap: c.Bootstrap(), Topic: topic, Partitions: partitions,
+		TopicConfigs: map[string]string{"segment.bytes": "262144", "remote.upload.bytes": "1048576",
+			"remote.upload.max.delay.ms": "2000", "local.retention.ms": "5000"},
+		Producers: 3, Rate: cfg.Rate, Group: group, Members: 3, Readers: true,
+		Recorder: rec, Logger: cfg.Logger, Seed: cfg.Seed})
+	if err != nil {
+		return res, err
+	}
+	env := &faultEnv{c: c, w: w, rec: rec, rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)), res: &res, log: cfg.Logger}
+	runErr := sc.run(ctx, env, cfg.Duration)
+	healErr := env.healAll(ctx)
+	w.Stop()
+	res.Stats = w.Stats()
+	drainCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	drainErr := w.Drain(drainCtx)
+	logErr := collectReplicas(drainCtx, c, rec)
+	if err := rec.Close(); err != nil {
+		return res, err
+	}
+	if err := errors.Join(runErr, healErr, drainErr, logErr); err != nil {
+		return res, err
+	}
+	_, events, err := history.ReadFile(res.History)
+	if err != nil {
+		return res, err
+	}
+	res.Report = checker.Check(events)
+	res.UnexpectedExits = c.UnexpectedExits()
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// collectReplicas records every replica's log of every partition.
+func collectReplicas(ctx context.Context, c *cluster.Cluster, rec *history.Recorder) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.Bootstrap()...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("runner: metadata: %w", err)
+	}
+	td, ok := md.Topics[topic]
+	if !ok {
+		return fmt.Errorf("runner: topic %s missing from metadata", topic)
+	}
+	var errs []error
+	for _, pd := range td.Partitions.Sorted() {
+		for _, id := range pd.Replicas {
+			log, err := replicas.Collect(ctx, cl, topic, td.ID, pd.Partition, id)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if err := rec.Record(log); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Scenarios lists the scenario names.
+func Scenarios() []string {
+	var out []string
+	for name := range scenarios {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,211 @@
+package runner
+
+// scenarios.go owns the fault schedules: each scenario injects one fault
+// family at seeded times for the run's duration, and the heal that every
+// run ends with.
+//
+// Invariant: a fault is recorded before it is injected; every broker that a
+// fault stopped is running again (and resumed) after healAll.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sluice-mq/sluice/chaos/cluster"
+	"github.com/sluice-mq/sluice/chaos/history"
+	"github.com/sluice-mq/sluice/chaos/workload"
+)
+
+// scenario is one fault schedule.
+type scenario struct {
+	doc string
+	run func(ctx context.Context, e *faultEnv, d time.Duration) error
+}
+
+var scenarios = map[string]scenario{
+	"leader-kill": {"kill -9 a partition's leader, restart it a few seconds later; repeat",
+		func(ctx context.Context, e *faultEnv, d time.Duration) error {
+			return e.every(ctx, d, func(ctx context.Context) error { return e.killLeader(ctx) })
+		}},
+	"leader-pause": {"SIGSTOP a partition's leader past its lease, then SIGCONT; repeat",
+		func(ctx context.Context, e *faultEnv, d time.Duration) error {
+			return e.every(ctx, d, func(ctx context.Context) error { return e.pauseLeader(ctx) })
+		}},
+	"all-crash": {"kill -9 every broker at once, then restart them all; repeat",
+		func(ctx context.Context, e *faultEnv, d time.Duration) error {
+			return e.every(ctx, d, func(ctx context.Context) error { return e.crashAll(ctx) })
+		}},
+	"consumer-crash": {"crash a consumer-group member (no LeaveGroup) and start a new one, during rebalances; repeat",
+		func(ctx context.Context, e *faultEnv, d time.Duration) error {
+			return e.every(ctx, d, func(ctx context.Context) error { return e.crashMember() })
+		}},
+}
+
+// faultEnv is what a scenario acts on.
+type faultEnv struct {
+	c      *cluster.Cluster
+	w      *workload.Workload
+	rec    *history.Recorder
+	rng    *rand.Rand
+	res    *Result
+	log    zerolog.Logger
+	nextID int
+	paused []int32
+}
+
+// every runs fault at seeded intervals of 4–8 s until d has passed.
+func (e *faultEnv) every(ctx context.Context, d time.Duration, fault func(context.Context) error) error {
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		wait := 4*time.Second + time.Duration(e.rng.Int64N(int64(4*time.Second)))
+		t := time.NewTimer(min(wait, time.Until(deadline)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		if !time.Now().Before(deadline) {
+			return nil
+		}
+		if err := fault(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// start records a fault's start and returns it, to be stopped.
+func (e *faultEnv) start(name, target string, params map[string]string) history.Fault {
+	e.nextID++
+	f := history.Fault{ID: e.nextID, Name: name, Target: target, Params: params, At: e.rec.Now()}
+	_ = e.rec.Record(history.FaultStart{Fault: f})
+	e.res.Faults[name]++
+	e.log.Info().Str("fault", name).Str("target", target).Msg("fault")
+	return f
+}
+
+func (e *faultEnv) stop(f history.Fault) {
+	f.At = e.rec.Now()
+	_ = e.rec.Record(history.FaultStop{Fault: f})
+}
+
+func brokerName(id int32) string { return "broker-" + strconv.Itoa(int(id)) }
+
+// leaderOf picks a random partition and returns its leader.
+func (e *faultEnv) leaderOf(ctx context.Context) (int32, int32, error) {
+	p := int32(e.rng.IntN(partitions))
+	id, _, err := e.c.Leader(ctx, topic, p)
+	return p, id, err
+}
+
+// waitNewLeader polls until partition p has a leader other than old, and
+// records how long that took.
+func (e *faultEnv) waitNewLeader(ctx context.Context, p, old int32) {
+	start := time.Now()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for time.Since(start) < time.Minute {
+		if id, _, err := e.c.Leader(ctx, topic, p); err == nil && id > 0 && id != old {
+			e.res.Recoveries = append(e.res.Recoveries, time.Since(start))
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+func (e *faultEnv) killLeader(ctx context.Context) error {
+	p, id, err := e.leaderOf(ctx)
+	if err != nil {
+		return nil // no leader known now: try at the next tick
+	}
+	f := e.start("kill-leader", brokerName(id), map[string]string{"partition": strconv.Itoa(int(p))})
+	if err := e.c.Kill(id); err != nil {
+		return err
+	}
+	e.waitNewLeader(ctx, p, id)
+	if err := e.c.Restart(ctx, id); err != nil {
+		return fmt.Errorf("restart %s: %w", brokerName(id), err)
+	}
+	e.stop(f)
+	return nil
+}
+
+func (e *faultEnv) pauseLeader(ctx context.Context) error {
+	p, id, err := e.leaderOf(ctx)
+	if err != nil {
+		return nil
+	}
+	f := e.start("pause-leader", brokerName(id), map[string]string{"partition": strconv.Itoa(int(p))})
+	if err := e.c.Pause(id); err != nil {
+		return err
+	}
+	e.paused = append(e.paused, id)
+	e.waitNewLeader(ctx, p, id)
+	// Past the lease (3 s in chaos/cluster) and then some.
+	t := time.NewTimer(5 * time.Second)
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	t.Stop()
+	if err := e.c.Resume(id); err != nil {
+		return err
+	}
+	e.paused = e.paused[:len(e.paused)-1]
+	e.stop(f)
+	return nil
+}
+
+func (e *faultEnv) crashAll(ctx context.Context) error {
+	f := e.start("kill-all", "all", nil)
+	if err := e.c.KillAll(); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := e.c.RestartAll(ctx); err != nil {
+		return fmt.Errorf("restart all: %w", err)
+	}
+	e.res.Recoveries = append(e.res.Recoveries, time.Since(start))
+	e.stop(f)
+	return nil
+}
+
+func (e *faultEnv) crashMember() error {
+	i := e.rng.IntN(3)
+	f := e.start("crash-member", "member-"+strconv.Itoa(i), nil)
+	if _, err := e.w.RestartMember(i); err != nil {
+		return err
+	}
+	e.stop(f)
+	return nil
+}
+
+// healAll resumes paused brokers and restarts stopped ones.
+func (e *faultEnv) healAll(ctx context.Context) error {
+	var errs []error
+	for _, id := range e.paused {
+		errs = append(errs, e.c.Resume(id))
+	}
+	e.paused = nil
+	up := map[int32]bool{}
+	for _, id := range e.c.Up() {
+		up[id] = true
+	}
+	for id := int32(1); id <= cluster.Size; id++ {
+		if !up[id] {
+			errs = append(errs, e.c.Restart(ctx, id))
+		}
+	}
+	return errors.Join(errs...)
+}
