@@ -394,7 +394,7 @@ func (p *Partition) appendGroup(group []*AppendRequest) {
 func (p *Partition) park(r *AppendRequest, res AppendResult, end wal.Offset) {
 	p.nextToken++
 	p.parked[p.nextToken] = parkedReply{res: r.res, result: res, acksAll: r.acksAll}
-	p.rep.Wait(end, p.nextToken, r.acksAll)
+	p.rep.Wait(end, p.nextToken, r.acksAll && !plantedAckBeforeQuorum)
 }
 
 // failLog records the log's failure: producer state goes back to what is

@@ -41,6 +41,10 @@ var scenarios = map[string]scenario{
 		func(ctx context.Context, e *faultEnv, d time.Duration) error {
 			return e.every(ctx, d, func(ctx context.Context) error { return e.crashAll(ctx) })
 		}},
+	"followers-pause-leader-kill": {"SIGSTOP a partition's followers, kill -9 its leader while they are paused, resume them, restart the leader; repeat",
+		func(ctx context.Context, e *faultEnv, d time.Duration) error {
+			return e.every(ctx, d, func(ctx context.Context) error { return e.killLeaderAlone(ctx) })
+		}},
 	"consumer-crash": {"crash a consumer-group member (no LeaveGroup) and start a new one, during rebalances; repeat",
 		func(ctx context.Context, e *faultEnv, d time.Duration) error {
 			return e.every(ctx, d, func(ctx context.Context) error { return e.crashMember() })
@@ -163,6 +167,51 @@ func (e *faultEnv) pauseLeader(ctx context.Context) error {
 		return err
 	}
 	e.paused = e.paused[:len(e.paused)-1]
+	e.stop(f)
+	return nil
+}
+
+// killLeaderAlone pauses a partition's followers, lets the leader run alone
+// for a moment (a correct leader acknowledges nothing of acks=all then),
+// kills it, resumes the followers (one of them is elected, without what the
+// leader wrote alone) and restarts the old leader, which must truncate.
+func (e *faultEnv) killLeaderAlone(ctx context.Context) error {
+	p, id, err := e.leaderOf(ctx)
+	if err != nil {
+		return nil
+	}
+	var followers []int32
+	for _, f := range e.c.Up() {
+		if f != id {
+			followers = append(followers, f)
+		}
+	}
+	f := e.start("followers-pause-leader-kill", brokerName(id), map[string]string{"partition": strconv.Itoa(int(p))})
+	for _, b := range followers {
+		if err := e.c.Pause(b); err != nil {
+			return err
+		}
+		e.paused = append(e.paused, b)
+	}
+	t := time.NewTimer(2 * time.Second)
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	t.Stop()
+	if err := e.c.Kill(id); err != nil {
+		return err
+	}
+	for _, b := range followers {
+		if err := e.c.Resume(b); err != nil {
+			return err
+		}
+	}
+	e.paused = nil
+	e.waitNewLeader(ctx, p, id)
+	if err := e.c.Restart(ctx, id); err != nil {
+		return fmt.Errorf("restart %s: %w", brokerName(id), err)
+	}
 	e.stop(f)
 	return nil
 }
