@@ -43,14 +43,14 @@ type Config struct {
 
 // Result is one run's outcome.
 type Result struct {
-	Scenario    string
-	Seed        uint64
-	History     string // path of the JSON-lines history
-	Faults      map[string]int
-	Stats       workload.Stats
-	Report      checker.Report
-	Recoveries  []time.Duration // from each heal to the next acknowledged send
-	Elapsed     time.Duration
+	Scenario        string
+	Seed            uint64
+	History         string // path of the JSON-lines history
+	Faults          map[string]int
+	Stats           workload.Stats
+	Report          checker.Report
+	Recoveries      []time.Duration // from each heal to the next acknowledged send
+	Elapsed         time.Duration
 	UnexpectedExits []error
 }
 
