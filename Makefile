@@ -68,7 +68,7 @@ fuzz:
 # still missing (issue 11).
 CHAOS_DURATION ?= 60s
 CHAOS_SEED     ?= 1
-CHAOS_SCENARIOS ?= leader-kill leader-pause followers-pause-leader-kill all-crash consumer-crash
+CHAOS_SCENARIOS ?= leader-kill leader-pause followers-pause-leader-kill leader-isolated all-crash consumer-crash
 chaos-short: build tools
 	@for s in $(CHAOS_SCENARIOS); do \
 	  echo "== chaos $$s"; \

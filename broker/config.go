@@ -36,6 +36,12 @@ type Config struct {
 	// DiskMinFreeBytes free; 0 turns either off.
 	LocalMaxBytes    int64
 	DiskMinFreeBytes int64
+	// PeerKafka and PeerHTTP, when they name a node, are the addresses this
+	// broker dials for that node's Kafka listener (replica fetches) and HTTP
+	// listener (replication messages) instead of the ones it registered:
+	// an inter-broker route, as the chaos suite's per-link proxies need.
+	PeerKafka map[int32]string
+	PeerHTTP  map[int32]string
 	// Objects, when set, is the object store itself instead of opening
 	// ObjectStore; tests pass a fault-injecting one, as FS for the disk.
 	Objects objstore.Store

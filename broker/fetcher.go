@@ -368,10 +368,14 @@ func fetchResponseMessage(m replica.Message, rp *kmsg.FetchResponseTopicPartitio
 	return out
 }
 
-// brokerAddr is the advertised Kafka address of a live broker, or "".
+// brokerAddr is the Kafka address to dial a live broker at (its advertised
+// one unless Config.PeerKafka routes it elsewhere), or "".
 func (b *Broker) brokerAddr(id int32) string {
 	for _, bi := range b.brokers() {
 		if bi.NodeID == id {
+			if addr, ok := b.cfg.PeerKafka[id]; ok {
+				return addr
+			}
 			return bi.Kafka
 		}
 	}

@@ -416,6 +416,9 @@ func (b *Broker) post(ctx context.Context, node int32, batch []envelope) error {
 	for _, bi := range b.brokers() {
 		if bi.NodeID == node {
 			addr = bi.HTTP
+			if peer, ok := b.cfg.PeerHTTP[node]; ok {
+				addr = peer
+			}
 		}
 	}
 	if addr == "" {

@@ -26,6 +26,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/sluice-mq/sluice/chaos/netproxy"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -58,6 +60,12 @@ type Config struct {
 	// ExtraArgs are more sluiced flags for every broker; they come last, so
 	// they override the flags this package sets.
 	ExtraArgs []string
+	// PeerMesh routes every broker-to-broker link (replica fetches to a
+	// leader's Kafka listener, replication messages to a peer's HTTP
+	// listener) through its own proxy of a chaos/netproxy mesh (Mesh), so a
+	// scenario can cut or delay one link while clients and etcd still reach
+	// every broker.
+	PeerMesh bool
 	// RegistrationTTL and ControllerTTL are --registration-ttl and
 	// --controller-ttl; short by default (3 s, 2 s), so failovers are quick.
 	RegistrationTTL, ControllerTTL time.Duration
@@ -131,7 +139,8 @@ type Cluster struct {
 	log     zerolog.Logger
 	spawn   *spawner
 	s3      *s3Server
-	brokers []*Broker // fixed after Start
+	brokers []*Broker      // fixed after Start
+	mesh    *netproxy.Mesh // with Config.PeerMesh; fixed after Start
 	http    *http.Client
 
 	mu      sync.Mutex
@@ -252,11 +261,14 @@ func (c *Cluster) makeBrokers() error {
 		brokers = append(brokers, b)
 	}
 	env := childEnv(c.s3.info)
+	if err := c.makeMesh(brokers); err != nil {
+		return err
+	}
 	for _, b := range brokers {
 		b.proc = &process{
 			name:    fmt.Sprintf("broker %d", b.ID),
 			path:    c.cfg.Sluiced,
-			args:    c.brokerArgs(b, strings.Join(initial, ",")),
+			args:    append(c.brokerArgs(b, strings.Join(initial, ",")), c.peerArgs(b)...),
 			env:     env,
 			logPath: b.LogPath,
 			spawn:   c.spawn,
@@ -285,6 +297,57 @@ func (c *Cluster) brokerArgs(b *Broker, initialCluster string) []string {
 	}
 	return append(args, c.cfg.ExtraArgs...)
 }
+
+// makeMesh puts a proxy in front of every broker's Kafka and HTTP listener
+// for each other broker, with Config.PeerMesh (replacing the mesh of an
+// earlier attempt).
+func (c *Cluster) makeMesh(brokers []*Broker) error {
+	if !c.cfg.PeerMesh {
+		return nil
+	}
+	if c.mesh != nil {
+		_ = c.mesh.Close()
+	}
+	var eps []netproxy.Endpoint
+	var sources []string
+	for _, b := range brokers {
+		node := NodeName(b.ID)
+		sources = append(sources, node)
+		eps = append(eps, netproxy.Endpoint{Name: node + "-kafka", Node: node, Addr: b.KafkaAddr},
+			netproxy.Endpoint{Name: node + "-http", Node: node, Addr: b.HTTPAddr})
+	}
+	m, err := netproxy.NewMesh(netproxy.MeshConfig{Endpoints: eps, Sources: sources, Logger: c.log})
+	if err != nil {
+		return fmt.Errorf("chaos/cluster: peer mesh: %w", err)
+	}
+	c.mesh = m
+	return nil
+}
+
+// peerArgs routes b's links to the other brokers through the mesh.
+func (c *Cluster) peerArgs(b *Broker) []string {
+	if c.mesh == nil {
+		return nil
+	}
+	var kafka, web []string
+	for id := int32(1); id <= Size; id++ {
+		if id == b.ID {
+			continue
+		}
+		k, _ := c.mesh.Addr(NodeName(b.ID), NodeName(id)+"-kafka")
+		h, _ := c.mesh.Addr(NodeName(b.ID), NodeName(id)+"-http")
+		kafka = append(kafka, fmt.Sprintf("%d=%s", id, k))
+		web = append(web, fmt.Sprintf("%d=%s", id, h))
+	}
+	return []string{"--peer-kafka", strings.Join(kafka, ","), "--peer-http", strings.Join(web, ",")}
+}
+
+// NodeName is a broker's node name in the peer mesh: "b1", "b2", "b3".
+func NodeName(id int32) string { return fmt.Sprintf("b%d", id) }
+
+// Mesh is the peer mesh (nil without Config.PeerMesh): partition, delay or
+// cut broker-to-broker links with it.
+func (c *Cluster) Mesh() *netproxy.Mesh { return c.mesh }
 
 // childEnv is the parent's environment without its AWS_* variables, plus
 // the cluster's credentials.
@@ -547,6 +610,9 @@ func (c *Cluster) stop(withExits bool) error {
 	wg.Wait()
 	c.closeClients()
 	c.http.CloseIdleConnections()
+	if c.mesh != nil {
+		_ = c.mesh.Close()
+	}
 	if c.s3 != nil {
 		_ = c.s3.proc.terminate(c.cfg.StopTimeout) // the gateway's exit status on SIGTERM says nothing
 	}

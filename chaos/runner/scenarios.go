@@ -26,29 +26,36 @@ import (
 type scenario struct {
 	doc string
 	run func(ctx context.Context, e *faultEnv, d time.Duration) error
+	// mesh: the brokers' links to each other go through proxies
+	// (cluster.Config.PeerMesh).
+	mesh bool
 }
 
 var scenarios = map[string]scenario{
 	"leader-kill": {"kill -9 a partition's leader, restart it a few seconds later; repeat",
 		func(ctx context.Context, e *faultEnv, d time.Duration) error {
 			return e.every(ctx, d, func(ctx context.Context) error { return e.killLeader(ctx) })
-		}},
+		}, false},
 	"leader-pause": {"SIGSTOP a partition's leader past its lease, then SIGCONT; repeat",
 		func(ctx context.Context, e *faultEnv, d time.Duration) error {
 			return e.every(ctx, d, func(ctx context.Context) error { return e.pauseLeader(ctx) })
-		}},
+		}, false},
 	"all-crash": {"kill -9 every broker at once, then restart them all; repeat",
 		func(ctx context.Context, e *faultEnv, d time.Duration) error {
 			return e.every(ctx, d, func(ctx context.Context) error { return e.crashAll(ctx) })
-		}},
+		}, false},
 	"followers-pause-leader-kill": {"SIGSTOP a partition's followers, kill -9 its leader while they are paused, resume them, restart the leader; repeat",
 		func(ctx context.Context, e *faultEnv, d time.Duration) error {
 			return e.every(ctx, d, func(ctx context.Context) error { return e.killLeaderAlone(ctx) })
-		}},
+		}, false},
+	"leader-isolated": {"cut a partition's leader off from the other brokers (both ways, through the peer proxies) while clients and etcd still reach it, for 8 s; repeat",
+		func(ctx context.Context, e *faultEnv, d time.Duration) error {
+			return e.every(ctx, d, func(ctx context.Context) error { return e.isolateLeader(ctx) })
+		}, true},
 	"consumer-crash": {"crash a consumer-group member (no LeaveGroup) and start a new one, during rebalances; repeat",
 		func(ctx context.Context, e *faultEnv, d time.Duration) error {
 			return e.every(ctx, d, func(ctx context.Context) error { return e.crashMember() })
-		}},
+		}, false},
 }
 
 // faultEnv is what a scenario acts on.
@@ -216,6 +223,34 @@ func (e *faultEnv) killLeaderAlone(ctx context.Context) error {
 	return nil
 }
 
+// isolateLeader blackholes every link between a partition's leader and the
+// other brokers; clients and etcd still reach it, so it must acknowledge
+// nothing it cannot commit, and the others elect a new leader.
+func (e *faultEnv) isolateLeader(ctx context.Context) error {
+	mesh := e.c.Mesh()
+	if mesh == nil {
+		return errors.New("leader-isolated needs the peer mesh")
+	}
+	p, id, err := e.leaderOf(ctx)
+	if err != nil {
+		return nil
+	}
+	f := e.start("isolate-leader", brokerName(id), map[string]string{"partition": strconv.Itoa(int(p))})
+	if err := mesh.Isolate(cluster.NodeName(id)); err != nil {
+		return err
+	}
+	e.waitNewLeader(ctx, p, id)
+	t := time.NewTimer(8 * time.Second)
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	t.Stop()
+	mesh.HealAll()
+	e.stop(f)
+	return nil
+}
+
 func (e *faultEnv) crashAll(ctx context.Context) error {
 	f := e.start("kill-all", "all", nil)
 	if err := e.c.KillAll(); err != nil {
@@ -243,6 +278,9 @@ func (e *faultEnv) crashMember() error {
 // healAll resumes paused brokers and restarts stopped ones.
 func (e *faultEnv) healAll(ctx context.Context) error {
 	var errs []error
+	if m := e.c.Mesh(); m != nil {
+		m.HealAll()
+	}
 	for _, id := range e.paused {
 		errs = append(errs, e.c.Resume(id))
 	}

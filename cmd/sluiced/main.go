@@ -8,9 +8,11 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -50,6 +52,8 @@ func run(args []string) error {
 	fs.StringVar(&cfg.HTTPListen, "http-listen", cfg.HTTPListen, "HTTP API, /metrics, /healthz and /readyz listen address")
 	fs.StringVar(&cfg.Meta.ListenClient, "etcd-listen-client", cfg.Meta.ListenClient, "embedded etcd client address")
 	fs.StringVar(&cfg.Meta.ListenPeer, "etcd-listen-peer", cfg.Meta.ListenPeer, "embedded etcd peer address")
+	peerKafka := fs.String("peer-kafka", "", "N=host:port,...: dial node N's Kafka listener (replica fetches) here instead of where it registered (inter-broker routes, e.g. through proxies)")
+	peerHTTP := fs.String("peer-http", "", "N=host:port,...: dial node N's HTTP listener (replication messages) here instead of where it registered")
 	fs.StringVar(&cfg.Meta.InitialCluster, "etcd-initial-cluster", "", "embedded etcd members, 1=http://host:port,2=... (default: this broker alone)")
 	fs.StringVar(&cfg.ObjectStore, "object-store", "", "file:///path or s3://bucket/prefix?endpoint=...&region=... (default: file://<data-dir>/objects)")
 	fs.Int64Var(&cfg.ReadCacheBytes, "read-cache-bytes", cfg.ReadCacheBytes, "bytes of remote object ranges kept in memory for replays")
@@ -91,6 +95,13 @@ func run(args []string) error {
 	cfg.FetchMaxBytes = int32(*fetchMaxB)
 	if *endpoints != "" {
 		cfg.Meta.Endpoints = strings.Split(*endpoints, ",")
+	}
+	var perr error
+	if cfg.PeerKafka, perr = parsePeers("--peer-kafka", *peerKafka); perr != nil {
+		return perr
+	}
+	if cfg.PeerHTTP, perr = parsePeers("--peer-http", *peerHTTP); perr != nil {
+		return perr
 	}
 
 	logger, err := newLogger(*logLevel, *logFormat)
@@ -169,4 +180,24 @@ func newLogger(level, format string) (zerolog.Logger, error) {
 		return zerolog.Logger{}, fmt.Errorf("--log-format %q: use console or json", format)
 	}
 	return out.Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// parsePeers parses "N=host:port,..." into node id → address.
+func parsePeers(flagName, v string) (map[int32]string, error) {
+	if v == "" {
+		return nil, nil
+	}
+	out := map[int32]string{}
+	for _, item := range strings.Split(v, ",") {
+		id, addr, ok := strings.Cut(item, "=")
+		n, err := strconv.ParseInt(id, 10, 32)
+		if !ok || err != nil || n < 0 {
+			return nil, fmt.Errorf("%s: %q is not N=host:port", flagName, item)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("%s: %q: %w", flagName, item, err)
+		}
+		out[int32(n)] = addr
+	}
+	return out, nil
 }
