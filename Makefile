@@ -64,11 +64,11 @@ fuzz:
 # Chaos scenarios against a real three-broker cluster with its S3 server
 # (chaos/runner, docs/chaos.md): each injects its faults for CHAOS_DURATION
 # while the workload runs, heals, drains and checks every acknowledged
-# record. Not yet in .ci/run: two of the six scenarios the suite needs are
-# still missing (issue 11).
+# record. Not yet in .ci/run: the crash that loses unsynced writes, among
+# others, is still missing (issue 11, docs/chaos.md).
 CHAOS_DURATION ?= 60s
 CHAOS_SEED     ?= 1
-CHAOS_SCENARIOS ?= leader-kill leader-pause followers-pause-leader-kill leader-isolated all-crash consumer-crash
+CHAOS_SCENARIOS ?= leader-kill leader-pause followers-pause-leader-kill leader-isolated all-crash s3-faults consumer-crash
 chaos-short: build tools
 	@for s in $(CHAOS_SCENARIOS); do \
 	  echo "== chaos $$s"; \

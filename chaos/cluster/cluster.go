@@ -60,6 +60,10 @@ type Config struct {
 	// ExtraArgs are more sluiced flags for every broker; they come last, so
 	// they override the flags this package sets.
 	ExtraArgs []string
+	// S3Proxy puts one chaos/netproxy proxy between the brokers and the S3
+	// gateway (S3Proxy()), so a scenario can cut, stall or delay object
+	// storage while the brokers run.
+	S3Proxy bool
 	// PeerMesh routes every broker-to-broker link (replica fetches to a
 	// leader's Kafka listener, replication messages to a peer's HTTP
 	// listener) through its own proxy of a chaos/netproxy mesh (Mesh), so a
@@ -139,8 +143,9 @@ type Cluster struct {
 	log     zerolog.Logger
 	spawn   *spawner
 	s3      *s3Server
-	brokers []*Broker      // fixed after Start
-	mesh    *netproxy.Mesh // with Config.PeerMesh; fixed after Start
+	brokers []*Broker       // fixed after Start
+	mesh    *netproxy.Mesh  // with Config.PeerMesh; fixed after Start
+	s3proxy *netproxy.Proxy // with Config.S3Proxy; fixed after Start
 	http    *http.Client
 
 	mu      sync.Mutex
@@ -182,6 +187,14 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	c.s3 = s3
 	c.log.Info().Str("endpoint", s3.info.Endpoint).Int("pid", s3.proc.pid()).Msg("S3 gateway ready")
+	if cfg.S3Proxy {
+		p, err := netproxy.New(netproxy.Config{Upstream: strings.TrimPrefix(s3.info.Endpoint, "http://"), Name: "brokers->s3", Logger: c.log})
+		if err != nil {
+			_ = c.stop(false)
+			return nil, fmt.Errorf("chaos/cluster: S3 proxy: %w", err)
+		}
+		c.s3proxy = p
+	}
 	if err := c.startBrokers(ctx); err != nil {
 		// err names the broker that failed, with its log; the exits of the
 		// failed attempt are not repeated.
@@ -289,7 +302,7 @@ func (c *Cluster) brokerArgs(b *Broker, initialCluster string) []string {
 		"--etcd-listen-client", b.EtcdClientAddr,
 		"--etcd-listen-peer", b.EtcdPeerAddr,
 		"--etcd-initial-cluster", initialCluster,
-		"--object-store", c.s3.info.URL(),
+		"--object-store", c.objectStoreURL(),
 		"--registration-ttl", c.cfg.RegistrationTTL.String(),
 		"--controller-ttl", c.cfg.ControllerTTL.String(),
 		"--retention-check-interval", "200ms",
@@ -341,6 +354,20 @@ func (c *Cluster) peerArgs(b *Broker) []string {
 	}
 	return []string{"--peer-kafka", strings.Join(kafka, ","), "--peer-http", strings.Join(web, ",")}
 }
+
+// objectStoreURL is the brokers' --object-store: through the S3 proxy when
+// there is one.
+func (c *Cluster) objectStoreURL() string {
+	info := c.s3.info
+	if c.s3proxy != nil {
+		info.Endpoint = "http://" + c.s3proxy.Addr()
+	}
+	return info.URL()
+}
+
+// S3Proxy is the proxy between the brokers and the S3 gateway (nil without
+// Config.S3Proxy).
+func (c *Cluster) S3Proxy() *netproxy.Proxy { return c.s3proxy }
 
 // NodeName is a broker's node name in the peer mesh: "b1", "b2", "b3".
 func NodeName(id int32) string { return fmt.Sprintf("b%d", id) }
@@ -612,6 +639,9 @@ func (c *Cluster) stop(withExits bool) error {
 	c.http.CloseIdleConnections()
 	if c.mesh != nil {
 		_ = c.mesh.Close()
+	}
+	if c.s3proxy != nil {
+		_ = c.s3proxy.Close()
 	}
 	if c.s3 != nil {
 		_ = c.s3.proc.terminate(c.cfg.StopTimeout) // the gateway's exit status on SIGTERM says nothing

@@ -72,7 +72,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	start := time.Now()
 	res := Result{Scenario: cfg.Scenario, Seed: cfg.Seed, Faults: map[string]int{}, History: filepath.Join(cfg.Dir, "history.jsonl")}
 	c, err := cluster.Start(ctx, cluster.Config{Dir: filepath.Join(cfg.Dir, "cluster"), Sluiced: cfg.Sluiced, VersityGW: cfg.VersityGW,
-		PeerMesh: sc.mesh, Logger: cfg.Logger})
+		PeerMesh: sc.mesh, S3Proxy: sc.s3, Logger: cfg.Logger})
 	if err != nil {
 		return res, err
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluice-mq/sluice/chaos/cluster"
 	"github.com/sluice-mq/sluice/chaos/history"
+	"github.com/sluice-mq/sluice/chaos/netproxy"
 	"github.com/sluice-mq/sluice/chaos/workload"
 )
 
@@ -29,33 +30,40 @@ type scenario struct {
 	// mesh: the brokers' links to each other go through proxies
 	// (cluster.Config.PeerMesh).
 	mesh bool
+	// s3: the brokers reach object storage through a proxy
+	// (cluster.Config.S3Proxy).
+	s3 bool
 }
 
 var scenarios = map[string]scenario{
 	"leader-kill": {"kill -9 a partition's leader, restart it a few seconds later; repeat",
 		func(ctx context.Context, e *faultEnv, d time.Duration) error {
 			return e.every(ctx, d, func(ctx context.Context) error { return e.killLeader(ctx) })
-		}, false},
+		}, false, false},
 	"leader-pause": {"SIGSTOP a partition's leader past its lease, then SIGCONT; repeat",
 		func(ctx context.Context, e *faultEnv, d time.Duration) error {
 			return e.every(ctx, d, func(ctx context.Context) error { return e.pauseLeader(ctx) })
-		}, false},
+		}, false, false},
 	"all-crash": {"kill -9 every broker at once, then restart them all; repeat",
 		func(ctx context.Context, e *faultEnv, d time.Duration) error {
 			return e.every(ctx, d, func(ctx context.Context) error { return e.crashAll(ctx) })
-		}, false},
+		}, false, false},
 	"followers-pause-leader-kill": {"SIGSTOP a partition's followers, kill -9 its leader while they are paused, resume them, restart the leader; repeat",
 		func(ctx context.Context, e *faultEnv, d time.Duration) error {
 			return e.every(ctx, d, func(ctx context.Context) error { return e.killLeaderAlone(ctx) })
-		}, false},
+		}, false, false},
 	"leader-isolated": {"cut a partition's leader off from the other brokers (both ways, through the peer proxies) while clients and etcd still reach it, for 8 s; repeat",
 		func(ctx context.Context, e *faultEnv, d time.Duration) error {
 			return e.every(ctx, d, func(ctx context.Context) error { return e.isolateLeader(ctx) })
-		}, true},
+		}, true, false},
+	"s3-faults": {"object storage cut, blackholed, slowed or dropping connections for 6 s while uploads and remote reads run; repeat",
+		func(ctx context.Context, e *faultEnv, d time.Duration) error {
+			return e.every(ctx, d, func(ctx context.Context) error { return e.s3Fault(ctx) })
+		}, false, true},
 	"consumer-crash": {"crash a consumer-group member (no LeaveGroup) and start a new one, during rebalances; repeat",
 		func(ctx context.Context, e *faultEnv, d time.Duration) error {
 			return e.every(ctx, d, func(ctx context.Context) error { return e.crashMember() })
-		}, false},
+		}, false, false},
 }
 
 // faultEnv is what a scenario acts on.
@@ -251,6 +259,41 @@ func (e *faultEnv) isolateLeader(ctx context.Context) error {
 	return nil
 }
 
+// s3Fault applies one seeded fault to the brokers' link to object storage
+// for 6 s, then heals it.
+func (e *faultEnv) s3Fault(ctx context.Context) error {
+	p := e.c.S3Proxy()
+	if p == nil {
+		return errors.New("s3-faults needs the S3 proxy")
+	}
+	kinds := []string{"cut", "blackhole", "delay", "drop"}
+	kind := kinds[e.rng.IntN(len(kinds))]
+	f := e.start("s3-"+kind, "brokers->s3", nil)
+	var err error
+	switch kind {
+	case "cut":
+		p.Cut()
+	case "blackhole":
+		p.Blackhole(netproxy.BothWays)
+	case "delay":
+		err = p.Delay(netproxy.BothWays, 300*time.Millisecond, 200*time.Millisecond)
+	case "drop":
+		err = p.Drop(netproxy.BothWays, 0.3)
+	}
+	if err != nil {
+		return err
+	}
+	t := time.NewTimer(6 * time.Second)
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	t.Stop()
+	p.Heal()
+	e.stop(f)
+	return nil
+}
+
 func (e *faultEnv) crashAll(ctx context.Context) error {
 	f := e.start("kill-all", "all", nil)
 	if err := e.c.KillAll(); err != nil {
@@ -280,6 +323,9 @@ func (e *faultEnv) healAll(ctx context.Context) error {
 	var errs []error
 	if m := e.c.Mesh(); m != nil {
 		m.HealAll()
+	}
+	if p := e.c.S3Proxy(); p != nil {
+		p.Heal()
 	}
 	for _, id := range e.paused {
 		errs = append(errs, e.c.Resume(id))
