@@ -244,14 +244,11 @@ func (b *Broker) fetchPartition(t *topic, rp kmsg.FetchRequestTopicPartition, cf
 		return 0, nil, nil
 	}
 	from := wal.Offset(rp.FetchOffset)
-	hw, wait, perr := p.Position(from)
+	hw, wait, perr := b.position(context.Background(), p, from)
 	sp.HighWatermark = int64(hw)
 	sp.LastStableOffset = int64(hw)
 	sp.LogStartOffset = int64(b.logStart(context.Background(), p))
-	remote := false
-	if errors.Is(perr, wal.ErrOffsetOutOfRange) && from < p.Log().StartOffset() && from >= wal.Offset(sp.LogStartOffset) {
-		perr, remote = nil, true // below the local log, in the remote one
-	}
+	remote := perr == nil && from < p.Log().StartOffset() // below the local log, in the remote one
 	if cf.rack != "" && perr == nil {
 		if id := b.preferredReadReplica(t, p, cf.rack); id >= 0 {
 			sp.PreferredReadReplica = id

@@ -103,8 +103,11 @@ func (b *Broker) epochAt(p *partition.Partition, off wal.Offset) int32 {
 	if e := epochAt(p.Log().Epochs(), off); e >= 0 || b.tiers == nil {
 		return e
 	}
-	r := b.remoteRange(context.Background(), p)
-	return epochAt(r.Epochs, off)
+	epochs, err := b.tiers.RemoteEpochs(context.Background(), p.TopicID(), p.Index())
+	if err != nil {
+		return -1
+	}
+	return epochAt(epochs, off)
 }
 
 // epochStart is where epoch e starts in chain, or -1 when the log holds no

@@ -214,8 +214,9 @@ func (b *Broker) Run(ctx context.Context) error {
 		b.clusterWG.Wait()
 	}()
 	var maintWG sync.WaitGroup
-	maintWG.Add(2)
+	maintWG.Add(3)
 	go func() { defer maintWG.Done(); b.maintainLoop(serveCtx) }()
+	go func() { defer maintWG.Done(); b.diskGuardLoop(serveCtx) }()
 	go func() { defer maintWG.Done(); b.scrubLoop(serveCtx) }()
 
 	b.awaitOwnLeadership(ctx, startupLeaderWait)
@@ -262,10 +263,8 @@ func (b *Broker) maintainLoop(ctx context.Context) {
 			for _, p := range b.allPartitions() {
 				p.Maintain()
 			}
-			b.refreshDiskGuard()
 			if b.tiers != nil {
 				b.tiers.Maintain(ctx, b.tierTargets())
-				b.sweepDeletedTopics(ctx)
 			}
 		}
 	}

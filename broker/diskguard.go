@@ -9,14 +9,36 @@ package broker
 // Invariant: the guard only refuses appends; it never deletes and never
 // blocks a read.
 //
-// The state is refreshed on every maintenance tick (maintainLoop) and read
-// by every produce through an atomic.
+// The state is refreshed every diskGuardInterval by its own loop (not the
+// maintenance tick, which is 30 s by default: a disk can fill in that time)
+// and read by every produce through an atomic.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"syscall"
+	"time"
 )
+
+// diskGuardInterval is how often the watermarks are measured: a sum over
+// the partitions' sizes and one statfs, cheap enough to bound the overshoot
+// to what arrives in this time.
+const diskGuardInterval = 50 * time.Millisecond
+
+// diskGuardLoop refreshes the guard until ctx ends.
+func (b *Broker) diskGuardLoop(ctx context.Context) {
+	t := time.NewTicker(diskGuardInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			b.refreshDiskGuard()
+		}
+	}
+}
 
 // errDiskFull marks a produce refused at a disk watermark; retriable.
 var errDiskFull = errors.New("local disk watermark reached: uploads to object storage are behind")

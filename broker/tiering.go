@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/cache"
+	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/tier"
 	objopen "github.com/sluice-mq/sluice/tier/objstore/open"
 	"github.com/sluice-mq/sluice/wal"
@@ -181,7 +182,7 @@ func (b *Broker) alignWithRemote(tp *topic, i int32, l *wal.Log) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := b.tiers.FreshRange(ctx, tp.meta.ID, i)
+	r, epochs, err := b.tiers.FreshRange(ctx, tp.meta.ID, i)
 	if err != nil {
 		return fmt.Errorf("broker: remote index of %s-%d: %w", tp.meta.Name, i, err)
 	}
@@ -194,8 +195,8 @@ func (b *Broker) alignWithRemote(tp *topic, i int32, l *wal.Log) error {
 		}
 	}
 	last := wal.EpochEntry{Epoch: -1}
-	if n := len(r.Epochs); n > 0 {
-		last = r.Epochs[n-1]
+	if n := len(epochs); n > 0 {
+		last = epochs[n-1]
 	}
 	if err := l.RestartAt(r.RemoteEnd, last); err != nil {
 		return fmt.Errorf("broker: restart %s-%d at the remote end %d: %w", tp.meta.Name, i, r.RemoteEnd, err)
@@ -243,6 +244,7 @@ func (b *Broker) scrubLoop(ctx context.Context) {
 		if err != nil {
 			continue
 		}
+		b.sweepDeletedTopics(ctx, heads)
 		rep, err := tier.Diff(ctx, b.objects, heads, b.now(), b.cfg.TierGrace)
 		if err != nil {
 			b.logger.Warn().Err(err).Msg("orphan scrub: list the bucket")
@@ -350,16 +352,10 @@ func (b *Broker) deleteTopicObjects(id [16]byte, partitions int32) {
 }
 
 // sweepDeletedTopics finishes the object deletion of topics deleted while
-// a broker was down: heads whose topic no longer exists. Only the
-// controller sweeps.
-func (b *Broker) sweepDeletedTopics(ctx context.Context) {
-	if b.tiers == nil || b.controllerID() != b.cfg.NodeID {
-		return
-	}
-	heads, err := b.store.RemoteHeads(ctx)
-	if err != nil {
-		return
-	}
+// a broker was down (DeleteTopics deletes at once otherwise): heads whose
+// topic no longer exists. The controller's scrub loop runs it, with the
+// heads it read anyway.
+func (b *Broker) sweepDeletedTopics(ctx context.Context, heads []meta.RemoteHead) {
 	parts := map[[16]byte]int32{}
 	for _, h := range heads {
 		parts[h.TopicID] = max(parts[h.TopicID], h.Partition+1)

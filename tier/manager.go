@@ -204,12 +204,6 @@ func (m *Manager) setHead(h meta.RemoteHead) {
 	}
 }
 
-// Head returns the partition's head as this broker last knew it, reading
-// it once from etcd if it never did.
-func (m *Manager) Head(ctx context.Context, topicID [16]byte, n int32) (meta.RemoteHead, error) {
-	return m.cachedHead(ctx, topicID, n)
-}
-
 // Maintain runs one maintenance pass over targets: for each partition not
 // already busy it starts, in the background, its retention step and, on a
 // leader whose data waited long enough, an upload. It returns at once.

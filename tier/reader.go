@@ -17,16 +17,15 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/tier/object"
 	"github.com/sluice-mq/sluice/tier/objstore"
 	"github.com/sluice-mq/sluice/wal"
 )
 
-// Range is what a partition's remote log holds: [LogStart, RemoteEnd),
-// and its leader-epoch chain.
+// Range is what a partition's remote log holds: [LogStart, RemoteEnd).
 type Range struct {
 	LogStart, RemoteEnd wal.Offset
-	Epochs              []wal.EpochEntry
 }
 
 // Empty reports whether nothing is tiered.
@@ -38,19 +37,35 @@ func (m *Manager) Range(ctx context.Context, topicID [16]byte, n int32) (Range, 
 	if err != nil {
 		return Range{}, err
 	}
-	r := Range{LogStart: wal.Offset(h.LogStart), RemoteEnd: wal.Offset(h.RemoteEnd)}
-	for _, e := range h.Epochs {
-		r.Epochs = append(r.Epochs, wal.EpochEntry{Epoch: wal.Epoch(e.Epoch), StartOffset: wal.Offset(e.Start)})
-	}
-	return r, nil
+	return Range{LogStart: wal.Offset(h.LogStart), RemoteEnd: wal.Offset(h.RemoteEnd)}, nil
 }
 
-// FreshRange is Range read from etcd now, not from the cache.
-func (m *Manager) FreshRange(ctx context.Context, topicID [16]byte, n int32) (Range, error) {
-	if _, err := m.refreshHead(ctx, topicID, n); err != nil {
-		return Range{}, err
+// FreshRange is Range read from etcd now, not from the cache, with the
+// remote log's leader-epoch chain.
+func (m *Manager) FreshRange(ctx context.Context, topicID [16]byte, n int32) (Range, []wal.EpochEntry, error) {
+	h, err := m.refreshHead(ctx, topicID, n)
+	if err != nil {
+		return Range{}, nil, err
 	}
-	return m.Range(ctx, topicID, n)
+	return Range{LogStart: wal.Offset(h.LogStart), RemoteEnd: wal.Offset(h.RemoteEnd)}, remoteEpochs(h), nil
+}
+
+// RemoteEpochs is the remote log's leader-epoch chain, from the cached head
+// (for the epoch of an offset below the local log).
+func (m *Manager) RemoteEpochs(ctx context.Context, topicID [16]byte, n int32) ([]wal.EpochEntry, error) {
+	h, err := m.cachedHead(ctx, topicID, n)
+	if err != nil {
+		return nil, err
+	}
+	return remoteEpochs(h), nil
+}
+
+func remoteEpochs(h meta.RemoteHead) []wal.EpochEntry {
+	out := make([]wal.EpochEntry, 0, len(h.Epochs))
+	for _, e := range h.Epochs {
+		out = append(out, wal.EpochEntry{Epoch: wal.Epoch(e.Epoch), StartOffset: wal.Offset(e.Start)})
+	}
+	return out
 }
 
 // Read returns whole batches from the one holding from, up to maxBytes (at
