@@ -327,10 +327,7 @@ func TestGroupClusterDeposedCoordinatorFenced(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-member etcd cluster")
 	}
-	// No broker is stopped here: the claims are moved by hand. A lease long
-	// enough that a loaded machine cannot let one lapse keeps the rival's
-	// claim (bound to its lease) where the test put it.
-	c := startTestClusterWith(t, 3, func(cfg *Config) { cfg.RegistrationTTL = 15 * time.Second })
+	c := startTestCluster(t, 3)
 	for i, b := range c.brokers {
 		eventuallyTrue(t, fmt.Sprintf("broker %d sees three brokers", i+1), func() (bool, string) {
 			return len(b.brokers()) == 3, fmt.Sprintf("%d brokers", len(b.brokers()))
@@ -369,7 +366,15 @@ func TestGroupClusterDeposedCoordinatorFenced(t *testing.T) {
 	if err := owner.store.ReleaseGroup(ctx, claim); err != nil {
 		t.Fatal(err)
 	}
-	rivalClaim, err := rival.store.ClaimGroup(ctx, meta.DefaultTenant, groupID, rival.cfg.NodeID, rival.reg.Load().Info().Lease)
+	// The rival's claim is bound to a lease of its own, not to the rival
+	// broker's registration: the rival's coordinator releases claims of its
+	// registration lease that none of its runners holds (reconcile), and
+	// would take this hand-made one away mid-test.
+	grant, err := rival.store.Client().Grant(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rivalClaim, err := rival.store.ClaimGroup(ctx, meta.DefaultTenant, groupID, rival.cfg.NodeID, grant.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
