@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"time"
 
 	"github.com/google/uuid"
 
@@ -213,7 +212,7 @@ func (b *Broker) openPartition(tp *topic, i int32) (*partition.Partition, error)
 		FS:             b.fs,
 		SnapshotPath:   b.snapshotPath(tp.meta.ID, i),
 		ProducerExpiry: b.cfg.ProducerIDExpiration,
-		Now:            time.Now,
+		Now:            b.now,
 		Metrics:        b.m,
 		Logger:         logger,
 	})

@@ -78,6 +78,7 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.ConnectionsMaxIdle, "connections-max-idle", cfg.ConnectionsMaxIdle, "close a Kafka connection with no request in flight and none received for this long")
 	fs.DurationVar(&cfg.RegistrationTTL, "registration-ttl", cfg.RegistrationTTL, "lease of the broker's registration in etcd: a broker that stops renewing it (crashed, paused, cut off) leaves the cluster this long after, and its partitions get new leaders")
 	fs.DurationVar(&cfg.ControllerTTL, "controller-ttl", cfg.ControllerTTL, "lease of the controller's election key: how long after the controller's loss another broker takes over")
+	clockFile := fs.String("clock-offset-file", "", "testing: shift the clock of retention, tiering, producer expiry and group sessions by the duration in this file (re-read every 100 ms), for clock-jump tests")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -111,12 +112,17 @@ func run(args []string) error {
 	if os.Getenv("GOGC") == "" || flagGiven(fs, "gc-percent") {
 		debug.SetGCPercent(*gcPercent)
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if *clockFile != "" {
+		clock := newOffsetClock(*clockFile, logger)
+		go clock.run(ctx)
+		cfg.Now, cfg.Coordinator.Now = clock.Now, clock.Now
+	}
 	b, err := broker.New(cfg, logger)
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	return b.Run(ctx)
 }
 
