@@ -15,6 +15,15 @@
 //     bytes written since its last Sync (a torn tail).
 //   - NewFaulty: wraps any FS and consults an inject function before every
 //     operation, so a test can fail the nth write or every sync on a path.
+//   - NewVolatile: wraps another FS (the real disk, in the chaos suite) and
+//     keeps every byte written to a file since its last Sync or DataSync in
+//     process memory, handing it to the inner FS only then. Over OS alone a
+//     process killed with SIGKILL loses nothing (the page cache survives
+//     it); over Volatile it loses exactly its unsynced file contents, as
+//     after a power cut. Only contents are held back: size changes by
+//     Truncate and O_TRUNC, and every directory operation, reach the inner
+//     FS at once; this layer models the loss of unsynced contents, not of
+//     directory entries. Flush writes everything out, for a graceful stop.
 //
 // Helpers on any FS: WriteFile and WriteFileDurable replace a file through a
 // synced temporary file and a rename; MkdirAllDurable creates directories and
