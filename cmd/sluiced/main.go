@@ -22,6 +22,7 @@ import (
 
 	"github.com/sluice-mq/sluice/broker"
 	"github.com/sluice-mq/sluice/wal"
+	"github.com/sluice-mq/sluice/wal/vfs"
 )
 
 func main() {
@@ -78,6 +79,7 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.ConnectionsMaxIdle, "connections-max-idle", cfg.ConnectionsMaxIdle, "close a Kafka connection with no request in flight and none received for this long")
 	fs.DurationVar(&cfg.RegistrationTTL, "registration-ttl", cfg.RegistrationTTL, "lease of the broker's registration in etcd: a broker that stops renewing it (crashed, paused, cut off) leaves the cluster this long after, and its partitions get new leaders")
 	fs.DurationVar(&cfg.ControllerTTL, "controller-ttl", cfg.ControllerTTL, "lease of the controller's election key: how long after the controller's loss another broker takes over")
+	volatile := fs.Bool("crash-loses-unsynced", false, "testing: keep every byte of the broker's logs not yet fsynced in process memory (wal/vfs.Volatile), so a kill -9 loses it as a power cut would; slower, never for production")
 	clockFile := fs.String("clock-offset-file", "", "testing: shift the clock of retention, tiering, producer expiry and group sessions by the duration in this file (re-read every 100 ms), for clock-jump tests")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -119,9 +121,19 @@ func run(args []string) error {
 		go clock.run(ctx)
 		cfg.Now, cfg.Coordinator.Now = clock.Now, clock.Now
 	}
+	var vol *vfs.Volatile
+	if *volatile {
+		vol = vfs.NewVolatile(vfs.OS)
+		cfg.FS = vol
+		logger.Warn().Msg("--crash-loses-unsynced: unsynced writes are held in memory; a crash loses them (testing only)")
+	}
 	b, err := broker.New(cfg, logger)
 	if err != nil {
 		return err
+	}
+	if vol != nil {
+		// A clean stop keeps what it wrote, as the page cache would.
+		defer func() { _ = vol.Flush() }()
 	}
 	return b.Run(ctx)
 }
