@@ -1,15 +1,17 @@
 package cluster
 
 // cluster.go owns a Cluster's lifetime and its fault operations: Config,
-// Start (the S3 gateway, then three brokers on free ports, retried when a
-// port was taken), Kill, Pause, Resume, Restart, KillAll, RestartAll, Up
-// and Stop. Each process guards its own state (process.go); Cluster.life
-// guards stopped, and every operation holds it for reading while it runs,
-// so Stop waits for operations in flight and none starts after it.
+// Start (the data dirs' tmpfs mounts, the S3 gateway, the etcd server, then
+// three brokers on free ports, retried when a port was taken), Kill, Pause,
+// Resume, Restart, KillAll, RestartAll, Up and Stop. Each process guards its
+// own state (process.go); Cluster.life guards stopped, and every operation
+// holds it for reading while it runs, so Stop waits for operations in flight
+// and none starts after it.
 //
 // Invariant: brokers[i] is node id i+1; a Broker's addresses, data dir and
 // arguments never change after Start returns.
-// Invariant: after Stop returns, no child of the Cluster is alive.
+// Invariant: after Stop returns, no child of the Cluster is alive, its
+// proxies and etcd server are closed and its tmpfs mounts are gone.
 
 import (
 	"context"
@@ -32,7 +34,8 @@ import (
 )
 
 const (
-	// Size is the number of brokers (and etcd members) of a Cluster.
+	// Size is the number of brokers (and, without Config.ExternalEtcd, of
+	// etcd members) of a Cluster.
 	Size = 3
 
 	defaultRegistrationTTL = 3 * time.Second
@@ -70,6 +73,22 @@ type Config struct {
 	// scenario can cut or delay one link while clients and etcd still reach
 	// every broker.
 	PeerMesh bool
+	// ExternalEtcd runs one etcd server of the cluster's own, inside the
+	// calling process, instead of an embedded member in every broker; each
+	// broker reaches it through a chaos/netproxy proxy of its own
+	// (EtcdProxy), so a scenario can cut, blackhole or stall one broker's
+	// link to etcd, in one direction or both, while etcd itself stays up.
+	ExternalEtcd bool
+	// DataDirBytes, when > 0, makes each broker's data dir a tmpfs of this
+	// size, mounted by Start and unmounted by Stop (Linux, as root; Start
+	// fails with ErrNoMount otherwise), so FillDisk can bring a broker to a
+	// full disk. It needs ExternalEtcd: an embedded etcd member would keep
+	// its 64 MB preallocated WAL files in the data dir. Size it for what a
+	// broker takes before it stores a record: its journal preallocates four
+	// files of --journal-file-bytes (64 MiB by default), and it refuses
+	// produce below --disk-min-free-bytes free (64 MiB by default); shrink
+	// them with ExtraArgs for a smaller tmpfs.
+	DataDirBytes int64
 	// RegistrationTTL and ControllerTTL are --registration-ttl and
 	// --controller-ttl; short by default (3 s, 2 s), so failovers are quick.
 	RegistrationTTL, ControllerTTL time.Duration
@@ -115,16 +134,23 @@ func (c Config) Validate() error {
 		return errors.New("chaos/cluster: no versitygw binary")
 	case c.RegistrationTTL < 0, c.ControllerTTL < 0, c.ReadyTimeout < 0, c.StopTimeout < 0:
 		return errors.New("chaos/cluster: negative duration")
+	case c.DataDirBytes < 0:
+		return fmt.Errorf("chaos/cluster: negative DataDirBytes %d", c.DataDirBytes)
+	case c.DataDirBytes > 0 && !c.ExternalEtcd:
+		return errors.New("chaos/cluster: DataDirBytes needs ExternalEtcd: a broker's embedded etcd member " +
+			"preallocates 64 MB WAL files in its data dir, which would fill a small tmpfs by itself")
 	}
 	return nil
 }
 
 // Broker is one sluiced process of the cluster. Its fields never change.
 type Broker struct {
-	ID             int32
-	AZ             string
-	KafkaAddr      string
-	HTTPAddr       string
+	ID        int32
+	AZ        string
+	KafkaAddr string
+	HTTPAddr  string
+	// EtcdClientAddr and EtcdPeerAddr are the listeners of the broker's
+	// embedded etcd member; empty with Config.ExternalEtcd.
 	EtcdClientAddr string
 	EtcdPeerAddr   string
 	DataDir        string
@@ -146,6 +172,8 @@ type Cluster struct {
 	brokers []*Broker       // fixed after Start
 	mesh    *netproxy.Mesh  // with Config.PeerMesh; fixed after Start
 	s3proxy *netproxy.Proxy // with Config.S3Proxy; fixed after Start
+	etcd    *etcdServer     // with Config.ExternalEtcd; fixed after Start
+	mounts  []string        // with Config.DataDirBytes: the tmpfs mount points, written by Start only
 	http    *http.Client
 
 	mu      sync.Mutex
@@ -156,16 +184,18 @@ type Cluster struct {
 	stopErr error // guarded by life: what the first Stop returned
 }
 
-// Start starts the S3 gateway and then three brokers, and returns once
-// every broker answers /readyz with 200 and lists the three brokers and a
-// controller in its Metadata. ctx bounds the start only: the processes run
-// until Stop. On failure everything started is stopped.
+// Start mounts the data dirs' tmpfs (Config.DataDirBytes), starts the S3
+// gateway, the etcd server (Config.ExternalEtcd) and then three brokers,
+// and returns once every broker answers /readyz with 200 and lists the
+// three brokers and a controller in its Metadata. ctx bounds the start
+// only: the processes run until Stop. On failure everything started is
+// stopped and every mount made is unmounted.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	cfg.setDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	for _, sub := range []string{"s3", "n1", "n2", "n3"} {
+	for _, sub := range []string{"s3", "etcd", "n1", "n2", "n3"} {
 		if _, err := os.Stat(filepath.Join(cfg.Dir, sub)); err == nil {
 			return nil, fmt.Errorf("chaos/cluster: %s already holds a cluster (%s exists)", cfg.Dir, sub)
 		}
@@ -180,10 +210,14 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		http:    &http.Client{Transport: &http.Transport{}, Timeout: requestTimeout},
 		clients: map[int32]*kgo.Client{},
 	}
+	if cfg.DataDirBytes > 0 {
+		if err := c.mountDataDirs(); err != nil {
+			return nil, errors.Join(err, c.stop(false))
+		}
+	}
 	s3, err := startS3(ctx, cfg, c.spawn)
 	if err != nil {
-		c.spawn.close()
-		return nil, err
+		return nil, errors.Join(err, c.stop(false))
 	}
 	c.s3 = s3
 	c.log.Info().Str("endpoint", s3.info.Endpoint).Int("pid", s3.proc.pid()).Msg("S3 gateway ready")
@@ -194,6 +228,14 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			return nil, fmt.Errorf("chaos/cluster: S3 proxy: %w", err)
 		}
 		c.s3proxy = p
+	}
+	if cfg.ExternalEtcd {
+		e, err := startEtcd(ctx, cfg, c.log)
+		if err != nil {
+			return nil, errors.Join(err, c.stop(false))
+		}
+		c.etcd = e
+		c.log.Info().Str("client", e.addr).Msg("etcd ready")
 	}
 	if err := c.startBrokers(ctx); err != nil {
 		// err names the broker that failed, with its log; the exits of the
@@ -243,34 +285,38 @@ func (c *Cluster) killStarted() error {
 }
 
 // makeBrokers picks the ports and makes empty data dirs for three new
-// brokers whose etcd members form one cluster.
+// brokers whose etcd members form one cluster (or which share the
+// cluster's etcd server).
 func (c *Cluster) makeBrokers() error {
-	ports, err := freePorts(4 * Size) // at once, so no two are the same
+	perBroker := 4 // Kafka, HTTP, etcd client, etcd peer
+	if c.etcd != nil {
+		perBroker = 2
+	}
+	ports, err := freePorts(perBroker * Size) // at once, so no two are the same
 	if err != nil {
 		return err
 	}
 	var brokers []*Broker
 	var initial []string
 	for i := range Size {
-		dir := filepath.Join(c.cfg.Dir, fmt.Sprintf("n%d", i+1))
 		b := &Broker{
-			ID:             int32(i + 1),
-			AZ:             string(rune('a' + i)),
-			KafkaAddr:      ports[4*i],
-			HTTPAddr:       ports[4*i+1],
-			EtcdClientAddr: ports[4*i+2],
-			EtcdPeerAddr:   ports[4*i+3],
-			DataDir:        filepath.Join(dir, "data"),
-			LogPath:        filepath.Join(dir, "sluiced.log"),
+			ID:        int32(i + 1),
+			AZ:        string(rune('a' + i)),
+			KafkaAddr: ports[perBroker*i],
+			HTTPAddr:  ports[perBroker*i+1],
+			DataDir:   dataDir(c.cfg.Dir, int32(i+1)),
+			LogPath:   filepath.Join(c.cfg.Dir, fmt.Sprintf("n%d", i+1), "sluiced.log"),
 		}
-		// A failed attempt's etcd member knows the old peers: start afresh.
-		if err := os.RemoveAll(b.DataDir); err != nil {
+		if c.etcd == nil {
+			b.EtcdClientAddr, b.EtcdPeerAddr = ports[perBroker*i+2], ports[perBroker*i+3]
+			initial = append(initial, fmt.Sprintf("%d=http://%s", b.ID, b.EtcdPeerAddr))
+		}
+		// A failed attempt's etcd member knows the old peers, and its
+		// data dir the old cluster: start afresh. The dir itself stays,
+		// for it may be a tmpfs mount point.
+		if err := emptyDir(b.DataDir); err != nil {
 			return fmt.Errorf("chaos/cluster: clear data dir: %w", err)
 		}
-		if err := os.MkdirAll(b.DataDir, 0o755); err != nil {
-			return fmt.Errorf("chaos/cluster: make data dir: %w", err)
-		}
-		initial = append(initial, fmt.Sprintf("%d=http://%s", b.ID, b.EtcdPeerAddr))
 		brokers = append(brokers, b)
 	}
 	env := childEnv(c.s3.info)
@@ -299,15 +345,21 @@ func (c *Cluster) brokerArgs(b *Broker, initialCluster string) []string {
 		"--kafka-listen", b.KafkaAddr,
 		"--kafka-advertise", b.KafkaAddr,
 		"--http-listen", b.HTTPAddr,
-		"--etcd-listen-client", b.EtcdClientAddr,
-		"--etcd-listen-peer", b.EtcdPeerAddr,
-		"--etcd-initial-cluster", initialCluster,
+	}
+	if c.etcd != nil {
+		args = append(args, "--etcd-endpoints", c.etcd.endpoint(b.ID))
+	} else {
+		args = append(args,
+			"--etcd-listen-client", b.EtcdClientAddr,
+			"--etcd-listen-peer", b.EtcdPeerAddr,
+			"--etcd-initial-cluster", initialCluster)
+	}
+	args = append(args,
 		"--object-store", c.objectStoreURL(),
 		"--registration-ttl", c.cfg.RegistrationTTL.String(),
 		"--controller-ttl", c.cfg.ControllerTTL.String(),
 		"--retention-check-interval", "200ms",
-		"--log-level", c.cfg.LogLevel,
-	}
+		"--log-level", c.cfg.LogLevel)
 	return append(args, c.cfg.ExtraArgs...)
 }
 
@@ -616,7 +668,9 @@ func (c *Cluster) RestartAll(ctx context.Context) error {
 
 // Stop ends the cluster: paused brokers are resumed, every running broker
 // gets SIGTERM at once (so no etcd member waits alone for a quorum) and
-// SIGKILL after Config.StopTimeout, then the S3 gateway is stopped. It
+// SIGKILL after Config.StopTimeout; then the S3 gateway is stopped, the
+// proxies and the etcd server are closed and the tmpfs data dirs are
+// unmounted (their contents are lost; the brokers' logs are outside). It
 // returns what went wrong: a broker that did not exit 0 on SIGTERM, and
 // every exit the Cluster did not cause (UnexpectedExits). Calls after the
 // first return the first's result.
@@ -646,6 +700,11 @@ func (c *Cluster) stop(withExits bool) error {
 	if c.s3 != nil {
 		_ = c.s3.proc.terminate(c.cfg.StopTimeout) // the gateway's exit status on SIGTERM says nothing
 	}
+	if c.etcd != nil {
+		c.etcd.close()
+	}
+	// Every broker has exited: nothing holds the mounts but a stray shell.
+	errs = append(errs, c.unmountAll())
 	c.spawn.close()
 	if withExits {
 		errs = append(errs, c.UnexpectedExits()...)
