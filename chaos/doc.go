@@ -9,6 +9,11 @@
 //	chaos/history   the history: event types, the JSON-lines format below, Recorder, Reader
 //	chaos/checker   Check(events) → Report: the anomalies below, counted, with excerpts
 //	chaos/netproxy  userspace TCP proxy for network faults (drop, delay, blackhole, cut)
+//	chaos/s3fault   HTTP proxy for S3 protocol faults (500, SlowDown, lost responses, short GETs, latency)
+//	chaos/cluster   process control of a three-broker cluster, its etcd and S3 server
+//	chaos/workload  the keyed workload: idempotent producers, a consumer group, readers
+//	chaos/replicas  every replica's log of a partition, read over the wire
+//	chaos/runner    one scenario end to end: cluster, workload, faults, drain, check
 //
 // This file is the one place where the history format and the anomaly
 // definitions are written down; the code points here.

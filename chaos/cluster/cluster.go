@@ -30,6 +30,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-mq/sluice/chaos/netproxy"
+	"github.com/sluice-mq/sluice/chaos/s3fault"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -67,6 +68,14 @@ type Config struct {
 	// gateway (S3Proxy()), so a scenario can cut, stall or delay object
 	// storage while the brokers run.
 	S3Proxy bool
+	// S3Faults puts a chaos/s3fault proxy between the brokers and the S3
+	// gateway (S3Faults()), behind the S3Proxy when there is one, so a
+	// scenario can make object storage answer errors, lose responses, cut
+	// GET bodies short or lag.
+	S3Faults bool
+	// BrokerArgs, when set, gives more sluiced flags for one broker (its
+	// own clock file, say); they come after ExtraArgs.
+	BrokerArgs func(id int32) []string
 	// PeerMesh routes every broker-to-broker link (replica fetches to a
 	// leader's Kafka listener, replication messages to a peer's HTTP
 	// listener) through its own proxy of a chaos/netproxy mesh (Mesh), so a
@@ -172,6 +181,7 @@ type Cluster struct {
 	brokers []*Broker       // fixed after Start
 	mesh    *netproxy.Mesh  // with Config.PeerMesh; fixed after Start
 	s3proxy *netproxy.Proxy // with Config.S3Proxy; fixed after Start
+	s3fault *s3fault.Proxy  // with Config.S3Faults; fixed after Start
 	etcd    *etcdServer     // with Config.ExternalEtcd; fixed after Start
 	mounts  []string        // with Config.DataDirBytes: the tmpfs mount points, written by Start only
 	http    *http.Client
@@ -221,8 +231,18 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	c.s3 = s3
 	c.log.Info().Str("endpoint", s3.info.Endpoint).Int("pid", s3.proc.pid()).Msg("S3 gateway ready")
+	s3upstream := s3.info.Endpoint
+	if cfg.S3Faults {
+		p, err := s3fault.New(s3fault.Config{Upstream: s3.info.Endpoint, Logger: c.log})
+		if err != nil {
+			_ = c.stop(false)
+			return nil, fmt.Errorf("chaos/cluster: S3 fault proxy: %w", err)
+		}
+		c.s3fault = p
+		s3upstream = p.URL()
+	}
 	if cfg.S3Proxy {
-		p, err := netproxy.New(netproxy.Config{Upstream: strings.TrimPrefix(s3.info.Endpoint, "http://"), Name: "brokers->s3", Logger: c.log})
+		p, err := netproxy.New(netproxy.Config{Upstream: strings.TrimPrefix(s3upstream, "http://"), Name: "brokers->s3", Logger: c.log})
 		if err != nil {
 			_ = c.stop(false)
 			return nil, fmt.Errorf("chaos/cluster: S3 proxy: %w", err)
@@ -360,7 +380,11 @@ func (c *Cluster) brokerArgs(b *Broker, initialCluster string) []string {
 		"--controller-ttl", c.cfg.ControllerTTL.String(),
 		"--retention-check-interval", "200ms",
 		"--log-level", c.cfg.LogLevel)
-	return append(args, c.cfg.ExtraArgs...)
+	args = append(args, c.cfg.ExtraArgs...)
+	if c.cfg.BrokerArgs != nil {
+		args = append(args, c.cfg.BrokerArgs(b.ID)...)
+	}
+	return args
 }
 
 // makeMesh puts a proxy in front of every broker's Kafka and HTTP listener
@@ -407,14 +431,36 @@ func (c *Cluster) peerArgs(b *Broker) []string {
 	return []string{"--peer-kafka", strings.Join(kafka, ","), "--peer-http", strings.Join(web, ",")}
 }
 
-// objectStoreURL is the brokers' --object-store: through the S3 proxy when
-// there is one.
+// objectStoreURL is the brokers' --object-store: through the S3 proxy, or
+// else the S3 fault proxy, when there is one.
 func (c *Cluster) objectStoreURL() string {
 	info := c.s3.info
-	if c.s3proxy != nil {
+	switch {
+	case c.s3proxy != nil:
 		info.Endpoint = "http://" + c.s3proxy.Addr()
+	case c.s3fault != nil:
+		info.Endpoint = c.s3fault.URL()
 	}
 	return info.URL()
+}
+
+// S3Faults is the S3 protocol fault proxy in front of the gateway (nil
+// without Config.S3Faults).
+func (c *Cluster) S3Faults() *s3fault.Proxy { return c.s3fault }
+
+// EtcdEndpoints is a client URL of the cluster's etcd that bypasses every
+// proxy, for tools run by the caller (tierctl): the cluster's own server
+// with Config.ExternalEtcd, else the brokers' embedded members, comma
+// separated.
+func (c *Cluster) EtcdEndpoints() string {
+	if c.etcd != nil {
+		return "http://" + c.etcd.addr
+	}
+	urls := make([]string, 0, len(c.brokers))
+	for _, b := range c.brokers {
+		urls = append(urls, "http://"+b.EtcdClientAddr)
+	}
+	return strings.Join(urls, ",")
 }
 
 // S3Proxy is the proxy between the brokers and the S3 gateway (nil without
@@ -696,6 +742,9 @@ func (c *Cluster) stop(withExits bool) error {
 	}
 	if c.s3proxy != nil {
 		_ = c.s3proxy.Close()
+	}
+	if c.s3fault != nil {
+		_ = c.s3fault.Close()
 	}
 	if c.s3 != nil {
 		_ = c.s3.proc.terminate(c.cfg.StopTimeout) // the gateway's exit status on SIGTERM says nothing

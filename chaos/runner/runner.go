@@ -14,8 +14,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
-	"sort"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -37,6 +37,9 @@ type Config struct {
 	Dir       string // work dir: the cluster, the history
 	Sluiced   string
 	VersityGW string
+	// Tierctl is bin/tierctl, which re-reads every partition from object
+	// storage after the drain (tiered.go); empty: no tiered re-read.
+	Tierctl string
 	Rate      int // sends per second
 	Logger    zerolog.Logger
 }
@@ -52,6 +55,8 @@ type Result struct {
 	Recoveries      []time.Duration // from each heal to the next acknowledged send
 	Elapsed         time.Duration
 	UnexpectedExits []error
+	// TieredRecords is how many records the tiered re-read returned.
+	TieredRecords int
 }
 
 // OK reports whether the run found no anomaly and no broker died by itself.
@@ -65,14 +70,20 @@ const (
 
 // Run runs cfg's scenario.
 func Run(ctx context.Context, cfg Config) (Result, error) {
-	sc, ok := scenarios[cfg.Scenario]
+	sc, ok := lookup(cfg.Scenario)
 	if !ok {
 		return Result{}, fmt.Errorf("runner: unknown scenario %q (known: %v)", cfg.Scenario, Scenarios())
 	}
 	start := time.Now()
 	res := Result{Scenario: cfg.Scenario, Seed: cfg.Seed, Faults: map[string]int{}, History: filepath.Join(cfg.Dir, "history.jsonl")}
-	c, err := cluster.Start(ctx, cluster.Config{Dir: filepath.Join(cfg.Dir, "cluster"), Sluiced: cfg.Sluiced, VersityGW: cfg.VersityGW,
-		PeerMesh: sc.mesh, S3Proxy: sc.s3, Logger: cfg.Logger})
+	has := sc.needs
+	c, err := startCluster(ctx, cfg, has)
+	if errors.Is(err, cluster.ErrNoMount) && cfg.Scenario == soakName {
+		// The soak runs without disk-full where tmpfs cannot be mounted.
+		cfg.Logger.Warn().Err(err).Msg("no tmpfs data dirs: the soak runs without disk-full")
+		has.disk = false
+		c, err = startCluster(ctx, cfg, has)
+	}
 	if err != nil {
 		return res, err
 	}
@@ -84,13 +95,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	defer func() { _ = rec.Close() }()
 	w, err := workload.Run(ctx, workload.Config{Bootstrap: c.Bootstrap(), Topic: topic, Partitions: partitions,
 		TopicConfigs: map[string]string{"segment.bytes": "262144", "remote.upload.bytes": "1048576",
-			"remote.upload.max.delay.ms": "2000", "local.retention.ms": "5000"},
+			"remote.upload.max.delay.ms": "2000", "local.retention.ms": "5000",
+			"retention.ms": "86400000"}, // a day: far beyond any clock jump
 		Producers: 3, Rate: cfg.Rate, Group: group, Members: 3, Readers: true,
 		Recorder: rec, Logger: cfg.Logger, Seed: cfg.Seed})
 	if err != nil {
 		return res, err
 	}
-	env := &faultEnv{c: c, w: w, rec: rec, rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)), res: &res, log: cfg.Logger}
+	env := &faultEnv{c: c, w: w, rec: rec, rng: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)), res: &res, log: cfg.Logger,
+		dir: cfg.Dir, has: has}
 	runErr := sc.run(ctx, env, cfg.Duration)
 	healErr := env.healAll(ctx)
 	w.Stop()
@@ -99,10 +112,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	defer cancel()
 	drainErr := w.Drain(drainCtx)
 	logErr := collectReplicas(drainCtx, c, rec)
+	var tierErr error
+	if cfg.Tierctl != "" {
+		res.TieredRecords, tierErr = collectTiered(drainCtx, newTierctl(cfg.Tierctl, c), rec)
+	}
 	if err := rec.Close(); err != nil {
 		return res, err
 	}
-	if err := errors.Join(runErr, healErr, drainErr, logErr); err != nil {
+	if err := errors.Join(runErr, healErr, drainErr, logErr, tierErr); err != nil {
 		return res, err
 	}
 	_, events, err := history.ReadFile(res.History)
@@ -113,6 +130,33 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res.UnexpectedExits = c.UnexpectedExits()
 	res.Elapsed = time.Since(start)
 	return res, nil
+}
+
+// Every broker of a run keeps what it has not fsynced in process memory
+// (--crash-loses-unsynced), so every kill -9 loses it as a power cut would,
+// and reads its clock offset from a file of the run (clock-jump).
+// tmpfsBytes is the size of each data dir in scenarios with disk faults.
+const tmpfsBytes = 256 << 20
+
+// startCluster starts the cluster a scenario with parts has needs.
+func startCluster(ctx context.Context, cfg Config, has needs) (*cluster.Cluster, error) {
+	ccfg := cluster.Config{Dir: filepath.Join(cfg.Dir, "cluster"), Sluiced: cfg.Sluiced, VersityGW: cfg.VersityGW,
+		PeerMesh: has.mesh, S3Proxy: has.s3, S3Faults: has.s3faults, ExternalEtcd: has.etcd || has.disk,
+		ExtraArgs: []string{"--crash-loses-unsynced"},
+		BrokerArgs: func(id int32) []string { return []string{"--clock-offset-file", clockFile(cfg.Dir, id)} },
+		Logger:     cfg.Logger}
+	if has.disk {
+		ccfg.DataDirBytes = tmpfsBytes
+		// Journal files are preallocated: keep them small on a small disk.
+		ccfg.ExtraArgs = append(ccfg.ExtraArgs, "--journal-file-bytes", "4194304")
+	}
+	if _, err := os.Stat(ccfg.Dir); err == nil {
+		// A first attempt that failed (no tmpfs) left its directory.
+		if err := os.RemoveAll(ccfg.Dir); err != nil {
+			return nil, err
+		}
+	}
+	return cluster.Start(ctx, ccfg)
 }
 
 // collectReplicas records every replica's log of every partition.
@@ -145,14 +189,4 @@ func collectReplicas(ctx context.Context, c *cluster.Cluster, rec *history.Recor
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// Scenarios lists the scenario names.
-func Scenarios() []string {
-	var out []string
-	for name := range scenarios {
-		out = append(out, name)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -23,47 +23,67 @@ import (
 	"github.com/sluice-mq/sluice/chaos/workload"
 )
 
-// scenario is one fault schedule.
+// scenario is one fault schedule and the cluster it needs.
 type scenario struct {
 	doc string
 	run func(ctx context.Context, e *faultEnv, d time.Duration) error
-	// mesh: the brokers' links to each other go through proxies
-	// (cluster.Config.PeerMesh).
-	mesh bool
-	// s3: the brokers reach object storage through a proxy
-	// (cluster.Config.S3Proxy).
-	s3 bool
+	// fault is one injection of the family (nil for mixes).
+	fault func(*faultEnv, context.Context) error
+	// needs is what the cluster must have for the scenario's faults.
+	needs needs
 }
 
-var scenarios = map[string]scenario{
-	"leader-kill": {"kill -9 a partition's leader, restart it a few seconds later; repeat",
-		func(ctx context.Context, e *faultEnv, d time.Duration) error {
-			return e.every(ctx, d, func(ctx context.Context) error { return e.killLeader(ctx) })
-		}, false, false},
-	"leader-pause": {"SIGSTOP a partition's leader past its lease, then SIGCONT; repeat",
-		func(ctx context.Context, e *faultEnv, d time.Duration) error {
-			return e.every(ctx, d, func(ctx context.Context) error { return e.pauseLeader(ctx) })
-		}, false, false},
-	"all-crash": {"kill -9 every broker at once, then restart them all; repeat",
-		func(ctx context.Context, e *faultEnv, d time.Duration) error {
-			return e.every(ctx, d, func(ctx context.Context) error { return e.crashAll(ctx) })
-		}, false, false},
-	"followers-pause-leader-kill": {"SIGSTOP a partition's followers, kill -9 its leader while they are paused, resume them, restart the leader; repeat",
-		func(ctx context.Context, e *faultEnv, d time.Duration) error {
-			return e.every(ctx, d, func(ctx context.Context) error { return e.killLeaderAlone(ctx) })
-		}, false, false},
-	"leader-isolated": {"cut a partition's leader off from the other brokers (both ways, through the peer proxies) while clients and etcd still reach it, for 8 s; repeat",
-		func(ctx context.Context, e *faultEnv, d time.Duration) error {
-			return e.every(ctx, d, func(ctx context.Context) error { return e.isolateLeader(ctx) })
-		}, true, false},
-	"s3-faults": {"object storage cut, blackholed, slowed or dropping connections for 6 s while uploads and remote reads run; repeat",
-		func(ctx context.Context, e *faultEnv, d time.Duration) error {
-			return e.every(ctx, d, func(ctx context.Context) error { return e.s3Fault(ctx) })
-		}, false, true},
-	"consumer-crash": {"crash a consumer-group member (no LeaveGroup) and start a new one, during rebalances; repeat",
-		func(ctx context.Context, e *faultEnv, d time.Duration) error {
-			return e.every(ctx, d, func(ctx context.Context) error { return e.crashMember() })
-		}, false, false},
+// needs are the optional parts of a chaos cluster (cluster.Config).
+type needs struct {
+	mesh     bool // the brokers' links to each other go through proxies
+	s3       bool // the brokers reach object storage through a TCP proxy
+	s3faults bool // … and through an S3 protocol fault proxy (chaos/s3fault)
+	etcd     bool // the cluster's own etcd, each broker behind a proxy
+	disk     bool // each data dir a small tmpfs (implies etcd)
+}
+
+// repeat builds a scenario that runs one fault at seeded intervals.
+func repeat(doc string, n needs, fault func(*faultEnv, context.Context) error) scenario {
+	return scenario{doc: doc, needs: n, fault: fault, run: func(ctx context.Context, e *faultEnv, d time.Duration) error {
+		return e.every(ctx, d, func(ctx context.Context) error { return fault(e, ctx) })
+	}}
+}
+
+// families are the fault families, each with what it needs; the scenarios
+// of one family and the soak, which mixes them all, are built from it.
+var families = map[string]scenario{
+	"leader-kill": repeat("kill -9 a partition's leader, restart it once a new leader is elected; repeat",
+		needs{}, (*faultEnv).killLeader),
+	"follower-kill": repeat("kill -9 one follower of a partition for 3–5 s; repeat",
+		needs{}, (*faultEnv).killFollower),
+	"controller-kill": repeat("kill -9 the controller, restart it once another broker controls; repeat",
+		needs{}, (*faultEnv).killController),
+	"two-kill": repeat("kill -9 two brokers at once for 3–5 s (every write quorum lost), restart both; repeat",
+		needs{}, (*faultEnv).killTwo),
+	"all-crash": repeat("kill -9 every broker at once, each losing what it had not fsynced, then restart them all; repeat",
+		needs{}, (*faultEnv).crashAll),
+	"leader-pause": repeat("SIGSTOP a partition's leader past its lease, then SIGCONT; repeat",
+		needs{}, (*faultEnv).pauseLeader),
+	"followers-pause-leader-kill": repeat("SIGSTOP a partition's followers, kill -9 its leader while they are paused, resume them, restart the leader; repeat",
+		needs{}, (*faultEnv).killLeaderAlone),
+	"leader-isolated": repeat("cut a partition's leader off from the other brokers (both ways, through the peer proxies) while clients and etcd still reach it, for 8 s; repeat",
+		needs{mesh: true}, (*faultEnv).isolateLeader),
+	"one-way": repeat("lose everything flowing one way between a partition's leader and the other brokers for 8 s; repeat",
+		needs{mesh: true}, (*faultEnv).leaderOneWay),
+	"flapping": repeat("isolate a partition's leader from the other brokers and heal it, every 200–800 ms for 8 s; repeat",
+		needs{mesh: true}, (*faultEnv).flap),
+	"etcd-cut": repeat("cut a partition's leader off from etcd (both ways, or one way) for 8 s while clients and peers still reach it; repeat",
+		needs{etcd: true}, (*faultEnv).etcdCut),
+	"s3-faults": repeat("object storage cut, blackholed, slowed or dropping connections for 6 s while uploads and remote reads run; repeat",
+		needs{s3: true}, (*faultEnv).s3Fault),
+	"s3-errors": repeat("S3 answers 500 and 503 SlowDown, loses responses after PUTs took effect, truncates GET bodies and lags, for 6 s; repeat",
+		needs{s3faults: true}, (*faultEnv).s3Errors),
+	"disk-full": repeat("fill a broker's data directory (a small tmpfs) to its last bytes for 6 s, then free it; repeat",
+		needs{etcd: true, disk: true}, (*faultEnv).diskFull),
+	"clock-jump": repeat("jump one broker's clock 1 min to 2 h forward or back for 6 s, then back; repeat",
+		needs{}, (*faultEnv).clockJump),
+	"consumer-crash": repeat("crash a consumer-group member (no LeaveGroup) and start a new one, during rebalances; repeat",
+		needs{}, func(e *faultEnv, _ context.Context) error { return e.crashMember() }),
 }
 
 // faultEnv is what a scenario acts on.
@@ -74,8 +94,11 @@ type faultEnv struct {
 	rng    *rand.Rand
 	res    *Result
 	log    zerolog.Logger
+	dir    string // the run's directory: clock files (faults_clock.go)
 	nextID int
 	paused []int32
+	filled []int32 // brokers whose disk a fault has filled
+	has    needs   // the optional parts of the cluster
 }
 
 // every runs fault at seeded intervals of 4–8 s until d has passed.
@@ -327,6 +350,19 @@ func (e *faultEnv) healAll(ctx context.Context) error {
 	if p := e.c.S3Proxy(); p != nil {
 		p.Heal()
 	}
+	if p := e.c.S3Faults(); p != nil {
+		p.Heal()
+	}
+	for id := int32(1); id <= cluster.Size; id++ {
+		if p := e.c.EtcdProxy(id); p != nil {
+			p.Heal()
+		}
+		errs = append(errs, e.setClock(id, 0))
+	}
+	for _, id := range e.filled {
+		errs = append(errs, e.c.FreeDisk(id))
+	}
+	e.filled = nil
 	for _, id := range e.paused {
 		errs = append(errs, e.c.Resume(id))
 	}

@@ -59,6 +59,7 @@ func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.StringVar(&cfg.Dir, "dir", "", "work directory (default: a new one in the system's temp dir)")
 	fs.StringVar(&cfg.Sluiced, "sluiced", "bin/sluiced", "the broker binary")
 	fs.StringVar(&cfg.VersityGW, "versitygw", "bin/versitygw", "Versity's S3 gateway (make tools)")
+	fs.StringVar(&cfg.Tierctl, "tierctl", "bin/tierctl", "tierctl, which re-reads every partition from object storage after the drain (empty: skip)")
 	fs.IntVar(&cfg.Rate, "rate", 400, "sends per second")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -71,7 +72,10 @@ func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		}
 		cfg.Dir = d
 	}
-	for _, p := range []*string{&cfg.Sluiced, &cfg.VersityGW} {
+	for _, p := range []*string{&cfg.Sluiced, &cfg.VersityGW, &cfg.Tierctl} {
+		if *p == "" {
+			continue
+		}
 		if abs, err := filepath.Abs(*p); err == nil {
 			*p = abs
 		}
@@ -85,7 +89,7 @@ func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fmt.Fprintf(stdout, "scenario %s, seed %d, %v, history %s\n", res.Scenario, res.Seed, res.Elapsed.Round(time.Second), res.History)
 	fmt.Fprintf(stdout, "sends: %d acknowledged (%.0f/s), %d failed, %d unknown; polls %d; commits %d\n",
 		res.Stats.SendsOK, res.Stats.AckedPerSecond, res.Stats.SendsFailed, res.Stats.SendsUnknown, res.Stats.Polls, res.Stats.Commits)
-	fmt.Fprintf(stdout, "faults: %v; recoveries: %v\n", res.Faults, res.Recoveries)
+	fmt.Fprintf(stdout, "faults: %v; recoveries: %v; re-read from object storage: %d records\n", res.Faults, res.Recoveries, res.TieredRecords)
 	for _, e := range res.UnexpectedExits {
 		fmt.Fprintf(stdout, "unexpected exit: %v\n", e)
 	}
