@@ -126,6 +126,10 @@ type groupRunner struct {
 	// at the same moment. Guarded by mu.
 	released bool
 	gone     chan struct{}
+	// savedGen is the highest generation stored in etcd for the group
+	// (meta.SaveGroupGeneration); a completion carrying a higher one is
+	// delivered only after that one is stored. Guarded by mu.
+	savedGen group.Generation
 }
 
 func newGroupRunner(id string, cfg group.Config, now time.Time) *groupRunner {
@@ -239,20 +243,42 @@ func (c *coordinator) locked(ctx context.Context, id string, create bool, fn fun
 			return fmt.Errorf("group %q: %w", id, errGroupNotFound)
 		}
 		err := fn(gr)
-		gr.deliver()
+		if derr := c.deliver(ctx, gr); derr != nil && err == nil {
+			// A result fn computed may carry the generation that could
+			// not be stored: the caller must not hand it out.
+			err = derr
+		}
 		gr.mu.Unlock()
 		return err
 	}
 }
 
 // deliver hands the group's completions to their waiters; gr.mu is held.
-func (gr *groupRunner) deliver() {
+// A generation no member has been told yet is stored in etcd first, under
+// the claim, so the group's next coordinator goes on counting above it. If
+// it cannot be stored, nobody learns it: the completions are dropped and
+// the group is released (its waiters get NOT_COORDINATOR and rejoin, at this
+// broker or the next coordinator, which reads the stored generation).
+func (c *coordinator) deliver(ctx context.Context, gr *groupRunner) error {
+	if gen := gr.g.Generation(); gen > gr.savedGen {
+		wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+		err := c.b.store.SaveGroupGeneration(wctx, gr.claim, int32(gen))
+		cancel()
+		if err != nil {
+			gr.g.TakeCompletions()
+			c.logger.Warn().Err(err).Str("group", gr.g.ID()).Int32("generation", int32(gen)).Msg("generation not stored; releasing the group")
+			c.release(ctx, gr, "generation not stored")
+			return fmt.Errorf("group %q: store generation %d: %w: %w", gr.g.ID(), gen, errNotCoordinator, err)
+		}
+		gr.savedGen = gen
+	}
 	for _, comp := range gr.g.TakeCompletions() {
 		if ch, ok := gr.waiters[comp.Ticket]; ok {
 			ch <- comp
 			delete(gr.waiters, comp.Ticket)
 		}
 	}
+	return nil
 }
 
 // park registers a waiter for ticket; gr.mu is held.
@@ -392,7 +418,7 @@ func (c *coordinator) tickLoop(ctx context.Context) {
 			gr.mu.Lock()
 			if gr.serving() {
 				gr.g.Tick(now)
-				gr.deliver()
+				_ = c.deliver(ctx, gr) // a failure released the group and is logged
 				if check {
 					c.expire(ctx, gr, now)
 				}

@@ -260,6 +260,33 @@ func TestGroupClusterCoordinatorFailover(t *testing.T) {
 		return m == "", m
 	})
 	before := storedOffsets(t, coordBroker, groupID)
+	genBefore := groupGeneration(coordBroker, groupID)
+	// A second group on the same coordinator, rebalanced a few times by a
+	// member that joins and leaves, so its generation is well above what a
+	// coordinator starting from scratch would hand out.
+	genGroup := ""
+	for i := range 1000 {
+		if id := fmt.Sprintf("gens-%d", i); c.brokers[0].groupCoordinator(id).NodeID == coord {
+			genGroup = id
+			break
+		}
+	}
+	joinOnce := func(b *Broker) group.Generation {
+		t.Helper()
+		res := b.coord.Join(context.Background(), genGroup, group.JoinRequest{ClientID: "gens", SessionTimeout: 10 * time.Second,
+			RebalanceTimeout: 10 * time.Second, ProtocolType: "consumer", Protocols: []group.Protocol{{Name: "range"}}})
+		if res.Err != nil {
+			t.Fatalf("join %s on broker %d: %v", genGroup, b.cfg.NodeID, res.Err)
+		}
+		if err := b.coord.Leave(genGroup, res.MemberID, ""); err != nil {
+			t.Fatalf("leave %s: %v", genGroup, err)
+		}
+		return res.Generation
+	}
+	var lastGen group.Generation
+	for range 5 {
+		lastGen = joinOnce(coordBroker)
+	}
 
 	// An HTTP group request to another broker is forwarded to the coordinator.
 	resp, err := http.Get("http://" + other.httpLn.Addr().String() + "/v1/groups/" + groupID + "/lag")
@@ -289,6 +316,31 @@ func TestGroupClusterCoordinatorFailover(t *testing.T) {
 	nextBroker := c.brokers[next-1]
 	eventuallyTrue(t, "a Stable group of three on the new coordinator", stable(nextBroker))
 	t.Logf("group settled on broker %d %v after the coordinator stopped", next, time.Since(stopped).Round(time.Millisecond))
+	// Generations go on from the old coordinator's: a member of the old
+	// generation can never pass for a member of the new one.
+	if genAfter := groupGeneration(nextBroker, groupID); genAfter <= genBefore {
+		t.Fatalf("generation %d on the new coordinator, %d on the old: generations went back", genAfter, genBefore)
+	} else {
+		t.Logf("generation %d on the old coordinator, %d on the new", genBefore, genAfter)
+	}
+	genNext := c.brokers[next-1]
+	if co := live[0].groupCoordinator(genGroup).NodeID; co != next {
+		genNext = c.brokers[co-1]
+	}
+	var first group.Generation
+	eventuallyTrue(t, "the second group joins on its new coordinator", func() (bool, string) {
+		res := genNext.coord.Join(context.Background(), genGroup, group.JoinRequest{ClientID: "gens", SessionTimeout: 10 * time.Second,
+			RebalanceTimeout: 10 * time.Second, ProtocolType: "consumer", Protocols: []group.Protocol{{Name: "range"}}})
+		if res.Err != nil {
+			return false, res.Err.Error()
+		}
+		first = res.Generation
+		return true, ""
+	})
+	if first <= lastGen {
+		t.Fatalf("group %s: first generation on the new coordinator %d, last on the old %d", genGroup, first, lastGen)
+	}
+	t.Logf("group %s: generation %d on the old coordinator, then %d on the new", genGroup, lastGen, first)
 
 	// Committed offsets survived the move (read through the new coordinator)...
 	admin := kadm.NewClient(testClient(t, nextBroker))
@@ -418,4 +470,16 @@ func TestGroupClusterDeposedCoordinatorFenced(t *testing.T) {
 	if got := storedOffsets(t, owner, groupID); got[0] != 12 {
 		t.Fatalf("stored offset %d, want 12", got[0])
 	}
+}
+
+// groupGeneration is the group's current generation on b (-1 when b does
+// not hold the group).
+func groupGeneration(b *Broker, id string) group.Generation {
+	gr := b.coord.runner(id, false)
+	if gr == nil {
+		return -1
+	}
+	gr.mu.Lock()
+	defer gr.mu.Unlock()
+	return gr.g.Generation()
 }

@@ -12,7 +12,9 @@ package broker
 // Tenure: before it serves a group, the coordinator takes the group's etcd
 // claim (meta.ClaimGroup: <prefix>group-claims/<tenant>/<group>, bound to
 // this broker's registration lease) and only then reads the group's
-// committed offsets; every write it makes for the group (offset commits,
+// committed offsets and its last generation (meta.GroupGeneration: the
+// group's generations go on from there, and each new one is stored before a
+// member learns it, coordinator.go's deliver); every write it makes for the group (offset commits,
 // deletes) is conditioned on that claim (meta.GroupClaim.If). A claim still
 // held by another broker (a deposed coordinator that has not let go yet)
 // answers COORDINATOR_LOAD_IN_PROGRESS until it is free. When the placement
@@ -185,6 +187,15 @@ func (c *coordinator) acquire(ctx context.Context, gr *groupRunner) error {
 		}
 		return fmt.Errorf("%w: load offsets of group %q: %w", errCoordinatorUnavailable, id, err)
 	}
+	gen, err := c.b.store.GroupGeneration(wctx, c.cfg.Tenant, id)
+	if err != nil {
+		if rerr := c.b.store.ReleaseGroup(wctx, claim); rerr != nil {
+			c.logger.Warn().Err(rerr).Str("group", id).Msg("release claim of a group not loaded; the placement loop retries")
+		}
+		return fmt.Errorf("%w: load generation of group %q: %w", errCoordinatorUnavailable, id, err)
+	}
+	gr.g.ContinueFrom(group.Generation(gen))
+	gr.savedGen = group.Generation(gen)
 	set := make(map[group.TopicPartition]group.Offset, len(stored))
 	for _, o := range stored {
 		t := c.b.lookupTopicID(o.TopicID)

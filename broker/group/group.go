@@ -161,6 +161,15 @@ func (g *Group) State() State { return g.state }
 // Generation is the current generation.
 func (g *Group) Generation() Generation { return g.generation }
 
+// ContinueFrom makes the group's generations go on after gen, the highest
+// one a previous coordinator of the group handed out: the next rebalance
+// takes gen+1. A lower gen changes nothing, so generations never go back.
+func (g *Group) ContinueFrom(gen Generation) {
+	if gen > g.generation {
+		g.generation = gen
+	}
+}
+
 // ProtocolType is the protocol type of the members ("consumer" for consumers).
 func (g *Group) ProtocolType() string { return g.protocolType }
 

@@ -468,3 +468,15 @@ func TestParkedJoinReplacedAndFencedAnswersOnce(t *testing.T) {
 		t.Fatalf("join after the rebalance timeout: %+v", r)
 	}
 }
+
+// A group taken over by a new coordinator goes on from the generation its
+// predecessor reached, and never back.
+func TestContinueFromGeneration(t *testing.T) {
+	h := newHarness(t)
+	h.g.ContinueFrom(41)
+	h.g.ContinueFrom(7) // lower: ignored
+	_, ta := h.joinNew("a")
+	if ra := h.joinAnswer(ta); ra.Err != nil || ra.Generation != 42 {
+		t.Fatalf("first join after ContinueFrom(41): %+v, want generation 42", ra)
+	}
+}
