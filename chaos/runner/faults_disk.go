@@ -2,15 +2,22 @@ package runner
 
 // faults_disk.go owns the disk faults: a broker's data directory (a small
 // tmpfs of its own, cluster.Config.DataDirBytes) filled to the last bytes
-// for 6 s, then freed. Appends, journal writes and fsyncs fail with ENOSPC
-// on that broker; it must refuse or fail writes, never acknowledge one it
-// did not persist, and carry on once space returns.
+// for 6 s, then freed. Produce is refused at the broker's free-space floor;
+// appends of replicated batches, checkpoints and fsyncs fail with ENOSPC.
+// The broker must never acknowledge a write it did not persist.
+//
+// A log whose write or fsync failed stays failed until its broker restarts
+// (docs/durability.md: its durable copy is then in the broker's journal,
+// which only a restart replays), as a Kafka log directory does. So, like an
+// operator following that runbook, the fault ends by freeing the space and
+// restarting the broker (kill -9, so what it had not fsynced is lost too).
 //
 // Invariant: the filler is removed before the fault is recorded as stopped
 // (and by healAll after the run).
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -33,6 +40,12 @@ func (e *faultEnv) diskFull(ctx context.Context) error {
 		return err
 	}
 	e.filled = e.filled[:len(e.filled)-1]
+	if err := e.c.Kill(id); err != nil {
+		return err
+	}
+	if err := e.c.Restart(ctx, id); err != nil {
+		return fmt.Errorf("restart %s after its disk was freed: %w", brokerName(id), err)
+	}
 	e.stop(f)
 	return nil
 }
