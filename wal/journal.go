@@ -466,6 +466,9 @@ func (j *Journal) writeRound(buf []byte) error {
 	}
 	j.fileSize += int64(len(buf))
 	began := time.Now()
+	if plantedSkipJournalSync {
+		return nil
+	}
 	if err := vfs.DataSync(j.file); err != nil {
 		return fmt.Errorf("wal: fsync journal: %w", err)
 	}

@@ -50,17 +50,24 @@ func versityGW(t *testing.T, root string) string {
 	return ""
 }
 
+// buildPlanted builds sluiced with a planted-bug build tag.
+func buildPlanted(t *testing.T, root, tag string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "sluiced-"+tag)
+	build := exec.Command("go", "build", "-tags", tag, "-o", bin, "./cmd/sluiced")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build -tags %s: %v\n%s", tag, err, out)
+	}
+	return bin
+}
+
 func TestPlantedBugIsCaught(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a broken broker and runs a chaos scenario against three of it")
 	}
 	root := moduleRoot(t)
-	bin := filepath.Join(t.TempDir(), "sluiced-planted-bug")
-	build := exec.Command("go", "build", "-tags", "sluice_planted_bug", "-o", bin, "./cmd/sluiced")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build -tags sluice_planted_bug: %v\n%s", err, out)
-	}
+	bin := buildPlanted(t, root, "sluice_planted_bug")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	res, err := Run(ctx, Config{Scenario: "followers-pause-leader-kill", Duration: 20 * time.Second, Seed: 3,
@@ -74,5 +81,32 @@ func TestPlantedBugIsCaught(t *testing.T) {
 	}
 	if res.Report.Counts[checker.LostWrite] == 0 {
 		t.Fatalf("a broker that acknowledges before the quorum holds a batch passed the checker: %v", res.Report.Counts)
+	}
+}
+
+// A broker whose journal never fsyncs acknowledges batches that only the
+// page cache holds. A plain kill -9 keeps the page cache, so only a crash
+// that loses unsynced writes (every chaos broker runs with
+// --crash-loses-unsynced) can show it: all three brokers crashed at once
+// lose the acknowledged tail of every partition.
+func TestPlantedNoSyncIsCaught(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a broken broker and runs a chaos scenario against three of it")
+	}
+	root := moduleRoot(t)
+	bin := buildPlanted(t, root, "sluice_planted_nosync")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res, err := Run(ctx, Config{Scenario: "all-crash", Duration: 20 * time.Second, Seed: 3,
+		Dir: t.TempDir(), Sluiced: bin, VersityGW: versityGW(t, root), Rate: 400})
+	if err != nil {
+		t.Fatalf("run: %v (history %s)", err, res.History)
+	}
+	t.Logf("%d acknowledged sends, faults %v, anomalies %v", res.Stats.SendsOK, res.Faults, res.Report.Counts)
+	if res.Faults["kill-all"] == 0 {
+		t.Fatal("no crash was injected")
+	}
+	if res.Report.Counts[checker.LostWrite] == 0 {
+		t.Fatalf("a broker whose journal never fsyncs passed the checker after crashes that lose unsynced writes: %v", res.Report.Counts)
 	}
 }
