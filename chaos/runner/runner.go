@@ -68,7 +68,9 @@ const (
 	group      = "chaos-group"
 )
 
-// Run runs cfg's scenario.
+// Run runs cfg's scenario. An error means the run could not be carried out
+// to the end; Result.Report then holds what the history recorded so far
+// says, when it could be read.
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	sc, ok := lookup(cfg.Scenario)
 	if !ok {
@@ -119,17 +121,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err := rec.Close(); err != nil {
 		return res, err
 	}
-	if err := errors.Join(runErr, healErr, drainErr, logErr, tierErr); err != nil {
-		return res, err
-	}
+	// A run that could not finish (a drain that never reached the high
+	// watermark, say) is still checked as far as its history goes: a broken
+	// broker often shows both. The error says the run is incomplete.
+	incomplete := errors.Join(runErr, healErr, drainErr, logErr, tierErr)
 	_, events, err := history.ReadFile(res.History)
 	if err != nil {
-		return res, err
+		return res, errors.Join(incomplete, err)
 	}
 	res.Report = checker.Check(events)
 	res.UnexpectedExits = c.UnexpectedExits()
 	res.Elapsed = time.Since(start)
-	return res, nil
+	return res, incomplete
 }
 
 // Every broker of a run keeps what it has not fsynced in process memory

@@ -73,7 +73,7 @@ func TestPlantedBugIsCaught(t *testing.T) {
 	res, err := Run(ctx, Config{Scenario: "followers-pause-leader-kill", Duration: 20 * time.Second, Seed: 3,
 		Dir: t.TempDir(), Sluiced: bin, VersityGW: versityGW(t, root), Rate: 400})
 	if err != nil {
-		t.Fatalf("run: %v (history %s)", err, res.History)
+		t.Logf("run incomplete: %v (history %s)", err, res.History)
 	}
 	t.Logf("%d acknowledged sends, faults %v, anomalies %v", res.Stats.SendsOK, res.Faults, res.Report.Counts)
 	if res.Faults["followers-pause-leader-kill"] == 0 {
@@ -100,7 +100,10 @@ func TestPlantedNoSyncIsCaught(t *testing.T) {
 	res, err := Run(ctx, Config{Scenario: "all-crash", Duration: 20 * time.Second, Seed: 3,
 		Dir: t.TempDir(), Sluiced: bin, VersityGW: versityGW(t, root), Rate: 400})
 	if err != nil {
-		t.Fatalf("run: %v (history %s)", err, res.History)
+		// Such a broker may also leave a high watermark above every
+		// replica's log, so the drain cannot finish; the history up to
+		// there is still checked.
+		t.Logf("run incomplete: %v (history %s)", err, res.History)
 	}
 	t.Logf("%d acknowledged sends, faults %v, anomalies %v", res.Stats.SendsOK, res.Faults, res.Report.Counts)
 	if res.Faults["kill-all"] == 0 {

@@ -84,6 +84,10 @@ func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	res, err := runner.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "chaos: %s (seed %d): %v\nhistory: %s\n", cfg.Scenario, cfg.Seed, err, res.History)
+		if res.Report.Total() > 0 {
+			fmt.Fprintln(stdout, "the run did not finish; what its history shows so far:")
+			_ = res.Report.WriteText(stdout)
+		}
 		return 2
 	}
 	fmt.Fprintf(stdout, "scenario %s, seed %d, %v, history %s\n", res.Scenario, res.Seed, res.Elapsed.Round(time.Second), res.History)
