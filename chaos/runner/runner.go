@@ -40,8 +40,11 @@ type Config struct {
 	// Tierctl is bin/tierctl, which re-reads every partition from object
 	// storage after the drain (tiered.go); empty: no tiered re-read.
 	Tierctl string
-	Rate      int // sends per second
-	Logger    zerolog.Logger
+	Rate    int // sends per second
+	// DrainTimeout bounds the drain, the replica reads and the tiered
+	// re-read together; default 3 min.
+	DrainTimeout time.Duration
+	Logger       zerolog.Logger
 }
 
 // Result is one run's outcome.
@@ -110,7 +113,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	healErr := env.healAll(ctx)
 	w.Stop()
 	res.Stats = w.Stats()
-	drainCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	if cfg.DrainTimeout == 0 {
+		cfg.DrainTimeout = 3 * time.Minute
+	}
+	drainCtx, cancel := context.WithTimeout(ctx, cfg.DrainTimeout)
 	defer cancel()
 	drainErr := w.Drain(drainCtx)
 	logErr := collectReplicas(drainCtx, c, rec)
@@ -145,7 +151,7 @@ const tmpfsBytes = 256 << 20
 func startCluster(ctx context.Context, cfg Config, has needs) (*cluster.Cluster, error) {
 	ccfg := cluster.Config{Dir: filepath.Join(cfg.Dir, "cluster"), Sluiced: cfg.Sluiced, VersityGW: cfg.VersityGW,
 		PeerMesh: has.mesh, S3Proxy: has.s3, S3Faults: has.s3faults, ExternalEtcd: has.etcd || has.disk,
-		ExtraArgs: []string{"--crash-loses-unsynced"},
+		ExtraArgs:  []string{"--crash-loses-unsynced"},
 		BrokerArgs: func(id int32) []string { return []string{"--clock-offset-file", clockFile(cfg.Dir, id)} },
 		Logger:     cfg.Logger}
 	if has.disk {

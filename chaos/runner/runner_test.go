@@ -71,7 +71,7 @@ func TestPlantedBugIsCaught(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	res, err := Run(ctx, Config{Scenario: "followers-pause-leader-kill", Duration: 20 * time.Second, Seed: 3,
-		Dir: t.TempDir(), Sluiced: bin, VersityGW: versityGW(t, root), Rate: 400})
+		Dir: t.TempDir(), Sluiced: bin, VersityGW: versityGW(t, root), Rate: 400, DrainTimeout: time.Minute})
 	if err != nil {
 		t.Logf("run incomplete: %v (history %s)", err, res.History)
 	}
@@ -98,7 +98,7 @@ func TestPlantedNoSyncIsCaught(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	res, err := Run(ctx, Config{Scenario: "all-crash", Duration: 20 * time.Second, Seed: 3,
-		Dir: t.TempDir(), Sluiced: bin, VersityGW: versityGW(t, root), Rate: 400})
+		Dir: t.TempDir(), Sluiced: bin, VersityGW: versityGW(t, root), Rate: 400, DrainTimeout: time.Minute})
 	if err != nil {
 		// Such a broker may also leave a high watermark above every
 		// replica's log, so the drain cannot finish; the history up to
