@@ -62,23 +62,33 @@ func buildPlanted(t *testing.T, root, tag string) string {
 	return bin
 }
 
-func TestPlantedBugIsCaught(t *testing.T) {
+// runPlanted runs scenario for 20 s against three brokers built with tag
+// and returns the result after checking that fault was injected. A broken
+// broker may leave its high watermark above every replica's log, so that
+// the drain cannot finish; the history up to there is still checked.
+func runPlanted(t *testing.T, tag, scenario, fault string) Result {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds a broken broker and runs a chaos scenario against three of it")
 	}
 	root := moduleRoot(t)
-	bin := buildPlanted(t, root, "sluice_planted_bug")
+	bin := buildPlanted(t, root, tag)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	res, err := Run(ctx, Config{Scenario: "followers-pause-leader-kill", Duration: 20 * time.Second, Seed: 3,
+	res, err := Run(ctx, Config{Scenario: scenario, Duration: 20 * time.Second, Seed: 3,
 		Dir: t.TempDir(), Sluiced: bin, VersityGW: versityGW(t, root), Rate: 400, DrainTimeout: time.Minute})
 	if err != nil {
 		t.Logf("run incomplete: %v (history %s)", err, res.History)
 	}
 	t.Logf("%d acknowledged sends, faults %v, anomalies %v", res.Stats.SendsOK, res.Faults, res.Report.Counts)
-	if res.Faults["followers-pause-leader-kill"] == 0 {
-		t.Fatal("no fault was injected")
+	if res.Faults[fault] == 0 {
+		t.Fatalf("no %s fault was injected", fault)
 	}
+	return res
+}
+
+func TestPlantedBugIsCaught(t *testing.T) {
+	res := runPlanted(t, "sluice_planted_bug", "followers-pause-leader-kill", "followers-pause-leader-kill")
 	if res.Report.Counts[checker.LostWrite] == 0 {
 		t.Fatalf("a broker that acknowledges before the quorum holds a batch passed the checker: %v", res.Report.Counts)
 	}
@@ -90,25 +100,7 @@ func TestPlantedBugIsCaught(t *testing.T) {
 // --crash-loses-unsynced) can show it: all three brokers crashed at once
 // lose the acknowledged tail of every partition.
 func TestPlantedNoSyncIsCaught(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds a broken broker and runs a chaos scenario against three of it")
-	}
-	root := moduleRoot(t)
-	bin := buildPlanted(t, root, "sluice_planted_nosync")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	res, err := Run(ctx, Config{Scenario: "all-crash", Duration: 20 * time.Second, Seed: 3,
-		Dir: t.TempDir(), Sluiced: bin, VersityGW: versityGW(t, root), Rate: 400, DrainTimeout: time.Minute})
-	if err != nil {
-		// Such a broker may also leave a high watermark above every
-		// replica's log, so the drain cannot finish; the history up to
-		// there is still checked.
-		t.Logf("run incomplete: %v (history %s)", err, res.History)
-	}
-	t.Logf("%d acknowledged sends, faults %v, anomalies %v", res.Stats.SendsOK, res.Faults, res.Report.Counts)
-	if res.Faults["kill-all"] == 0 {
-		t.Fatal("no crash was injected")
-	}
+	res := runPlanted(t, "sluice_planted_nosync", "all-crash", "kill-all")
 	if res.Report.Counts[checker.LostWrite] == 0 {
 		t.Fatalf("a broker whose journal never fsyncs passed the checker after crashes that lose unsynced writes: %v", res.Report.Counts)
 	}
