@@ -80,7 +80,7 @@ func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) i
 			*p = abs
 		}
 	}
-	cfg.Logger = zerolog.New(zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.TimeOnly}).With().Timestamp().Logger()
+	cfg.Logger = zerolog.New(zerolog.ConsoleWriter{Out: stderr, TimeFormat: time.TimeOnly}).Level(zerolog.InfoLevel).With().Timestamp().Logger()
 	res, err := runner.Run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "chaos: %s (seed %d): %v\nhistory: %s\n", cfg.Scenario, cfg.Seed, err, res.History)
