@@ -482,15 +482,18 @@ func (b *Broker) leadersElected(t *topic) bool {
 // the partitions etcd names it the leader of, before it reports ready.
 const startupLeaderWait = 10 * time.Second
 
-// awaitOwnLeadership waits (up to d) until this broker leads, at a new
-// epoch, every partition etcd names it the leader of. A restarted replica
+// awaitOwnLeadership waits (up to d) until a controller is known and this
+// broker leads, at a new epoch, every partition etcd names it the leader of. A restarted replica
 // never leads the epoch it recovered with (broker/replica), so each needs
 // an election first; waiting for it keeps a restarted lone broker from
 // answering NOT_LEADER_OR_FOLLOWER to its first clients.
 func (b *Broker) awaitOwnLeadership(ctx context.Context, d time.Duration) {
 	deadline := time.Now().Add(d)
 	for ctx.Err() == nil && time.Now().Before(deadline) {
-		done := true
+		// A controller known, too: Metadata names it, and clients send
+		// admin requests (CreateTopics) there; -1 sends some of them to
+		// ":0" (kafka-go did, in a CI run).
+		done := b.controllerID() > 0
 		for _, t := range b.sortedTopics() {
 			for i, st := range t.states {
 				p := t.partitions[i]
@@ -507,5 +510,5 @@ func (b *Broker) awaitOwnLeadership(ctx context.Context, d time.Duration) {
 		}
 		sleepCtx(ctx, 5*time.Millisecond)
 	}
-	b.logger.Warn().Dur("waited", d).Msg("some partitions this broker led are not led again yet; serving anyway")
+	b.logger.Warn().Dur("waited", d).Int32("controller", b.controllerID()).Msg("some partitions this broker led are not led again yet, or no controller is known; serving anyway")
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-mq/sluice/tier"
 	"github.com/sluice-mq/sluice/tier/objstore"
 	"github.com/sluice-mq/sluice/tier/objstore/s3test"
+	"github.com/sluice-mq/sluice/wal"
 )
 
 // tieringConfigs make a topic upload every few KiB and keep nothing local
@@ -89,7 +90,16 @@ func replayRecords(t *testing.T, b *Broker, topic string, from int64, done func(
 	for !done(len(vals), next) {
 		fs := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			t.Fatalf("replay stopped at %d records (next offset %d): %v", len(vals), next, err)
+			// What the broker thinks of the offset the replay waits at.
+			var state string
+			if p, perr := b.partitionOf(topic, 0); perr == nil {
+				rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+				hw, _, posErr := b.position(rctx, p, wal.Offset(next))
+				state = fmt.Sprintf("local log [%d, %d), remote %+v, position(%d): hw %d, err %v", p.Log().StartOffset(),
+					p.Log().EndOffset(), b.remoteRange(rctx, p), next, hw, posErr)
+				rcancel()
+			}
+			t.Fatalf("replay stopped at %d records (next offset %d): %v; %s", len(vals), next, err, state)
 		}
 		fs.EachError(func(_ string, _ int32, err error) { t.Logf("fetch error (retried): %v", err) })
 		fs.EachRecord(func(r *kgo.Record) {
