@@ -45,6 +45,7 @@ type Broker struct {
 	reg         atomic.Pointer[meta.Registration] // set by register before serving; replaced after a lost lease
 	liveBrokers atomic.Pointer[[]meta.BrokerInfo] // cluster.go
 	controller  atomic.Int32                      // node id of the controller; -1: unknown
+	ctlResign   chan struct{}                     // capacity 1: the controller should step aside (isolation.go)
 	clusterWG   sync.WaitGroup                    // the cluster watchers
 	fetch       fetchers                          // follower fetchers, one per leader (fetcher.go)
 	repl        replication                       // replication_transport.go, elector.go
@@ -104,6 +105,7 @@ func New(cfg Config, logger zerolog.Logger) (*Broker, error) {
 		byID:      make(map[[16]byte]*topic),
 		openConns: make(map[net.Conn]struct{}),
 		readyCh:   make(chan struct{}),
+		ctlResign: make(chan struct{}, 1),
 	}, nil
 }
 

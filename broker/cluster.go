@@ -226,6 +226,11 @@ func (b *Broker) followController(ctx context.Context) {
 	b.clusterWG.Add(1)
 	go func() {
 		defer b.clusterWG.Done()
+		b.isolationLoop(ctx)
+	}()
+	b.clusterWG.Add(1)
+	go func() {
+		defer b.clusterWG.Done()
 		b.campaign(ctx)
 	}()
 	t := time.NewTicker(controllerPoll)
@@ -257,25 +262,46 @@ func (b *Broker) campaign(ctx context.Context) {
 			continue
 		}
 		b.controller.Store(b.cfg.NodeID)
-		b.runController(ctx, c)
-		if ctx.Err() != nil {
+		resigned := b.runController(ctx, c)
+		if ctx.Err() != nil || resigned {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			if err := c.Resign(rctx); err != nil {
 				b.logger.Debug().Err(err).Msg("resign controller")
 			}
 			cancel()
 		}
+		if resigned {
+			// Stand again only once another broker had time to win.
+			sleepCtx(ctx, b.cfg.ControllerTTL)
+		}
 	}
 }
 
-// runController does the controller's work until its tenure ends.
-func (b *Broker) runController(ctx context.Context, c *meta.Controller) {
-	b.runElections(ctx, c)
+// runController does the controller's work until its tenure ends; true
+// when it ends because this broker steps aside (isolation.go).
+func (b *Broker) runController(ctx context.Context, c *meta.Controller) bool {
+	select {
+	case <-b.ctlResign: // a signal from an earlier tenure
+	default:
+	}
+	ectx, stop := context.WithCancel(ctx)
+	defer stop()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.runElections(ectx, c)
+	}()
+	defer func() { <-done }()
 	select {
 	case <-ctx.Done():
 	case <-c.Lost():
 		b.logger.Warn().Int64("epoch", c.Epoch()).Msg("controller tenure lost")
+	case <-b.ctlResign:
+		b.logger.Warn().Int64("epoch", c.Epoch()).Msg("controller steps aside")
+		stop()
+		return true
 	}
+	return false
 }
 
 // sleepCtx waits d or until ctx ends.

@@ -103,3 +103,38 @@ func (e *faultEnv) etcdCut(ctx context.Context) error {
 	e.stop(f)
 	return nil
 }
+
+// isolateControllerLeader is isolateLeader aimed at a partition the
+// controller leads: the followers' complaints then go to the isolated
+// broker itself, and only its stepping aside as controller lets another
+// broker elect (broker/isolation.go). A tick where the controller leads
+// nothing injects nothing.
+func (e *faultEnv) isolateControllerLeader(ctx context.Context) error {
+	mesh := e.c.Mesh()
+	if mesh == nil {
+		return errors.New("isolating the controller needs the peer mesh")
+	}
+	ctl, err := e.c.Controller(ctx)
+	if err != nil || ctl <= 0 {
+		return nil
+	}
+	p := int32(-1)
+	for i := range int32(partitions) {
+		if id, _, err := e.c.Leader(ctx, topic, i); err == nil && id == ctl {
+			p = i
+			break
+		}
+	}
+	if p < 0 {
+		return nil
+	}
+	f := e.start("isolate-controller-leader", brokerName(ctl), map[string]string{"partition": strconv.Itoa(int(p))})
+	if err := mesh.Isolate(cluster.NodeName(ctl)); err != nil {
+		return err
+	}
+	e.waitNewLeader(ctx, p, ctl)
+	sleep(ctx, 2*time.Second)
+	mesh.HealAll()
+	e.stop(f)
+	return nil
+}

@@ -68,6 +68,8 @@ var families = map[string]scenario{
 		needs{}, (*faultEnv).killLeaderAlone),
 	"leader-isolated": repeat("cut a partition's leader off from the other brokers (both ways, through the peer proxies) while clients and etcd still reach it, for 8 s; repeat",
 		needs{mesh: true}, (*faultEnv).isolateLeader),
+	"controller-isolated": repeat("cut the controller, when it leads a partition, off from the other brokers (both ways) until another leader is elected, then 2 s more; repeat",
+		needs{mesh: true}, (*faultEnv).isolateControllerLeader),
 	"one-way": repeat("lose everything flowing one way between a partition's leader and the other brokers for 8 s; repeat",
 		needs{mesh: true}, (*faultEnv).leaderOneWay),
 	"flapping": repeat("isolate a partition's leader from the other brokers and heal it, every 200–800 ms for 8 s; repeat",
