@@ -120,7 +120,7 @@ func TestVolatileReadYourWrites(t *testing.T) {
 		if _, err := ro.Write([]byte("x")); err == nil {
 			t.Fatal("Write on a read-only file succeeded")
 		}
-		if n, err := ro.ReadAt(make([]byte, 4), 6); n != 0 || err != io.EOF {
+		if n, err := ro.ReadAt(make([]byte, 4), 6); n != 0 || !errors.Is(err, io.EOF) {
 			t.Fatalf("read at the end: %d, %v; want 0, EOF", n, err)
 		}
 		// A write beyond the end leaves a gap of zeros, past a page.
@@ -435,7 +435,7 @@ func volScenario(t *testing.T, w *volWorld, rng *rand.Rand) {
 			off := rng.IntN(len(m.logical))
 			part := make([]byte, rng.IntN(2*volPage))
 			n, err := rw.ReadAt(part, int64(off))
-			if want := m.logical[off:min(len(m.logical), off+len(part))]; !bytes.Equal(part[:n], want) || n < len(part) && err != io.EOF {
+			if want := m.logical[off:min(len(m.logical), off+len(part))]; !bytes.Equal(part[:n], want) || n < len(part) && !errors.Is(err, io.EOF) {
 				t.Fatalf("%s: ReadAt(%d bytes, %d): %d, %v", where, len(part), off, n, err)
 			}
 		}
@@ -497,7 +497,7 @@ func TestVolatileConcurrentReads(t *testing.T) {
 					low := written.Load() // bytes certainly written before this read
 					off := max(0, low-int64(len(buf))/2)
 					n, err := r.ReadAt(buf, off)
-					if err != nil && err != io.EOF {
+					if err != nil && !errors.Is(err, io.EOF) {
 						errs <- err
 						return
 					}
