@@ -295,27 +295,24 @@ func near(o history.Offset, focus []history.Offset) bool {
 }
 
 func trimRecords(rs []history.Record, focus []history.Offset) ([]history.Record, int) {
-	if len(rs) <= trimmedRecords {
-		return rs, 0
-	}
-	var kept []history.Record
-	for _, r := range rs {
-		if near(r.Offset, focus) && len(kept) < trimmedRecords {
-			kept = append(kept, r)
-		}
-	}
-	return kept, len(rs) - len(kept)
+	return trimNear(rs, focus, func(r history.Record) history.Offset { return r.Offset })
 }
 
 func trimEntries(es []history.ReplicaEntry, focus []history.Offset) ([]history.ReplicaEntry, int) {
-	if len(es) <= trimmedRecords {
-		return es, 0
+	return trimNear(es, focus, func(e history.ReplicaEntry) history.Offset { return e.Offset })
+}
+
+// trimNear keeps at most trimmedRecords of xs, those near an offset of
+// focus, and says how many it left out; a short xs is kept whole.
+func trimNear[T any](xs []T, focus []history.Offset, offset func(T) history.Offset) ([]T, int) {
+	if len(xs) <= trimmedRecords {
+		return xs, 0
 	}
-	var kept []history.ReplicaEntry
-	for _, e := range es {
-		if near(e.Offset, focus) && len(kept) < trimmedRecords {
-			kept = append(kept, e)
+	var kept []T
+	for _, x := range xs {
+		if near(offset(x), focus) && len(kept) < trimmedRecords {
+			kept = append(kept, x)
 		}
 	}
-	return kept, len(es) - len(kept)
+	return kept, len(xs) - len(kept)
 }

@@ -339,7 +339,7 @@ func (c *Cluster) makeBrokers() error {
 		}
 		brokers = append(brokers, b)
 	}
-	env := childEnv(c.s3.info)
+	env := c.s3.info.ChildEnv()
 	if err := c.makeMesh(brokers); err != nil {
 		return err
 	}
@@ -474,9 +474,10 @@ func NodeName(id int32) string { return fmt.Sprintf("b%d", id) }
 // cut broker-to-broker links with it.
 func (c *Cluster) Mesh() *netproxy.Mesh { return c.mesh }
 
-// childEnv is the parent's environment without its AWS_* variables, plus
-// the cluster's credentials.
-func childEnv(s S3) []string {
+// ChildEnv is the environment of a process that should reach the bucket
+// as the brokers do (a broker, or a tool such as tierctl): the parent's
+// environment without its AWS_* variables, plus the cluster's credentials.
+func (s S3) ChildEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "AWS_") {

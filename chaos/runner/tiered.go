@@ -17,7 +17,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"strconv"
 
@@ -38,13 +37,7 @@ type tierctl struct {
 
 func newTierctl(path string, c *cluster.Cluster) tierctl {
 	s3 := c.S3()
-	env := []string{"AWS_ACCESS_KEY_ID=" + s3.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s3.SecretKey, "AWS_REGION=" + s3.Region}
-	for _, kv := range os.Environ() {
-		if len(kv) < 4 || kv[:4] != "AWS_" {
-			env = append(env, kv)
-		}
-	}
-	return tierctl{path: path, endpoints: c.EtcdEndpoints(), store: s3.URL(), env: env}
+	return tierctl{path: path, endpoints: c.EtcdEndpoints(), store: s3.URL(), env: s3.ChildEnv()}
 }
 
 // run runs one tierctl command with --json and decodes its output into out.
