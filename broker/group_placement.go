@@ -14,8 +14,9 @@ package broker
 // this broker's registration lease) and only then reads the group's
 // committed offsets and its last generation (meta.GroupGeneration: the
 // group's generations go on from there, and each new one is stored before a
-// member learns it, coordinator.go's deliver); every write it makes for the group (offset commits,
-// deletes) is conditioned on that claim (meta.GroupClaim.If). A claim still
+// member learns it, coordinator.go's deliver); every write it makes for the
+// group (offset commits, generations, deletes) is conditioned on that claim
+// (meta.GroupClaim.If). A claim still
 // held by another broker (a deposed coordinator that has not let go yet)
 // answers COORDINATOR_LOAD_IN_PROGRESS until it is free. When the placement
 // moves a group away, or a fenced write shows the claim is gone, the group is
@@ -178,21 +179,21 @@ func (c *coordinator) acquire(ctx context.Context, gr *groupRunner) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", errCoordinatorUnavailable, err)
 	}
-	stored, err := c.b.store.GroupOffsets(wctx, c.cfg.Tenant, id)
-	if err != nil {
-		// Let go rather than hold a claim no runner knows of; the next
-		// request or placement pass claims and loads again.
+	// Let go rather than hold a claim no runner knows of; the next request
+	// or placement pass claims and loads again.
+	notLoaded := func(what string, err error) error {
 		if rerr := c.b.store.ReleaseGroup(wctx, claim); rerr != nil {
 			c.logger.Warn().Err(rerr).Str("group", id).Msg("release claim of a group not loaded; the placement loop retries")
 		}
-		return fmt.Errorf("%w: load offsets of group %q: %w", errCoordinatorUnavailable, id, err)
+		return fmt.Errorf("%w: load %s of group %q: %w", errCoordinatorUnavailable, what, id, err)
+	}
+	stored, err := c.b.store.GroupOffsets(wctx, c.cfg.Tenant, id)
+	if err != nil {
+		return notLoaded("offsets", err)
 	}
 	gen, err := c.b.store.GroupGeneration(wctx, c.cfg.Tenant, id)
 	if err != nil {
-		if rerr := c.b.store.ReleaseGroup(wctx, claim); rerr != nil {
-			c.logger.Warn().Err(rerr).Str("group", id).Msg("release claim of a group not loaded; the placement loop retries")
-		}
-		return fmt.Errorf("%w: load generation of group %q: %w", errCoordinatorUnavailable, id, err)
+		return notLoaded("generation", err)
 	}
 	gr.g.ContinueFrom(group.Generation(gen))
 	gr.savedGen = group.Generation(gen)
