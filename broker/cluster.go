@@ -509,10 +509,11 @@ func (b *Broker) leadersElected(t *topic) bool {
 const startupLeaderWait = 10 * time.Second
 
 // awaitOwnLeadership waits (up to d) until a controller is known and this
-// broker leads, at a new epoch, every partition etcd names it the leader of. A restarted replica
-// never leads the epoch it recovered with (broker/replica), so each needs
-// an election first; waiting for it keeps a restarted lone broker from
-// answering NOT_LEADER_OR_FOLLOWER to its first clients.
+// broker leads, at a new epoch, every partition etcd names it the leader
+// of. A restarted replica never leads the epoch it recovered with
+// (broker/replica), so each needs an election first; waiting for it keeps a
+// restarted lone broker from answering NOT_LEADER_OR_FOLLOWER to its first
+// clients.
 func (b *Broker) awaitOwnLeadership(ctx context.Context, d time.Duration) {
 	deadline := time.Now().Add(d)
 	for ctx.Err() == nil && time.Now().Before(deadline) {
