@@ -7,6 +7,7 @@ import (
 	"errors"
 	"hash/crc32"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -434,5 +435,66 @@ func TestManifestTree(t *testing.T) {
 	got := f.readAll(t, wal.Offset(after.LogStart), 2000)
 	if len(got) == 0 || !bytes.HasSuffix(want, got) {
 		t.Fatalf("replay from the new log start %d: %d bytes, not the tail of what was written", after.LogStart, len(got))
+	}
+}
+
+// lateCommit is an object store whose first Delete of key first lets a
+// commit land in the index: the commit of an upload whose answer was lost
+// (an etcd timeout) while its transaction was still in flight.
+type lateCommit struct {
+	objstore.Store
+	key    string
+	commit func()
+	once   sync.Once
+}
+
+func (l *lateCommit) Delete(ctx context.Context, key string) error {
+	if key == l.key {
+		l.once.Do(l.commit)
+	}
+	return l.Store.Delete(ctx, key)
+}
+
+// Resolving an intent must never delete an object a commit still in flight
+// goes on to name: the head without the intent is written first, so such a
+// commit fails, and only then is the object deleted. (Deleting first left
+// the index naming a missing object: chaos all-crash, a 404 on re-read.)
+func TestIntentResolvedBeforeALateCommitLands(t *testing.T) {
+	obj := &lateCommit{Store: mem.New()}
+	f := newFixture(t, obj)
+	ctx := context.Background()
+	h, _ := f.store.RemoteHead(ctx, f.p.id, 0)
+	key := objectKey(f.p.id, 0, 0, 1)
+	h.Intents = append(h.Intents, meta.RemoteIntent{Key: key, Base: 0, Epoch: 1})
+	h, err := f.store.PutRemoteHead(ctx, h, f.fence)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.obj.Put(ctx, key, []byte("an upload whose commit answer was lost")); err != nil {
+		t.Fatal(err)
+	}
+	obj.key = key
+	landed := false
+	obj.commit = func() {
+		late := h
+		late.Intents = nil
+		late.Objects = append(slices.Clone(h.Objects), meta.RemoteObject{Key: key, Base: 0, Next: 6, Size: 38, Epoch: 1})
+		late.RemoteEnd = 6
+		_, err := f.store.PutRemoteHead(ctx, late, f.fence)
+		landed = err == nil
+	}
+	f.append(t, 6)
+	f.pass(t, Policy{Tiered: true, RetentionMs: Unlimited, RetentionBytes: Unlimited, LocalRetentionMs: Unlimited, LocalRetentionBytes: Unlimited})
+	after, _ := f.store.RemoteHead(ctx, f.p.id, 0)
+	if landed {
+		t.Fatalf("a commit conditioned on the head the intent was read from landed after the intent was resolved")
+	}
+	for _, o := range after.Objects {
+		if _, err := f.obj.Head(ctx, o.Key); err != nil {
+			t.Fatalf("the head names %s, which the store lacks: %v", o.Key, err)
+		}
+	}
+	if len(after.Intents) != 0 {
+		t.Fatalf("intents left: %+v", after.Intents)
 	}
 }

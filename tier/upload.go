@@ -225,17 +225,34 @@ func (m *Manager) putHead(ctx context.Context, h meta.RemoteHead, fence meta.Par
 	return out, nil
 }
 
-// resolveIntents deletes the objects of uploads that never committed (a
-// crash or a deposed leader between PUT and commit) and drops the intents.
+// resolveIntents drops the intents of uploads that never committed (a
+// crash or a deposed leader between PUT and commit) and deletes their
+// objects.
+//
+// The head is written first, the objects deleted after. A commit whose
+// answer was lost (an etcd timeout while the transaction was still in
+// flight) may yet land, conditioned on the very head revision h was read
+// at; deleting first would let it name an object already gone (the chaos
+// suite's all-crash found exactly that). Once the head without the intents
+// is written, such a commit can no longer land; if it landed before, the
+// write conflicts and nothing is deleted. A crash between the two steps
+// leaves orphans, which the scrub removes after the grace period.
 func (m *Manager) resolveIntents(ctx context.Context, h meta.RemoteHead, fence meta.PartitionState) (meta.RemoteHead, error) {
-	for _, in := range h.Intents {
+	intents := h.Intents
+	h.Intents = nil
+	out, err := m.putHead(ctx, h, fence)
+	if err != nil {
+		return out, err
+	}
+	for _, in := range intents {
 		if err := m.cfg.Store.Delete(ctx, in.Key); err != nil {
-			return h, fmt.Errorf("tier: delete uncommitted %s: %w", in.Key, err)
+			// An orphan now: the scrub removes it.
+			m.log.Warn().Err(err).Str("key", in.Key).Msg("delete the object of an upload that never committed; left to the scrub")
+			continue
 		}
 		m.log.Info().Str("key", in.Key).Int64("base", in.Base).Msg("deleted the object of an upload that never committed")
 	}
-	h.Intents = nil
-	return m.putHead(ctx, h, fence)
+	return out, nil
 }
 
 // mergeEpochs appends to chain the entries of add that start a new epoch.
