@@ -27,6 +27,11 @@ type Config struct {
 	ObjectStoreOptions objstore.Options
 	// ReadCacheBytes bounds the read cache of remote object ranges.
 	ReadCacheBytes int64
+	// PageCacheTailBytes is how much of each partition's newest durable log
+	// the broker leaves in the kernel's page cache; older bytes are dropped
+	// from it once fsynced (wal.Config.CacheTailBytes). 0 or less leaves
+	// the page cache to the kernel.
+	PageCacheTailBytes int64
 	// TierGrace is how long an object stays after the log start passed it,
 	// for readers still streaming it.
 	TierGrace time.Duration
@@ -125,6 +130,7 @@ func DefaultConfig() Config {
 		DefaultPartitions:      1,
 		RetentionCheckInterval: 30 * time.Second,
 		ReadCacheBytes:         256 << 20,
+		PageCacheTailBytes:     64 << 20,
 		TierGrace:              10 * time.Minute,
 		DiskMinFreeBytes:       64 << 20,
 		ScrubInterval:          time.Hour,

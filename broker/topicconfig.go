@@ -211,14 +211,15 @@ func configBool(configs map[string]string, key string) bool {
 	return b
 }
 
-// walConfig turns topic settings into the wal's configuration. The wal
-// only rolls segments: every deletion is the retention state machine's
-// (tier/, topicSettings.policy).
-func (s topicSettings) walConfig() wal.Config {
+// walConfig turns topic settings into the wal's configuration, with the
+// broker's page-cache tail. The wal only rolls segments: every deletion is
+// the retention state machine's (tier/, topicSettings.policy).
+func (b *Broker) walConfig(s topicSettings) wal.Config {
 	return wal.Config{
 		SegmentBytes:       s.SegmentBytes,
 		SegmentAge:         millis(s.SegmentMs),
 		IndexIntervalBytes: max(int(s.IndexInterval), 1),
+		CacheTailBytes:     b.cfg.PageCacheTailBytes,
 	}.WithDefaults()
 }
 

@@ -49,9 +49,13 @@ func TestParseSettingsDefaults(t *testing.T) {
 		t.Fatalf("defaults = %+v", s)
 	}
 	s = parseSettings(map[string]string{"retention.ms": "-1", "segment.ms": "100"})
-	cfg := s.walConfig()
+	b := &Broker{cfg: DefaultConfig()}
+	cfg := b.walConfig(s)
 	if cfg.SegmentAge.Milliseconds() != 100 {
 		t.Fatalf("segment age = %v, want 100ms", cfg.SegmentAge)
+	}
+	if cfg.CacheTailBytes != b.cfg.PageCacheTailBytes || cfg.CacheTailBytes <= 0 {
+		t.Fatalf("cache tail = %d, want the broker's %d", cfg.CacheTailBytes, b.cfg.PageCacheTailBytes)
 	}
 }
 
@@ -93,7 +97,7 @@ func TestSettingsToPolicy(t *testing.T) {
 			if got := s.policy(0); got != tt.want {
 				t.Errorf("policy = %+v, want %+v", got, tt.want)
 			}
-			cfg := s.walConfig()
+			cfg := (&Broker{cfg: DefaultConfig()}).walConfig(s)
 			if err := cfg.Validate(); err != nil {
 				t.Fatalf("wal config %+v: %v", cfg, err)
 			}

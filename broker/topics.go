@@ -189,9 +189,9 @@ func (b *Broker) openPartition(tp *topic, i int32) (*partition.Partition, error)
 	var err error
 	if b.journal != nil {
 		key := fmt.Sprintf("%s/%d", uuidString(tp.meta.ID), i)
-		l, err = wal.OpenJournaled(b.fs, b.walDir(tp.meta.ID, i), tp.settings.walConfig(), b.journal, key, logger)
+		l, err = wal.OpenJournaled(b.fs, b.walDir(tp.meta.ID, i), b.walConfig(tp.settings), b.journal, key, logger)
 	} else {
-		l, err = wal.Open(b.fs, b.walDir(tp.meta.ID, i), tp.settings.walConfig(), logger)
+		l, err = wal.Open(b.fs, b.walDir(tp.meta.ID, i), b.walConfig(tp.settings), logger)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("broker: open log of %s-%d: %w", tp.meta.Name, i, err)

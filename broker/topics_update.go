@@ -111,7 +111,7 @@ func (b *Broker) adoptTopic(ctx context.Context, t *topic, mt meta.Topic) error 
 	}
 	b.replaceTopic(nt)
 	if !maps.Equal(t.meta.Configs, mt.Configs) {
-		cfg := nt.settings.walConfig()
+		cfg := b.walConfig(nt.settings)
 		for _, p := range t.hosted() {
 			p.Reconfigure(cfg)
 		}

@@ -56,6 +56,10 @@ type Config struct {
 	SegmentAge time.Duration
 	// IndexIntervalBytes: bytes between offset and time index entries. Default 4096.
 	IndexIntervalBytes int
+	// CacheTailBytes: after each fsync of the segments, the log's durable
+	// bytes older than its newest CacheTailBytes are dropped from the page
+	// cache (cache.go). Zero (the default) or negative: the kernel decides.
+	CacheTailBytes int64
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }

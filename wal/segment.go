@@ -57,6 +57,9 @@ type segment struct {
 	idx     segIndex  // guarded by Log.mu while active
 	sealed  bool      // guarded by Log.mu
 	wbPos   int64     // guarded by Log.wmu: writeback was started below this position
+	// cacheDropped: the page cache was dropped below this position
+	// (cache.go); guarded by the sync baton (Log.syncing).
+	cacheDropped int64
 
 	refs      atomic.Int32
 	dropped   atomic.Bool

@@ -31,10 +31,11 @@ func (l *Log) Sync() (durableEnd Offset, err error) {
 
 // syncSnapshot is what one round must make durable.
 type syncSnapshot struct {
-	sealed   []*segment
-	active   *segment
-	dirDirty bool
-	end      Offset
+	sealed     []*segment
+	active     *segment
+	activeSize int64 // the active segment's bytes the round makes durable
+	dirDirty   bool
+	end        Offset
 }
 
 // sync runs or joins a round. With force it runs a round that starts after
@@ -124,6 +125,7 @@ func (l *Log) takeSyncSnapshot() syncSnapshot {
 		dirDirty: l.dirDirty,
 		end:      l.end,
 	}
+	snap.activeSize = snap.active.idx.size
 	l.unsynced, l.dirDirty = nil, false
 	for _, s := range snap.sealed {
 		s.acquire()
@@ -161,6 +163,7 @@ func (l *Log) runSync(snap syncSnapshot) error {
 			return l.fail(fmt.Errorf("wal: fsync dir %s: %w", l.dir, err))
 		}
 	}
+	l.dropColdPages(snap)
 	return nil
 }
 

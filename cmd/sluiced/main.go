@@ -58,6 +58,7 @@ func run(args []string) error {
 	fs.StringVar(&cfg.Meta.InitialCluster, "etcd-initial-cluster", "", "embedded etcd members, 1=http://host:port,2=... (default: this broker alone)")
 	fs.StringVar(&cfg.ObjectStore, "object-store", "", "file:///path or s3://bucket/prefix?endpoint=...&region=... (default: file://<data-dir>/objects)")
 	fs.Int64Var(&cfg.ReadCacheBytes, "read-cache-bytes", cfg.ReadCacheBytes, "bytes of remote object ranges kept in memory for replays")
+	fs.Int64Var(&cfg.PageCacheTailBytes, "page-cache-tail-bytes", cfg.PageCacheTailBytes, "bytes of each partition's newest log left in the page cache; older ones are dropped from it once fsynced, so appends reuse those pages (0: leave it to the kernel)")
 	fs.Int64Var(&cfg.LocalMaxBytes, "local-max-bytes", 0, "refuse produce (retriable) while the local logs hold this many bytes, e.g. when uploads fail; 0: no limit")
 	fs.Int64Var(&cfg.DiskMinFreeBytes, "disk-min-free-bytes", cfg.DiskMinFreeBytes, "refuse produce (retriable) while the data dir's file system has less free")
 	fs.DurationVar(&cfg.ScrubInterval, "scrub-interval", cfg.ScrubInterval, "how often the controller removes orphaned objects from the bucket (0: never)")

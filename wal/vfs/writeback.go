@@ -34,3 +34,20 @@ func DataSync(f File) error {
 	}
 	return f.Sync()
 }
+
+// CacheDropper is implemented by files whose cached pages can be dropped
+// (Linux's posix_fadvise with POSIX_FADV_DONTNEED). Dropping clean pages
+// loses nothing: a later read fetches them from the device again.
+type CacheDropper interface {
+	DropCache(off, n int64) error
+}
+
+// DropCache asks the kernel to drop [off, off+n) of f from the page cache
+// if f supports it, and does nothing otherwise. Call it only on a durable
+// range: the kernel may also start writing back dirty pages in it.
+func DropCache(f File, off, n int64) error {
+	if d, ok := f.(CacheDropper); ok {
+		return d.DropCache(off, n)
+	}
+	return nil
+}

@@ -18,3 +18,11 @@ func (f osFile) DataSync() error {
 	}
 	return nil
 }
+
+// DropCache implements CacheDropper with posix_fadvise(POSIX_FADV_DONTNEED).
+func (f osFile) DropCache(off, n int64) error {
+	if err := unix.Fadvise(int(f.Fd()), off, n, unix.FADV_DONTNEED); err != nil {
+		return &os.PathError{Op: "fadvise", Path: f.Name(), Err: err}
+	}
+	return nil
+}
