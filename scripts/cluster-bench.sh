@@ -24,6 +24,11 @@ trap cleanup EXIT
 N=0
 run() { # run LABEL BROKERS RATE
 	N=$((N + 1))
+	# Start each run on a quiet disk: a run at full speed leaves gigabytes
+	# of dirty pages whose writeback would otherwise delay the next run's
+	# fsyncs.
+	sync
+	sleep 2
 	"$ROOT/bin/loadgen" --brokers "$2" --scenario steady --rate "$3" --duration "$DUR" --sizes fixed:1024 \
 		--partitions 6 --producers 2 --consumers 0 --acks all --quiet --json --label "$1" > "$W/r$(printf %03d $N).json"
 }
