@@ -17,10 +17,9 @@ package broker
 // Invariant: every fetch taken is answered to its core: with the leader's
 // answer, or with NOT_LEADER when the request failed, so the core retries.
 //
-// A fetcher's goroutine owns its connection to the leader
-// (replica_conn.go); fetchReady and the partitions' registrations are
-// guarded by fetcher.mu. Fetchers are created on demand by fetchReady and
-// stopped with the cluster context (startCluster).
+// A fetcher's goroutine owns its client; fetchReady and the partitions'
+// registrations are guarded by fetcher.mu. Fetchers are created on demand
+// by fetchReady and stopped with the cluster context (startCluster).
 
 import (
 	"context"
@@ -29,6 +28,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/partition"
@@ -104,10 +104,11 @@ func (b *Broker) fetchReady(leader int32, p *partition.Partition) {
 
 // run sends requests while partitions have fetches for this leader.
 func (f *fetcher) run(ctx context.Context) {
-	var rc *replicaConn
+	var cl *kgo.Client
+	var clAddr string
 	defer func() {
-		if rc != nil {
-			rc.close()
+		if cl != nil {
+			cl.Close()
 		}
 	}()
 	var waitFor map[*partition.Partition]struct{} // in the last request; their next fetch is awaited
@@ -130,24 +131,28 @@ func (f *fetcher) run(ctx context.Context) {
 			continue
 		}
 		addr := f.b.brokerAddr(f.leader)
-		if rc != nil && (rc.conn == nil || rc.addr != addr) {
-			rc.close()
-			rc = nil
-		}
-		if rc == nil && addr != "" {
-			var err error
-			rc, err = dialReplica(ctx, addr, fmt.Sprintf("sluice-replica-%d", f.b.cfg.NodeID))
-			if err != nil {
-				f.b.logger.Debug().Err(err).Int32("leader", f.leader).Msg("replica fetcher")
-				rc = nil
+		if addr != clAddr || cl == nil {
+			if cl != nil {
+				cl.Close()
+				cl = nil
 			}
+			if addr != "" {
+				var err error
+				cl, err = kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(fmt.Sprintf("sluice-replica-%d", f.b.cfg.NodeID)),
+					kgo.RequestRetries(0))
+				if err != nil {
+					f.b.logger.Warn().Err(err).Int32("leader", f.leader).Msg("replica fetcher client")
+					cl = nil
+				}
+			}
+			clAddr = addr
 		}
-		if rc == nil {
+		if cl == nil {
 			f.failAll(batch, "leader not reachable")
 			sleepCtx(ctx, replicationTick)
 			continue
 		}
-		waitFor = f.exchange(ctx, rc, batch)
+		waitFor = f.exchange(ctx, cl, batch)
 	}
 }
 
@@ -216,7 +221,7 @@ func (f *fetcher) awaitDurable(ctx context.Context, set map[*partition.Partition
 // partitions ready first would leave the others waiting behind a fetch the
 // leader may hold for replicaFetchMaxWait, and with them the acknowledgement
 // of whatever their leader appends meanwhile.
-func (f *fetcher) exchange(ctx context.Context, rc *replicaConn, batch []pendingFetch) map[*partition.Partition]struct{} {
+func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingFetch) map[*partition.Partition]struct{} {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = f.b.cfg.NodeID
 	req.MaxWaitMillis = int32(replicaFetchMaxWait / time.Millisecond)
@@ -241,7 +246,20 @@ func (f *fetcher) exchange(ctx context.Context, rc *replicaConn, batch []pending
 		rp.PartitionMaxBytes = replicaPartitionMaxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
-	resp, err := rc.fetch(ctx, req, replicaFetchMaxWait+5*time.Second)
+	rctx, cancel := context.WithTimeout(ctx, replicaFetchMaxWait+5*time.Second)
+	defer cancel()
+	brokers := cl.SeedBrokers()
+	var resp *kmsg.FetchResponse
+	var err error
+	if len(brokers) == 0 {
+		err = fmt.Errorf("no connection to leader %d", f.leader)
+	} else {
+		var kr kmsg.Response
+		kr, err = brokers[0].Request(rctx, req)
+		if err == nil {
+			resp = kr.(*kmsg.FetchResponse)
+		}
+	}
 	if err == nil && resp.ErrorCode != 0 {
 		err = kerr.ErrorForCode(resp.ErrorCode)
 	}
