@@ -2,7 +2,9 @@
 # scripts/cluster-bench.sh — acks=all produce throughput and ack latency of
 # one broker and of the three-broker loopback cluster (deploy/cluster.sh), in
 # one run so the ratios compare: for each, a run as fast as possible and a
-# run at a fixed offered rate. 1 KiB records, 6 partitions, 2 producers, no
+# run at a fixed offered rate, the fixed rate first (a run at full speed
+# leaves gigabytes to upload to the object store, which would compete with
+# it). 1 KiB records, 6 partitions, 2 producers, no
 # consumers. Prints a markdown table (BENCHMARKS.md, "Three brokers").
 # Knobs: DUR (default 10s), RATE (default 20000), RUNS (default 1).
 set -euo pipefail
@@ -36,13 +38,13 @@ run() { # run LABEL BROKERS RATE
 for _ in $(seq 1 "$RUNS"); do
 	mkdir -p "$W/one"
 	start_broker "$ROOT/bin/sluiced" "$W/one"
-	run "one broker" "127.0.0.1:$K" 0
 	run "one broker" "127.0.0.1:$K" "$RATE"
+	run "one broker" "127.0.0.1:$K" 0
 	kill $PID; wait $PID 2>/dev/null || true; PID=; rm -rf "$W/one"
 
 	SLUICED="$ROOT/bin/sluiced" KAFKA_BASE=29090 HTTP_BASE=28080 ETCD_BASE=22379 "$ROOT/deploy/cluster.sh" start "$W/cluster" >/dev/null
-	run "three brokers" "127.0.0.1:29091,127.0.0.1:29092,127.0.0.1:29093" 0
 	run "three brokers" "127.0.0.1:29091,127.0.0.1:29092,127.0.0.1:29093" "$RATE"
+	run "three brokers" "127.0.0.1:29091,127.0.0.1:29092,127.0.0.1:29093" 0
 	SLUICED="$ROOT/bin/sluiced" KAFKA_BASE=29090 HTTP_BASE=28080 ETCD_BASE=22379 "$ROOT/deploy/cluster.sh" stop "$W/cluster" >/dev/null
 	rm -rf "$W/cluster"
 done
