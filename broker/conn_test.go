@@ -119,17 +119,23 @@ func FuzzValidateBatch(f *testing.F) {
 }
 
 // TestKeepReplyBuffer: after a reply, a connection keeps its encoding buffer
-// for the next one only if it is small.
+// for the next one only if it is small, or, for a follower's replica fetch,
+// at most a full replica fetch's worth. Fetch replies are encoded into a
+// buffer sized once.
 func TestKeepReplyBuffer(t *testing.T) {
 	req := &request{key: 1, version: 12, correlation: 7}
 	for _, tt := range []struct {
 		name     string
 		records  int
+		replica  bool
 		wantKept bool
 	}{
-		{"small reply", 1 << 10, true},
-		{"reply at the limit", maxKeptReplyBuffer - 1<<10, true},
-		{"large reply", 8 << 20, false},
+		{"small reply", 1 << 10, false, true},
+		{"reply at the limit", maxKeptReplyBuffer - 1<<10, false, true},
+		{"large reply", 8 << 20, false, false},
+		{"large replica reply", 8 << 20, true, true},
+		{"full replica reply", replicaFetchMaxBytes + 1<<20, true, true},
+		{"replica reply past any fetch", maxKeptReplicaReplyBuffer + 1, true, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			resp := kmsg.NewPtrFetchResponse()
@@ -139,12 +145,25 @@ func TestKeepReplyBuffer(t *testing.T) {
 			rp.RecordBatches = make([]byte, tt.records)
 			rt.Partitions = append(rt.Partitions, rp)
 			resp.Topics = append(resp.Topics, rt)
-			buf := encodeResponse(nil, req, resp)
-			kept := keepReplyBuffer(buf)
-			if len(kept) != 0 || (cap(kept) > 0) != tt.wantKept || cap(kept) > maxKeptReplyBuffer {
+			size := fetchReplySize(resp)
+			buf := encodeResponse(make([]byte, 0, size), req, resp)
+			if cap(buf) != size {
+				t.Fatalf("a %d-byte reply outgrew its estimated %d bytes (cap now %d)", len(buf), size, cap(buf))
+			}
+			limit := maxKeptReplyBuffer
+			if tt.replica {
+				limit = maxKeptReplicaReplyBuffer
+			}
+			kept := keepReplyBuffer(buf, tt.replica)
+			if len(kept) != 0 || (cap(kept) > 0) != tt.wantKept || cap(kept) > limit {
 				t.Fatalf("after a %d-byte reply the connection keeps len %d cap %d (want kept: %v)", len(buf), len(kept), cap(kept), tt.wantKept)
 			}
 		})
+	}
+	if isReplicaFetch(&request{key: 1, body: &kmsg.FetchRequest{ReplicaID: -1}}) ||
+		!isReplicaFetch(&request{key: 1, body: &kmsg.FetchRequest{ReplicaID: 2}}) ||
+		isReplicaFetch(&request{key: 0, body: kmsg.NewPtrProduceRequest()}) {
+		t.Fatal("isReplicaFetch mistakes a consumer's fetch, a follower's or a produce")
 	}
 }
 
