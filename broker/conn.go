@@ -12,7 +12,8 @@ package broker
 // acks=0 produce is handled as acks=1 so that the writer can wait for its
 // append before releasing it, and nothing is written back for it.
 // Invariant: between replies a connection keeps an encoding buffer of at
-// most maxKeptReplyBuffer bytes.
+// most maxKeptReplyBuffer bytes, or maxKeptReplicaReplyBuffer after a
+// follower's replica fetch.
 //
 // Each connection has a reader goroutine (serveConn), which decodes requests
 // and runs handlers in order, and a writer goroutine, which waits for each
