@@ -28,16 +28,17 @@ const cachePage = 4096
 // dropColdPages drops the page cache of snap's durable bytes beyond the
 // cache tail. The caller holds the sync baton and the references of snap.
 func (l *Log) dropColdPages(snap syncSnapshot) {
-	keep := l.cacheTail()
-	if keep <= 0 {
-		return
-	}
 	type span struct {
 		s        *segment
 		from, to int64
 	}
 	var spans []span
 	l.mu.RLock()
+	keep := l.cfg.CacheTailBytes
+	if keep <= 0 {
+		l.mu.RUnlock()
+		return
+	}
 	i := len(l.segs) - 1
 	for i >= 0 && l.segs[i] != snap.active {
 		i-- // segments rolled after the snapshot: not durable yet
@@ -70,11 +71,4 @@ func (l *Log) dropColdPages(snap syncSnapshot) {
 		sp.s.cacheDropped = sp.to
 		sp.s.release()
 	}
-}
-
-// cacheTail is the configured tail, read under mu.
-func (l *Log) cacheTail() int64 {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.cfg.CacheTailBytes
 }
