@@ -1,8 +1,9 @@
 package runner
 
-// faults_disk.go owns the disk faults: a broker's data directory (a small
-// tmpfs of its own, cluster.Config.DataDirBytes) filled to the last bytes
-// for 6 s, then freed. Produce is refused at the broker's free-space floor;
+// faults_disk.go owns the disk faults: a disk lost (diskLoss, below), and a
+// broker's data directory (a small tmpfs of its own,
+// cluster.Config.DataDirBytes) filled to the last bytes for 6 s, then
+// freed. Produce is refused at the broker's free-space floor;
 // appends of replicated batches, checkpoints and fsyncs fail with ENOSPC.
 // The broker must never acknowledge a write it did not persist.
 //
@@ -46,6 +47,48 @@ func (e *faultEnv) diskFull(ctx context.Context) error {
 	if err := e.c.Restart(ctx, id); err != nil {
 		return fmt.Errorf("restart %s after its disk was freed: %w", brokerName(id), err)
 	}
+	e.stop(f)
+	return nil
+}
+
+// diskLoss kills a broker, wipes its data dir (a replaced disk) and starts
+// it again empty; then, while the wiped broker may still be catching up,
+// kills a second broker for 3–5 s. A replica that lost its disk must not
+// count in an election or in the write quorum until it has caught up, so
+// no acknowledged record may be lost, though partitions may wait offline
+// until the second broker returns.
+func (e *faultEnv) diskLoss(ctx context.Context) error {
+	up := e.c.Up()
+	if len(up) < 3 {
+		return nil
+	}
+	wiped := up[e.rng.IntN(len(up))]
+	f := e.start("disk-loss", brokerName(wiped), nil)
+	if err := e.c.Kill(wiped); err != nil {
+		return err
+	}
+	if err := e.c.WipeDataDir(wiped); err != nil {
+		return err
+	}
+	if err := e.c.Restart(ctx, wiped); err != nil {
+		return fmt.Errorf("restart %s on an empty disk: %w", brokerName(wiped), err)
+	}
+	sleep(ctx, time.Duration(e.rng.Int64N(int64(2*time.Second))))
+	second := e.others(wiped)
+	if len(second) == 0 {
+		e.stop(f)
+		return nil
+	}
+	id := second[e.rng.IntN(len(second))]
+	g := e.start("kill-after-disk-loss", brokerName(id), nil)
+	if err := e.c.Kill(id); err != nil {
+		return err
+	}
+	sleep(ctx, 3*time.Second+time.Duration(e.rng.Int64N(int64(2*time.Second))))
+	if err := e.c.Restart(ctx, id); err != nil {
+		return fmt.Errorf("restart %s: %w", brokerName(id), err)
+	}
+	e.stop(g)
 	e.stop(f)
 	return nil
 }

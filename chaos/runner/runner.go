@@ -60,10 +60,19 @@ type Result struct {
 	UnexpectedExits []error
 	// TieredRecords is how many records the tiered re-read returned.
 	TieredRecords int
+	// OutOfSync lists what had not healed a minute after the drain: a
+	// partition whose in-sync set lacks a replica, or side-topic replicas
+	// (the lagging-follower family) that disagree.
+	OutOfSync []string
+	// LagAcked counts the side topic's acknowledged records.
+	LagAcked int
 }
 
-// OK reports whether the run found no anomaly and no broker died by itself.
-func (r Result) OK() bool { return r.Report.OK() && len(r.UnexpectedExits) == 0 }
+// OK reports whether the run found no anomaly, no broker died by itself and
+// every replica was back in sync.
+func (r Result) OK() bool {
+	return r.Report.OK() && len(r.UnexpectedExits) == 0 && len(r.OutOfSync) == 0
+}
 
 const (
 	topic      = "chaos"
@@ -111,6 +120,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		dir: cfg.Dir, has: has}
 	runErr := sc.run(ctx, env, cfg.Duration)
 	healErr := env.healAll(ctx)
+	res.LagAcked = env.stopLag()
 	w.Stop()
 	res.Stats = w.Stats()
 	if cfg.DrainTimeout == 0 {
@@ -120,6 +130,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	defer cancel()
 	drainErr := w.Drain(drainCtx)
 	logErr := collectReplicas(drainCtx, c, rec)
+	topics := []string{topic}
+	if env.lag != nil {
+		topics = append(topics, lagTopic)
+	}
+	res.OutOfSync = checkInSync(ctx, c, topics...)
+	if env.lag != nil {
+		res.OutOfSync = append(res.OutOfSync, checkLagReplicas(drainCtx, c)...)
+	}
 	var tierErr error
 	if cfg.Tierctl != "" {
 		res.TieredRecords, tierErr = collectTiered(drainCtx, newTierctl(cfg.Tierctl, c), rec)

@@ -84,6 +84,10 @@ var families = map[string]scenario{
 		needs{etcd: true, disk: true}, (*faultEnv).diskFull),
 	"clock-jump": repeat("jump one broker's clock 1 min to 2 h forward or back for 6 s, then back; repeat",
 		needs{}, (*faultEnv).clockJump),
+	"disk-loss": repeat("kill -9 a broker, wipe its data dir, restart it empty, then kill -9 a second broker for 3–5 s and restart it; repeat",
+		needs{etcd: true}, (*faultEnv).diskLoss),
+	"lagging-follower": repeat("pause a follower of a partition of an untiered topic with a 3 s retention for three retentions and more, then resume it; repeat",
+		needs{}, (*faultEnv).lagFollower),
 	"consumer-crash": repeat("crash a consumer-group member (no LeaveGroup) and start a new one, during rebalances; repeat",
 		needs{}, func(e *faultEnv, _ context.Context) error { return e.crashMember() }),
 }
@@ -99,8 +103,9 @@ type faultEnv struct {
 	dir    string // the run's directory: clock files (faults_clock.go)
 	nextID int
 	paused []int32
-	filled []int32 // brokers whose disk a fault has filled
-	has    needs   // the optional parts of the cluster
+	filled []int32   // brokers whose disk a fault has filled
+	has    needs     // the optional parts of the cluster
+	lag    *lagState // the lagging-follower family's side topic, once made
 }
 
 // every runs fault at seeded intervals of 4–8 s until d has passed.

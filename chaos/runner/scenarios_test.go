@@ -2,14 +2,17 @@ package runner
 
 import (
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/sluice-mq/sluice/chaos/history"
 )
 
 // The six scenarios of `make chaos-short` (issue 11) exist, and every family
 // has a fault the soak can draw.
 func TestScenarioTable(t *testing.T) {
 	names := Scenarios()
-	for _, want := range []string{"leader-kill", "leader-pause", "leader-isolated", "all-crash", "s3-faults", "consumer-crash", soakName} {
+	for _, want := range []string{"leader-kill", "leader-pause", "leader-isolated", "all-crash", "s3-faults", "consumer-crash", "disk-loss", "lagging-follower", soakName} {
 		if !slices.Contains(names, want) {
 			t.Errorf("scenario %q missing from %v", want, names)
 		}
@@ -47,5 +50,22 @@ func TestMixPoolFollowsTheCluster(t *testing.T) {
 	}
 	if (needs{mesh: true}).within(needs{}) {
 		t.Error("a family needing the mesh fits a cluster without one")
+	}
+}
+
+// Two replicas of the side topic that hold different records at one offset
+// are reported; replicas that only start or end at other offsets are not.
+func TestFirstDifference(t *testing.T) {
+	entry := func(o int64, v string) history.ReplicaEntry {
+		return history.ReplicaEntry{Offset: history.Offset(o), Digest: history.Digest(nil, []byte(v))}
+	}
+	a := history.ReplicaLog{Broker: 1, Entries: []history.ReplicaEntry{entry(5, "a"), entry(6, "b"), entry(7, "c")}}
+	later := history.ReplicaLog{Broker: 2, Entries: []history.ReplicaEntry{entry(7, "c"), entry(8, "d")}}
+	if got := firstDifference(a, later); got != "" {
+		t.Errorf("overlapping logs that agree: %q", got)
+	}
+	other := history.ReplicaLog{Broker: 3, Entries: []history.ReplicaEntry{entry(6, "x")}}
+	if got := firstDifference(a, other); !strings.Contains(got, "offset 6") {
+		t.Errorf("logs differing at 6: %q", got)
 	}
 }

@@ -97,6 +97,12 @@ func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	for _, e := range res.UnexpectedExits {
 		fmt.Fprintf(stdout, "unexpected exit: %v\n", e)
 	}
+	if res.LagAcked > 0 {
+		fmt.Fprintf(stdout, "lagging-follower side topic: %d acknowledged\n", res.LagAcked)
+	}
+	for _, s := range res.OutOfSync {
+		fmt.Fprintf(stdout, "not healed: %s\n", s)
+	}
 	if err := res.Report.WriteText(stdout); err != nil {
 		return 2
 	}
