@@ -85,7 +85,7 @@ chaos-soak: build tools
 # the command that reruns it.
 SIM_SEEDS ?= 100000
 sim:
-	$(GO) test ./broker/replica/ -run 'TestSim$$' -seeds $(SIM_SEEDS) -timeout 60m -v
+	$(GO) test ./broker/replica/ -run 'TestSim$$' -seeds $(SIM_SEEDS) -simbudget 0 -timeout 60m -v
 
 # The benchmark suite: the Go micro-benchmarks of wal and broker, this
 # machine's limits (fio, iperf3), and loadgen on one Sluice broker and on NATS

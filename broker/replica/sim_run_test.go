@@ -1,11 +1,13 @@
 package replica
 
-// The simulation tests: many seeds within a time budget, one seed on
-// demand (-seed), a determinism check, and the planted bugs the checker
-// must catch.
+// The simulation tests: the number of seeds TestSim claims (-seeds), every
+// one of them run (a budget, -simbudget, only turns a run that would take
+// too long into a failure that says so), one seed on demand (-seed), a
+// determinism check, and the planted bugs the checker must catch.
 
 import (
 	"flag"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -18,7 +20,7 @@ var (
 	flagSeed   = flag.Int64("seed", -1, "run only this simulation seed, with a trace on failure")
 	flagSeeds  = flag.Int("seeds", 1000, "number of simulation seeds for TestSim")
 	flagTrace  = flag.Bool("simtrace", false, "print the event trace of -seed")
-	flagBudget = flag.Duration("simbudget", 45*time.Second, "TestSim stops starting seeds after this long (0: no limit)")
+	flagBudget = flag.Duration("simbudget", 0, "TestSim fails if its seeds are not all run within this long (0: no limit)")
 )
 
 // shortSchedules halves the safety phase under -short.
@@ -116,14 +118,38 @@ func TestSim(t *testing.T) {
 	ran, fail, st := forSeeds(1, *flagSeeds, *flagBudget, func(seed uint64) simResult {
 		return runSeed(seed, short, bugs{}, controllerBugs{}, false)
 	})
-	t.Logf("%d seeds in %v (short schedules %v): %d steps, %d records proposed, %d acknowledged",
-		ran, time.Since(start).Round(time.Millisecond), short, st.steps, st.records, st.acked)
-	if ran < *flagSeeds && fail == nil {
-		t.Logf("time budget %v spent after %d of %d seeds", *flagBudget, ran, *flagSeeds)
+	t.Logf("ran %d of %d seeds in %v (short schedules %v): %d steps, %d records proposed, %d acknowledged",
+		ran, *flagSeeds, time.Since(start).Round(time.Millisecond), short, st.steps, st.records, st.acked)
+	if msg := seedShortfall(ran, *flagSeeds, *flagBudget); fail == nil && msg != "" {
+		t.Fatal(msg)
 	}
 	if fail != nil {
 		t.Fatalf("seed %d: %s\nrerun: go test ./broker/replica/ -run 'TestSim$' -seed %d -v%s",
 			fail.seed, fail.failure, fail.seed, map[bool]string{true: " -short", false: ""}[short])
+	}
+}
+
+// seedShortfall says why a run of fewer seeds than claimed is a failure,
+// or "" when every claimed seed ran.
+func seedShortfall(ran, claimed int, budget time.Duration) string {
+	if ran >= claimed {
+		return ""
+	}
+	return fmt.Sprintf("ran only %d of the %d seeds claimed: the time budget %v was spent first (raise -simbudget or claim fewer with -seeds)",
+		ran, claimed, budget)
+}
+
+// A budget spent before the claimed seeds all ran is reported, not passed.
+func TestSimShortfallFails(t *testing.T) {
+	ran, fail, _ := forSeeds(1, 1000, time.Nanosecond, func(seed uint64) simResult { return simResult{seed: seed} })
+	if fail != nil {
+		t.Fatalf("no seed can fail here: %+v", fail)
+	}
+	if ran >= 1000 || seedShortfall(ran, 1000, time.Nanosecond) == "" {
+		t.Fatalf("a spent budget ran %d of 1000 seeds and was not reported", ran)
+	}
+	if msg := seedShortfall(1000, 1000, 0); msg != "" {
+		t.Fatalf("every seed ran, yet: %s", msg)
 	}
 }
 
