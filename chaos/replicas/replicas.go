@@ -115,3 +115,25 @@ func fetch(ctx context.Context, cl *kgo.Client, topic string, topicID [16]byte, 
 	}
 	return fr.Topics[0].Partitions[0], nil
 }
+
+// HighWatermark is broker id's own high watermark of partition p, as its
+// answer to a consumer fetch at its log start reports it (a follower's
+// comes from what its leader told it, capped by its own log).
+func HighWatermark(ctx context.Context, cl *kgo.Client, topic string, topicID [16]byte, p, id int32) (int64, error) {
+	var from int64
+	for range 3 {
+		rp, err := fetch(ctx, cl, topic, topicID, p, id, from)
+		if err != nil {
+			return -1, err
+		}
+		switch {
+		case rp.ErrorCode == kerr.OffsetOutOfRange.Code && from < rp.LogStartOffset:
+			from = rp.LogStartOffset
+		case rp.ErrorCode != 0:
+			return -1, fmt.Errorf("replicas: %s-%d on broker %d: %w", topic, p, id, kerr.ErrorForCode(rp.ErrorCode))
+		default:
+			return rp.HighWatermark, nil
+		}
+	}
+	return -1, fmt.Errorf("replicas: %s-%d on broker %d: its log start keeps moving", topic, p, id)
+}
