@@ -106,6 +106,9 @@ func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err := res.Report.WriteText(stdout); err != nil {
 		return 2
 	}
+	if len(res.OutOfSync) > 0 {
+		fmt.Fprintf(stdout, "FAILED: %d partitions or replicas had not healed a minute after the drain\n", len(res.OutOfSync))
+	}
 	if !res.OK() {
 		return 1
 	}
