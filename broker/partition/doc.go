@@ -59,7 +59,7 @@
 // parked replies, the in-flight groups and the waiting replica fetches.
 // Other goroutines reach it only through two bounded channels: appends
 // (Enqueue, which fails fast with ErrBackpressure when full) and ctl
-// (Step, SetState, ReplicaFetch, Maintain, Reconfigure,
+// (Step, SetState, SetMinISR, ReplicaFetch, Maintain, Reconfigure,
 // DeleteRecords: closures the owner runs). They read what it publishes:
 //
 //   - the high watermark and its change channel, under mu (HighWatermark,

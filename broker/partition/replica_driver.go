@@ -10,7 +10,7 @@ package partition
 // answers read off the owner goroutine.
 //
 // Everything here runs on the owner goroutine except Step, SetState,
-// Tick, TakeFetch, ReturnFetch, ReplicaFetch, ReadFetchAnswer and
+// SetMinISR, Tick, TakeFetch, ReturnFetch, ReplicaFetch, ReadFetchAnswer and
 // ReplicaStatus, which hand work to it through ctl or read what it
 // publishes (atomics, fetchMu).
 
@@ -351,6 +351,13 @@ func (p *Partition) Step(m replica.Message) bool {
 // for Step.
 func (p *Partition) SetState(s replica.State) bool {
 	return p.send(func() { p.rep.SetState(s) })
+}
+
+// SetMinISR applies a new min.insync.replicas to the replica core on the
+// owner goroutine and waits until it is applied or the owner has stopped:
+// once it returns, produce is checked against the new value.
+func (p *Partition) SetMinISR(n int) {
+	p.onOwner(func() { p.rep.SetMinISR(n) })
 }
 
 // Tick asks the owner for one replication tick; a tick already due covers it.
