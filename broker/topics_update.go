@@ -114,6 +114,11 @@ func (b *Broker) adoptTopic(ctx context.Context, t *topic, mt meta.Topic) error 
 		cfg := b.walConfig(nt.settings)
 		for _, p := range t.hosted() {
 			p.Reconfigure(cfg)
+			// The replica core keeps min.insync.replicas from its open; a
+			// change counts for the running partition, as Kafka's does.
+			if nt.settings.MinInsyncReplicas != t.settings.MinInsyncReplicas {
+				p.SetMinISR(nt.settings.MinInsyncReplicas)
+			}
 		}
 	}
 	for _, p := range fresh {

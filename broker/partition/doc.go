@@ -32,7 +32,8 @@
 // (the door, qmu/closed, shuts before the drain).
 // Invariant: producer state never runs ahead of the log: a group's
 // sequence changes are undone if its append or fsync fails, and a
-// truncation rebuilds the state from what the log keeps.
+// truncation rebuilds the state from what the log keeps and rewrites the
+// snapshot to it before the core learns of the truncation.
 // Invariant: per producer id, batches are accepted only in sequence order;
 // an exact retry of one of the last producerWindow batches is answered with
 // its original base offset and is not appended again.
@@ -49,7 +50,8 @@
 // deleted.
 // Invariant: a producer snapshot covers exactly the batches below its
 // offset; on open, batches at or above it are replayed from the log. It is
-// written before retention deletes the segments it replaces.
+// written before retention deletes the segments it replaces, and never
+// covers an offset a truncation removed.
 //
 // # Goroutines and locks
 //
@@ -57,7 +59,7 @@
 // parked replies, the in-flight groups and the waiting replica fetches.
 // Other goroutines reach it only through two bounded channels: appends
 // (Enqueue, which fails fast with ErrBackpressure when full) and ctl
-// (Step, SetState, ReplicaFetch, Maintain, Reconfigure,
+// (Step, SetState, SetMinISR, ReplicaFetch, Maintain, Reconfigure,
 // DeleteRecords: closures the owner runs). They read what it publishes:
 //
 //   - the high watermark and its change channel, under mu (HighWatermark,
@@ -76,7 +78,8 @@
 // # Producer-state snapshot (version 1)
 //
 // One file per partition, written atomically (temp file, fsync, rename,
-// directory fsync) on every Maintain and at shutdown:
+// directory fsync) on every Maintain, after every truncation and at
+// shutdown:
 //
 //	{"version":1,"offset":<end offset covered>,"producers":[
 //	   {"id":..,"epoch":..,"last_append_ms":..,"batches":[[firstSeq,lastSeq,baseOffset],...]}, ...]}\n

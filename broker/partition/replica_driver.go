@@ -10,7 +10,7 @@ package partition
 // answers read off the owner goroutine.
 //
 // Everything here runs on the owner goroutine except Step, SetState,
-// Tick, TakeFetch, ReturnFetch, ReplicaFetch, ReadFetchAnswer and
+// SetMinISR, Tick, TakeFetch, ReturnFetch, ReplicaFetch, ReadFetchAnswer and
 // ReplicaStatus, which hand work to it through ctl or read what it
 // publishes (atomics, fetchMu).
 
@@ -140,8 +140,18 @@ func (p *Partition) syncInline() {
 	p.durable(end)
 }
 
-// truncate cuts the log at to, as the core asks, and rebuilds the producer
-// state from what is left. It reports whether it succeeded.
+// truncate cuts the log at to, as the core asks, rebuilds the producer
+// state from what is left, and rewrites the producer snapshot to match
+// before the truncation is reported. It reports whether it succeeded.
+//
+// The snapshot on disk may cover offsets the truncation removed: its
+// producers then hold batches that are gone. The rebuild below ignores such
+// a snapshot (it is past the log end), but once the log regrows past its
+// offset a restart would trust it, answer a retry of a removed batch as a
+// duplicate and skip the replay of the new batches below its offset. So the
+// rebuilt state is written as the snapshot, at the new end, as Kafka
+// deletes the snapshots above a truncation point; if that fails the log
+// fails with it.
 func (p *Partition) truncate(to wal.Offset) bool {
 	p.truncations.Add(1)
 	if err := p.log.Truncate(to); err != nil {
@@ -152,6 +162,12 @@ func (p *Partition) truncate(to wal.Offset) bool {
 	p.producers = make(map[int64]*producerState)
 	if err := p.rebuildProducers(); err != nil {
 		p.failLog(err)
+		return false
+	}
+	// Truncate left the log durable up to its new end, so the state written
+	// covers only durable batches.
+	if err := p.writeSnapshot(); err != nil {
+		p.failLog(fmt.Errorf("rewrite the producer snapshot after truncating to %d: %w", to, err))
 		return false
 	}
 	return true
@@ -335,6 +351,13 @@ func (p *Partition) Step(m replica.Message) bool {
 // for Step.
 func (p *Partition) SetState(s replica.State) bool {
 	return p.send(func() { p.rep.SetState(s) })
+}
+
+// SetMinISR applies a new min.insync.replicas to the replica core on the
+// owner goroutine and waits until it is applied or the owner has stopped:
+// once it returns, produce is checked against the new value.
+func (p *Partition) SetMinISR(n int) {
+	p.onOwner(func() { p.rep.SetMinISR(n) })
 }
 
 // Tick asks the owner for one replication tick; a tick already due covers it.

@@ -1,6 +1,7 @@
 package partition
 
 import (
+	"encoding/binary"
 	"os"
 	"path/filepath"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/wal"
 	"github.com/sluice-mq/sluice/wal/vfs"
 )
@@ -198,4 +200,128 @@ func FuzzDecodeSnapshot(f *testing.F) {
 			t.Fatalf("accepted %+v", snap)
 		}
 	})
+}
+
+// stampBatch sets the base offset and leader epoch a leader writes into a
+// batch's header (outside its CRC), as a follower receives it.
+func stampBatch(raw []byte, base wal.Offset, epoch wal.Epoch) []byte {
+	raw = append([]byte(nil), raw...)
+	binary.BigEndian.PutUint64(raw[0:], uint64(base))
+	binary.BigEndian.PutUint32(raw[12:], uint32(epoch))
+	return raw
+}
+
+// truncationFixture drives one partition (node 1 of replicas 1, 2, 3) on
+// an in-memory disk through elections and replica fetches, doing the owner
+// goroutine's part itself as the snapshot fixture does.
+type truncationFixture struct {
+	t    *testing.T
+	fs   *vfs.Mem
+	part *Partition
+}
+
+func (f *truncationFixture) open() {
+	f.t.Helper()
+	l, err := wal.Open(f.fs, "log", wal.Config{}.WithDefaults(), zerolog.Nop())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	p, err := Open(l, Options{Topic: "t", Self: 1, Queue: 16, FS: f.fs, SnapshotPath: "p.producers",
+		ProducerExpiry: time.Hour, Now: func() time.Time { return time.UnixMilli(1_000_000) },
+		Logger: zerolog.Nop(), Net: quietNet{}})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.part = p
+}
+
+// elect fences node 1 at epoch e and names leader, as the controller does.
+func (f *truncationFixture) elect(e wal.Epoch, leader replica.NodeID) {
+	f.t.Helper()
+	f.part.rep.Step(replica.Message{Type: replica.MsgFence, From: replica.ControllerNode, To: 1, Epoch: e})
+	f.part.handleReady()
+	f.part.rep.SetState(replica.State{Epoch: e, Leader: leader, Replicas: []replica.NodeID{1, 2, 3}, Version: int64(e)})
+	f.part.handleReady()
+	if st := f.part.ReplicaStatus(); st.Epoch != e || st.Leader != leader {
+		f.t.Fatalf("after the election of epoch %d: %+v", e, st)
+	}
+}
+
+// answerFetch answers the fetch the follower core sent with resp (its
+// echo fields filled in from the fetch).
+func (f *truncationFixture) answerFetch(resp replica.Message) {
+	f.t.Helper()
+	m, ok := f.part.TakeFetch()
+	if !ok {
+		f.t.Fatal("the follower sent no fetch")
+	}
+	resp.Type, resp.From, resp.To = replica.MsgFetchResp, m.To, m.From
+	resp.Epoch, resp.Seq, resp.Offset, resp.LastEpoch = m.Epoch, m.Seq, m.Offset, m.LastEpoch
+	f.part.rep.Step(resp)
+	f.part.handleReady()
+}
+
+// TestTruncationBelowTheSnapshotSurvivesACrash: a follower truncates an
+// idempotent batch that its producer snapshot covers, copies the leader's
+// log (another producer's batches) past the snapshot's offset and crashes.
+// After the restart the truncated batch's retry must be appended, not
+// answered as a duplicate at an offset holding other records, and the
+// other producer's retry must be a duplicate, not appended twice.
+func TestTruncationBelowTheSnapshotSurvivesACrash(t *testing.T) {
+	f := &truncationFixture{t: t, fs: vfs.NewMem()}
+	f.open()
+	f.elect(1, 1)
+	a := appendOn(t, f.part, testBatch(1, 7, 0, 0, 1)) // offset 0, the leaders agree on it
+	b := appendOn(t, f.part, testBatch(3, 7, 0, 1, 1)) // offsets 1-3, never replicated
+	if a.Err != nil || b.Err != nil || b.Base != 1 {
+		t.Fatalf("appends: %+v %+v", a, b)
+	}
+	if err := f.part.writeSnapshot(); err != nil { // as Maintain does: covers [0, 4)
+		t.Fatal(err)
+	}
+
+	// Node 2 leads epoch 2 with offset 0, its epoch-start batch at 1, then
+	// producer 8's batch at 2-3 and producer 9's at 4.
+	f.elect(2, 2)
+	f.answerFetch(replica.Message{Diverging: true, DivergingEpoch: 1, DivergingEnd: 1})
+	if end := f.part.log.EndOffset(); end != 1 {
+		t.Fatalf("log end %d after the divergence, want 1", end)
+	}
+	leaderLog := []replica.Batch{
+		{Base: 1, Last: 1, Epoch: 2, Control: true, Data: stampBatch(encodeEpochStartBatch(1), 1, 2)},
+		{Base: 2, Last: 3, Epoch: 2, Data: stampBatch(testBatch(2, 8, 0, 0, 1), 2, 2)},
+		{Base: 4, Last: 4, Epoch: 2, Data: stampBatch(testBatch(1, 9, 0, 0, 1), 4, 2)},
+	}
+	f.answerFetch(replica.Message{ReadFrom: 1, ReadTo: 5, HW: 5, Batches: leaderLog})
+	if end := f.part.log.EndOffset(); end != 5 {
+		t.Fatalf("log end %d after copying the leader's, want 5", end)
+	}
+
+	// A crash: only what was synced survives. Node 1 then leads epoch 3.
+	f.fs = f.fs.CrashClone()
+	f.open()
+	f.elect(3, 1)
+	retry := appendOn(t, f.part, testBatch(3, 7, 0, 1, 1))
+	if retry.Err != nil || retry.Dup {
+		t.Fatalf("retry of the truncated batch: %+v, want it appended (offsets 1-3 hold other records)", retry)
+	}
+	other := appendOn(t, f.part, testBatch(2, 8, 0, 0, 1))
+	if other.Err != nil || !other.Dup || other.Base != 2 {
+		t.Fatalf("retry of producer 8's batch: %+v, want a duplicate of offset 2", other)
+	}
+}
+
+// appendOn runs one group commit of raw on p, doing the owner's part.
+func appendOn(t *testing.T, p *Partition, raw []byte) AppendResult {
+	t.Helper()
+	r := newTestAppend(t, raw)
+	p.appendGroup([]*AppendRequest{r})
+	p.handleReady()
+	select {
+	case res := <-r.res:
+		return res
+	case <-time.After(5 * time.Second):
+		t.Fatal("no reply within 5s")
+		return AppendResult{}
+	}
 }

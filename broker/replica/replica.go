@@ -372,6 +372,17 @@ func (r *Replica) Ready() Ready {
 // Advance acknowledges the last Ready.
 func (r *Replica) Advance() { r.rd = Ready{Truncate: -1} }
 
+// SetMinISR changes Config.MinISR (min.insync.replicas altered at run
+// time). A higher value refuses the next Propose while too few replicas are
+// in sync and holds the high watermark to the stricter rule (it never goes
+// back); a lower one may commit at once what the followers already hold.
+func (r *Replica) SetMinISR(n int) {
+	r.cfg.MinISR = max(n, 0)
+	if r.err == nil && r.role == RoleLeader {
+		r.commit()
+	}
+}
+
 // Status returns a snapshot for Metadata.
 func (r *Replica) Status() Status {
 	st := Status{
