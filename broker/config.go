@@ -51,7 +51,7 @@ type Config struct {
 	// ObjectStore; tests pass a fault-injecting one, as FS for the disk.
 	Objects objstore.Store
 	// ScrubInterval is how often the controller removes orphaned objects
-	// (older than TierGrace, named by no head, manifest or intent); 0: never.
+	// (named by no head, manifest or intent, seen so for TierGrace); 0: never.
 	ScrubInterval time.Duration
 	// TierChunkBytes is the chunk size of uploaded objects (0: 4 MiB).
 	TierChunkBytes int

@@ -222,8 +222,9 @@ func (b *Broker) alignWithRemote(tp *topic, i int32, l *wal.Log) error {
 }
 
 // scrubLoop removes orphans (objects no head, manifest or intent names,
-// older than the grace period) on the controller, every ScrubInterval, at a
-// bounded rate: the same classification tierctl diff shows.
+// seen unnamed for the grace period) on the controller, every
+// ScrubInterval, at a bounded rate: the same classification tierctl diff
+// shows.
 func (b *Broker) scrubLoop(ctx context.Context) {
 	if b.tiers == nil || b.cfg.ScrubInterval <= 0 {
 		return
@@ -231,6 +232,10 @@ func (b *Broker) scrubLoop(ctx context.Context) {
 	t := time.NewTicker(b.cfg.ScrubInterval)
 	defer t.Stop()
 	lim := tier.NewTokenBucket(scrubDeletesPerSecond, 1)
+	// The wall clock's monotonic readings, not b.now(): how long an orphan
+	// has been seen unnamed must not move when the clock of retention is
+	// stepped or shifted (tier/scrub.go).
+	seen := tier.NewSightings(time.Now)
 	for {
 		select {
 		case <-ctx.Done():
@@ -240,25 +245,34 @@ func (b *Broker) scrubLoop(ctx context.Context) {
 		if b.controllerID() != b.cfg.NodeID {
 			continue
 		}
-		heads, err := b.store.RemoteHeads(ctx)
-		if err != nil {
-			continue
-		}
-		b.sweepDeletedTopics(ctx, heads)
-		rep, err := tier.Diff(ctx, b.objects, heads, b.now(), b.cfg.TierGrace)
-		if err != nil {
-			b.logger.Warn().Err(err).Msg("orphan scrub: list the bucket")
-			continue
-		}
-		n, err := tier.Scrub(ctx, b.objects, rep, lim)
-		if err != nil && ctx.Err() == nil {
-			b.logger.Warn().Err(err).Msg("orphan scrub")
-		}
-		b.m.orphansRemoved.Add(float64(n))
-		b.m.orphans.Set(float64(len(rep.Orphans) - n))
-		if n > 0 || len(rep.Missing) > 0 {
-			b.logger.Info().Int("orphans_removed", n).Int("orphans_left", len(rep.Orphans)-n).Int("missing", len(rep.Missing)).Msg("orphan scrub")
-		}
+		b.scrubOnce(ctx, seen, lim)
+	}
+}
+
+// scrubOnce is one pass of the scrub: Diff lists the bucket before it reads
+// the heads (tier/scrub.go says why), then the topics deleted while a
+// broker was down are swept and the removable orphans deleted.
+func (b *Broker) scrubOnce(ctx context.Context, seen *tier.Sightings, lim tier.Limiter) {
+	var heads []meta.RemoteHead
+	readHeads := func(ctx context.Context) ([]meta.RemoteHead, error) {
+		var err error
+		heads, err = b.store.RemoteHeads(ctx)
+		return heads, err
+	}
+	rep, err := tier.Diff(ctx, b.objects, readHeads, tier.DiffConfig{Grace: b.cfg.TierGrace, Now: b.now(), Seen: seen})
+	if err != nil {
+		b.logger.Warn().Err(err).Msg("orphan scrub")
+		return
+	}
+	b.sweepDeletedTopics(ctx, heads)
+	n, err := tier.Scrub(ctx, b.objects, rep, lim)
+	if err != nil && ctx.Err() == nil {
+		b.logger.Warn().Err(err).Msg("orphan scrub")
+	}
+	b.m.orphansRemoved.Add(float64(n))
+	b.m.orphans.Set(float64(len(rep.Orphans) - n))
+	if n > 0 || len(rep.Missing) > 0 {
+		b.logger.Info().Int("orphans_removed", n).Int("orphans_left", len(rep.Orphans)-n).Int("missing", len(rep.Missing)).Msg("orphan scrub")
 	}
 }
 

@@ -10,15 +10,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/tier/objstore"
+	"github.com/sluice-mq/sluice/tier/objstore/mem"
 	"github.com/sluice-mq/sluice/wal"
 )
 
@@ -154,4 +158,144 @@ func TestTieringRetentionThroughDays(t *testing.T) {
 	if code := fetchRaw(t, b, cl, topic, dayStart[15]).ErrorCode; code != kerr.OffsetOutOfRange.Code {
 		t.Fatalf("fetch below the DeleteRecords start: code %d, want OFFSET_OUT_OF_RANGE", code)
 	}
+}
+
+// getGate holds every object GET while closed, as a slow store would hold a
+// reader in the middle of its read.
+type getGate struct {
+	objstore.Store
+	closed  atomic.Bool
+	entered chan struct{} // one value when the first GET is held
+	release chan struct{} // closed to let held GETs through
+	once    sync.Once
+}
+
+func (g *getGate) Get(ctx context.Context, key string, off, n int64) ([]byte, error) {
+	if g.closed.Load() && strings.HasSuffix(key, ".obj") {
+		g.once.Do(func() { g.entered <- struct{}{} })
+		select {
+		case <-g.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return g.Store.Get(ctx, key, off, n)
+}
+
+// A consumer reading remote data while DeleteRecords moves the log start
+// past it finishes its read: the objects stay for the grace period, through
+// every retention pass that runs meanwhile, and go after it.
+func TestTieringReaderOutlivesDeleteRecords(t *testing.T) {
+	clock := &testClock{now: time.Now()}
+	store := &getGate{Store: mem.New(), entered: make(chan struct{}, 1), release: make(chan struct{})}
+	cfg := testBrokerConfig(t)
+	cfg.Objects = store
+	cfg.Now, cfg.TierGrace = clock.Now, time.Hour
+	b := startBroker(t, cfg)
+	cl := testClient(t, b, kgo.ProducerLinger(0))
+	const topic = "read-while-deleted"
+	createTopic(t, cl, topic, 1, tieringConfigs)
+	produceValues(t, cl, topic, 60)
+	p, _ := b.partitionOf(topic, 0)
+	hw, _ := p.HighWatermark()
+	clock.Advance(time.Minute) // the records are past local.retention.ms=0
+	eventuallyTrue(t, "everything uploaded and gone locally", func() (bool, string) {
+		r := b.remoteRange(context.Background(), p)
+		return r.RemoteEnd == hw && p.Log().StartOffset() > 0, fmt.Sprintf("remote end %d, hw %d, local start %d", r.RemoteEnd, hw, p.Log().StartOffset())
+	})
+	objs, _, err := b.tiers.Objects(context.Background(), p.TopicID(), 0)
+	if err != nil || len(objs) == 0 || objs[0].Base != 0 {
+		t.Fatalf("objects %+v, %v", objs, err)
+	}
+
+	// A consumer's fetch from 0 is held inside its first object GET (until
+	// the test lets it go, or ends: the broker stops only after that).
+	letGo := sync.OnceFunc(func() { close(store.release) })
+	t.Cleanup(letGo)
+	store.closed.Store(true)
+	reader := testClient(t, b)
+	type fetched struct {
+		part kmsg.FetchResponseTopicPartition
+		err  error
+	}
+	done := make(chan fetched, 1)
+	go func() {
+		req := kmsg.NewPtrFetchRequest()
+		req.ReplicaID, req.MaxBytes, req.MaxWaitMillis = -1, 1<<20, 100
+		rt := kmsg.NewFetchRequestTopic()
+		rt.Topic, rt.TopicID = topic, b.lookupTopic(topic).meta.ID
+		rp := kmsg.NewFetchRequestTopicPartition()
+		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = 0, 0, 1<<20
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(context.Background(), reader)
+		if err != nil {
+			done <- fetched{err: err}
+			return
+		}
+		done <- fetched{part: resp.Topics[0].Partitions[0]}
+	}()
+	select {
+	case <-store.entered:
+	case r := <-done:
+		t.Fatalf("the fetch finished without reading the store: %+v", r)
+	case <-time.After(20 * time.Second):
+		t.Fatal("timed out waiting for the fetch to read the store")
+	}
+
+	// DeleteRecords moves the log start past everything it reads.
+	adm := kadm.NewClient(cl)
+	resp, err := adm.DeleteRecords(context.Background(), kadm.Offsets{topic: {0: {Topic: topic, Partition: 0, At: int64(hw)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := resp.Lookup(topic, 0); r.Err != nil || r.LowWatermark != int64(hw) {
+		t.Fatalf("DeleteRecords to %d: %+v", hw, r)
+	}
+	eventuallyTrue(t, "a grace period for the objects below the new start", func() (bool, string) {
+		h, err := b.store.RemoteHead(context.Background(), p.TopicID(), 0)
+		return err == nil && h.PendingClean == int64(hw), fmt.Sprintf("head %+v, %v", h, err)
+	})
+	// Two more uploads, each a maintenance pass: the retention step of at
+	// least one whole pass ran after the grace period began.
+	for i := range 2 {
+		produceValues(t, cl, topic, 1)
+		end, _ := p.HighWatermark()
+		eventuallyTrue(t, fmt.Sprintf("upload %d after DeleteRecords", i), func() (bool, string) {
+			r := b.remoteRange(context.Background(), p)
+			return r.RemoteEnd == end, fmt.Sprintf("remote end %d, hw %d", r.RemoteEnd, end)
+		})
+	}
+	clock.Advance(cfg.TierGrace / 2)
+	for _, o := range objs {
+		if _, err := store.Store.Head(context.Background(), o.Key); err != nil {
+			t.Fatalf("%s deleted within the grace period, under a reader: %v", o.Key, err)
+		}
+	}
+
+	// The held read goes on and returns the records it was reading.
+	letGo()
+	var r fetched
+	select {
+	case r = <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("timed out waiting for the held fetch")
+	}
+	if r.err != nil || r.part.ErrorCode != 0 || len(r.part.RecordBatches) == 0 {
+		t.Fatalf("the held fetch: error %v, code %d, %d bytes", r.err, r.part.ErrorCode, len(r.part.RecordBatches))
+	}
+	if h, err := wal.ParseBatchHeader(r.part.RecordBatches); err != nil || h.BaseOffset != 0 {
+		t.Fatalf("the held fetch's first batch: %+v, %v; want the one at offset 0", h, err)
+	}
+
+	// After the grace period the objects go.
+	clock.Advance(cfg.TierGrace)
+	eventuallyTrue(t, "the objects below the start deleted after the grace", func() (bool, string) {
+		for _, o := range objs {
+			if _, err := store.Store.Head(context.Background(), o.Key); !errors.Is(err, objstore.ErrNotFound) {
+				return false, fmt.Sprintf("%s: %v", o.Key, err)
+			}
+		}
+		return true, ""
+	})
 }

@@ -425,7 +425,7 @@ func TestManifestTree(t *testing.T) {
 	if after.Clean == 0 || after.Clean != after.LogStart {
 		t.Fatalf("clean-up did not finish: clean %d, log start %d", after.Clean, after.LogStart)
 	}
-	rep, err := Diff(t.Context(), f.obj, []meta.RemoteHead{after}, f.clock.Now(), 0)
+	rep, err := Diff(t.Context(), f.obj, fixedHeads(after), DiffConfig{Now: f.clock.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}

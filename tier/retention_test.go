@@ -177,3 +177,40 @@ func TestThirtyDaysOfRetention(t *testing.T) {
 		}
 	}
 }
+
+// The clean-up step, one decision at a time. The grace period is what keeps
+// a reader already streaming an object below a moved log start from losing
+// it: while a pending target's grace runs, nothing is deleted.
+func TestNextClean(t *testing.T) {
+	p := Policy{Tiered: true, Grace: time.Hour}
+	all := objs(5, time.Hour) // [0,100) ... [400,500)
+	due := t0.Add(time.Hour).UnixMilli()
+	cases := []struct {
+		name string
+		st   CleanState
+		pins []wal.Offset
+		now  time.Time
+		want CleanStep
+		ok   bool
+	}{
+		{"nothing below the log start", CleanState{Clean: 200, LogStart: 200}, nil, t0, CleanStep{}, false},
+		{"the log start moved: a grace period starts", CleanState{Clean: 100, LogStart: 350}, nil, t0,
+			CleanStep{SetPending: true, Pending: 350, DueMs: due}, true},
+		{"within the grace: nothing", CleanState{Clean: 100, Pending: 350, DueMs: due, LogStart: 350}, nil, t0, CleanStep{}, false},
+		{"a millisecond before the grace ends: nothing", CleanState{Clean: 100, Pending: 350, DueMs: due, LogStart: 350}, nil, time.UnixMilli(due - 1), CleanStep{}, false},
+		{"within the grace, the log start moved on: nothing", CleanState{Clean: 100, Pending: 350, DueMs: due, LogStart: 500}, nil, t0.Add(time.Minute), CleanStep{}, false},
+		{"the grace has run: whole objects below the target go", CleanState{Clean: 100, Pending: 350, DueMs: due, LogStart: 350}, nil, time.UnixMilli(due),
+			CleanStep{Delete: all[1:3], CleanTo: 350}, true},
+		{"the grace has run, a pin caps the target", CleanState{Clean: 100, Pending: 350, DueMs: due, LogStart: 350}, []wal.Offset{250}, time.UnixMilli(due),
+			CleanStep{Delete: all[1:2], CleanTo: 250}, true},
+		{"the grace has run, a pin at the clean offset: nothing", CleanState{Clean: 100, Pending: 350, DueMs: due, LogStart: 350}, []wal.Offset{100}, time.UnixMilli(due), CleanStep{}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := NextClean(p, tc.st, all, tc.pins, tc.now)
+			if ok != tc.ok || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("NextClean = %+v, %v; want %+v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}

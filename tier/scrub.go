@@ -10,19 +10,42 @@ package tier
 // leader, a crash between PUT and intent resolution that nobody resolved),
 // or a manifest spilled by a head write that failed. Such keys are never
 // named again (keys.go: every key is fresh), so deleting them is safe once
-// they are older than the grace period, which covers the window between a
-// PUT and the head write that names it (a manifest is PUT before its head;
-// an upload's head write follows its PUT) and heads read a little before the
-// bucket was listed.
+// the writer that PUT them has had the grace period to write the head that
+// names them.
+//
+// Diff lists the bucket first and reads the heads after. An upload records
+// its intent before its PUT (upload.go), so every upload object the listing
+// holds was named in etcd before the heads were read: the heads name it (an
+// intent, an object, a manifest), unless its upload really was abandoned.
+// Reading the heads first would let an intent land between the two reads
+// and its object look unnamed. What the order cannot cover is a manifest,
+// PUT before the head write that names it: that window is the grace's.
+//
+// How old an orphan is never compares the scrubber's clock with the store's
+// (a skewed S3, a stepped NTP clock or a shifted test clock would make a
+// fresh PUT look old). Two rules, each on one clock:
+//   - with Sightings (the broker's scrub): an orphan is removable once an
+//     earlier pass saw it unnamed at least the grace before this pass's
+//     listing ended, both on the scrubber's own monotonic clock. Its PUT had
+//     ended before the earlier listing did, so its writer has had the grace
+//     by the time this pass reads the heads.
+//   - without (a one-shot `tierctl diff`): its age is the store's clock
+//     against the store's clock, the newest LastModified in the listing
+//     minus its own (or an instant the operator gives). The newest
+//     LastModified is a PUT the listing already saw, so the age errs young.
 //
 // Invariant: Scrub deletes only keys Diff classified as removable orphans:
-// keys we wrote (never a foreign key), named by nothing in the heads given,
-// older than the grace, and not of a partition one of whose manifests is
-// missing or unreadable (its objects would look unnamed).
+// keys we wrote (never a foreign key), named by nothing in heads read after
+// the listing, old enough by one of the rules above, and not of a partition
+// one of whose manifests is missing or unreadable (its objects would look
+// unnamed).
 // Invariant: Diff fails rather than classify with a partial view: a head
 // list or a manifest it cannot read is an error, not an empty set.
+// Invariant: Diff never subtracts a time of one clock from a time of
+// another.
 //
-// TokenBucket.mu guards its tokens and last refill; the rest is immutable.
+// TokenBucket.mu guards its tokens and last refill; Sightings is used by one
+// goroutine at a time (the controller's scrub loop); the rest is immutable.
 
 import (
 	"context"
@@ -41,6 +64,9 @@ type DiffReport struct {
 	Heads      int // heads compared
 	Listed     int // keys in the bucket
 	Referenced int // listed keys some head, manifest or intent names
+	// StoreNow is the store's time the ages are judged at: the newest
+	// LastModified listed, or DiffConfig.StoreNow.
+	StoreNow time.Time
 	// Orphans are our keys that nothing names, in key order.
 	Orphans []Orphan
 	// Missing are keys a head or manifest names, at or above its clean
@@ -56,8 +82,13 @@ type DiffReport struct {
 type Orphan struct {
 	objstore.Info
 	KeyInfo
-	Age time.Duration // at the time Diff was given
-	// Removable: older than the grace period, and Held is empty.
+	// Age is StoreNow minus its LastModified: both on the store's clock.
+	Age time.Duration
+	// SeenFor is how long the scrubber has seen it unnamed on its own
+	// clock (Sightings); 0 on its first sighting or without Sightings.
+	SeenFor time.Duration
+	// Removable: old enough by the rule in use (the file's comment), and
+	// Held is empty.
 	Removable bool
 	// Held says why a key old enough is kept anyway ("" if it is not).
 	Held string
@@ -85,6 +116,55 @@ func (r DiffReport) Removable() int {
 	return n
 }
 
+// HeadsFunc reads all of the cluster's heads (meta.Store.RemoteHeads).
+type HeadsFunc func(ctx context.Context) ([]meta.RemoteHead, error)
+
+// DiffConfig is how Diff judges what it finds.
+type DiffConfig struct {
+	// Grace is how long a writer may take from its PUT to the head write
+	// that names the key (the brokers' TierGrace).
+	Grace time.Duration
+	// Now judges the heads' pending clean targets, which the leaders set
+	// on their own clocks: an object below one whose grace has run may be
+	// gone. It is never compared with a time the store gave.
+	Now time.Time
+	// Seen, when set, is the scrubber's memory of earlier passes, and the
+	// age rule is its (the file's comment). Without it the age is judged
+	// on the store's clock.
+	Seen *Sightings
+	// StoreNow, when not zero, is the store's time to judge ages at
+	// instead of the newest LastModified listed (`tierctl diff --now`).
+	StoreNow time.Time
+}
+
+// Sightings remembers since when each orphan has been seen unnamed, on the
+// scrubber's own clock. A controller that starts over (a restart, a new
+// controller) starts with none, which only delays deletions by a grace.
+type Sightings struct {
+	now   func() time.Time
+	first map[string]time.Time // when a pass's listing first saw the key unnamed
+}
+
+// NewSightings returns an empty memory on the clock now, which must be the
+// scrubber's own and should be monotonic (time.Now is: only durations
+// between its readings are used, which a stepped wall clock leaves alone).
+func NewSightings(now func() time.Time) *Sightings {
+	return &Sightings{now: now, first: make(map[string]time.Time)}
+}
+
+// Len is the number of orphans remembered.
+func (s *Sightings) Len() int { return len(s.first) }
+
+// orphanOldEnough is the scrub's age rule (the file's comment). sighted
+// says whether an earlier pass saw the key unnamed, seenFor for how long on
+// the scrubber's clock; storeAge is its age on the store's clock.
+func orphanOldEnough(withSightings, sighted bool, seenFor, storeAge, grace time.Duration) bool {
+	if withSightings {
+		return sighted && seenFor >= grace
+	}
+	return storeAge >= grace
+}
+
 type partRef struct {
 	topic [16]byte
 	n     int32
@@ -97,22 +177,44 @@ type named struct {
 	unsafe   map[partRef]string
 }
 
-// Diff lists the whole bucket and classifies every key against heads (all of
-// the cluster's heads, read shortly before: meta.Store.RemoteHeads). now and
-// grace decide which orphans are removable. Objects below a head's clean
-// offset (or below a pending clean target whose grace has run: the machine
-// may have deleted them and not yet recorded it) are not expected to exist.
-func Diff(ctx context.Context, store objstore.Store, heads []meta.RemoteHead, now time.Time, grace time.Duration) (DiffReport, error) {
+// Diff lists the whole bucket, then reads all of the cluster's heads with
+// heads, and classifies every listed key (the order is what keeps an
+// upload's object named: the file's comment). Objects below a head's clean
+// offset (or below a pending clean target whose grace has run by cfg.Now:
+// the machine may have deleted them and not yet recorded it) are not
+// expected to exist; a named key the listing lacks is looked up once more
+// before it is reported missing, since it may have been PUT after the
+// listing.
+func Diff(ctx context.Context, store objstore.Store, heads HeadsFunc, cfg DiffConfig) (DiffReport, error) {
+	var listed []objstore.Info
+	storeNow := cfg.StoreNow
+	err := store.List(ctx, "", func(info objstore.Info) error {
+		listed = append(listed, info)
+		if cfg.StoreNow.IsZero() && info.Modified.After(storeNow) {
+			storeNow = info.Modified
+		}
+		return nil
+	})
+	if err != nil {
+		return DiffReport{}, fmt.Errorf("tier: diff: list the bucket: %w", err)
+	}
+	var listedAt time.Time
+	if cfg.Seen != nil {
+		listedAt = cfg.Seen.now()
+	}
+	hs, err := heads(ctx)
+	if err != nil {
+		return DiffReport{}, fmt.Errorf("tier: diff: read the heads: %w", err)
+	}
 	nm := named{keys: make(map[string]bool), unsafe: make(map[partRef]string)}
-	for _, h := range heads {
-		if err := nm.addHead(ctx, store, h, now); err != nil {
+	for _, h := range hs {
+		if err := nm.addHead(ctx, store, h, cfg.Now); err != nil {
 			return DiffReport{}, err
 		}
 	}
-	rep := DiffReport{Heads: len(heads)}
+	rep := DiffReport{Heads: len(hs), Listed: len(listed), StoreNow: storeNow}
 	present := make(map[string]bool)
-	err := store.List(ctx, "", func(info objstore.Info) error {
-		rep.Listed++
+	for _, info := range listed {
 		k, ok := ParseKey(info.Key)
 		switch {
 		case !ok:
@@ -121,19 +223,45 @@ func Diff(ctx context.Context, store objstore.Store, heads []meta.RemoteHead, no
 			rep.Referenced++
 			present[info.Key] = true
 		default:
-			o := Orphan{Info: info, KeyInfo: k, Age: now.Sub(info.Modified)}
+			o := Orphan{Info: info, KeyInfo: k, Age: storeNow.Sub(info.Modified)}
+			sighted := false
+			if cfg.Seen != nil {
+				var first time.Time
+				if first, sighted = cfg.Seen.first[info.Key]; sighted {
+					o.SeenFor = listedAt.Sub(first)
+				} else {
+					cfg.Seen.first[info.Key] = listedAt
+				}
+			}
 			o.Held = nm.unsafe[partRef{k.TopicID, k.Partition}]
-			o.Removable = o.Age >= grace && o.Held == ""
+			o.Removable = orphanOldEnough(cfg.Seen != nil, sighted, o.SeenFor, o.Age, cfg.Grace) && o.Held == ""
 			rep.Orphans = append(rep.Orphans, o)
 		}
-		return nil
-	})
-	if err != nil {
-		return DiffReport{}, fmt.Errorf("tier: diff: list the bucket: %w", err)
+	}
+	if cfg.Seen != nil {
+		// Forget what is no longer an orphan (deleted, or named after all):
+		// the memory stays as small as the orphans.
+		orphan := make(map[string]bool, len(rep.Orphans))
+		for _, o := range rep.Orphans {
+			orphan[o.Key] = true
+		}
+		for k := range cfg.Seen.first {
+			if !orphan[k] {
+				delete(cfg.Seen.first, k)
+			}
+		}
 	}
 	for _, m := range nm.expected {
-		if !present[m.Key] {
+		if present[m.Key] {
+			continue
+		}
+		switch _, err := store.Head(ctx, m.Key); {
+		case err == nil:
+			// PUT after the listing, named by the time the heads were read.
+		case errors.Is(err, objstore.ErrNotFound):
 			rep.Missing = append(rep.Missing, m)
+		default:
+			return DiffReport{}, fmt.Errorf("tier: diff: look up %s, named but not listed: %w", m.Key, err)
 		}
 	}
 	sort.Slice(rep.Missing, func(i, j int) bool { return rep.Missing[i].Key < rep.Missing[j].Key })

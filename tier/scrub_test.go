@@ -3,6 +3,9 @@ package tier
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,11 +40,16 @@ func newScrubFixture(t *testing.T) *scrubFixture {
 
 func (f *scrubFixture) diff(t *testing.T, heads ...meta.RemoteHead) DiffReport {
 	t.Helper()
-	rep, err := Diff(t.Context(), f.store, heads, f.clk.Now(), grace)
+	rep, err := Diff(t.Context(), f.store, fixedHeads(heads...), DiffConfig{Grace: grace, Now: f.clk.Now(), StoreNow: f.clk.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rep
+}
+
+// fixedHeads reads heads as they are.
+func fixedHeads(heads ...meta.RemoteHead) HeadsFunc {
+	return func(context.Context) ([]meta.RemoteHead, error) { return heads, nil }
 }
 
 // unlimited is a Limiter that never waits.
@@ -171,7 +179,7 @@ func TestDiffUnreadableManifestFails(t *testing.T) {
 	if err := f.store.Put(t.Context(), f.head.Manifests[0].Key, []byte("{")); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Diff(t.Context(), f.store, []meta.RemoteHead{f.head}, f.clk.Now(), grace); !errors.Is(err, ErrCorrupt) {
+	if _, err := Diff(t.Context(), f.store, fixedHeads(f.head), DiffConfig{Grace: grace, Now: f.clk.Now()}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Diff over a corrupt manifest: %v, want ErrCorrupt", err)
 	}
 }
@@ -248,4 +256,158 @@ func TestScrubCancelled(t *testing.T) {
 	if _, err := Scrub(t.Context(), f.store, rep, nil); err == nil {
 		t.Fatal("Scrub without a limiter succeeded")
 	}
+}
+
+// The age of an orphan never compares the scrubber's clock with the
+// store's: whatever the skew between them, a key just PUT is not removable
+// on its first sighting, nor before the grace has run on the scrubber's own
+// clock, and is once it has. (The old rule, scrubber time minus the store's
+// LastModified, deleted a fresh PUT when the scrubber ran a grace ahead.)
+func TestScrubAgeIgnoresSkewedClocks(t *testing.T) {
+	for _, skew := range []time.Duration{0, 2 * grace, -2 * grace, 48 * time.Hour} {
+		t.Run(fmt.Sprint("scrubber ahead by ", skew), func(t *testing.T) {
+			f := newScrubFixture(t)
+			scrubber := &clock{now: f.clk.Now().Add(skew)}
+			seen := NewSightings(scrubber.Now)
+			pass := func() DiffReport {
+				t.Helper()
+				rep, err := Diff(t.Context(), f.store, fixedHeads(f.head), DiffConfig{Grace: grace, Now: scrubber.Now(), Seen: seen})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return rep
+			}
+			young := f.p.put(t, 60, 2, 2, 200) // a manifest-like PUT whose head write is under way
+			for i, step := range []time.Duration{0, grace / 2, grace/2 - time.Millisecond} {
+				f.clk.Advance(step)
+				scrubber.Advance(step)
+				if rep := pass(); len(rep.Orphans) != 1 || rep.Orphans[0].Key != young.Key || rep.Removable() != 0 {
+					t.Fatalf("pass %d after the PUT: %+v; want it kept", i, rep.Orphans)
+				}
+			}
+			f.clk.Advance(time.Millisecond)
+			scrubber.Advance(time.Millisecond)
+			rep := pass()
+			if rep.Removable() != 1 || rep.Orphans[0].SeenFor != grace {
+				t.Fatalf("seen unnamed for the grace: %+v", rep.Orphans)
+			}
+			if n, err := Scrub(t.Context(), f.store, rep, unlimited{}); n != 1 || err != nil {
+				t.Fatalf("Scrub = %d, %v", n, err)
+			}
+			if rep := pass(); len(rep.Orphans) != 0 || seen.Len() != 0 {
+				t.Fatalf("after the scrub: %+v, %d remembered", rep.Orphans, seen.Len())
+			}
+
+			// One shot (tierctl diff): the age is the store's clock against
+			// itself, whatever Now says.
+			fresh := f.p.put(t, 60, 2, 3, 200)
+			rep, err := Diff(t.Context(), f.store, fixedHeads(f.head), DiffConfig{Grace: grace, Now: scrubber.Now()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Orphans) != 1 || rep.Orphans[0].Key != fresh.Key || rep.Removable() != 0 || rep.Orphans[0].Age != 0 {
+				t.Fatalf("one shot, a fresh PUT: %+v", rep.Orphans)
+			}
+			f.clk.Advance(grace)
+			f.p.put(t, 80, 2, 3, 200) // a later PUT moves the store's time on
+			rep, err = Diff(t.Context(), f.store, fixedHeads(f.head), DiffConfig{Grace: grace, Now: scrubber.Now()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Removable() != 1 || !rep.Orphans[0].Removable || rep.Orphans[0].Key != fresh.Key {
+				t.Fatalf("one shot, a grace older than the newest PUT: %+v", rep.Orphans)
+			}
+		})
+	}
+}
+
+// intentDuringList is a bucket in which an upload records its intent and
+// PUTs its object while the scrub is about to list: after a scrub that read
+// the heads first, before the listing.
+type intentDuringList struct {
+	objstore.Store
+	upload func()
+	once   sync.Once
+}
+
+func (s *intentDuringList) List(ctx context.Context, prefix string, fn func(objstore.Info) error) error {
+	s.once.Do(s.upload)
+	return s.Store.List(ctx, prefix, fn)
+}
+
+// An upload whose intent lands around the scrub's listing is named by the
+// heads the scrub classifies with, so its object is never an orphan, even
+// when every unnamed key is old enough (tierctl diff --now far ahead). Read
+// in the other order the heads lack the intent, and the object, which the
+// commit goes on to name, was deleted.
+func TestDiffListsBeforeReadingHeads(t *testing.T) {
+	f := newScrubFixture(t)
+	var mu sync.Mutex
+	head := f.head
+	heads := func(context.Context) ([]meta.RemoteHead, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return []meta.RemoteHead{head}, nil
+	}
+	key := objectKey(f.p.id, f.p.n, 60, 2)
+	store := &intentDuringList{Store: f.store, upload: func() {
+		mu.Lock()
+		head.Intents = append(slices.Clone(head.Intents), meta.RemoteIntent{Key: key, Base: 60, Epoch: 2})
+		mu.Unlock()
+		if err := f.store.Put(context.Background(), key, []byte("an upload about to commit")); err != nil {
+			t.Error(err)
+		}
+	}}
+	rep, err := Diff(t.Context(), store, heads, DiffConfig{Grace: grace, Now: f.clk.Now(), StoreNow: f.clk.Now().Add(24 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Scrub(t.Context(), f.store, rep, unlimited{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Head(t.Context(), key); err != nil {
+		t.Fatalf("the object of an upload whose intent landed before the listing was deleted: %v (orphans %+v)", err, rep.Orphans)
+	}
+	if len(rep.Orphans) != 0 || rep.Referenced != rep.Listed {
+		t.Fatalf("report: %+v", rep)
+	}
+}
+
+// A key committed after the listing but before the heads were read is
+// named and not listed: it is looked up before being called missing.
+func TestDiffCommittedAfterListingIsNotMissing(t *testing.T) {
+	f := newScrubFixture(t)
+	var mu sync.Mutex
+	head := f.head
+	heads := func(context.Context) ([]meta.RemoteHead, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return []meta.RemoteHead{head}, nil
+	}
+	store := &afterList{Store: f.store, after: func() {
+		o := f.p.put(t, 60, 2, 2, 200)
+		mu.Lock()
+		head.Objects = append(slices.Clone(head.Objects), o)
+		mu.Unlock()
+	}}
+	rep, err := Diff(t.Context(), store, heads, DiffConfig{Grace: grace, Now: f.clk.Now()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Missing) != 0 || len(rep.Orphans) != 0 {
+		t.Fatalf("report: %+v", rep)
+	}
+}
+
+// afterList runs after once its first listing is done.
+type afterList struct {
+	objstore.Store
+	after func()
+	once  sync.Once
+}
+
+func (s *afterList) List(ctx context.Context, prefix string, fn func(objstore.Info) error) error {
+	err := s.Store.List(ctx, prefix, fn)
+	s.once.Do(s.after)
+	return err
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/tier"
 	"github.com/sluice-mq/sluice/tier/objstore"
 )
@@ -70,7 +71,7 @@ func (s *countingStore) List(ctx context.Context, prefix string, fn func(objstor
 
 func diffFlags(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 	grace := fs.Duration("grace", defaultGrace, "orphans younger than this are kept (the broker's --tier-grace)")
-	now := fs.String("now", "", "judge ages at this RFC 3339 time instead of now")
+	now := fs.String("now", "", "judge orphans' ages at this RFC 3339 time of the store's clock instead of its newest LastModified, and pending clean-ups at it instead of now")
 	del := fs.Bool("delete-orphans", false, "delete the removable orphans (rate-limited)")
 	rate := fs.Float64("rate", 20, "deletions per second with --delete-orphans")
 	force := fs.Bool("force", false, "with --delete-orphans, delete even when etcd holds no head at all (a wrong --prefix or bucket would make every object an orphan)")
@@ -88,12 +89,20 @@ func diffFlags(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 		if err := e.connect(ctx, true); err != nil {
 			return err
 		}
-		heads, err := e.meta.RemoteHeads(ctx)
-		if err != nil {
-			return err
+		// The bucket is listed before the heads are read (tier.Diff), and
+		// without --now an orphan's age is the store's clock against itself.
+		var heads []meta.RemoteHead
+		readHeads := func(ctx context.Context) ([]meta.RemoteHead, error) {
+			var err error
+			heads, err = e.meta.RemoteHeads(ctx)
+			return heads, err
+		}
+		cfg := tier.DiffConfig{Grace: *grace, Now: at}
+		if *now != "" {
+			cfg.StoreNow = at
 		}
 		p := e.progress("listing the bucket", 0)
-		rep, err := tier.Diff(ctx, &countingStore{Store: e.store, p: p}, heads, at, *grace)
+		rep, err := tier.Diff(ctx, &countingStore{Store: e.store, p: p}, readHeads, cfg)
 		p.done()
 		if err != nil {
 			return err
