@@ -191,7 +191,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	// Registered once both listeners are bound, so the addresses the
 	// cluster learns already accept connections.
-	if err := b.register(ctx); err != nil {
+	if err := b.registerAtStart(ctx); err != nil {
 		_ = b.kafkaLn.Close()
 		_ = b.httpLn.Close()
 		return err
