@@ -145,14 +145,16 @@ func TestGroupCommitCoalesces(t *testing.T) {
 		return nil
 	}
 	l := mustOpen(t, vfs.NewFaulty(vfs.NewMem(), inject), Config{})
+	letGo := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(letGo) // before the log closes, should the test fail early
 	mustAppend(t, l, nil, mkBatch(1, 10, 1, 1))
 	armed.Store(true)
-	first := make(chan Offset)
+	first := make(chan Offset, 1)
 	go func() {
 		d, _ := l.Sync()
 		first <- d
 	}()
-	<-entered // round 1 is inside its fsync, covering offset 1
+	recvWithin(t, entered, "round 1 inside its fsync") // covering offset 1
 	mustAppend(t, l, nil, mkBatch(1, 10, 1, 1))
 	var wg sync.WaitGroup
 	results := make([]Offset, 8)
@@ -167,11 +169,11 @@ func TestGroupCommitCoalesces(t *testing.T) {
 			results[i] = d
 		}()
 	}
-	close(release)
-	if d := <-first; d != 1 {
+	letGo()
+	if d := recvWithin(t, first, "the first round"); d != 1 {
 		t.Errorf("first round made %d durable, want 1", d)
 	}
-	wg.Wait()
+	waitGroupWithin(t, &wg, "the callers of the second round")
 	for i, d := range results {
 		if d != 2 {
 			t.Errorf("caller %d: durable %d, want 2", i, d)

@@ -75,6 +75,17 @@ func (g *journalGate) feed(t *testing.T, done <-chan error) error {
 	}
 }
 
+// let lets one held journal fsync through, failing the test if none
+// arrives in time (a round that never fsyncs must fail, not hang).
+func (g *journalGate) let(t *testing.T) {
+	t.Helper()
+	select {
+	case g.tokens <- struct{}{}:
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out waiting for a held journal fsync")
+	}
+}
+
 func run(fn func() error) <-chan error {
 	done := make(chan error, 1)
 	go func() { done <- fn() }()
@@ -188,7 +199,7 @@ func TestFailedTruncateIgnoresStaleJournalNotes(t *testing.T) {
 	w.mu.Lock()
 	calls := w.calls
 	w.mu.Unlock()
-	gate.tokens <- struct{}{} // the held round
+	gate.let(t) // the held round
 	pollUntil(t, "the held round's notice", func() bool {
 		w.mu.Lock()
 		defer w.mu.Unlock()

@@ -164,3 +164,28 @@ func deleteOldest(l *Log, keepBytes int64) (int, error) {
 	}
 	return l.DeleteBelow(below)
 }
+
+// waitLimit bounds every wait of a test on another goroutine, so a broken
+// log fails in seconds instead of at the package timeout.
+const waitLimit = 10 * time.Second
+
+// recvWithin receives from ch, failing the test if nothing arrives within
+// waitLimit.
+func recvWithin[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitLimit):
+		t.Fatalf("timed out after %v waiting for %s", waitLimit, what)
+		panic("unreachable")
+	}
+}
+
+// waitGroupWithin waits for wg, failing the test after waitLimit.
+func waitGroupWithin(t *testing.T, wg *sync.WaitGroup, what string) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	recvWithin(t, done, what)
+}

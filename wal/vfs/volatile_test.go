@@ -568,16 +568,18 @@ func TestVolatileWritesDuringSync(t *testing.T) {
 	must(t, err)
 	write(t, f, "abc")
 	block.Store(true)
-	synced := make(chan error)
+	synced := make(chan error, 1)
 	go func() { synced <- f.Sync() }()
-	<-entered
+	letGo := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(letGo)
+	recvWithin(t, entered, "the Sync inside the inner fsync")
 	g := mustOpenFile(t, v, "/d/a", os.O_RDWR)
 	wantContent(t, v, g, "/d/a", "abc")
 	write(t, f, "def")
 	mustWriteAt(t, g, "X", 1) // into the page being written out
 	wantContent(t, v, g, "/d/a", "aXcdef")
-	close(release)
-	must(t, <-synced)
+	letGo()
+	must(t, recvWithin(t, synced, "the held Sync"))
 	if got, _ := content(t, disk, "/d/a"); got != "abc" {
 		t.Fatalf("the disk holds %q after the Sync, want what it wrote out", got)
 	}

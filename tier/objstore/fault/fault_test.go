@@ -150,8 +150,13 @@ func TestTimeout(t *testing.T) {
 		done := make(chan error, 1)
 		go func() { done <- f.Put(ctx, "k", nil) }()
 		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) || objstore.IsRetriable(err) {
-			t.Fatalf("Put = %v, want a final cancellation", err)
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) || objstore.IsRetriable(err) {
+				t.Fatalf("Put = %v, want a final cancellation", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a Put blocked for an hour ignored its cancellation")
 		}
 	})
 }
