@@ -100,6 +100,10 @@ type coordinator struct {
 	cfg    CoordinatorConfig
 	gcfg   group.Config
 	logger zerolog.Logger
+	// offsets writes committed offsets: b.store. It is read after a
+	// request has taken mu (runner), so a test may swap in a fault double
+	// under mu before its group requests.
+	offsets offsetWriter
 
 	ticket atomic.Uint64
 	placed chan struct{} // closed once the placement loop has taken over this broker's groups
@@ -156,6 +160,7 @@ func (b *Broker) startCoordinator(ctx context.Context) error {
 		done:   make(chan struct{}),
 		groups: make(map[string]*groupRunner),
 	}
+	c.offsets = b.store
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.stop = cancel
 	c.wg.Add(2)

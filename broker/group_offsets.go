@@ -13,6 +13,14 @@ package broker
 // the topic ID it was committed under.
 // Invariant: every etcd write here is conditioned on the group's claim
 // (gr.claimCond); a refused one releases the group (NOT_COORDINATOR).
+// Invariant: a commit or delete whose outcome is unknown (a timeout, a lost
+// answer, a later transaction failing after earlier ones were stored)
+// releases the group too (COORDINATOR_NOT_AVAILABLE): its memory may be
+// behind etcd, so it answers no fetch until the group is claimed and its
+// offsets loaded from etcd again.
+//
+// The writes go through offsetWriter, the store's half this file uses
+// (c.offsets, meta.Store in a running broker).
 
 import (
 	"context"
@@ -21,6 +29,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluice-mq/sluice/broker/group"
 	"github.com/sluice-mq/sluice/meta"
@@ -29,6 +38,13 @@ import (
 
 // maxOffsetMetadata is Kafka's offset.metadata.max.bytes.
 const maxOffsetMetadata = 4096
+
+// offsetWriter writes a group's committed offsets in etcd, each transaction
+// conditioned on conds: meta.Store's methods of that name.
+type offsetWriter interface {
+	CommitOffsetsIf(ctx context.Context, tenant, group string, offsets []meta.CommittedOffset, conds ...clientv3.Cmp) error
+	DeleteOffsetsIf(ctx context.Context, tenant, group string, keys []meta.OffsetKey, conds ...clientv3.Cmp) error
+}
 
 // OffsetCommit is one partition's commit.
 type OffsetCommit struct {
@@ -87,8 +103,8 @@ func (c *coordinator) writeOffsets(ctx context.Context, gr *groupRunner, gen gro
 	}
 	wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
-	if err := c.b.store.CommitOffsetsIf(wctx, c.cfg.Tenant, gr.g.ID(), durable, gr.claimCond()); err != nil {
-		return c.fenced(ctx, gr, err)
+	if err := c.offsets.CommitOffsetsIf(wctx, c.cfg.Tenant, gr.g.ID(), durable, gr.claimCond()); err != nil {
+		return c.unsure(ctx, gr, "commit offsets", err)
 	}
 	gr.g.SetOffsets(apply)
 	return nil
@@ -186,13 +202,29 @@ func (c *coordinator) DeleteOffsets(ctx context.Context, groupID string, tps []g
 		}
 		wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 		defer cancel()
-		if err := c.b.store.DeleteOffsetsIf(wctx, c.cfg.Tenant, groupID, keys, gr.claimCond()); err != nil {
-			return c.fenced(ctx, gr, err)
+		if err := c.offsets.DeleteOffsetsIf(wctx, c.cfg.Tenant, groupID, keys, gr.claimCond()); err != nil {
+			return c.unsure(ctx, gr, "delete offsets", err)
 		}
 		gr.g.DeleteOffsets(gone)
 		return nil
 	})
 	return perPartition, err
+}
+
+// unsure answers a failed offset write of gr; gr.mu is held. A write the
+// claim's condition refused is fenced's. Any other failure may have
+// changed etcd all the same (the transaction applied and its answer was
+// lost, or some of several transactions were stored), so the group's memory
+// can no longer be trusted to match etcd: the group is released, and the
+// next request claims it again and loads its offsets from etcd. Releasing
+// deletes the claim when etcd answers, which also fails any write of ours
+// still on its way, since each is conditioned on the claim's revision.
+func (c *coordinator) unsure(ctx context.Context, gr *groupRunner, what string, err error) error {
+	if errors.Is(err, meta.ErrFenced) {
+		return c.fenced(ctx, gr, err)
+	}
+	c.release(ctx, gr, what+": outcome unknown")
+	return fmt.Errorf("group %q: %s: %w: %w", gr.g.ID(), what, errCoordinatorUnavailable, err)
 }
 
 // consumerTopics decodes the topics of consumer-protocol member metadata.
@@ -214,7 +246,7 @@ func (c *coordinator) expire(ctx context.Context, gr *groupRunner, now time.Time
 			keys = append(keys, meta.OffsetKey{TopicID: o.TopicID, Partition: tp.Partition})
 		}
 		wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
-		err := c.b.store.DeleteOffsetsIf(wctx, c.cfg.Tenant, gr.g.ID(), keys, gr.claimCond())
+		err := c.offsets.DeleteOffsetsIf(wctx, c.cfg.Tenant, gr.g.ID(), keys, gr.claimCond())
 		cancel()
 		if errors.Is(err, meta.ErrFenced) {
 			_ = c.fenced(ctx, gr, err)
@@ -255,7 +287,7 @@ func (c *coordinator) forgetTopic(ctx context.Context, name string, id [16]byte)
 		}
 		if len(keys) > 0 {
 			wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
-			err := c.b.store.DeleteOffsetsIf(wctx, c.cfg.Tenant, gr.g.ID(), keys, gr.claimCond())
+			err := c.offsets.DeleteOffsetsIf(wctx, c.cfg.Tenant, gr.g.ID(), keys, gr.claimCond())
 			cancel()
 			if errors.Is(err, meta.ErrFenced) {
 				_ = c.fenced(ctx, gr, err)
