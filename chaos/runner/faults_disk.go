@@ -51,44 +51,46 @@ func (e *faultEnv) diskFull(ctx context.Context) error {
 	return nil
 }
 
-// diskLoss kills a broker, wipes its data dir (a replaced disk) and starts
-// it again empty; then, while the wiped broker may still be catching up,
-// kills a second broker for 3–5 s. A replica that lost its disk must not
-// count in an election or in the write quorum until it has caught up, so
-// no acknowledged record may be lost, though partitions may wait offline
-// until the second broker returns.
+// diskLoss replays the sequence in which a lost disk loses data if the
+// replica on it still votes: broker c is killed (it misses what follows),
+// then broker b is killed, its data dir wiped (a replaced disk) and b
+// started again empty, then broker a, the only one holding every record
+// acknowledged meanwhile, is killed before b can have caught up, and c is
+// restarted. b and c are a quorum by count but hold neither the committed
+// tail nor a valid vote: a replica that lost its disk must not count in an
+// election or a write quorum until it has caught up, so the partitions wait
+// offline until a returns 3–5 s later, and nothing acknowledged is lost.
 func (e *faultEnv) diskLoss(ctx context.Context) error {
 	up := e.c.Up()
 	if len(up) < 3 {
 		return nil
 	}
-	wiped := up[e.rng.IntN(len(up))]
-	f := e.start("disk-loss", brokerName(wiped), nil)
-	if err := e.c.Kill(wiped); err != nil {
+	e.rng.Shuffle(len(up), func(i, j int) { up[i], up[j] = up[j], up[i] })
+	a, b, c := up[0], up[1], up[2]
+	f := e.start("disk-loss", brokerName(b), map[string]string{"first_down": brokerName(c), "last_copy": brokerName(a)})
+	if err := e.c.Kill(c); err != nil {
 		return err
 	}
-	if err := e.c.WipeDataDir(wiped); err != nil {
+	sleep(ctx, time.Second+time.Duration(e.rng.Int64N(int64(time.Second))))
+	if err := e.c.Kill(b); err != nil {
 		return err
 	}
-	if err := e.c.Restart(ctx, wiped); err != nil {
-		return fmt.Errorf("restart %s on an empty disk: %w", brokerName(wiped), err)
-	}
-	sleep(ctx, time.Duration(e.rng.Int64N(int64(2*time.Second))))
-	second := e.others(wiped)
-	if len(second) == 0 {
-		e.stop(f)
-		return nil
-	}
-	id := second[e.rng.IntN(len(second))]
-	g := e.start("kill-after-disk-loss", brokerName(id), nil)
-	if err := e.c.Kill(id); err != nil {
+	if err := e.c.WipeDataDir(b); err != nil {
 		return err
+	}
+	if err := e.c.Restart(ctx, b); err != nil {
+		return fmt.Errorf("restart %s on an empty disk: %w", brokerName(b), err)
+	}
+	if err := e.c.Kill(a); err != nil {
+		return err
+	}
+	if err := e.c.Restart(ctx, c); err != nil {
+		return fmt.Errorf("restart %s: %w", brokerName(c), err)
 	}
 	sleep(ctx, 3*time.Second+time.Duration(e.rng.Int64N(int64(2*time.Second))))
-	if err := e.c.Restart(ctx, id); err != nil {
-		return fmt.Errorf("restart %s: %w", brokerName(id), err)
+	if err := e.c.Restart(ctx, a); err != nil {
+		return fmt.Errorf("restart %s: %w", brokerName(a), err)
 	}
-	e.stop(g)
 	e.stop(f)
 	return nil
 }

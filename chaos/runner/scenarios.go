@@ -84,7 +84,7 @@ var families = map[string]scenario{
 		needs{etcd: true, disk: true}, (*faultEnv).diskFull),
 	"clock-jump": repeat("jump one broker's clock 1 min to 2 h forward or back for 6 s, then back; repeat",
 		needs{}, (*faultEnv).clockJump),
-	"disk-loss": repeat("kill -9 a broker, wipe its data dir, restart it empty, then kill -9 a second broker for 3–5 s and restart it; repeat",
+	"disk-loss": repeat("kill -9 broker c; kill -9 broker b, wipe its data dir and restart it empty; kill -9 broker a and restart c; restart a 3–5 s later; repeat",
 		needs{etcd: true}, (*faultEnv).diskLoss),
 	"lagging-follower": repeat("pause a follower of a partition of an untiered topic with a 3 s retention for three retentions and more, then resume it; repeat",
 		needs{}, (*faultEnv).lagFollower),
