@@ -5,9 +5,14 @@ package broker
 // epoch and its divergence (KIP-595: DivergingEpoch), records the fetch
 // offset as the follower's durable end for the high watermark, and answers
 // with a log range, or holds the fetch at the log end. The response goes
-// out as soon as any partition has an answer; partitions still held are
-// answered empty, and their holds lapse.
+// out as soon as any partition has an answer; partitions without one are
+// left out of it, and the follower asks for them again at once.
 //
+// Invariant: a partition is in the response only with its core's answer.
+// One whose fetch the core has not judged yet (its owner goroutine is busy,
+// or it holds the fetch) is never written as an empty answer without error:
+// the follower would take that as proof that its log matches the leader's
+// and raise its high watermark over a tail the leader never had.
 // Invariant: a partition's records are read after the core decided the
 // range and only if the log was not truncated since (ReadFetchAnswer);
 // otherwise that partition answers NOT_LEADER_OR_FOLLOWER and the follower
@@ -90,6 +95,9 @@ func (b *Broker) handleReplicaFetch(ctx context.Context, req *request, r *kmsg.F
 	}
 	for _, fp := range parts {
 		rp := r.Topics[fp.topic].Partitions[fp.part]
+		if fp.p != nil && fp.got == nil {
+			continue // not judged by its core: left out (see the invariant)
+		}
 		sp := kmsg.NewFetchResponseTopicPartition()
 		sp.Partition = rp.Partition
 		sp.RecordBatches = []byte{}
@@ -157,12 +165,6 @@ func (b *Broker) fillReplicaPartition(fp *replicaFetchPart, budget int, first bo
 		return 0
 	}
 	sp.LogStartOffset = int64(fp.p.Log().StartOffset())
-	if fp.got == nil {
-		// Still held by the core: nothing new for this partition now.
-		hw, _ := fp.p.HighWatermark()
-		sp.HighWatermark, sp.LastStableOffset = int64(hw), int64(hw)
-		return 0
-	}
 	m := fp.got.Msg
 	sp.HighWatermark, sp.LastStableOffset = int64(m.HW), int64(m.HW)
 	switch m.Err {

@@ -15,7 +15,10 @@ package broker
 // Invariant: a partition's fetch is in at most one request at a time (the
 // core keeps one fetch outstanding; takeFetch hands it out once).
 // Invariant: every fetch taken is answered to its core: with the leader's
-// answer, or with NOT_LEADER when the request failed, so the core retries.
+// answer, with NOT_LEADER when the request failed (the core retries after
+// its back-off), or as Unjudged when the leader answered the request
+// without this partition (its core had not judged the fetch yet: the core
+// asks again at once, and takes nothing from it).
 //
 // A fetcher's goroutine owns its client; fetchReady and the partitions'
 // registrations are guarded by fetcher.mu. Fetchers are created on demand
@@ -299,7 +302,7 @@ func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingF
 	}
 	for _, pf := range batch {
 		if !answered[pf.p] {
-			pf.p.Step(failedFetch(pf.msg))
+			pf.p.Step(unjudgedFetch(pf.msg))
 		}
 		next[pf.p] = struct{}{}
 	}
@@ -319,6 +322,13 @@ func (f *fetcher) failAll(batch []pendingFetch, why string) {
 func failedFetch(m replica.Message) replica.Message {
 	return replica.Message{Type: replica.MsgFetchResp, From: m.To, To: m.From, Epoch: m.Epoch, Seq: m.Seq,
 		Offset: m.Offset, LastEpoch: m.LastEpoch, Err: replica.ErrCodeNotLeader}
+}
+
+// unjudgedFetch is the answer a core gets for a fetch that the leader left
+// out of its response: no judgement of the follower's log, ask again.
+func unjudgedFetch(m replica.Message) replica.Message {
+	return replica.Message{Type: replica.MsgFetchResp, From: m.To, To: m.From, Epoch: m.Epoch, Seq: m.Seq,
+		Offset: m.Offset, LastEpoch: m.LastEpoch, Unjudged: true}
 }
 
 // fetchResponseMessage turns a partition of a replica fetch response into
@@ -341,9 +351,16 @@ func fetchResponseMessage(m replica.Message, rp *kmsg.FetchResponseTopicPartitio
 		out.Err = replica.ErrCodeNotLeader
 		return out
 	}
-	if rp.DivergingEpoch.EndOffset >= 0 && rp.DivergingEpoch.Epoch >= 0 {
+	switch de := rp.DivergingEpoch; {
+	case de.Epoch >= 0 && de.EndOffset >= 0:
 		out.Diverging = true
-		out.DivergingEpoch, out.DivergingEnd = wal.Epoch(rp.DivergingEpoch.Epoch), wal.Offset(rp.DivergingEpoch.EndOffset)
+		out.DivergingEpoch, out.DivergingEnd = wal.Epoch(de.Epoch), wal.Offset(de.EndOffset)
+		return out
+	case de.Epoch >= 0 || de.EndOffset >= 0:
+		// Half a divergence (an epoch of -1 means none on the wire): not a
+		// judgement this follower can act on, and surely not proof that its
+		// log matches. Ask again after the back-off.
+		out.Err = replica.ErrCodeNotLeader
 		return out
 	}
 	data := rp.RecordBatches
