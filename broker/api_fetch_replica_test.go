@@ -114,12 +114,12 @@ func TestReplicaFetchLeavesOutUnjudgedPartition(t *testing.T) {
 	for _, st := range resp.Topics {
 		for i := range st.Partitions {
 			sp := &st.Partitions[i]
-			got[sp.Partition] = fetchResponseMessage(fetches[sp.Partition], sp)
+			got[sp.Partition] = replica.DecodeFetchAnswer(fetches[sp.Partition], sp)
 		}
 	}
 	for i := range int32(2) {
 		if _, ok := got[i]; !ok {
-			got[i] = unjudgedFetch(fetches[i])
+			got[i] = replica.UnjudgedAnswer(fetches[i])
 		}
 	}
 	if m := got[0]; m.Err == replica.ErrNone {
@@ -154,7 +154,7 @@ func TestDivergingEpochDecode(t *testing.T) {
 			sp := kmsg.NewFetchResponseTopicPartition()
 			sp.HighWatermark = 120
 			sp.DivergingEpoch.Epoch, sp.DivergingEpoch.EndOffset = tc.epoch, tc.end
-			m := fetchResponseMessage(fetch, &sp)
+			m := replica.DecodeFetchAnswer(fetch, &sp)
 			if m.Diverging != tc.diverging || (m.Err != replica.ErrNone) != tc.wantErr ||
 				(tc.diverging && (m.DivergingEpoch != tc.wantEpoch || m.DivergingEnd != tc.wantEndOff)) {
 				t.Fatalf("decoded %+v; want diverging %v (%d,%d), error %v", m, tc.diverging, tc.wantEpoch, tc.wantEndOff, tc.wantErr)
