@@ -141,8 +141,11 @@ func DecodeFetchAnswer(m Message, sp *kmsg.FetchResponseTopicPartition) Message 
 			break
 		}
 		size := int(h.Length) + 12
-		if size > len(data) || h.BaseOffset != next {
-			break // a partial last batch, or not contiguous: the rest comes next time
+		if size > len(data) || h.BaseOffset != next || h.LastOffsetDelta < 0 {
+			// A partial last batch, or not contiguous: the rest comes next
+			// time. A negative LastOffsetDelta is no batch at all (its end
+			// would fall below its base).
+			break
 		}
 		out.Batches = append(out.Batches, Batch{
 			Base: h.BaseOffset, Last: h.BaseOffset + wal.Offset(h.LastOffsetDelta),
