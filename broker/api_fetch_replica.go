@@ -5,9 +5,14 @@ package broker
 // epoch and its divergence (KIP-595: DivergingEpoch), records the fetch
 // offset as the follower's durable end for the high watermark, and answers
 // with a log range, or holds the fetch at the log end. The response goes
-// out as soon as any partition has an answer; partitions still held are
-// answered empty, and their holds lapse.
+// out as soon as any partition has an answer; partitions without one are
+// left out of it, and the follower asks for them again at once.
 //
+// Invariant: a partition is in the response only with its core's answer.
+// One whose fetch the core has not judged yet (its owner goroutine is busy,
+// or it holds the fetch) is never written as an empty answer without error:
+// the follower would take that as proof that its log matches the leader's
+// and raise its high watermark over a tail the leader never had.
 // Invariant: a partition's records are read after the core decided the
 // range and only if the log was not truncated since (ReadFetchAnswer);
 // otherwise that partition answers NOT_LEADER_OR_FOLLOWER and the follower
@@ -68,11 +73,8 @@ func (b *Broker) handleReplicaFetch(ctx context.Context, req *request, r *kmsg.F
 				continue
 			}
 			fp.p = p
-			fp.answer = p.ReplicaFetch(replica.Message{
-				Type: replica.MsgFetch, From: replica.NodeID(r.ReplicaID), To: replica.NodeID(b.cfg.NodeID),
-				Epoch: wal.Epoch(rp.CurrentLeaderEpoch), Seq: replicaFetchSeq.Add(1),
-				Offset: wal.Offset(rp.FetchOffset), LastEpoch: wal.Epoch(rp.LastFetchedEpoch),
-			})
+			fp.answer = p.ReplicaFetch(replica.DecodeFetch(replica.NodeID(r.ReplicaID), replica.NodeID(b.cfg.NodeID),
+				replicaFetchSeq.Add(1), &rt.Partitions[pi]))
 		}
 	}
 	b.gatherReplicaAnswers(ctx, r, parts)
@@ -93,7 +95,10 @@ func (b *Broker) handleReplicaFetch(ctx context.Context, req *request, r *kmsg.F
 		sp := kmsg.NewFetchResponseTopicPartition()
 		sp.Partition = rp.Partition
 		sp.RecordBatches = []byte{}
-		n := b.fillReplicaPartition(fp, min(fp.budget, maxBytes-total), total == 0, &sp)
+		n, include := b.fillReplicaPartition(fp, min(fp.budget, maxBytes-total), total == 0, &sp)
+		if !include {
+			continue // not judged by its core: left out (see the invariant)
+		}
 		total += n
 		resp.Topics[fp.topic].Partitions = append(resp.Topics[fp.topic].Partitions, sp)
 	}
@@ -150,43 +155,26 @@ func (b *Broker) gatherReplicaAnswers(ctx context.Context, r *kmsg.FetchRequest,
 }
 
 // fillReplicaPartition writes one partition's answer into sp and returns
-// the record bytes it holds.
-func (b *Broker) fillReplicaPartition(fp *replicaFetchPart, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) int {
+// the record bytes it holds; include false leaves the partition out of the
+// response (its core has not judged the fetch: replica.EncodeFetchAnswer).
+func (b *Broker) fillReplicaPartition(fp *replicaFetchPart, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) (n int, include bool) {
 	if fp.p == nil {
 		sp.ErrorCode = fp.code
-		return 0
+		return 0, true
 	}
+	// What the edge knows of the partition; the core's answer goes over it.
 	sp.LogStartOffset = int64(fp.p.Log().StartOffset())
-	if fp.got == nil {
-		// Still held by the core: nothing new for this partition now.
-		hw, _ := fp.p.HighWatermark()
-		sp.HighWatermark, sp.LastStableOffset = int64(hw), int64(hw)
-		return 0
+	hw, _ := fp.p.HighWatermark()
+	sp.HighWatermark, sp.LastStableOffset = int64(hw), int64(hw)
+	var answer *replica.Message
+	if fp.got != nil {
+		answer = &fp.got.Msg
+	}
+	include, read := replica.EncodeFetchAnswer(answer, sp)
+	if !include || !read || (!first && budget <= 0) {
+		return 0, include
 	}
 	m := fp.got.Msg
-	sp.HighWatermark, sp.LastStableOffset = int64(m.HW), int64(m.HW)
-	switch m.Err {
-	case replica.ErrCodeNotLeader:
-		sp.ErrorCode = kerr.NotLeaderForPartition.Code
-		return 0
-	case replica.ErrCodeFencedLeaderEpoch:
-		sp.ErrorCode = kerr.FencedLeaderEpoch.Code
-		return 0
-	case replica.ErrCodeUnknownLeaderEpoch:
-		sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
-		return 0
-	}
-	if m.Diverging {
-		sp.DivergingEpoch.Epoch = int32(m.DivergingEpoch)
-		sp.DivergingEpoch.EndOffset = int64(m.DivergingEnd)
-		return 0
-	}
-	if m.ReadFrom >= m.ReadTo {
-		return 0
-	}
-	if !first && budget <= 0 {
-		return 0
-	}
 	data, err := fp.p.ReadFetchAnswer(*fp.got, max(budget, 1))
 	if err != nil {
 		sp.ErrorCode = errorCode(err)
@@ -195,8 +183,8 @@ func (b *Broker) fillReplicaPartition(fp *replicaFetchPart, budget int, first bo
 			// the remote end (KIP-405's answer).
 			sp.ErrorCode = kerr.OffsetMovedToTieredStorage.Code
 		}
-		return 0
+		return 0, true
 	}
 	sp.RecordBatches = data
-	return len(data)
+	return len(data), true
 }

@@ -15,7 +15,10 @@ package broker
 // Invariant: a partition's fetch is in at most one request at a time (the
 // core keeps one fetch outstanding; takeFetch hands it out once).
 // Invariant: every fetch taken is answered to its core: with the leader's
-// answer, or with NOT_LEADER when the request failed, so the core retries.
+// answer, with NOT_LEADER when the request failed (the core retries after
+// its back-off), or as Unjudged when the leader answered the request
+// without this partition (its core had not judged the fetch yet: the core
+// asks again at once, and takes nothing from it).
 //
 // A fetcher's goroutine owns its client; fetchReady and the partitions'
 // registrations are guarded by fetcher.mu. Fetchers are created on demand
@@ -239,10 +242,7 @@ func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingF
 		}
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition = pf.p.Index()
-		rp.CurrentLeaderEpoch = int32(pf.msg.Epoch)
-		rp.FetchOffset = int64(pf.msg.Offset)
-		rp.LastFetchedEpoch = int32(pf.msg.LastEpoch)
-		rp.LogStartOffset = -1
+		replica.EncodeFetch(pf.msg, &rp)
 		rp.PartitionMaxBytes = replicaPartitionMaxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
@@ -294,12 +294,12 @@ func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingF
 				// the replica restarts at the remote end (tiering.go).
 				f.b.restartBehindLeader(pf.p, wal.Offset(rp.LogStartOffset))
 			}
-			pf.p.Step(fetchResponseMessage(pf.msg, &rp))
+			pf.p.Step(replica.DecodeFetchAnswer(pf.msg, &rp))
 		}
 	}
 	for _, pf := range batch {
 		if !answered[pf.p] {
-			pf.p.Step(failedFetch(pf.msg))
+			pf.p.Step(replica.UnjudgedAnswer(pf.msg))
 		}
 		next[pf.p] = struct{}{}
 	}
@@ -310,62 +310,9 @@ func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingF
 // retries after its back-off.
 func (f *fetcher) failAll(batch []pendingFetch, why string) {
 	for _, pf := range batch {
-		pf.p.Step(failedFetch(pf.msg))
+		pf.p.Step(replica.FailedAnswer(pf.msg))
 	}
 	f.b.logger.Debug().Int32("leader", f.leader).Int("partitions", len(batch)).Str("why", why).Msg("replica fetch not answered")
-}
-
-// failedFetch is the answer a core gets for a fetch that was not answered.
-func failedFetch(m replica.Message) replica.Message {
-	return replica.Message{Type: replica.MsgFetchResp, From: m.To, To: m.From, Epoch: m.Epoch, Seq: m.Seq,
-		Offset: m.Offset, LastEpoch: m.LastEpoch, Err: replica.ErrCodeNotLeader}
-}
-
-// fetchResponseMessage turns a partition of a replica fetch response into
-// the core's answer to fetch m.
-func fetchResponseMessage(m replica.Message, rp *kmsg.FetchResponseTopicPartition) replica.Message {
-	out := replica.Message{
-		Type: replica.MsgFetchResp, From: m.To, To: m.From, Epoch: m.Epoch, Seq: m.Seq,
-		Offset: m.Offset, LastEpoch: m.LastEpoch, // the answer names the fetch it answers
-		HW: wal.Offset(rp.HighWatermark), ReadFrom: m.Offset,
-	}
-	switch rp.ErrorCode {
-	case 0:
-	case kerr.FencedLeaderEpoch.Code:
-		out.Err = replica.ErrCodeFencedLeaderEpoch
-		return out
-	case kerr.UnknownLeaderEpoch.Code:
-		out.Err = replica.ErrCodeUnknownLeaderEpoch
-		return out
-	default:
-		out.Err = replica.ErrCodeNotLeader
-		return out
-	}
-	if rp.DivergingEpoch.EndOffset >= 0 && rp.DivergingEpoch.Epoch >= 0 {
-		out.Diverging = true
-		out.DivergingEpoch, out.DivergingEnd = wal.Epoch(rp.DivergingEpoch.Epoch), wal.Offset(rp.DivergingEpoch.EndOffset)
-		return out
-	}
-	data := rp.RecordBatches
-	next := m.Offset
-	for len(data) >= 61 {
-		h, err := wal.ParseBatchHeader(data)
-		if err != nil {
-			break
-		}
-		size := int(h.Length) + 12
-		if size > len(data) || h.BaseOffset != next {
-			break // a partial last batch, or not contiguous: the rest comes next time
-		}
-		out.Batches = append(out.Batches, replica.Batch{
-			Base: h.BaseOffset, Last: h.BaseOffset + wal.Offset(h.LastOffsetDelta),
-			Epoch: h.LeaderEpoch, Control: h.Attributes&0x20 != 0, Data: data[:size:size],
-		})
-		next = h.BaseOffset + wal.Offset(h.LastOffsetDelta) + 1
-		data = data[size:]
-	}
-	out.ReadTo = next
-	return out
 }
 
 // brokerAddr is the Kafka address to dial a live broker at (its advertised

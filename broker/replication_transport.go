@@ -31,7 +31,6 @@ package broker
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -164,21 +163,12 @@ func (b *Broker) registerReplicationMetrics() {
 	})
 }
 
-// electionMessage reports whether m may travel over this transport.
-func electionMessage(m replica.Message) bool {
-	switch m.Type {
-	case replica.MsgFence, replica.MsgFenceAck, replica.MsgLeaderUnreachable:
-		return len(m.Batches) == 0
-	}
-	return false
-}
-
 // sendToController sends env to the controller, wherever it is. It never
 // blocks; the envelope is dropped if no controller is known or its queue is
 // full.
 func (b *Broker) sendToController(env envelope) {
 	env.Msg.To = replica.ControllerNode
-	if !electionMessage(env.Msg) {
+	if !replica.ElectionMessage(env.Msg) {
 		b.dropEnvelope(env, dropUnsupported)
 		return
 	}
@@ -196,7 +186,7 @@ func (b *Broker) sendToController(env envelope) {
 // the envelope is dropped if node is not live or its queue is full.
 func (b *Broker) sendToReplica(node int32, env envelope) {
 	switch {
-	case !electionMessage(env.Msg):
+	case !replica.ElectionMessage(env.Msg):
 		b.dropEnvelope(env, dropUnsupported)
 		return
 	case node < 0:
@@ -280,31 +270,14 @@ func (b *Broker) httpReplication(w http.ResponseWriter, r *http.Request) {
 // decodeEnvelopes reads a JSON array of election envelopes of at most
 // maxReplicationBody bytes.
 func decodeEnvelopes(w http.ResponseWriter, r *http.Request) ([]envelope, error) {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxReplicationBody))
-	var envs []envelope
-	if err := dec.Decode(&envs); err != nil {
+	envs, err := replica.DecodeEnvelopes(http.MaxBytesReader(w, r.Body, maxReplicationBody))
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Code: "too_large",
 				Message: fmt.Sprintf("replication body exceeds %d bytes", maxReplicationBody)}
 		}
 		return nil, badRequest("malformed replication body: %v", err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Code: "too_large",
-				Message: fmt.Sprintf("replication body exceeds %d bytes", maxReplicationBody)}
-		}
-		return nil, badRequest("malformed replication body: data after the array")
-	}
-	for i, env := range envs {
-		switch {
-		case len(env.Msg.Batches) > 0:
-			return nil, badRequest("envelope %d: record batches are not carried here (they travel over Kafka Fetch)", i)
-		case !electionMessage(env.Msg):
-			return nil, badRequest("envelope %d: message type %v is not carried here", i, env.Msg.Type)
-		}
 	}
 	return envs, nil
 }
@@ -424,9 +397,9 @@ func (b *Broker) post(ctx context.Context, node int32, batch []envelope) error {
 	if addr == "" {
 		return fmt.Errorf("broker: replication to node %d: not live", node)
 	}
-	body, err := json.Marshal(batch)
+	body, err := replica.EncodeEnvelopes(batch)
 	if err != nil {
-		return fmt.Errorf("broker: replication to node %d: encode: %w", node, err)
+		return fmt.Errorf("broker: replication to node %d: %w", node, err)
 	}
 	if len(body) > maxReplicationBody {
 		return fmt.Errorf("broker: replication to node %d: batch of %d bytes exceeds %d", node, len(body), maxReplicationBody)

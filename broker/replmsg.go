@@ -17,18 +17,13 @@ import (
 // controller's election core; their timeouts are counted in ticks.
 const replicationTick = 50 * time.Millisecond
 
-// partitionKey names a partition by topic ID, so a message about a deleted
-// and recreated topic can never reach its successor.
-type partitionKey struct {
-	TopicID   [16]byte `json:"topic_id"`
-	Partition int32    `json:"partition"`
-}
+// partitionKey names a partition by topic ID (replica.PartitionKey).
+type partitionKey = replica.PartitionKey
 
-// envelope is one replica.Message about one partition.
-type envelope struct {
-	Key partitionKey    `json:"key"`
-	Msg replica.Message `json:"msg"`
-}
+// envelope is one replica.Message about one partition; its JSON form is
+// replica's (EncodeEnvelopes, DecodeEnvelopes), which the simulator also
+// crosses.
+type envelope = replica.Envelope
 
 // partitionNet is how the replica of one partition reaches the cluster
 // (partition.Net): through this broker's transport and follower fetchers.

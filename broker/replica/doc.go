@@ -60,6 +60,15 @@
 //	func (r *Replica) Status() Status
 //	func (r *Replica) EndOffsetForEpoch(e wal.Epoch) (wal.Epoch, wal.Offset)
 //
+//	// wire.go: the brokers' encoding, crossed by the simulator too
+//	func EncodeFetch(m Message, rp *kmsg.FetchRequestTopicPartition)
+//	func DecodeFetch(from, to NodeID, seq uint64, rp *kmsg.FetchRequestTopicPartition) Message
+//	func EncodeFetchAnswer(a *Message, sp *kmsg.FetchResponseTopicPartition) (include, read bool)
+//	func DecodeFetchAnswer(fetch Message, sp *kmsg.FetchResponseTopicPartition) Message
+//	func UnjudgedAnswer(fetch Message) Message  // the partition was left out
+//	func FailedAnswer(fetch Message) Message    // the request failed
+//	func EncodeEnvelopes([]Envelope) ([]byte, error); func DecodeEnvelopes(io.Reader) ([]Envelope, error)
+//
 //	func NewController(cfg ControllerConfig) *Controller
 //	func (c *Controller) SetState(s State)
 //	func (c *Controller) SetLive(ids []NodeID)
@@ -106,7 +115,10 @@
 //
 // sim_test.go drives three Replicas, a Controller and an etcd register
 // from one seeded thread (SIMULATION.md), with the faults drawn per seed;
-// sim_check_test.go checks every step. `go test ./broker/replica/` runs
+// sim_check_test.go checks every step. Every message crosses the brokers'
+// encoding (sim_wire_test.go through wire.go), and a leader may answer a
+// fetch before its core judged it, as a broker answering a fetch of many
+// partitions does. `go test ./broker/replica/` runs
 // 1,000 seeds; `make sim` runs 100,000; a failure prints the seed and the
 // command rerunning it with a trace.
 //

@@ -13,8 +13,13 @@ import "github.com/sluice-mq/sluice/wal"
 
 // endOffsetForEpoch answers OffsetForLeaderEpoch on chain c of a log ending
 // at end: the largest epoch <= e and the offset where it ends (the next
-// epoch's start, or end). With no such epoch it answers -1 and the start of
-// the log's first epoch (end if the chain is empty).
+// epoch's start, or end). With no such epoch (e predates the chain, which
+// retention may have trimmed, or the chain is empty) it answers e itself and
+// the start of the chain's first epoch (end if the chain is empty), as Kafka
+// and the broker's OffsetForLeaderEpoch do: every batch of this log from
+// there on is of a later epoch, so the asker's batches of e diverge there at
+// the latest. Never -1: a DivergingEpoch of -1 means "none" on the wire, so a
+// follower would ignore the answer and ask the same again for ever.
 func endOffsetForEpoch(c []EpochEntry, end wal.Offset, e wal.Epoch) (wal.Epoch, wal.Offset) {
 	i := len(c) - 1
 	for i >= 0 && c[i].Epoch > e {
@@ -22,9 +27,9 @@ func endOffsetForEpoch(c []EpochEntry, end wal.Offset, e wal.Epoch) (wal.Epoch, 
 	}
 	if i < 0 {
 		if len(c) == 0 {
-			return -1, end
+			return e, end
 		}
-		return -1, c[0].Start
+		return e, c[0].Start
 	}
 	if i+1 < len(c) {
 		return c[i].Epoch, c[i+1].Start

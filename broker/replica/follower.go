@@ -11,8 +11,11 @@ package replica
 // LastEpoch): an answer to an older fetch that a retry replaced still
 // counts, so slow networks do not starve the follower.
 // Invariant: r.matched is the end of the prefix known to equal the
-// leader's log (from its last non-diverging answer); the follower's high
-// watermark is at most min(leader HW, durable, matched).
+// leader's log (from its last non-diverging answer that its core judged);
+// the follower's high watermark is at most min(leader HW, durable,
+// matched). An Unjudged answer, or one whose range does not start at the
+// fetch offset, moves neither matched nor the leader HW the follower knows:
+// only the leader's core has compared the follower's log with its own.
 // Invariant: a follower follows epoch e only once HardState{Fenced >= e} is
 // durable, so after a restart it never goes back to a lower epoch.
 //
@@ -86,6 +89,12 @@ func (r *Replica) stepFetchResp(m Message) {
 		return
 	}
 	r.lastHeard = r.tick
+	if m.Unjudged {
+		// The leader is there but did not look at this fetch (its core was
+		// busy when the answer of a multi-partition fetch left): ask again.
+		r.maybeFetch()
+		return
+	}
 	if m.Diverging {
 		_, own := endOffsetForEpoch(r.epochs, r.end, m.DivergingEpoch)
 		r.truncate(min(m.DivergingEnd, own))

@@ -291,12 +291,14 @@ func TestEndOffsetForEpoch(t *testing.T) {
 		e       wal.Epoch
 		wantE   wal.Epoch
 		wantEnd wal.Offset
-	}{{0, -1, 0}, {1, 1, 5}, {2, 1, 5}, {3, 3, 9}, {4, 4, 12}, {9, 4, 12}} {
+	}{{0, 0, 0}, {1, 1, 5}, {2, 1, 5}, {3, 3, 9}, {4, 4, 12}, {9, 4, 12}} {
 		if e, end := endOffsetForEpoch(c, 12, tc.e); e != tc.wantE || end != tc.wantEnd {
 			t.Errorf("endOffsetForEpoch(%d) = (%d,%d), want (%d,%d)", tc.e, e, end, tc.wantE, tc.wantEnd)
 		}
 	}
-	if e, end := endOffsetForEpoch(nil, 7, 3); e != -1 || end != 7 {
+	// An epoch older than the chain, or an empty chain, is answered with
+	// itself (never -1, which reads as "no divergence" on the wire).
+	if e, end := endOffsetForEpoch(nil, 7, 3); e != 3 || end != 7 {
 		t.Errorf("empty chain: (%d,%d)", e, end)
 	}
 }

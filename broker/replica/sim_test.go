@@ -207,6 +207,7 @@ type sim struct {
 	trace    *strings.Builder
 	chk      checker
 	leaderOf map[wal.Epoch]NodeID // from the register
+	wire     simWire              // the brokers' encoding of each message (sim_wire_test.go)
 }
 
 func newSim(seed uint64, short bool, b bugs, cb controllerBugs) *sim {
@@ -215,6 +216,7 @@ func newSim(seed uint64, short bool, b bugs, cb controllerBugs) *sim {
 	s := &sim{seed: seed, hash: fnv.New64a(), bugs: b, cbugs: cb, leaderOf: map[wal.Epoch]NodeID{}}
 	s.k = drawKnobs(sub(), short)
 	s.rNet, s.rDisk, s.rClient, s.rFault, s.rBug = sub(), sub(), sub(), sub(), sub()
+	s.wire.init(sub())
 	s.bugSites = map[string]bool{}
 	s.reg.state = State{Epoch: 0, Leader: NoLeader, Replicas: []NodeID{0, 1, 2}, Version: 1}
 	s.clientView = s.reg.state.Clone()
@@ -596,7 +598,7 @@ func (s *sim) watch(to int) {
 		d *= 10
 	}
 	m := Message{Type: MsgState, State: s.reg.state.Clone()}
-	s.deliverAfter(epRegister, to, d, m)
+	s.deliverAfter(epRegister, to, d, func() (Message, bool) { return m, true })
 }
 
 // --- network ---
@@ -608,11 +610,22 @@ func endpointOf(id NodeID) int {
 	return int(id)
 }
 
+// sendFrom sends m in the brokers' encoding (sim_wire_test.go), with the
+// network's faults.
 func (s *sim) sendFrom(from int, m Message) {
 	to := endpointOf(m.To)
 	if to < 0 || to >= nEndpoints {
 		return
 	}
+	recv, ok := s.wire.encode(s, from, m)
+	if ok {
+		s.transmit(from, to, recv)
+	}
+}
+
+// transmit carries what recv decodes at delivery from one endpoint to
+// another: lost, duplicated, delayed or reordered as the knobs say.
+func (s *sim) transmit(from, to int, recv func() (Message, bool)) {
 	if !s.live && (s.rNet.Float64() < s.k.loss || s.buggify("drop")) {
 		return
 	}
@@ -625,11 +638,13 @@ func (s *sim) sendFrom(from int, m Message) {
 		if s.rNet.Float64() < s.k.reorder {
 			d += s.rNet.Int64N(5 * s.k.maxDelay)
 		}
-		s.deliverAfter(from, to, d, m.Clone())
+		s.deliverAfter(from, to, d, recv)
 	}
 }
 
-func (s *sim) deliverAfter(from, to int, d int64, m Message) {
+// deliverAfter hands what recv decodes to endpoint to after d, unless the
+// link is cut; recv false: nothing to step now.
+func (s *sim) deliverAfter(from, to int, d int64, recv func() (Message, bool)) {
 	if s.cut[from][to] {
 		return
 	}
@@ -644,6 +659,10 @@ func (s *sim) deliverAfter(from, to int, d int64, m Message) {
 			}
 			if s.paused(s.ctrl.pausedUntil) {
 				s.at(s.ctrl.pausedUntil+1, "msg", to, deliver)
+				return
+			}
+			m, ok := recv()
+			if !ok {
 				return
 			}
 			s.tracef("ctrl <- %s from %d e%d off %d le %d err %d", m.Type, m.From, m.Epoch, m.Offset, m.LastEpoch, m.Err)
@@ -663,11 +682,20 @@ func (s *sim) deliverAfter(from, to int, d int64, m Message) {
 			s.at(n.pausedUntil+1, "msg", to, deliver)
 			return
 		}
-		s.tracef("n%d <- %s from %d e%d seq %d off %d le %d hw %d err %d div %v(%d,%d) batches %d", to, m.Type, m.From, m.Epoch, m.Seq, m.Offset, m.LastEpoch, m.HW, m.Err, m.Diverging, m.DivergingEpoch, m.DivergingEnd, len(m.Batches))
-		n.r.Step(m)
-		s.drain(n)
+		m, ok := recv()
+		if !ok {
+			return
+		}
+		s.stepNode(n, m)
 	}
 	s.after(d, "msg", to, deliver)
+}
+
+// stepNode hands m to a live, running node.
+func (s *sim) stepNode(n *simNode, m Message) {
+	s.tracef("n%d <- %s from %d e%d seq %d off %d le %d hw %d err %d div %v(%d,%d) unjudged %v batches %d", n.id, m.Type, m.From, m.Epoch, m.Seq, m.Offset, m.LastEpoch, m.HW, m.Err, m.Diverging, m.DivergingEpoch, m.DivergingEnd, m.Unjudged, len(m.Batches))
+	n.r.Step(m)
+	s.drain(n)
 }
 
 // --- faults ---

@@ -95,7 +95,8 @@ const (
 	MsgFetch MsgType = iota + 1
 	// MsgFetchResp: leader → follower. Err, or Diverging (DivergingEpoch,
 	// DivergingEnd), or data [ReadFrom, ReadTo) in Batches, and HW; Epoch,
-	// Seq, Offset and LastEpoch echo the fetch.
+	// Seq, Offset and LastEpoch echo the fetch. Unjudged: no answer at all
+	// (the leader's core did not judge the fetch), only "ask again".
 	MsgFetchResp
 	// MsgFence: controller → replica. Epoch to fence at.
 	MsgFence
@@ -162,6 +163,12 @@ type Message struct {
 	Diverging      bool
 	DivergingEpoch wal.Epoch
 	DivergingEnd   wal.Offset
+	// Unjudged (MsgFetchResp): the fetch was not answered by the leader's
+	// core: a multi-partition replica fetch was answered before this
+	// partition's core judged its fetch, and the leader left the partition
+	// out. It says nothing about the follower's log or the high watermark;
+	// the follower asks again at once.
+	Unjudged bool
 	// ReadFrom, ReadTo: the leader's log range the driver reads into
 	// Batches (whole batches, from ReadFrom, up to its byte budget).
 	ReadFrom, ReadTo wal.Offset
