@@ -174,11 +174,14 @@ func (r *Replica) stepFetch(m Message) {
 		r.send(resp)
 		return
 	}
+	// A fetch without an incarnation comes from a driver that does not
+	// carry one (the broker's Kafka replica Fetch): it counts as before.
 	rec := r.state.IncarnationOf(m.From)
-	if !r.state.Counts(m.From, m.Incarnation) {
+	counts := m.Incarnation == 0 || r.state.Counts(m.From, m.Incarnation)
+	if !counts {
 		p.dead, p.durable = rec, -1
 	}
-	if r.state.Counts(m.From, m.Incarnation) && (rec == 0 || p.dead != rec) {
+	if counts && (rec == 0 || p.dead != rec) {
 		p.durable = max(p.durable, m.Offset)
 		p.lastFetch = r.tick
 		p.fetched = true
