@@ -195,4 +195,3 @@ func TestLostDiskReplicaDoesNotVote(t *testing.T) {
 		return i < len(now.Incarnations) && now.Incarnations[i] == uint64(c.brokers[b].incarnation), fmt.Sprintf("%+v", now)
 	})
 }
-
