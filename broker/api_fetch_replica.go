@@ -74,7 +74,7 @@ func (b *Broker) handleReplicaFetch(ctx context.Context, req *request, r *kmsg.F
 			}
 			fp.p = p
 			fp.answer = p.ReplicaFetch(replica.DecodeFetch(replica.NodeID(r.ReplicaID), replica.NodeID(b.cfg.NodeID),
-				replicaFetchSeq.Add(1), &rt.Partitions[pi]))
+				replicaFetchSeq.Add(1), 0, &rt.Partitions[pi]))
 		}
 	}
 	b.gatherReplicaAnswers(ctx, r, parts)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/cache"
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/tier"
@@ -35,6 +36,10 @@ type Broker struct {
 	clusterID string
 	journal   *wal.Journal // the durable point every partition shares; nil with PerPartitionFsync
 	coord     *coordinator // consumer groups and committed offsets
+
+	// incarnation of the data directory (datadir.go), set by Run before
+	// any partition opens; read-only after.
+	incarnation replica.Incarnation
 
 	objects    objstore.Store         // tiering (tiering.go); set in Run before partitions open
 	diskFull   atomic.Pointer[string] // why produce is refused (diskguard.go); "" or nil: accepted
@@ -144,7 +149,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	if b.clusterID, err = b.store.ClusterID(ctx); err != nil {
 		return fmt.Errorf("broker: cluster id: %w", err)
 	}
-	if err := b.checkDataDir(b.clusterID); err != nil {
+	if err := b.checkDataDir(ctx, b.clusterID); err != nil {
 		return err
 	}
 	if err := vfs.EmptyTrash(b.fs, b.trashDir()); err != nil {

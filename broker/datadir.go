@@ -9,17 +9,29 @@ package broker
 //	version=1
 //	cluster.id=<the cluster id from etcd, 22 characters>
 //	node.id=<the broker's --node-id>
+//	incarnation=<16 hex digits, random, never 0>
 //
 // Lines are key=value; a reader refuses a version it does not know and
 // ignores keys it does not know within its version. The file is written
 // once, atomically and durably (temp file, fsync, rename, directory fsync),
-// when a broker first starts on the directory.
+// when a broker first starts on the directory; a file without incarnation
+// (written before it existed) gets one, rewritten the same way.
+//
+// The incarnation names this life of the directory: every replica message
+// carries it, and the partition states in etcd record the incarnation each
+// replica was last in sync with (docs/architecture.md, "Replica
+// incarnations"). A broker restarted on an empty directory (a replaced
+// disk) draws a new one, so its replicas, which hold none of what the old
+// disk acknowledged, neither vote in elections nor count for a high
+// watermark until they have caught up.
 //
 // Invariant: one broker process at a time uses a data directory (lockFile).
 // Invariant: a broker never starts on a data directory of another cluster or
 // node: with a wrong --etcd-endpoints, a changed prefix or a wiped etcd the
 // cluster id differs and Run refuses, naming both ids, before it opens or
 // touches a log.
+// Invariant: a data directory's incarnation never changes once written; a
+// new one means the directory (and every log in it) is new.
 // Invariant: startup never deletes local data. A topic directory whose topic
 // etcd does not know is moved aside into <data-dir>/orphans/<time>/ and
 // logged; an operator removes it once sure it is not needed.
@@ -27,15 +39,20 @@ package broker
 // Only Run's goroutine calls these functions, before serving starts.
 
 import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/wal/vfs"
 )
 
@@ -77,12 +94,27 @@ func (b *Broker) lockDataDir() (io.Closer, error) {
 }
 
 type dataDirIdentity struct {
-	clusterID string
-	nodeID    int32
+	clusterID   string
+	nodeID      int32
+	incarnation replica.Incarnation // 0: none recorded (an older file)
 }
 
 func (id dataDirIdentity) encode() []byte {
-	return fmt.Appendf(nil, "version=%d\ncluster.id=%s\nnode.id=%d\n", identityVersion, id.clusterID, id.nodeID)
+	return fmt.Appendf(nil, "version=%d\ncluster.id=%s\nnode.id=%d\nincarnation=%016x\n",
+		identityVersion, id.clusterID, id.nodeID, uint64(id.incarnation))
+}
+
+// newIncarnation draws a random, non-zero incarnation.
+func newIncarnation() (replica.Incarnation, error) {
+	var b [8]byte
+	for {
+		if _, err := crand.Read(b[:]); err != nil {
+			return 0, fmt.Errorf("broker: draw a data directory incarnation: %w", err)
+		}
+		if x := binary.LittleEndian.Uint64(b[:]); x != 0 {
+			return replica.Incarnation(x), nil
+		}
+	}
 }
 
 func decodeIdentity(data []byte) (dataDirIdentity, error) {
@@ -111,21 +143,35 @@ func decodeIdentity(data []byte) (dataDirIdentity, error) {
 		return id, fmt.Errorf("node.id: %w", err)
 	}
 	id.nodeID = int32(n)
+	if v, ok := kv["incarnation"]; ok {
+		x, err := strconv.ParseUint(v, 16, 64)
+		if err != nil || x == 0 {
+			return id, fmt.Errorf("incarnation %q is not a non-zero hex number", v)
+		}
+		id.incarnation = replica.Incarnation(x)
+	}
 	return id, nil
 }
 
 // checkDataDir compares the data directory's identity with the cluster id
-// etcd reports and this broker's node id, writing the identity on first use.
-func (b *Broker) checkDataDir(clusterID string) error {
+// etcd reports and this broker's node id, writing the identity on first use,
+// and sets b.incarnation.
+func (b *Broker) checkDataDir(ctx context.Context, clusterID string) error {
 	path := filepath.Join(b.cfg.DataDir, identityFile)
 	want := dataDirIdentity{clusterID: clusterID, nodeID: b.cfg.NodeID}
 	data, err := vfs.ReadFile(b.fs, path, maxIdentitySize)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
+		if want.incarnation, err = newIncarnation(); err != nil {
+			return err
+		}
 		if err := vfs.WriteFileDurable(b.fs, path, want.encode()); err != nil {
 			return fmt.Errorf("broker: write %s: %w", path, err)
 		}
-		b.logger.Info().Str("cluster_id", clusterID).Str("path", path).Msg("data directory joined the cluster")
+		b.incarnation = want.incarnation
+		b.logger.Info().Str("cluster_id", clusterID).Str("path", path).Str("incarnation", fmt.Sprintf("%016x", uint64(want.incarnation))).
+			Msg("data directory joined the cluster")
+		b.warnIfRemembered(ctx)
 		return nil
 	case err != nil:
 		return fmt.Errorf("broker: read %s: %w", path, err)
@@ -142,7 +188,43 @@ func (b *Broker) checkDataDir(clusterID string) error {
 		return fmt.Errorf("broker: %w: %s says node %d, but this broker runs as --node-id %d; nothing was changed",
 			errForeignDataDir, path, have.nodeID, b.cfg.NodeID)
 	}
+	if have.incarnation == 0 {
+		// Written before incarnations: the logs are this directory's own,
+		// so it gets one now (the partition states know none for it yet).
+		if have.incarnation, err = newIncarnation(); err != nil {
+			return err
+		}
+		if err := vfs.WriteFileDurable(b.fs, path, have.encode()); err != nil {
+			return fmt.Errorf("broker: write %s: %w", path, err)
+		}
+	}
+	b.incarnation = have.incarnation
 	return nil
+}
+
+// warnIfRemembered logs, for a data directory just created, whether etcd
+// names this node a replica of partitions: then its disk was lost or
+// replaced, and those replicas start empty under a new incarnation. They
+// do not count in elections or for the high watermark until they have
+// caught up; a partition whose other replicas are gone too stays offline.
+func (b *Broker) warnIfRemembered(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, electionReadTimeout)
+	defer cancel()
+	states, _, err := b.store.AllPartitions(rctx)
+	if err != nil {
+		return // only a log line is at stake
+	}
+	n := 0
+	for _, st := range states {
+		if slices.Contains(st.Replicas, b.cfg.NodeID) {
+			n++
+		}
+	}
+	if n > 0 {
+		b.logger.Warn().Int("partitions", n).
+			Msg("new data directory, but the metadata names this node a replica: its disk was lost or replaced; " +
+				"its replicas start empty and count again only once they have caught up with their leaders")
+	}
 }
 
 // setAsideUnknown moves topic directories under wal/ and state/ whose topic

@@ -19,6 +19,14 @@ package broker
 // normally a partition has one write in flight; safety never rests on
 // that, only on the CAS on the revision the round started from.
 //
+// A partition whose fence rounds get a quorum of answers but not of
+// eligible ones (replicas that lost their disks and have not caught up,
+// replica.Controller.Blocked) stays leaderless: the loop logs it at warn,
+// naming the partition and the lost replicas, and counts it in
+// sluice_partitions_offline_lost_disks; an operator may force an unclean
+// election (POST /v1/admin/partitions/{topic}/{partition}/elections:unclean,
+// http_admin.go), which reaches the loop through elector.force.
+//
 // Goroutines: the elector loop (runElections) owns every replica.Controller
 // and the electorLoop; nothing else touches them, so they need no lock.
 // CAS goroutines are owned by the loop (electorLoop.wg), get their
@@ -73,8 +81,19 @@ func (r *replication) countElection(result string) {
 
 // elector is what the transport sees of a running elector loop.
 type elector struct {
-	inbox chan envelope // bounded; envelopes To replica.ControllerNode
+	inbox chan envelope     // bounded; envelopes To replica.ControllerNode
+	force chan forceUnclean // an operator's unclean elections (http_admin.go)
 }
+
+// forceUnclean asks the loop to force an unclean election of key; the
+// loop answers on done (buffered) with nil or errUnknownPartition.
+type forceUnclean struct {
+	key  partitionKey
+	done chan error
+}
+
+// errUnknownPartition: the elector follows no such partition.
+var errUnknownPartition = errors.New("the controller knows no such partition")
 
 // electedPartition is the loop's state for one partition.
 type electedPartition struct {
@@ -84,6 +103,11 @@ type electedPartition struct {
 	casSeq uint64    // the CAS the core waits for; 0: none
 	// loggedVersion is the state version of the last round logged at info.
 	loggedVersion int64
+	// blocked: the replicas the core last reported as keeping it from
+	// electing (replica.Controller.Blocked), as logged.
+	blocked []replica.NodeID
+	// recording: the CAS in flight records an incarnation, elects nobody.
+	recording bool
 }
 
 // casOutcome is the answer of a CAS goroutine to the loop.
@@ -107,6 +131,7 @@ type electorLoop struct {
 	results  chan casOutcome
 	seq      uint64
 	wg       sync.WaitGroup // CAS goroutines
+	nBlocked int64          // partitions with blocked != nil; published in repl.offline
 }
 
 // runElections elects partition leaders while this broker is controller
@@ -131,12 +156,13 @@ func (b *Broker) electLoop(ctx context.Context, ifLeader clientv3.Cmp, lost <-ch
 	defer func() {
 		cancel()
 		l.wg.Wait()
+		b.repl.offline.Store(0) // another controller reports them now
 	}()
 	watch := b.store.WatchPartitions(ctx)
 	if !l.load(ctx, lost) {
 		return
 	}
-	e := &elector{inbox: make(chan envelope, electorInbox)}
+	e := &elector{inbox: make(chan envelope, electorInbox), force: make(chan forceUnclean)}
 	b.repl.elector.Store(e)
 	defer b.repl.elector.CompareAndSwap(e, nil)
 	l.log.Info().Int("partitions", len(l.parts)).Ints32("live", toInt32IDs(l.live)).Msg("elector started")
@@ -157,6 +183,8 @@ func (b *Broker) electLoop(ctx context.Context, ifLeader clientv3.Cmp, lost <-ch
 			l.apply(ctx, ev)
 		case env := <-e.inbox:
 			l.step(ctx, env)
+		case f := <-e.force:
+			l.forceUnclean(ctx, f)
 		case r := <-l.results:
 			if !l.casDone(ctx, r) {
 				return
@@ -201,6 +229,10 @@ func (l *electorLoop) load(ctx context.Context, lost <-chan struct{}) bool {
 func (l *electorLoop) apply(ctx context.Context, ev meta.PartitionEvent) {
 	key := partitionKey{TopicID: ev.State.TopicID, Partition: ev.State.Partition}
 	if ev.Kind == meta.EventDelete {
+		if p := l.parts[key]; p != nil && p.blocked != nil {
+			l.nBlocked--
+			l.b.repl.offline.Store(l.nBlocked)
+		}
 		delete(l.parts, key)
 		return
 	}
@@ -212,6 +244,20 @@ func (l *electorLoop) apply(ctx context.Context, ev meta.PartitionEvent) {
 	}
 	p.ctrl.SetState(replicaStateOf(ev.State))
 	l.flush(ctx, key, p)
+}
+
+// forceUnclean makes the partition's next decision count every answer.
+func (l *electorLoop) forceUnclean(ctx context.Context, f forceUnclean) {
+	p := l.parts[f.key]
+	if p == nil {
+		f.done <- errUnknownPartition
+		return
+	}
+	l.partLog(l.log.Warn(), f.key).Ints32("lost_replicas", toInt32IDs(p.blocked)).
+		Msg("unclean election forced by an operator: the most complete log among the replicas that answer wins; what only the lost replicas held is gone")
+	p.ctrl.ForceUnclean()
+	l.flush(ctx, f.key, p)
+	f.done <- nil
 }
 
 // step hands a FenceAck or LeaderUnreachable to its partition's core.
@@ -242,6 +288,7 @@ func (l *electorLoop) tick(ctx context.Context) {
 
 // flush carries out a core's Ready: fences to the replicas, and the CAS.
 func (l *electorLoop) flush(ctx context.Context, key partitionKey, p *electedPartition) {
+	l.noteBlocked(key, p)
 	if !p.ctrl.HasReady() {
 		return
 	}
@@ -270,6 +317,31 @@ func (l *electorLoop) flush(ctx context.Context, key partitionKey, p *electedPar
 	p.ctrl.Advance()
 }
 
+// noteBlocked logs a partition that cannot elect for lost disks, and its
+// recovery, and keeps the offline gauge.
+func (l *electorLoop) noteBlocked(key partitionKey, p *electedPartition) {
+	now := p.ctrl.Blocked()
+	if slices.Equal(now, p.blocked) {
+		return
+	}
+	switch {
+	case p.blocked == nil:
+		l.nBlocked++
+	case now == nil:
+		l.nBlocked--
+	}
+	p.blocked = now
+	l.b.repl.offline.Store(l.nBlocked)
+	if now == nil {
+		l.partLog(l.log.Info(), key).Msg("partition no longer blocked by replicas that lost their disks")
+		return
+	}
+	l.partLog(l.log.Warn(), key).Ints32("lost_replicas", toInt32IDs(now)).
+		Msg("partition offline: a quorum answered the fence, but these replicas lost their disks and have not caught up, " +
+			"so no eligible quorum holds the committed log; it stays leaderless until they catch up or more replicas return " +
+			"(an unclean election can be forced: POST /v1/admin/partitions/{topic}/{partition}/elections:unclean)")
+}
+
 // partLog adds the partition's names to a log event.
 func (l *electorLoop) partLog(ev *zerolog.Event, key partitionKey) *zerolog.Event {
 	if t := l.b.lookupTopicID(key.TopicID); t != nil {
@@ -284,9 +356,15 @@ func (l *electorLoop) startCAS(ctx context.Context, key partitionKey, p *elected
 	p.casSeq = l.seq
 	next := metaStateOf(key, cas.New)
 	next.Revision = cas.Expect
-	l.partLog(l.log.Info(), key).Int32("old_epoch", int32(old.Epoch)).Int32("old_leader", int32(old.Leader)).
-		Int32("epoch", next.LeaderEpoch).Int32("leader", next.Leader).Str("cause", p.cause).
-		Msg("electing leader: a quorum answered the fence")
+	p.recording = cas.New.Epoch == old.Epoch
+	if p.recording {
+		l.partLog(l.log.Info(), key).Int32("epoch", next.LeaderEpoch).Uints64("incarnations", next.Incarnations).
+			Msg("recording the new incarnation of a replica that lost its disk and has caught up: it counts again")
+	} else {
+		l.partLog(l.log.Info(), key).Int32("old_epoch", int32(old.Epoch)).Int32("old_leader", int32(old.Leader)).
+			Int32("epoch", next.LeaderEpoch).Int32("leader", next.Leader).Str("cause", p.cause).
+			Msg("electing leader: a quorum answered the fence")
+	}
 	seq := l.seq
 	l.wg.Add(1)
 	go func() {
@@ -352,6 +430,8 @@ func (l *electorLoop) casDone(ctx context.Context, r casOutcome) bool {
 	}
 	ev := l.log.Info()
 	switch {
+	case r.ok && p.recording:
+		l.partLog(ev, r.key).Uints64("incarnations", r.current.Incarnations).Msg("replica incarnation recorded")
 	case r.ok:
 		l.b.repl.countElection(electionWritten)
 		ev = ev.Int32("epoch", r.current.LeaderEpoch).Int32("leader", r.current.Leader)
@@ -412,7 +492,20 @@ func replicaStateOf(st meta.PartitionState) replica.State {
 	for i, id := range st.Replicas {
 		s.Replicas[i] = replica.NodeID(id)
 	}
+	s.Incarnations = incarnationsOf(st.Incarnations)
 	return s
+}
+
+// incarnationsOf converts the incarnations stored in etcd (nil: none).
+func incarnationsOf(xs []uint64) []replica.Incarnation {
+	if len(xs) == 0 {
+		return nil
+	}
+	out := make([]replica.Incarnation, len(xs))
+	for i, x := range xs {
+		out[i] = replica.Incarnation(x)
+	}
+	return out
 }
 
 // metaStateOf is a core's state for partition key as etcd stores it; its
@@ -428,6 +521,12 @@ func metaStateOf(key partitionKey, s replica.State) meta.PartitionState {
 	st.Replicas = make([]int32, len(s.Replicas))
 	for i, id := range s.Replicas {
 		st.Replicas[i] = int32(id)
+	}
+	if len(s.Incarnations) > 0 {
+		st.Incarnations = make([]uint64, len(s.Incarnations))
+		for i, x := range s.Incarnations {
+			st.Incarnations[i] = uint64(x)
+		}
 	}
 	return st
 }

@@ -117,4 +117,5 @@ func (b *Broker) registerAPI(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/openapi.json", b.httpOpenAPI)
 	mux.HandleFunc("POST "+replicationPath, b.httpReplication)
 	b.registerGroupAPI(mux)
+	b.registerAdminAPI(mux)
 }

@@ -1,9 +1,9 @@
 package broker
 
 // This file owns the transport of election messages between brokers: the
-// Fence, FenceAck and LeaderUnreachable replica.Messages (never record data,
-// which followers read with Kafka Fetch), wrapped in envelopes and carried
-// over the brokers' HTTP API as
+// Fence, FenceAck, LeaderUnreachable and CaughtUp replica.Messages (never
+// record data, which followers read with Kafka Fetch), wrapped in envelopes
+// and carried over the brokers' HTTP API as
 //
 //	POST /internal/v1/replication     body: JSON array of envelopes (≤ 1 MiB)
 //	                                  204: dispatched (each one may still be
@@ -94,6 +94,7 @@ type replication struct {
 	drops     [len(dropReasons)]atomic.Uint64     // by index in dropReasons
 	elections [len(electionResults)]atomic.Uint64 // by index in electionResults (elector.go)
 	rounds    atomic.Uint64                       // election rounds started (elector.go)
+	offline   atomic.Int64                        // partitions blocked by lost disks (elector.go)
 	metrics   sync.Once                           // registers the counters above, once
 	client    atomic.Pointer[http.Client]         // set by startReplicationTransport
 }
@@ -142,6 +143,10 @@ func (b *Broker) registerReplicationMetrics() {
 			prometheus.NewCounterFunc(prometheus.CounterOpts{
 				Name: "sluice_controller_election_rounds_total", Help: "Fence rounds started by this broker as controller.",
 			}, func() float64 { return float64(r.rounds.Load()) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "sluice_partitions_offline_lost_disks",
+				Help: "Partitions this broker, as controller, cannot elect a leader for: a quorum answers, but too few of them hold the committed log (replicas that lost their disks and have not caught up).",
+			}, func() float64 { return float64(r.offline.Load()) }),
 		}
 		for i, reason := range dropReasons {
 			cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{

@@ -180,7 +180,8 @@ func coreState(st meta.PartitionState) replica.State {
 	for i, id := range st.Replicas {
 		rs[i] = replica.NodeID(id)
 	}
-	return replica.State{Epoch: wal.Epoch(st.LeaderEpoch), Leader: replica.NodeID(st.Leader), Replicas: rs, Version: st.Revision}
+	return replica.State{Epoch: wal.Epoch(st.LeaderEpoch), Leader: replica.NodeID(st.Leader), Replicas: rs,
+		Incarnations: incarnationsOf(st.Incarnations), Version: st.Revision}
 }
 
 func (b *Broker) openPartition(tp *topic, i int32) (*partition.Partition, error) {
@@ -208,6 +209,7 @@ func (b *Broker) openPartition(tp *topic, i int32) (*partition.Partition, error)
 		SoleReplica:    len(tp.states[i].Replicas) == 1,
 		Net:            partitionNet{b: b, key: partitionKey{TopicID: tp.meta.ID, Partition: i}},
 		Self:           b.cfg.NodeID,
+		Incarnation:    b.incarnation,
 		Queue:          b.cfg.PartitionQueue,
 		FS:             b.fs,
 		SnapshotPath:   b.snapshotPath(tp.meta.ID, i),

@@ -19,7 +19,8 @@
 //	                                        written once with a create-only transaction)
 //	<prefix>topics/<name>                   {"v":1,"name","id","partitions",
 //	                                         "replication_factor","configs"}
-//	<prefix>partitions/<topicID>/<n>        {"v":1,"replicas","leader","leader_epoch"}
+//	<prefix>partitions/<topicID>/<n>        {"v":1,"replicas","leader","leader_epoch",
+//	                                         "incarnations" (optional)}
 //	                                        (partition.go): replicas[0] is the preferred
 //	                                        leader, leader -1 means none; created leaderless
 //	                                        at epoch 0 (the controller elects the first
@@ -27,7 +28,9 @@
 //	                                        topic key (one transaction, or chunks written
 //	                                        before it), then changed only by a CAS on its
 //	                                        mod revision (etcd's, not stored) carrying the
-//	                                        controller's IfLeader; deleted with the topic
+//	                                        controller's IfLeader; deleted with the topic.
+//	                                        incarnations[i]: replicas[i]'s data-directory
+//	                                        incarnation it was last in sync with (0: unknown)
 //	<prefix>producer-ids/next               next unallocated idempotent producer id, decimal
 //	                                        (raw string); only grows, by CAS
 //	<prefix>heads/<topicID>/<n>             {"v":1,"log_start","clean","remote_end","epochs",

@@ -6,7 +6,15 @@ package meta
 // (UpdatePartition).
 //
 //	<prefix>partitions/<topicID>/<n>
-//	{"v":1,"replicas":[2,3,1],"leader":2,"leader_epoch":4}
+//	{"v":1,"replicas":[2,3,1],"leader":2,"leader_epoch":4,"incarnations":[7613...,0,9021...]}
+//
+// "incarnations" (optional, indexed like "replicas", 0 or missing: unknown)
+// is the data-directory incarnation each replica was last known in sync
+// with (broker/replica.State.Incarnations): a replica answering with
+// another one lost its disk and does not count until it caught up. A
+// reader that does not know the field ignores it, and a writer that does
+// not know it drops it: the replicas are then unknown again, and the next
+// election records them.
 //
 // The key names the topic ID and the partition; the value carries neither.
 // Compare-and-swap uses the key's etcd mod revision (PartitionState.Revision),
@@ -55,6 +63,10 @@ type PartitionState struct {
 	Replicas    []int32
 	Leader      int32 // NoLeader (-1) when there is none; otherwise one of Replicas
 	LeaderEpoch int32
+	// Incarnations, indexed like Replicas (shorter or nil: unknown), are
+	// the data-directory incarnations the replicas were last in sync with;
+	// 0 is unknown.
+	Incarnations []uint64
 	// Revision is the etcd mod revision the state was read or written at,
 	// for compare-and-swap in UpdatePartition. Not stored.
 	Revision int64
@@ -68,6 +80,8 @@ type partitionRecord struct {
 	Replicas    []int32 `json:"replicas"`
 	Leader      *int32  `json:"leader"`
 	LeaderEpoch *int32  `json:"leader_epoch"`
+	// Incarnations is omitted when every one is unknown.
+	Incarnations []uint64 `json:"incarnations,omitempty"`
 }
 
 // validatePartition checks what every stored state must satisfy.
@@ -83,6 +97,8 @@ func validatePartition(st PartitionState) error {
 		return fmt.Errorf("%w: partition %d: leader epoch %d", ErrInvalidPartitionState, st.Partition, st.LeaderEpoch)
 	case st.Leader != NoLeader && !slices.Contains(st.Replicas, st.Leader):
 		return fmt.Errorf("%w: partition %d: leader %d not in replicas %v", ErrInvalidPartitionState, st.Partition, st.Leader, st.Replicas)
+	case len(st.Incarnations) > len(st.Replicas):
+		return fmt.Errorf("%w: partition %d: %d incarnations for %d replicas", ErrInvalidPartitionState, st.Partition, len(st.Incarnations), len(st.Replicas))
 	}
 	for i, r := range st.Replicas {
 		if r < 0 {
@@ -99,12 +115,16 @@ func encodePartition(st PartitionState) ([]byte, error) {
 	if err := validatePartition(st); err != nil {
 		return nil, fmt.Errorf("meta: encode partition %s-%d: %w", uuid.UUID(st.TopicID), st.Partition, err)
 	}
-	b, err := json.Marshal(partitionRecord{
+	rec := partitionRecord{
 		V:           partitionRecordVersion,
 		Replicas:    st.Replicas,
 		Leader:      &st.Leader,
 		LeaderEpoch: &st.LeaderEpoch,
-	})
+	}
+	if slices.ContainsFunc(st.Incarnations, func(x uint64) bool { return x != 0 }) {
+		rec.Incarnations = st.Incarnations
+	}
+	b, err := json.Marshal(rec)
 	if err != nil {
 		return nil, fmt.Errorf("meta: encode partition %s-%d: %w", uuid.UUID(st.TopicID), st.Partition, err)
 	}
@@ -154,12 +174,13 @@ func decodePartition(rel string, kv *mvccpb.KeyValue) (PartitionState, error) {
 		return PartitionState{}, fmt.Errorf("meta: decode partition %q: leader or leader epoch missing: %w", rel, ErrCorrupt)
 	}
 	st := PartitionState{
-		TopicID:     pid.topic,
-		Partition:   pid.n,
-		Replicas:    r.Replicas,
-		Leader:      *r.Leader,
-		LeaderEpoch: *r.LeaderEpoch,
-		Revision:    kv.ModRevision,
+		TopicID:      pid.topic,
+		Partition:    pid.n,
+		Replicas:     r.Replicas,
+		Leader:       *r.Leader,
+		LeaderEpoch:  *r.LeaderEpoch,
+		Incarnations: r.Incarnations,
+		Revision:     kv.ModRevision,
 	}
 	if err := validatePartition(st); err != nil {
 		return PartitionState{}, fmt.Errorf("meta: decode partition %q: %w: %w", rel, ErrCorrupt, err)
@@ -558,6 +579,7 @@ func (s *Store) UpdatePartition(ctx context.Context, st PartitionState, conds ..
 		return PartitionState{}, fmt.Errorf("meta: %s: %w", op, s.updateLost(st, resp))
 	}
 	st.Replicas = slices.Clone(st.Replicas)
+	st.Incarnations = slices.Clone(st.Incarnations)
 	st.Revision = resp.Header.Revision
 	return st, nil
 }

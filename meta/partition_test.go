@@ -60,7 +60,8 @@ func wantKeys(id [16]byte, n int) []string {
 func assertSameState(t *testing.T, got, want PartitionState) {
 	t.Helper()
 	if got.TopicID != want.TopicID || got.Partition != want.Partition || !slices.Equal(got.Replicas, want.Replicas) ||
-		got.Leader != want.Leader || got.LeaderEpoch != want.LeaderEpoch || got.Revision != want.Revision {
+		got.Leader != want.Leader || got.LeaderEpoch != want.LeaderEpoch || got.Revision != want.Revision ||
+		!slices.Equal(got.Incarnations, want.Incarnations) {
 		t.Fatalf("partition state %+v, want %+v", got, want)
 	}
 }
@@ -366,6 +367,25 @@ func TestUpdatePartition(t *testing.T) {
 			}
 			assertSameState(t, read[0], stored)
 		})
+	}
+
+	// The replicas' incarnations are stored and read back; all unknown
+	// (zero) is stored as none; more than the replicas is refused.
+	withInc, err := s.UpdatePartition(ctx, with(stored, func(st *PartitionState) { st.Incarnations = []uint64{7, 1 << 63, 0} }))
+	if err != nil {
+		t.Fatalf("UpdatePartition with incarnations: %v", err)
+	}
+	read, err = s.Partitions(ctx, tp.ID)
+	if err != nil {
+		t.Fatalf("Partitions: %v", err)
+	}
+	assertSameState(t, read[0], withInc)
+	if _, err := s.UpdatePartition(ctx, with(withInc, func(st *PartitionState) { st.Incarnations = []uint64{1, 2, 3, 4} })); !errors.Is(err, ErrInvalidPartitionState) {
+		t.Fatalf("four incarnations for three replicas = %v, want ErrInvalidPartitionState", err)
+	}
+	stored, err = s.UpdatePartition(ctx, with(withInc, func(st *PartitionState) { st.Incarnations = nil }))
+	if err != nil {
+		t.Fatalf("UpdatePartition without incarnations: %v", err)
 	}
 
 	// Losing the leader keeps the epoch; a new leader then needs the next one.

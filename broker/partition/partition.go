@@ -148,6 +148,10 @@ type Options struct {
 	// controller. Nil makes a standalone partition that elects itself the
 	// leader of a one-replica group at open (unit tests).
 	Net Net
+
+	// Incarnation of the data directory the log lives in, stamped on the
+	// replica's messages (replica.Config.Incarnation); 0: unknown.
+	Incarnation replica.Incarnation
 }
 
 // Net is how a partition's replica reaches the rest of the cluster.
@@ -231,6 +235,7 @@ func Open(l *wal.Log, o Options) (*Partition, error) {
 		RetryTicks:       replicaRetryTicks,
 		UnreachableTicks: replicaUnreachableTicks,
 		ElideEpochStart:  true,
+		Incarnation:      o.Incarnation,
 	}, replica.HardState{Fenced: l.FencedEpoch()}, coreEpochs(l.Epochs()), end, committed)
 	p.hw = committed
 	p.publishStatus()

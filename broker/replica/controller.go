@@ -16,6 +16,17 @@ package replica
 // Invariant: the winner acked the round's fence, and its (last epoch,
 // durable end) is >= that of at least quorum-1 other replicas that acked
 // it: with the winner they form a quorum whose logs it contains.
+// Invariant: only a vote of an eligible replica counts, for the quorum and
+// as a winner: one whose answer carries the incarnation the state records
+// for it (or none is recorded), or that proves it caught up in the
+// state's epoch (SyncedEpoch). A replica that lost its disk holds none of
+// what it once acknowledged, so counting it could elect a log missing
+// committed records; without an eligible quorum the partition stays
+// leaderless (Blocked) until the lost replicas come back or an operator
+// forces an unclean election (ForceUnclean).
+// Invariant: a CAS records the incarnation of every eligible answer, and
+// a recording CAS (MsgCaughtUp) changes nothing but one replica's
+// incarnation, at the epoch the replica proved it caught up in.
 // Invariant: at most one CAS is outstanding.
 //
 // A Controller is not safe for concurrent use; its owner serialises calls.
@@ -50,7 +61,8 @@ type ControllerConfig struct {
 }
 
 type controllerBugs struct {
-	winnerIgnoresUpToDate bool // elect the preferred (or first) acker regardless of logs
+	winnerIgnoresUpToDate  bool // elect the preferred (or first) acker regardless of logs
+	votesIgnoreIncarnation bool // count a replica that lost its disk (the rule before incarnations)
 }
 
 // Controller defaults.
@@ -95,6 +107,8 @@ type fenceAck struct {
 	from      NodeID
 	lastEpoch wal.Epoch
 	end       wal.Offset
+	inc       Incarnation
+	synced    wal.Epoch // the answer's SyncedEpoch
 }
 
 type complaint struct {
@@ -122,8 +136,13 @@ type Controller struct {
 
 	casOut    bool
 	casSentAt int64
-	owed      bool  // a round was abandoned after fencing: elect again
-	retryAt   int64 // no new round before this tick
+	recording bool // the outstanding CAS records an incarnation, no election
+	unclean   bool // an operator forced an unclean election: every answer counts
+	// blocked: the replicas whose answers did not count in the last round
+	// that had a quorum of answers but not of eligible ones; nil otherwise.
+	blocked []NodeID
+	owed    bool  // a round was abandoned after fencing: elect again
+	retryAt int64 // no new round before this tick
 
 	complaints  []complaint
 	leaderSince int64
@@ -151,6 +170,7 @@ func (c *Controller) SetState(s State) {
 	if !c.stateKnown || s.Leader != c.state.Leader || s.Epoch != c.state.Epoch {
 		c.leaderSince = c.tick
 		c.complaints = nil
+		c.blocked = nil // someone elected
 	}
 	c.state = s.Clone()
 	c.stateKnown = true
@@ -158,6 +178,7 @@ func (c *Controller) SetState(s State) {
 	if (c.casOut || c.owed) && s.Version > c.expect {
 		c.casOut = false
 		c.owed = false
+		c.recording = false
 	}
 	if c.electing && s.Version != c.expect {
 		c.electing = false // the state moved under the round
@@ -170,11 +191,13 @@ func (c *Controller) SetLive(ids []NodeID) {
 	slices.Sort(c.live)
 }
 
-// Step takes a FenceAck or a LeaderUnreachable.
+// Step takes a FenceAck, a LeaderUnreachable or a CaughtUp.
 func (c *Controller) Step(m Message) {
 	switch m.Type {
 	case MsgFenceAck:
 		c.stepFenceAck(m)
+	case MsgCaughtUp:
+		c.stepCaughtUp(m)
 	case MsgLeaderUnreachable:
 		if !c.stateKnown || m.Epoch != c.state.Epoch {
 			return
@@ -205,9 +228,62 @@ func (c *Controller) stepFenceAck(m Message) {
 		return
 	}
 	c.acks = slices.DeleteFunc(c.acks, func(a fenceAck) bool { return a.from == m.From })
-	c.acks = append(c.acks, fenceAck{from: m.From, lastEpoch: m.LastEpoch, end: m.Offset})
+	c.acks = append(c.acks, fenceAck{from: m.From, lastEpoch: m.LastEpoch, end: m.Offset, inc: m.Incarnation, synced: m.SyncedEpoch})
 	c.decide()
 }
+
+// stepCaughtUp records the new incarnation of a replica that lost its
+// disk and has caught up with the leader of the state's epoch, so it
+// counts again (in votes, and for its leader's high watermark).
+func (c *Controller) stepCaughtUp(m Message) {
+	s := c.state
+	if !c.stateKnown || c.electing || c.casOut || c.owed || m.Epoch != s.Epoch || s.Leader == NoLeader ||
+		m.Incarnation == 0 || !slices.Contains(s.Replicas, m.From) || s.IncarnationOf(m.From) == m.Incarnation {
+		return // not now, stale, or already recorded; the replica repeats it
+	}
+	next := s.Clone()
+	next.Version = s.Version + 1
+	next.Incarnations = recordIncarnation(next, m.From, m.Incarnation)
+	c.casOut, c.recording = true, true
+	c.casSentAt = c.tick
+	c.expect = s.Version
+	c.rd.CAS = &CAS{Expect: s.Version, New: next}
+}
+
+// recordIncarnation returns s's incarnations with id's set to inc.
+func recordIncarnation(s State, id NodeID, inc Incarnation) []Incarnation {
+	incs := make([]Incarnation, len(s.Replicas))
+	copy(incs, s.Incarnations)
+	for i, r := range s.Replicas {
+		if r == id {
+			incs[i] = inc
+		}
+	}
+	return incs
+}
+
+// ForceUnclean makes the next decision (this round's, or a new one's)
+// count every answer, eligible or not: an operator's choice to bring a
+// partition back whose eligible replicas are gone, accepting the loss of
+// whatever only they held. It holds until an election is written.
+func (c *Controller) ForceUnclean() {
+	c.unclean = true
+	if c.electing && !c.casOut {
+		c.decide()
+		return
+	}
+	if !c.electing && !c.casOut {
+		c.owed = true
+		c.retryAt = c.tick
+		c.maybeElect()
+	}
+}
+
+// Blocked lists the replicas whose answers did not count in the last
+// round that had a quorum of answers but too few eligible ones (they lost
+// their disks and have not caught up): the partition stays leaderless
+// until they do, or an unclean election is forced. Nil when not blocked.
+func (c *Controller) Blocked() []NodeID { return slices.Clone(c.blocked) }
 
 // CASResult answers the outstanding CAS: applied or not, and the state now
 // in etcd (when known; a zero Version means unknown).
@@ -220,7 +296,12 @@ func (c *Controller) CASResult(ok bool, current State) {
 	if current.Version > 0 {
 		c.SetState(current)
 	}
+	if c.recording {
+		c.recording = false
+		return // no election was asked for; the replica repeats its notice
+	}
 	if ok {
+		c.unclean = false
 		c.owed = false
 	} else {
 		c.owed = true
@@ -236,7 +317,8 @@ func (c *Controller) Tick() {
 		if c.tick-c.casSentAt > int64(c.cfg.RoundTicks) {
 			c.casOut = false // no answer: a new round will CAS again
 			c.electing = false
-			c.owed = true
+			c.owed = !c.recording
+			c.recording = false
 			c.retryAt = c.tick
 		}
 	case c.electing:
@@ -331,21 +413,78 @@ func upToDate(a, b fenceAck) bool {
 	return a.lastEpoch > b.lastEpoch || (a.lastEpoch == b.lastEpoch && a.end >= b.end)
 }
 
-// eligible reports whether a may win: its log is at least that of quorum-1
-// other acking replicas.
-func (c *Controller) eligible(a fenceAck) bool {
+// votes reports whether a's answer counts: its incarnation is the one the
+// state records (or none is), or it proves it caught up in the state's
+// epoch, or an unclean election was forced.
+func (c *Controller) votes(a fenceAck) bool {
+	return c.unclean || c.cfg.bugs.votesIgnoreIncarnation || c.state.Counts(a.from, a.inc) ||
+		(a.synced != 0 && a.synced == c.state.Epoch)
+}
+
+// voters is how many answers count.
+func (c *Controller) voters() int {
 	n := 0
-	for _, b := range c.acks {
-		if b.from != a.from && upToDate(a, b) {
+	for _, a := range c.acks {
+		if c.votes(a) {
 			n++
 		}
+	}
+	return n
+}
+
+// eligible reports whether a may win: it votes and its log is at least
+// that of quorum-1 other voting replicas (in an unclean election, of every
+// other answer).
+func (c *Controller) eligible(a fenceAck) bool {
+	if !c.votes(a) {
+		return false
+	}
+	n := 0
+	for _, b := range c.acks {
+		if b.from != a.from && c.votes(b) && upToDate(a, b) {
+			n++
+		}
+	}
+	if c.unclean {
+		return n == len(c.acks)-1
 	}
 	return n >= c.quorum()-1
 }
 
+// uncleanReady: a forced unclean round decides once every live replica
+// answered, or half the round is gone, with at least one answer.
+func (c *Controller) uncleanReady() bool {
+	if len(c.acks) == 0 {
+		return false
+	}
+	if c.tick-c.startedAt >= int64(c.cfg.RoundTicks/2) {
+		return true
+	}
+	for _, id := range c.state.Replicas {
+		if _, acked := c.ack(id); !acked && c.isLive(id) {
+			return false
+		}
+	}
+	return true
+}
+
 // decide picks the winner once a quorum answered, and sends the CAS.
 func (c *Controller) decide() {
-	if len(c.acks) < c.quorum() {
+	if c.unclean {
+		if !c.uncleanReady() {
+			return
+		}
+	} else if len(c.acks) < c.quorum() {
+		return
+	} else if c.voters() < c.quorum() {
+		// A quorum answered, but some lost their disks: wait for more
+		// answers; the partition stays leaderless meanwhile.
+		c.blocked = c.blocked[:0]
+		for _, a := range c.acks {
+			if !c.votes(a) {
+				c.blocked = append(c.blocked, a.from)
+			}
+		}
 		return
 	}
 	s := c.state
@@ -353,6 +492,7 @@ func (c *Controller) decide() {
 	if !ok {
 		return // wait for more answers, or the round's end
 	}
+	c.blocked = nil
 	if c.preferred {
 		if w == s.Replicas[0] {
 			c.prefWait = int64(c.cfg.PreferredTicks)
@@ -367,6 +507,11 @@ func (c *Controller) decide() {
 	}
 	next := s.Clone()
 	next.Epoch, next.Leader, next.Version = c.round, w, s.Version+1
+	for _, a := range c.acks {
+		if a.inc != 0 && c.votes(a) {
+			next.Incarnations = recordIncarnation(next, a.from, a.inc)
+		}
+	}
 	c.casOut = true
 	c.casSentAt = c.tick
 	c.rd.CAS = &CAS{Expect: c.expect, New: next}

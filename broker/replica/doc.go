@@ -72,13 +72,15 @@
 //	func NewController(cfg ControllerConfig) *Controller
 //	func (c *Controller) SetState(s State)
 //	func (c *Controller) SetLive(ids []NodeID)
-//	func (c *Controller) Step(m Message)   // FenceAck, LeaderUnreachable
+//	func (c *Controller) Step(m Message)   // FenceAck, LeaderUnreachable, CaughtUp
 //	func (c *Controller) CASResult(ok bool, current State)
 //	func (c *Controller) Tick()
 //	func (c *Controller) HasReady() bool
 //	func (c *Controller) Ready() ControllerReady // Messages (fences), CAS *CAS{Expect, New}
 //	func (c *Controller) Advance()
 //	func (c *Controller) Status() (State, bool, wal.Epoch)
+//	func (c *Controller) Blocked() []NodeID // lost replicas keeping it from electing
+//	func (c *Controller) ForceUnclean()     // an operator's unclean election
 //
 // A driver's loop: feed inputs; while HasReady, take Ready and do it in
 // order: remove the log from Ready.Truncate on (whole batches; then call
@@ -121,6 +123,18 @@
 // partitions does. `go test ./broker/replica/` runs
 // 1,000 seeds; `make sim` runs 100,000; a failure prints the seed and the
 // command rerunning it with a trace.
+//
+// # Lost disks
+//
+// Config.Incarnation names the data directory's life and is stamped on
+// every message. State.Incarnations records, per replica, the incarnation
+// it was last in sync with. A replica answering with another one lost its
+// disk: its fence answers do not vote and its fetches do not move the
+// leader's HW, until it has caught up (its log matches the leader's through
+// the leader's epoch start and last HW) and the controller records it
+// (MsgCaughtUp, or the proof in a FenceAck's SyncedEpoch). Without an
+// eligible quorum the controller elects nobody (Blocked) unless ForceUnclean.
+// The simulator loses disks (sim_diskloss_test.go).
 //
 // # Restarts
 //

@@ -67,6 +67,7 @@ func (r *Replica) maybeFetch() {
 }
 
 func (r *Replica) followerTick() {
+	r.noteCaughtUp() // repeated until the state records this incarnation
 	if r.fetchOut && r.tick-r.fetchSentAt > int64(r.cfg.FetchWaitTicks+2*r.cfg.RetryTicks) {
 		r.fetchOut = false // lost: ask again
 	}
@@ -171,5 +172,36 @@ func (r *Replica) followerHW() {
 	if cand := min(r.leaderHW, r.durable, r.matched); cand > r.hw {
 		r.hw = cand
 		r.rd.HWChanged = true
+	}
+	r.noteCaughtUp()
+}
+
+// noteCaughtUp: a follower whose durable log matches its leader's through
+// the leader's epoch start and through the last high watermark the leader
+// sent holds everything committed: the leader held all that was committed
+// before its epoch when elected, and what it committed since is below its
+// HW. One the state does not record (it lost its disk) tells the
+// controller, which records its incarnation so that it counts again.
+func (r *Replica) noteCaughtUp() {
+	if r.role != RoleFollower {
+		return
+	}
+	start := wal.Offset(-1)
+	for _, e := range r.epochs {
+		if e.Epoch == r.epoch {
+			start = e.Start
+		}
+	}
+	// With no batch of this epoch yet (a leader that appended no
+	// epoch-start batch) the start is not known here: no proof.
+	held := min(r.durable, r.matched)
+	if start < 0 || held <= start || held < r.leaderHW {
+		return
+	}
+	r.syncedEpoch = r.epoch
+	if r.state.IncarnationOf(r.cfg.ID) != r.cfg.Incarnation && r.cfg.Incarnation != 0 &&
+		(r.caughtUpAt == 0 || r.tick-r.caughtUpAt >= int64(r.cfg.RetryTicks)) {
+		r.caughtUpAt = r.tick
+		r.send(Message{Type: MsgCaughtUp, To: ControllerNode, Epoch: r.epoch, HW: r.leaderHW})
 	}
 }

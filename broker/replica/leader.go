@@ -27,6 +27,12 @@ type peer struct {
 	durable   wal.Offset // from its last non-diverging fetch; -1 none
 	lastFetch int64      // tick of that fetch
 	fetched   bool
+	// dead: the incarnation the state records for this follower, once a
+	// fetch came from another one: the disk it reported durable ends from
+	// is gone, so the follower counts neither in sync nor for the HW until
+	// the state records its new incarnation (a late fetch of the dead
+	// one does not count either). 0: none.
+	dead Incarnation
 
 	parked        bool // a fetch at the log end is held
 	parkSeq       uint64
@@ -119,7 +125,7 @@ func (r *Replica) releaseWaiters() {
 func (r *Replica) inSync() []NodeID {
 	ids := []NodeID{r.cfg.ID}
 	for _, p := range r.peers {
-		if p.fetched && r.tick-p.lastFetch <= int64(r.cfg.LagTicks) {
+		if p.fetched && (p.dead == 0 || p.dead != r.state.IncarnationOf(p.id)) && r.tick-p.lastFetch <= int64(r.cfg.LagTicks) {
 			ids = append(ids, p.id)
 		}
 	}
@@ -168,9 +174,18 @@ func (r *Replica) stepFetch(m Message) {
 		r.send(resp)
 		return
 	}
-	p.durable = max(p.durable, m.Offset)
-	p.lastFetch = r.tick
-	p.fetched = true
+	// A fetch without an incarnation comes from a driver that does not
+	// carry one (the broker's Kafka replica Fetch): it counts as before.
+	rec := r.state.IncarnationOf(m.From)
+	counts := m.Incarnation == 0 || r.state.Counts(m.From, m.Incarnation)
+	if !counts {
+		p.dead, p.durable = rec, -1
+	}
+	if counts && (rec == 0 || p.dead != rec) {
+		p.durable = max(p.durable, m.Offset)
+		p.lastFetch = r.tick
+		p.fetched = true
+	}
 	p.parked = true
 	p.parkSeq, p.parkEpoch, p.parkOffset, p.parkLastEpoch, p.parkHW = m.Seq, m.Epoch, m.Offset, m.LastEpoch, r.hw
 	p.parkUntil = r.tick + int64(r.cfg.FetchWaitTicks)
@@ -205,6 +220,20 @@ func (r *Replica) leaderTick() {
 		p := &r.peers[i]
 		if p.parked && r.tick >= p.parkUntil {
 			r.answerParked(p)
+		}
+	}
+}
+
+// recount follows a new state of the epoch led: a follower whose new
+// incarnation the controller recorded counts again, from its next fetch.
+func (r *Replica) recount(old State) {
+	if r.role != RoleLeader {
+		return
+	}
+	for i := range r.peers {
+		p := &r.peers[i]
+		if inc := r.state.IncarnationOf(p.id); inc != old.IncarnationOf(p.id) {
+			p.durable = -1 // the new incarnation reports afresh
 		}
 	}
 }

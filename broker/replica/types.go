@@ -33,13 +33,47 @@ type State struct {
 	Epoch    wal.Epoch
 	Leader   NodeID // NoLeader: none
 	Replicas []NodeID
-	Version  int64
+	// Incarnations, indexed like Replicas (shorter or nil: unknown), is
+	// the data-directory incarnation each replica was last known to hold
+	// everything committed with. 0: unknown, and any incarnation counts
+	// (a state written before incarnations existed). A replica answering
+	// with another incarnation lost its disk: it neither votes nor counts
+	// for the high watermark until it has caught up and the controller
+	// records its new incarnation.
+	Incarnations []Incarnation
+	Version      int64
 }
+
+// Incarnation identifies one life of a replica's data directory: a random
+// value drawn when the directory is created, so a broker restarted on an
+// empty disk answers with a new one. 0 means unknown.
+type Incarnation uint64
 
 // Clone returns a copy sharing no memory with s.
 func (s State) Clone() State {
 	s.Replicas = append([]NodeID(nil), s.Replicas...)
+	if s.Incarnations != nil {
+		s.Incarnations = append([]Incarnation(nil), s.Incarnations...)
+	}
 	return s
+}
+
+// IncarnationOf is the incarnation recorded for replica id, 0 if unknown.
+func (s State) IncarnationOf(id NodeID) Incarnation {
+	for i, r := range s.Replicas {
+		if r == id && i < len(s.Incarnations) {
+			return s.Incarnations[i]
+		}
+	}
+	return 0
+}
+
+// Counts reports whether a message from replica id stamped with
+// incarnation inc speaks for the log that the state counts on: the
+// recorded incarnation is unknown, or inc is it.
+func (s State) Counts(id NodeID, inc Incarnation) bool {
+	rec := s.IncarnationOf(id)
+	return rec == 0 || rec == inc
 }
 
 // HardState is what a replica persists durably (write, fsync, rename,
@@ -112,6 +146,11 @@ const (
 	// MsgState: the partition state, from etcd to a replica (used by
 	// drivers that deliver the etcd watch as a message, like the simulator).
 	MsgState
+	// MsgCaughtUp: replica → controller. The sender, whose Incarnation
+	// the state does not record, holds durably everything up to HW, a
+	// high watermark the leader of Epoch published past that epoch's
+	// start: it holds all that is committed and asks to count again.
+	MsgCaughtUp
 )
 
 func (t MsgType) String() string {
@@ -128,6 +167,8 @@ func (t MsgType) String() string {
 		return "LeaderUnreachable"
 	case MsgState:
 		return "State"
+	case MsgCaughtUp:
+		return "CaughtUp"
 	}
 	return fmt.Sprintf("MsgType(%d)", uint8(t))
 }
@@ -174,6 +215,14 @@ type Message struct {
 	ReadFrom, ReadTo wal.Offset
 	Batches          []Batch
 	State            State // MsgState only
+	// Incarnation: the sender replica's data-directory incarnation
+	// (stamped on every message a Replica sends; 0 unknown).
+	Incarnation Incarnation
+	// SyncedEpoch: in a FenceAck, the epoch whose leader's high watermark
+	// (past its epoch start) the sender last held durably in this
+	// incarnation, 0 if none: the proof that a replica whose incarnation
+	// the state does not record has caught up.
+	SyncedEpoch wal.Epoch
 }
 
 // Clone returns a deep copy of m.

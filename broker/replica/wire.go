@@ -46,10 +46,12 @@ func EncodeFetch(m Message, rp *kmsg.FetchRequestTopicPartition) {
 
 // DecodeFetch is the core's message for partition rp of a replica fetch
 // from follower from to leader to; seq pairs it with the core's answer on
-// the leader (the follower's own Seq does not travel).
-func DecodeFetch(from, to NodeID, seq uint64, rp *kmsg.FetchRequestTopicPartition) Message {
+// the leader (the follower's own Seq does not travel). inc is the
+// follower's data-directory incarnation as the leader's edge knows it (the
+// Fetch does not carry it; 0: unknown, and the fetch counts as before).
+func DecodeFetch(from, to NodeID, seq uint64, inc Incarnation, rp *kmsg.FetchRequestTopicPartition) Message {
 	return Message{
-		Type: MsgFetch, From: from, To: to, Seq: seq,
+		Type: MsgFetch, From: from, To: to, Seq: seq, Incarnation: inc,
 		Epoch: wal.Epoch(rp.CurrentLeaderEpoch), Offset: wal.Offset(rp.FetchOffset),
 		LastEpoch: wal.Epoch(rp.LastFetchedEpoch),
 	}
@@ -175,7 +177,7 @@ type Envelope struct {
 // ElectionMessage reports whether m may travel in an envelope.
 func ElectionMessage(m Message) bool {
 	switch m.Type {
-	case MsgFence, MsgFenceAck, MsgLeaderUnreachable:
+	case MsgFence, MsgFenceAck, MsgLeaderUnreachable, MsgCaughtUp:
 		return len(m.Batches) == 0
 	}
 	return false

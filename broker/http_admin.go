@@ -1,0 +1,121 @@
+package broker
+
+// This file owns the HTTP API's administrative operations:
+//
+//	POST /v1/admin/partitions/{topic}/{partition}/elections:unclean
+//	     202: the controller forces an unclean election of the partition
+//	     404: no such topic or partition; 503: no controller reachable (retry)
+//
+// An unclean election is the operator's way out of a partition that stays
+// offline because too many of its replicas lost their disks (elector.go):
+// the most complete log among the replicas that answer the next fence
+// becomes the leader's, and whatever only the lost replicas held is gone.
+// Any broker takes the request and forwards it to the controller.
+//
+// Invariant: nothing here forces an election by itself; it only asks the
+// controller's elector loop, which owns the partition's election core.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"time"
+)
+
+// forceWait bounds the wait for the elector loop to take a request.
+const forceWait = 5 * time.Second
+
+// forceResponse is the 202 answer.
+type forceResponse struct {
+	Topic      string `json:"topic"`
+	Partition  int32  `json:"partition"`
+	Controller int32  `json:"controller"`
+	Message    string `json:"message"`
+}
+
+func (b *Broker) registerAdminAPI(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/admin/partitions/{topic}/{partition}/elections:unclean", b.httpElectUnclean)
+}
+
+func (b *Broker) httpElectUnclean(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("topic")
+	n, err := strconv.ParseInt(r.PathValue("partition"), 10, 32)
+	if err != nil || n < 0 {
+		b.writeError(w, r, badRequest("partition %q is not a partition number", r.PathValue("partition")))
+		return
+	}
+	tp := b.lookupTopic(name)
+	if tp == nil || int(n) >= len(tp.states) {
+		b.writeError(w, r, &apiError{Status: http.StatusNotFound, Code: "unknown_topic_or_partition",
+			Message: fmt.Sprintf("no partition %s-%d", name, n)})
+		return
+	}
+	key := partitionKey{TopicID: tp.meta.ID, Partition: int32(n)}
+	if e := b.repl.elector.Load(); e != nil {
+		b.forceHere(w, r, e, name, key)
+		return
+	}
+	b.forwardToController(w, r)
+}
+
+// forceHere hands the request to this broker's elector loop.
+func (b *Broker) forceHere(w http.ResponseWriter, r *http.Request, e *elector, name string, key partitionKey) {
+	ctx, cancel := context.WithTimeout(r.Context(), forceWait)
+	defer cancel()
+	f := forceUnclean{key: key, done: make(chan error, 1)}
+	select {
+	case e.force <- f:
+	case <-ctx.Done():
+		b.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "controller_busy",
+			Message: "the elector did not take the request in time; retry"})
+		return
+	}
+	select {
+	case err := <-f.done:
+		if err != nil {
+			b.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "unknown_to_controller",
+				Message: fmt.Sprintf("partition %s-%d: %v; retry", name, key.Partition, err)})
+			return
+		}
+	case <-ctx.Done():
+		b.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "controller_busy",
+			Message: "the elector did not answer in time; retry"})
+		return
+	}
+	b.logger.Warn().Str("topic", name).Int32("partition", key.Partition).Str("remote", r.RemoteAddr).
+		Msg("unclean election requested over the admin API")
+	writeJSON(w, http.StatusAccepted, forceResponse{Topic: name, Partition: key.Partition, Controller: b.cfg.NodeID,
+		Message: "unclean election forced: the next fence round elects the most complete log among the replicas that answer"})
+}
+
+// forwardToController proxies the request to the controller's HTTP API,
+// once (a forwarded request that finds no elector is refused).
+func (b *Broker) forwardToController(w http.ResponseWriter, r *http.Request) {
+	ctrl := b.controllerID()
+	addr := ""
+	for _, bi := range b.brokers() {
+		if bi.NodeID == ctrl {
+			addr = bi.HTTP
+		}
+	}
+	if ctrl < 0 || ctrl == b.cfg.NodeID || addr == "" || r.Header.Get(forwardedHeader) != "" {
+		b.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "controller_not_available",
+			Message: fmt.Sprintf("no running controller reachable from node %d (controller %d); retry", b.cfg.NodeID, ctrl)})
+		return
+	}
+	target := &url.URL{Scheme: "http", Host: addr}
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Header.Set(forwardedHeader, strconv.Itoa(int(b.cfg.NodeID)))
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			b.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "controller_unreachable",
+				Message: fmt.Sprintf("forward to the controller, node %d at %s: %v; retry", ctrl, addr, err)})
+		},
+	}
+	proxy.ServeHTTP(w, r)
+}
