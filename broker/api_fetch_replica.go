@@ -175,6 +175,11 @@ func (b *Broker) fillReplicaPartition(fp *replicaFetchPart, budget int, first bo
 	case replica.ErrCodeUnknownLeaderEpoch:
 		sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
 		return 0
+	case replica.ErrCodeOffsetOutOfRange:
+		// Below this leader's log start: LogStartOffset says where the
+		// follower may start (replica_logstart.go).
+		sp.ErrorCode, sp.LogStartOffset = b.belowLogStartCode(fp.p), int64(m.LogStart)
+		return 0
 	}
 	if m.Diverging {
 		sp.DivergingEpoch.Epoch = int32(m.DivergingEpoch)
@@ -191,9 +196,9 @@ func (b *Broker) fillReplicaPartition(fp *replicaFetchPart, budget int, first bo
 	if err != nil {
 		sp.ErrorCode = errorCode(err)
 		if errors.Is(err, wal.ErrOffsetOutOfRange) && m.ReadFrom < fp.p.Log().StartOffset() {
-			// Below this leader's local log: the follower continues from
-			// the remote end (KIP-405's answer).
-			sp.ErrorCode = kerr.OffsetMovedToTieredStorage.Code
+			// The log start moved past the range since the core decided
+			// it: the follower asks again and is answered below.
+			sp.ErrorCode = kerr.NotLeaderForPartition.Code
 		}
 		return 0
 	}

@@ -289,10 +289,15 @@ func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingF
 				continue
 			}
 			answered[pf.p] = true
-			if rp.ErrorCode == kerr.OffsetMovedToTieredStorage.Code {
+			switch rp.ErrorCode {
+			case kerr.OffsetMovedToTieredStorage.Code:
 				// The leader's local log starts above this replica's end:
 				// the replica restarts at the remote end (tiering.go).
 				f.b.restartBehindLeader(pf.p, wal.Offset(rp.LogStartOffset))
+			case kerr.OffsetOutOfRange.Code:
+				// The records this replica lacks are gone from the leader:
+				// it restarts at the leader's log start (replica_logstart.go).
+				f.b.restartAtLeaderStart(pf.p, wal.Offset(rp.LogStartOffset))
 			}
 			pf.p.Step(fetchResponseMessage(pf.msg, &rp))
 		}

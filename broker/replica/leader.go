@@ -118,12 +118,18 @@ func (r *Replica) releaseWaiters() {
 // inSync lists the leader and the followers that fetched recently.
 func (r *Replica) inSync() []NodeID {
 	ids := []NodeID{r.cfg.ID}
-	for _, p := range r.peers {
-		if p.fetched && r.tick-p.lastFetch <= int64(r.cfg.LagTicks) {
-			ids = append(ids, p.id)
+	for i := range r.peers {
+		if r.peerInSync(&r.peers[i]) {
+			ids = append(ids, r.peers[i].id)
 		}
 	}
 	return ids
+}
+
+// peerInSync reports whether follower p fetched recently (from at or above
+// the log start: stepFetch).
+func (r *Replica) peerInSync(p *peer) bool {
+	return p.fetched && r.tick-p.lastFetch <= int64(r.cfg.LagTicks)
 }
 
 func (r *Replica) peer(id NodeID) *peer {
@@ -162,6 +168,9 @@ func (r *Replica) stepFetch(m Message) {
 		r.send(resp)
 		return
 	}
+	if r.belowLogStart(m, &resp) {
+		return
+	}
 	if m.Offset > r.end {
 		// Only reachable with the planted skipDivergence bug.
 		resp.Err = ErrCodeNotLeader
@@ -186,7 +195,7 @@ func (r *Replica) answerParked(p *peer) {
 	r.send(Message{
 		Type: MsgFetchResp, To: p.id, Epoch: p.parkEpoch, Seq: p.parkSeq,
 		Offset: p.parkOffset, LastEpoch: p.parkLastEpoch,
-		HW: r.hw, ReadFrom: p.parkOffset, ReadTo: r.end,
+		HW: r.hw, ReadFrom: p.parkOffset, ReadTo: r.end, LogStart: r.logStart,
 	})
 }
 

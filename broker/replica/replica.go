@@ -132,6 +132,9 @@ type Replica struct {
 
 	waiters []waiter
 	rd      Ready
+
+	logStart   wal.Offset // the log's start, as the driver reported it (SetLogStart)
+	fetchStart wal.Offset // the lowest offset a follower may fetch from
 }
 
 // New starts a replica on a recovered, synced log: its hard state, epoch
