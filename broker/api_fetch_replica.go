@@ -72,6 +72,7 @@ func (b *Broker) handleReplicaFetch(ctx context.Context, req *request, r *kmsg.F
 				Type: replica.MsgFetch, From: replica.NodeID(r.ReplicaID), To: replica.NodeID(b.cfg.NodeID),
 				Epoch: wal.Epoch(rp.CurrentLeaderEpoch), Seq: replicaFetchSeq.Add(1),
 				Offset: wal.Offset(rp.FetchOffset), LastEpoch: wal.Epoch(rp.LastFetchedEpoch),
+				LogStart: wal.Offset(rp.LogStartOffset),
 			})
 		}
 	}

@@ -242,7 +242,7 @@ func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingF
 		rp.CurrentLeaderEpoch = int32(pf.msg.Epoch)
 		rp.FetchOffset = int64(pf.msg.Offset)
 		rp.LastFetchedEpoch = int32(pf.msg.LastEpoch)
-		rp.LogStartOffset = -1
+		rp.LogStartOffset = int64(pf.p.Log().StartOffset()) // the leader's low watermark counts it
 		rp.PartitionMaxBytes = replicaPartitionMaxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
@@ -300,6 +300,9 @@ func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingF
 				f.b.restartAtLeaderStart(pf.p, wal.Offset(rp.LogStartOffset))
 			}
 			pf.p.Step(fetchResponseMessage(pf.msg, &rp))
+			if rp.ErrorCode == 0 && rp.LogStartOffset > int64(pf.p.Log().StartOffset()) {
+				pf.p.FollowLogStart(wal.Offset(rp.LogStartOffset))
+			}
 		}
 	}
 	for _, pf := range batch {

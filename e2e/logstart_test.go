@@ -2,7 +2,9 @@ package e2e
 
 // The log start in replication: a follower that comes back below its
 // leader's log start catches up (it restarts at the leader's log start) and
-// is in sync again.
+// is in sync again; DeleteRecords is served by the leader only, answered
+// once every in-sync replica moved its log start, and what it deleted stays
+// deleted after the leader dies.
 
 import (
 	"context"
@@ -191,5 +193,88 @@ func followerBehindLogStart(t *testing.T, tiered string) {
 	}
 	if len(missing) > 0 {
 		t.Fatalf("%d acknowledged records above the log start are not on the replicas; first: %s", len(missing), strings.Join(missing[:min(5, len(missing))], ", "))
+	}
+}
+
+// TestDeleteRecordsLeaderOnlyAndReplicated: DeleteRecords sent to a
+// follower is refused with NOT_LEADER_OR_FOLLOWER and changes nothing; on
+// the leader it is answered only once every in-sync replica moved its log
+// start (REQUEST_TIMED_OUT when one in sync cannot within the timeout), and
+// once the leader dies, the new one still starts at the deleted offset.
+// Before, any replica applied it alone, and after a leader change the
+// records came back.
+func TestDeleteRecordsLeaderOnlyAndReplicated(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three brokers and kills one")
+	}
+	const topic = "delete-records"
+	c := startCluster(t)
+	c.createTopic(topic, 1)
+	pi, _, err := c.partition(topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader, fs := pi.Leader, pi.followers()
+	prod := c.manualProducer()
+	acks := produceValues(t, prod, topic, 0, "v-", 100)
+	hw := c.awaitSameLogs(t, topic, 0)
+	const cut = 43
+
+	code, _, err := c.deleteRecords(fs[0], topic, 0, cut, 5*time.Second)
+	if err != nil || code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("delete records on follower %d: code %d (%v), %v; want NOT_LEADER_OR_FOLLOWER", fs[0], code, kerr.ErrorForCode(code), err)
+	}
+	if fp, err := c.fetchFrom(fs[0], topic, 0, 0); err != nil || fp.ErrorCode != 0 {
+		t.Fatalf("follower %d after a refused delete: fetch at 0: code %d, %v", fs[0], fp.ErrorCode, err)
+	}
+
+	// A follower in sync that cannot move its log start (paused) holds the
+	// answer until the request's timeout.
+	c.pause(fs[1])
+	code, _, err = c.deleteRecords(leader, topic, 0, cut-10, 300*time.Millisecond)
+	c.resume(fs[1])
+	if err != nil || code != kerr.RequestTimedOut.Code {
+		t.Fatalf("delete records with follower %d paused: code %d (%v), %v; want REQUEST_TIMED_OUT", fs[1], code, kerr.ErrorForCode(code), err)
+	}
+
+	code, low, err := c.deleteRecords(leader, topic, 0, cut, 20*time.Second)
+	if err != nil || code != 0 || low != cut {
+		t.Fatalf("delete records below %d on the leader: code %d (%v), low watermark %d, %v", cut, code, kerr.ErrorForCode(code), low, err)
+	}
+	// Answered: every in-sync replica has applied it.
+	for _, f := range fs {
+		fp, err := c.fetchFrom(f, topic, 0, cut-1)
+		if err != nil || fp.ErrorCode != kerr.OffsetOutOfRange.Code {
+			t.Errorf("follower %d right after the answer: fetch at %d: code %d, %v; want OFFSET_OUT_OF_RANGE", f, cut-1, fp.ErrorCode, err)
+		}
+	}
+
+	c.kill(leader)
+	next, _, _ := c.waitLeader(topic, 0, []int32{leader}, failoverTimeout)
+	adm := kadm.NewClient(c.client())
+	eventually(t, defaultTimeout, fmt.Sprintf("the new leader %d starts at %d", next, cut), func() (bool, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		offs, err := adm.ListStartOffsets(ctx, topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		o, ok := offs.Lookup(topic, 0)
+		if !ok || o.Err != nil {
+			return false, fmt.Sprintf("list offsets: %v", o.Err)
+		}
+		return o.Offset == cut, fmt.Sprintf("earliest offset %d", o.Offset)
+	})
+	if fp, err := c.fetchFrom(next, topic, 0, 0); err != nil || fp.ErrorCode != kerr.OffsetOutOfRange.Code {
+		t.Fatalf("new leader %d: fetch at 0: code %d, %v; want OFFSET_OUT_OF_RANGE", next, fp.ErrorCode, err)
+	}
+	got, _, err := c.valuesFrom(t, next, topic, 0, cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range acks {
+		if a.offset >= cut && a.offset < hw && got[a.offset] != a.value {
+			t.Fatalf("new leader %d: %s acknowledged at %d, read %q", next, a.value, a.offset, got[a.offset])
+		}
 	}
 }

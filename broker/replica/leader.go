@@ -27,6 +27,7 @@ type peer struct {
 	durable   wal.Offset // from its last non-diverging fetch; -1 none
 	lastFetch int64      // tick of that fetch
 	fetched   bool
+	logStart  wal.Offset // from its last fetch in this epoch; -1 none
 
 	parked        bool // a fetch at the log end is held
 	parkSeq       uint64
@@ -53,7 +54,7 @@ func (r *Replica) becomeLeader(e wal.Epoch) {
 			// Kafka starts a leader with the whole ISR: a follower gets
 			// that long to fetch before writes are refused for want of it.
 			// Only the durable ends they report move the high watermark.
-			r.peers = append(r.peers, peer{id: id, durable: -1, fetched: true, lastFetch: r.tick})
+			r.peers = append(r.peers, peer{id: id, durable: -1, fetched: true, lastFetch: r.tick, logStart: -1})
 		}
 	}
 	if r.cfg.ElideEpochStart && r.hw >= r.end {
@@ -105,8 +106,15 @@ func (r *Replica) Wait(end wal.Offset, t Token, acksAll bool) {
 
 func (r *Replica) releaseWaiters() {
 	kept := r.waiters[:0]
+	low := wal.Offset(-1)
+	if r.lowWaits > 0 {
+		low = r.lowWatermark()
+	}
 	for _, w := range r.waiters {
-		if (w.acksAll && w.end <= r.hw) || (!w.acksAll && w.end <= r.durable) {
+		if w.lowWatermark && w.end <= low {
+			r.lowWaits--
+			r.rd.Released = append(r.rd.Released, w.token)
+		} else if !w.lowWatermark && ((w.acksAll && w.end <= r.hw) || (!w.acksAll && w.end <= r.durable)) {
 			r.rd.Released = append(r.rd.Released, w.token)
 		} else {
 			kept = append(kept, w)
@@ -180,10 +188,14 @@ func (r *Replica) stepFetch(m Message) {
 	p.durable = max(p.durable, m.Offset)
 	p.lastFetch = r.tick
 	p.fetched = true
+	p.logStart = m.LogStart
 	p.parked = true
 	p.parkSeq, p.parkEpoch, p.parkOffset, p.parkLastEpoch, p.parkHW = m.Seq, m.Epoch, m.Offset, m.LastEpoch, r.hw
 	p.parkUntil = r.tick + int64(r.cfg.FetchWaitTicks)
 	r.commit()
+	if r.lowWaits > 0 {
+		r.releaseWaiters()
+	}
 	if p.parked && m.Offset < r.end {
 		r.answerParked(p)
 	}
@@ -215,6 +227,11 @@ func (r *Replica) leaderTick() {
 		if p.parked && r.tick >= p.parkUntil {
 			r.answerParked(p)
 		}
+	}
+	if r.lowWaits > 0 {
+		// A follower that left the in-sync set no longer holds the low
+		// watermark back.
+		r.releaseWaiters()
 	}
 }
 

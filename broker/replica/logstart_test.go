@@ -74,3 +74,42 @@ func TestFetchBelowLogStartIsOutOfRange(t *testing.T) {
 		t.Fatalf("in sync %v after a fetch at the log start", got)
 	}
 }
+
+// A low-watermark wait (DeleteRecords) is released once every in-sync
+// replica reports a log start at or past it; a follower that leaves the
+// in-sync set stops holding it; a leader that steps down fails it.
+func TestLowWatermarkWait(t *testing.T) {
+	c := logStartCluster(t)
+	leader := c.nodes[0]
+	leader.r.SetLogStart(25, 21)
+	leader.r.WaitLowWatermark(25, 77)
+	c.drain(0)
+	c.settle(2)
+	if hasToken(leader.released, 77) {
+		t.Fatal("released before any follower moved its log start")
+	}
+	c.nodes[1].r.SetLogStart(25, 25)
+	c.settle(2)
+	if hasToken(leader.released, 77) {
+		t.Fatal("released while n2, in sync, still starts at 0")
+	}
+	if lw := leader.r.LowWatermark(); lw != 0 {
+		t.Fatalf("low watermark %d, want 0", lw)
+	}
+	c.crash(2)
+	c.settle(12) // past LagTicks: n2 leaves the in-sync set
+	if !hasToken(leader.released, 77) {
+		t.Fatalf("not released once n2 left the in-sync set (in sync %v, low watermark %d)",
+			leader.r.Status().InSync, leader.r.LowWatermark())
+	}
+
+	leader.r.WaitLowWatermark(40, 78)
+	c.drain(0)
+	c.restart(2)
+	c.elect(2, 1, 1, 2)
+	c.drain(0)
+	i := slices.IndexFunc(leader.failed, func(f TokenErr) bool { return f.Token == 78 })
+	if i < 0 || leader.failed[i].Err != ErrNotLeader {
+		t.Fatalf("wait of a deposed leader: failed %+v", leader.failed)
+	}
+}
