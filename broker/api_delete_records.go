@@ -1,11 +1,16 @@
 package broker
 
 // DeleteRecords (key 21): move partitions' log start forward, Kafka's
-// "delete records before offset". The wal moves the start (Log.AdvanceStart,
+// "delete records before offset". Only the leader serves it (elsewhere:
+// NOT_LEADER_OR_FOLLOWER). The wal moves the start (Log.AdvanceStart,
 // durable when it returns) on the partition's owner goroutine, because it
-// runs as the log's appender (Partition.DeleteRecords); the segments wholly
-// below the new start go at the next retention run. The partition keeps the
-// log start at or below the high watermark (broker/partition/doc.go).
+// runs as the log's appender (Partition.DeleteRecords); the followers move
+// theirs as they learn the leader's from their fetches, and the answer
+// waits until every in-sync replica has (the low watermark, which it
+// returns), so the records stay deleted after a leader change. A request
+// whose timeout passes first gets REQUEST_TIMED_OUT. The segments wholly
+// below the new start go at the next retention run. The partition keeps
+// the log start at or below the high watermark (broker/partition/doc.go).
 
 import (
 	"context"
@@ -37,16 +42,17 @@ func handleDeleteRecords(b *Broker, ctx context.Context, req *request) (reply, e
 			sp.Partition, sp.LowWatermark = rp.Partition, -1
 			p, err := b.partitionOf(rt.Topic, rp.Partition)
 			if err == nil {
-				if _, err = p.DeleteRecords(ctx, rp.Offset); err == nil {
-					// The log start clients see: the remote one while
-					// anything is tiered below the local log.
+				var low wal.Offset
+				if low, err = p.DeleteRecords(ctx, rp.Offset); err == nil {
 					err = b.deleteRemoteRecords(ctx, p, rp.Offset)
-					sp.LowWatermark = int64(b.logStart(ctx, p))
+					// The log start clients see is the remote one while
+					// anything is tiered below the local log.
+					sp.LowWatermark = int64(min(low, b.logStart(ctx, p)))
 				}
 			}
 			if err != nil {
 				sp.ErrorCode = errorCode(err)
-				if !errors.Is(err, wal.ErrOffsetOutOfRange) && !errors.Is(err, errUnknownTopic) {
+				if !errors.Is(err, wal.ErrOffsetOutOfRange) && !errors.Is(err, errUnknownTopic) && !errors.Is(err, errNotLeader) {
 					b.logger.Warn().Err(err).Str("topic", rt.Topic).Int32("partition", rp.Partition).Msg("delete records")
 				}
 			}

@@ -171,6 +171,11 @@ func (b *Broker) fillReplicaPartition(fp *replicaFetchPart, budget int, first bo
 		answer = &fp.got.Msg
 	}
 	include, read := replica.EncodeFetchAnswer(answer, sp)
+	if answer != nil && answer.Err == replica.ErrCodeOffsetOutOfRange {
+		// Below this leader's log start: tiered storage or nothing holds
+		// what the follower lacks (replica_logstart.go).
+		sp.ErrorCode = b.belowLogStartCode(fp.p)
+	}
 	if !include || !read || (!first && budget <= 0) {
 		return 0, include
 	}
@@ -179,9 +184,9 @@ func (b *Broker) fillReplicaPartition(fp *replicaFetchPart, budget int, first bo
 	if err != nil {
 		sp.ErrorCode = errorCode(err)
 		if errors.Is(err, wal.ErrOffsetOutOfRange) && m.ReadFrom < fp.p.Log().StartOffset() {
-			// Below this leader's local log: the follower continues from
-			// the remote end (KIP-405's answer).
-			sp.ErrorCode = kerr.OffsetMovedToTieredStorage.Code
+			// The log start moved past the range since the core decided
+			// it: the follower asks again and is answered below.
+			sp.ErrorCode = kerr.NotLeaderForPartition.Code
 		}
 		return 0, true
 	}

@@ -243,6 +243,7 @@ func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingF
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition = pf.p.Index()
 		replica.EncodeFetch(pf.msg, &rp)
+		rp.LogStartOffset = int64(pf.p.Log().StartOffset()) // the leader's low watermark counts it
 		rp.PartitionMaxBytes = replicaPartitionMaxBytes
 		req.Topics[i].Partitions = append(req.Topics[i].Partitions, rp)
 	}
@@ -289,12 +290,20 @@ func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingF
 				continue
 			}
 			answered[pf.p] = true
-			if rp.ErrorCode == kerr.OffsetMovedToTieredStorage.Code {
+			switch rp.ErrorCode {
+			case kerr.OffsetMovedToTieredStorage.Code:
 				// The leader's local log starts above this replica's end:
 				// the replica restarts at the remote end (tiering.go).
 				f.b.restartBehindLeader(pf.p, wal.Offset(rp.LogStartOffset))
+			case kerr.OffsetOutOfRange.Code:
+				// The records this replica lacks are gone from the leader:
+				// it restarts at the leader's log start (replica_logstart.go).
+				f.b.restartAtLeaderStart(pf.p, wal.Offset(rp.LogStartOffset))
 			}
 			pf.p.Step(replica.DecodeFetchAnswer(pf.msg, &rp))
+			if rp.ErrorCode == 0 && rp.LogStartOffset > int64(pf.p.Log().StartOffset()) {
+				pf.p.FollowLogStart(wal.Offset(rp.LogStartOffset))
+			}
 		}
 	}
 	for _, pf := range batch {

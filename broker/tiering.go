@@ -310,37 +310,7 @@ func (b *Broker) restartBehindLeader(p *partition.Partition, leaderStart wal.Off
 	if b.tiers == nil || p.Log().EndOffset() >= leaderStart {
 		return
 	}
-	key := partitionKey{TopicID: p.TopicID(), Partition: p.Index()}
-	if _, busy := b.restarting.LoadOrStore(key, true); busy {
-		return
-	}
-	b.partWG.Add(1)
-	go func() {
-		defer b.partWG.Done()
-		defer b.restarting.Delete(key)
-		b.adminMu.Lock()
-		defer b.adminMu.Unlock()
-		t := b.lookupTopicID(p.TopicID())
-		if t == nil || int(p.Index()) >= len(t.partitions) || t.partitions[p.Index()] != p {
-			return // the topic or the replica changed meanwhile
-		}
-		b.logger.Warn().Str("topic", p.Topic()).Int32("partition", p.Index()).Int64("end", int64(p.Log().EndOffset())).
-			Int64("leader_local_start", int64(leaderStart)).Msg("replica is behind its leader's local log; restarting it at the remote end")
-		p.StopAndClose()
-		np, err := b.openPartition(t, p.Index())
-		if err != nil {
-			b.logger.Error().Err(err).Str("topic", p.Topic()).Int32("partition", p.Index()).Msg("reopen a replica behind its leader")
-			return
-		}
-		nt := *t
-		nt.partitions = append([]*partition.Partition(nil), t.partitions...)
-		nt.partitions[p.Index()] = np
-		b.replaceTopic(&nt)
-		b.startPartition(np)
-		np.SetState(coreState(nt.states[p.Index()]))
-		b.logger.Info().Str("topic", p.Topic()).Int32("partition", p.Index()).Int64("end", int64(np.Log().EndOffset())).
-			Msg("replica restarted at the remote end")
-	}()
+	b.reopenReplica(p, leaderStart, "at the remote end", func() error { p.StopAndClose(); return nil })
 }
 
 // errRemoteRead marks a failed read of object storage: retriable for the

@@ -610,17 +610,26 @@ func (p *Partition) StopAndClose() {
 // deleteRecordsToHW is the offset that means "up to the high watermark".
 const deleteRecordsToHW = -1
 
-// DeleteRecords asks the owner goroutine to move the log start to offset
-// (-1: the high watermark; Kafka's DeleteRecords) and returns the new log
-// start. An offset above the high watermark is wal.ErrOffsetOutOfRange. It
-// gives up when ctx ends; the owner may still apply the request afterwards.
+// DeleteRecords moves the log start to offset (-1: the high watermark;
+// Kafka's DeleteRecords) on the leader and returns once every in-sync
+// replica has moved its own that far (the low watermark, which it
+// returns): followers adopt the leader's log start from their fetches
+// (FollowLogStart), so the records stay deleted whichever replica leads
+// next. Only the leader accepts (ErrNotLeader); an offset above the high
+// watermark is wal.ErrOffsetOutOfRange. It gives up when ctx ends; the log
+// start may have moved on the leader by then.
 func (p *Partition) DeleteRecords(ctx context.Context, offset int64) (wal.Offset, error) {
 	type result struct {
 		start wal.Offset
+		wait  <-chan AppendResult
 		err   error
 	}
 	res := make(chan result, 1) // the owner never blocks on a caller that gave up
 	work := func() {
+		if st := p.rep.Status(); st.Role != replica.RoleLeader {
+			res <- result{err: fmt.Errorf("delete records of %s-%d: %w", p.topic, p.index, ErrNotLeader)}
+			return
+		}
 		hw, _ := p.HighWatermark()
 		to := wal.Offset(offset)
 		if offset == deleteRecordsToHW {
@@ -632,11 +641,12 @@ func (p *Partition) DeleteRecords(ctx context.Context, offset int64) (wal.Offset
 		}
 		start, err := p.log.AdvanceStart(to)
 		if err != nil {
-			err = fmt.Errorf("%w: delete records of %s-%d before %d: %w", ErrStorage, p.topic, p.index, to, err)
-		} else {
-			p.logger.Info().Int64("log_start", int64(start)).Msg("records deleted")
+			res <- result{err: fmt.Errorf("%w: delete records of %s-%d before %d: %w", ErrStorage, p.topic, p.index, to, err)}
+			return
 		}
-		res <- result{start, err}
+		p.logger.Info().Int64("log_start", int64(start)).Msg("records deleted")
+		p.syncCoreLogStart()
+		res <- result{start: start, wait: p.awaitLowWatermark(start)}
 	}
 	select {
 	case p.ctl <- work:
@@ -645,19 +655,29 @@ func (p *Partition) DeleteRecords(ctx context.Context, offset int64) (wal.Offset
 	case <-ctx.Done():
 		return 0, fmt.Errorf("delete records of %s-%d: owner busy: %w", p.topic, p.index, ctx.Err())
 	}
+	var r result
 	select {
-	case r := <-res:
-		return r.start, r.err
+	case r = <-res:
 	case <-p.done:
 		select {
-		case r := <-res:
-			return r.start, r.err
+		case r = <-res:
 		default:
 			return 0, ErrShuttingDown
 		}
 	case <-ctx.Done():
 		return 0, fmt.Errorf("delete records of %s-%d: %w", p.topic, p.index, ctx.Err())
 	}
+	if r.err != nil {
+		return 0, r.err
+	}
+	if err := waitDeleted(ctx, p.done, r.wait); err != nil {
+		return r.start, fmt.Errorf("delete records of %s-%d before %d: %w", p.topic, p.index, r.start, err)
+	}
+	lw, err := p.LowWatermark()
+	if err != nil {
+		return r.start, err
+	}
+	return max(lw, r.start), nil
 }
 
 // LeaderEpoch is the partition's current leader epoch; any goroutine may call it.

@@ -396,6 +396,7 @@ func (p *Partition) ReplicaFetch(m replica.Message) <-chan FetchAnswer {
 	ch := make(chan FetchAnswer, 1)
 	if !p.send(func() {
 		p.fetchWaits[fetchWaitKey{from: m.From, seq: m.Seq}] = ch
+		p.syncCoreLogStart()
 		p.rep.Step(m)
 	}) {
 		ch <- FetchAnswer{Msg: replica.Message{Type: replica.MsgFetchResp, Seq: m.Seq, Err: replica.ErrCodeNotLeader}}
@@ -408,7 +409,9 @@ func (p *Partition) ReplicaFetch(m replica.Message) <-chan FetchAnswer {
 // was truncated since the core decided the range: what was read may not be
 // what the core meant, and the follower asks again.
 func (p *Partition) ReadFetchAnswer(a FetchAnswer, maxBytes int) ([]byte, error) {
-	data, err := p.log.Read(a.Msg.ReadFrom, a.Msg.ReadTo, maxBytes)
+	// A follower restarted at the base of the batch holding the log start
+	// (logstart.go) reads that batch from the log start.
+	data, err := p.log.Read(max(a.Msg.ReadFrom, p.log.StartOffset()), a.Msg.ReadTo, maxBytes)
 	if err == nil && p.truncations.Load() != a.truncations {
 		err = ErrNotLeader // the log changed under the core's decision
 	}

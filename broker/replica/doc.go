@@ -59,6 +59,10 @@
 //	func (r *Replica) Advance()
 //	func (r *Replica) Status() Status
 //	func (r *Replica) EndOffsetForEpoch(e wal.Epoch) (wal.Epoch, wal.Offset)
+//	func (r *Replica) SetLogStart(start, fetchStart wal.Offset)
+//	func (r *Replica) LogStart() wal.Offset
+//	func (r *Replica) LowWatermark() wal.Offset
+//	func (r *Replica) WaitLowWatermark(off wal.Offset, t Token)
 //
 //	// wire.go: the brokers' encoding, crossed by the simulator too
 //	func EncodeFetch(m Message, rp *kmsg.FetchRequestTopicPartition)

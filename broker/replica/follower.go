@@ -62,7 +62,7 @@ func (r *Replica) maybeFetch() {
 	r.fetchSentAt = r.tick
 	r.send(Message{
 		Type: MsgFetch, To: r.leader, Epoch: r.epoch, Seq: r.fetchSeq,
-		Offset: r.end, LastEpoch: epochBelow(r.epochs, r.end),
+		Offset: r.end, LastEpoch: epochBelow(r.epochs, r.end), LogStart: r.logStart,
 	})
 }
 

@@ -32,7 +32,8 @@ type peer struct {
 	// is gone, so the follower counts neither in sync nor for the HW until
 	// the state records its new incarnation (a late fetch of the dead
 	// one does not count either). 0: none.
-	dead Incarnation
+	dead     Incarnation
+	logStart wal.Offset // from its last fetch in this epoch; -1 none
 
 	parked        bool // a fetch at the log end is held
 	parkSeq       uint64
@@ -59,7 +60,7 @@ func (r *Replica) becomeLeader(e wal.Epoch) {
 			// Kafka starts a leader with the whole ISR: a follower gets
 			// that long to fetch before writes are refused for want of it.
 			// Only the durable ends they report move the high watermark.
-			r.peers = append(r.peers, peer{id: id, durable: -1, fetched: true, lastFetch: r.tick})
+			r.peers = append(r.peers, peer{id: id, durable: -1, fetched: true, lastFetch: r.tick, logStart: -1})
 		}
 	}
 	if r.cfg.ElideEpochStart && r.hw >= r.end {
@@ -111,8 +112,15 @@ func (r *Replica) Wait(end wal.Offset, t Token, acksAll bool) {
 
 func (r *Replica) releaseWaiters() {
 	kept := r.waiters[:0]
+	low := wal.Offset(-1)
+	if r.lowWaits > 0 {
+		low = r.lowWatermark()
+	}
 	for _, w := range r.waiters {
-		if (w.acksAll && w.end <= r.hw) || (!w.acksAll && w.end <= r.durable) {
+		if w.lowWatermark && w.end <= low {
+			r.lowWaits--
+			r.rd.Released = append(r.rd.Released, w.token)
+		} else if !w.lowWatermark && ((w.acksAll && w.end <= r.hw) || (!w.acksAll && w.end <= r.durable)) {
 			r.rd.Released = append(r.rd.Released, w.token)
 		} else {
 			kept = append(kept, w)
@@ -124,12 +132,18 @@ func (r *Replica) releaseWaiters() {
 // inSync lists the leader and the followers that fetched recently.
 func (r *Replica) inSync() []NodeID {
 	ids := []NodeID{r.cfg.ID}
-	for _, p := range r.peers {
-		if p.fetched && (p.dead == 0 || p.dead != r.state.IncarnationOf(p.id)) && r.tick-p.lastFetch <= int64(r.cfg.LagTicks) {
-			ids = append(ids, p.id)
+	for i := range r.peers {
+		if r.peerInSync(&r.peers[i]) {
+			ids = append(ids, r.peers[i].id)
 		}
 	}
 	return ids
+}
+
+// peerInSync reports whether follower p fetched recently (from at or above
+// the log start: stepFetch).
+func (r *Replica) peerInSync(p *peer) bool {
+	return p.fetched && (p.dead == 0 || p.dead != r.state.IncarnationOf(p.id)) && r.tick-p.lastFetch <= int64(r.cfg.LagTicks)
 }
 
 func (r *Replica) peer(id NodeID) *peer {
@@ -168,6 +182,9 @@ func (r *Replica) stepFetch(m Message) {
 		r.send(resp)
 		return
 	}
+	if r.belowLogStart(m, &resp) {
+		return
+	}
 	if m.Offset > r.end {
 		// Only reachable with the planted skipDivergence bug.
 		resp.Err = ErrCodeNotLeader
@@ -185,11 +202,15 @@ func (r *Replica) stepFetch(m Message) {
 		p.durable = max(p.durable, m.Offset)
 		p.lastFetch = r.tick
 		p.fetched = true
+		p.logStart = m.LogStart
 	}
 	p.parked = true
 	p.parkSeq, p.parkEpoch, p.parkOffset, p.parkLastEpoch, p.parkHW = m.Seq, m.Epoch, m.Offset, m.LastEpoch, r.hw
 	p.parkUntil = r.tick + int64(r.cfg.FetchWaitTicks)
 	r.commit()
+	if r.lowWaits > 0 {
+		r.releaseWaiters()
+	}
 	if p.parked && m.Offset < r.end {
 		r.answerParked(p)
 	}
@@ -201,7 +222,7 @@ func (r *Replica) answerParked(p *peer) {
 	r.send(Message{
 		Type: MsgFetchResp, To: p.id, Epoch: p.parkEpoch, Seq: p.parkSeq,
 		Offset: p.parkOffset, LastEpoch: p.parkLastEpoch,
-		HW: r.hw, ReadFrom: p.parkOffset, ReadTo: r.end,
+		HW: r.hw, ReadFrom: p.parkOffset, ReadTo: r.end, LogStart: r.logStart,
 	})
 }
 
@@ -221,6 +242,11 @@ func (r *Replica) leaderTick() {
 		if p.parked && r.tick >= p.parkUntil {
 			r.answerParked(p)
 		}
+	}
+	if r.lowWaits > 0 {
+		// A follower that left the in-sync set no longer holds the low
+		// watermark back.
+		r.releaseWaiters()
 	}
 }
 

@@ -103,6 +103,9 @@ type waiter struct {
 	end     wal.Offset
 	token   Token
 	acksAll bool
+	// lowWatermark: released when the low watermark reaches end
+	// (WaitLowWatermark), not the high watermark.
+	lowWatermark bool
 }
 
 // Replica is the replication core of one partition on one broker.
@@ -138,8 +141,12 @@ type Replica struct {
 	leaderState
 	followerState
 
-	waiters []waiter
-	rd      Ready
+	waiters  []waiter
+	lowWaits int // waiters with lowWatermark set
+	rd       Ready
+
+	logStart   wal.Offset // the log's start, as the driver reported it (SetLogStart)
+	fetchStart wal.Offset // the lowest offset a follower may fetch from
 }
 
 // New starts a replica on a recovered, synced log: its hard state, epoch
@@ -232,6 +239,7 @@ func (r *Replica) failWaiters(err error) {
 		r.rd.Failed = append(r.rd.Failed, TokenErr{Token: w.token, Err: err})
 	}
 	r.waiters = nil
+	r.lowWaits = 0
 }
 
 func (r *Replica) sendResign() {

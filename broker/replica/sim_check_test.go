@@ -71,7 +71,6 @@ func (c *checker) holdsCommitted(l []Batch, h wal.Offset) bool {
 	return true
 }
 
-//
 // A replica that lost its disk after it reported what it held still counts
 // for what its lost disk held: the leader counted that report when it was
 // true, and a lost disk is the one fault the quorum is there to survive.

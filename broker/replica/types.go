@@ -185,6 +185,10 @@ const (
 	ErrCodeFencedLeaderEpoch
 	// ErrCodeUnknownLeaderEpoch: UNKNOWN_LEADER_EPOCH (the asker is ahead).
 	ErrCodeUnknownLeaderEpoch
+	// ErrCodeOffsetOutOfRange: OFFSET_OUT_OF_RANGE (or, on a tiered topic,
+	// OFFSET_MOVED_TO_TIERED_STORAGE): the fetch is below the leader's log
+	// start; LogStart says where the follower may start instead.
+	ErrCodeOffsetOutOfRange
 )
 
 // Message is one network message. Fields unused by a Type are zero.
@@ -214,7 +218,11 @@ type Message struct {
 	// Batches (whole batches, from ReadFrom, up to its byte budget).
 	ReadFrom, ReadTo wal.Offset
 	Batches          []Batch
-	State            State // MsgState only
+	// LogStart: in a Fetch the follower's log start; in a FetchResp the
+	// leader's, or with ErrCodeOffsetOutOfRange the lowest offset the
+	// follower may fetch from (logstart.go).
+	LogStart wal.Offset
+	State    State // MsgState only
 	// Incarnation: the sender replica's data-directory incarnation
 	// (stamped on every message a Replica sends; 0 unknown).
 	Incarnation Incarnation

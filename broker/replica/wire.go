@@ -53,7 +53,7 @@ func DecodeFetch(from, to NodeID, seq uint64, inc Incarnation, rp *kmsg.FetchReq
 	return Message{
 		Type: MsgFetch, From: from, To: to, Seq: seq, Incarnation: inc,
 		Epoch: wal.Epoch(rp.CurrentLeaderEpoch), Offset: wal.Offset(rp.FetchOffset),
-		LastEpoch: wal.Epoch(rp.LastFetchedEpoch),
+		LastEpoch: wal.Epoch(rp.LastFetchedEpoch), LogStart: wal.Offset(rp.LogStartOffset),
 	}
 }
 
@@ -74,6 +74,10 @@ func EncodeFetchAnswer(a *Message, sp *kmsg.FetchResponseTopicPartition) (includ
 		return true, false
 	case ErrCodeUnknownLeaderEpoch:
 		sp.ErrorCode = kerr.UnknownLeaderEpoch.Code
+		return true, false
+	case ErrCodeOffsetOutOfRange:
+		// LogStartOffset says where the follower may start again.
+		sp.ErrorCode, sp.LogStartOffset = kerr.OffsetOutOfRange.Code, int64(a.LogStart)
 		return true, false
 	default:
 		sp.ErrorCode = kerr.NotLeaderForPartition.Code
