@@ -3,12 +3,14 @@ package broker
 // This file owns the transport of election messages between brokers: the
 // Fence, FenceAck and LeaderUnreachable replica.Messages (never record data,
 // which followers read with Kafka Fetch), wrapped in envelopes and carried
-// over the brokers' HTTP API as
+// over HTTP on the brokers' inter-broker listener (interbroker.go) as
 //
 //	POST /internal/v1/replication     body: JSON array of envelopes (≤ 1 MiB)
 //	                                  204: dispatched (each one may still be
 //	                                  dropped: the cores retry what matters)
-//	                                  400: malformed, 413: too large
+//	                                  400: malformed (also: an epoch whose
+//	                                  successor overflows, a fence not
+//	                                  from the controller), 413: too large
 //
 // A receiving broker hands an envelope To replica.ControllerNode to its
 // elector when it is the controller now (else drops it), and one To itself
@@ -35,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -75,10 +78,11 @@ const (
 	dropMisaddressed  = "misaddressed"   // addressed to another node
 	dropNoPartition   = "no_partition"   // no local replica took it
 	dropElectorBusy   = "elector_busy"   // the elector's inbox is full
+	dropNotReplica    = "not_replica"    // to the controller from a node not a replica of the partition
 )
 
 var dropReasons = [...]string{dropQueueFull, dropNoRoute, dropSendFailed, dropNotController,
-	dropUnsupported, dropMisaddressed, dropNoPartition, dropElectorBusy}
+	dropUnsupported, dropMisaddressed, dropNoPartition, dropElectorBusy, dropNotReplica}
 
 // replication is the Broker's state for the transport and the elector
 // (elector.go). Its zero value is ready to use.
@@ -304,6 +308,13 @@ func decodeEnvelopes(w http.ResponseWriter, r *http.Request) ([]envelope, error)
 			return nil, badRequest("envelope %d: record batches are not carried here (they travel over Kafka Fetch)", i)
 		case !electionMessage(env.Msg):
 			return nil, badRequest("envelope %d: message type %v is not carried here", i, env.Msg.Type)
+		case env.Msg.Epoch == math.MaxInt32 || env.Msg.LastEpoch == math.MaxInt32:
+			// The controller's next round is one above the highest epoch
+			// it heard of: this one would overflow it, and no round could
+			// ever elect a leader again.
+			return nil, badRequest("envelope %d: epoch %d (last %d) leaves no epoch above it", i, env.Msg.Epoch, env.Msg.LastEpoch)
+		case env.Msg.Type == replica.MsgFence && env.Msg.From != replica.ControllerNode:
+			return nil, badRequest("envelope %d: a fence from node %d, not from the controller", i, env.Msg.From)
 		}
 	}
 	return envs, nil
@@ -410,17 +421,10 @@ func (b *Broker) runSender(ctx context.Context, q *peerQueue) {
 	}
 }
 
-// post sends one batch to node's HTTP address, as the registry has it now.
+// post sends one batch to node's inter-broker address, as the registry has
+// it now.
 func (b *Broker) post(ctx context.Context, node int32, batch []envelope) error {
-	addr := ""
-	for _, bi := range b.brokers() {
-		if bi.NodeID == node {
-			addr = bi.HTTP
-			if peer, ok := b.cfg.PeerHTTP[node]; ok {
-				addr = peer
-			}
-		}
-	}
+	addr := b.interBrokerAddr(node)
 	if addr == "" {
 		return fmt.Errorf("broker: replication to node %d: not live", node)
 	}
