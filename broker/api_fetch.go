@@ -1,7 +1,7 @@
 package broker
 
-// Fetch (key 1) from a consumer (ReplicaID < 0; replica fetches are in
-// api_fetch_replica.go): whole record batches below the high watermark, with
+// Fetch (key 1) from a consumer (no replica id; replica fetches, and every
+// fetch on the inter-broker listener, are in api_fetch_replica.go): whole record batches below the high watermark, with
 // long polling. A fetch waits until MinBytes are available or MaxWait
 // passes; the wait is on the partitions' high-watermark notifications, not a
 // timer loop. Fetch sessions are not kept: session id 0 tells clients to
@@ -45,7 +45,7 @@ const maxFetchWait = 30 * time.Second
 
 func handleFetch(b *Broker, ctx context.Context, req *request) (reply, error) {
 	r := req.body.(*kmsg.FetchRequest)
-	if r.ReplicaID >= 0 {
+	if id, _ := fetchReplica(r); id >= 0 || req.interBroker {
 		return b.handleReplicaFetch(ctx, req, r)
 	}
 	if r.SessionID != 0 {

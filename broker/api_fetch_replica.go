@@ -1,6 +1,7 @@
 package broker
 
-// Fetch (key 1) from a follower replica (ReplicaID >= 0): each partition's
+// Fetch (key 1) from a follower replica (ReplicaID >= 0, or ReplicaState
+// from v15), once interbroker.go has authorized its sender: each partition's
 // fetch goes to the partition's replica core, which checks the follower's
 // epoch and its divergence (KIP-595: DivergingEpoch), records the fetch
 // offset as the follower's durable end for the high watermark, and answers
@@ -48,6 +49,10 @@ type replicaFetchPart struct {
 }
 
 func (b *Broker) handleReplicaFetch(ctx context.Context, req *request, r *kmsg.FetchRequest) (reply, error) {
+	from, refused := b.authorizeReplicaFetch(req, r)
+	if refused != nil {
+		return done(refused), nil
+	}
 	resp := newResponse(req).(*kmsg.FetchResponse)
 	var parts []*replicaFetchPart
 	for ti, rt := range r.Topics {
@@ -67,13 +72,16 @@ func (b *Broker) handleReplicaFetch(ctx context.Context, req *request, r *kmsg.F
 				}
 				continue
 			}
+			if fp.code = b.notReplicaCode(t, rp.Partition, from); fp.code != 0 {
+				continue
+			}
 			p, err := t.local(rp.Partition)
 			if err != nil {
 				fp.code = errorCode(err)
 				continue
 			}
 			fp.p = p
-			fp.answer = p.ReplicaFetch(replica.DecodeFetch(replica.NodeID(r.ReplicaID), replica.NodeID(b.cfg.NodeID),
+			fp.answer = p.ReplicaFetch(replica.DecodeFetch(replica.NodeID(from), replica.NodeID(b.cfg.NodeID),
 				replicaFetchSeq.Add(1), 0, &rt.Partitions[pi]))
 		}
 	}

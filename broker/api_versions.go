@@ -14,6 +14,7 @@ import (
 )
 
 func handleApiVersions(b *Broker, _ context.Context, req *request) (reply, error) {
+	apis := apisOf(req)
 	a := apis[apiVersionsKey]
 	resp := &kmsg.ApiVersionsResponse{}
 	if req.version > a.max || req.version < 0 {

@@ -1,7 +1,8 @@
 package broker
 
 // This file owns the Broker's lifecycle: opening the metadata store and the
-// partitions, serving Kafka and HTTP, and shutting everything down in order.
+// partitions, serving Kafka, HTTP and the inter-broker listener
+// (interbroker.go), and shutting everything down in order.
 
 import (
 	"context"
@@ -76,6 +77,7 @@ type Broker struct {
 	kafkaLn   net.Listener
 	advertise string // host:port clients are told; set once the listener is bound
 	httpLn    net.Listener
+	ib        interBroker // the inter-broker listener (interbroker.go)
 	ready     atomic.Bool
 	readyCh   chan struct{} // closed once the broker serves Kafka and HTTP
 	conns     sync.WaitGroup
@@ -194,26 +196,37 @@ func (b *Broker) Run(ctx context.Context) error {
 		_ = b.kafkaLn.Close()
 		return fmt.Errorf("broker: http listener: %w", err)
 	}
-	// Registered once both listeners are bound, so the addresses the
+	if err := b.listenInterBroker(); err != nil {
+		_ = b.kafkaLn.Close()
+		_ = b.httpLn.Close()
+		return fmt.Errorf("broker: inter-broker listener: %w", err)
+	}
+	// Registered once the listeners are bound, so the addresses the
 	// cluster learns already accept connections.
 	if err := b.registerAtStart(ctx); err != nil {
 		_ = b.kafkaLn.Close()
 		_ = b.httpLn.Close()
+		_ = b.ib.ln.Close()
 		return err
 	}
 	httpSrv := &http.Server{Handler: b.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+	ibSrv := b.interBrokerHTTP()
 
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
-	errc := make(chan error, 2)
-	go func() { errc <- b.serveKafka(serveCtx) }()
-	go func() {
-		if err := httpSrv.Serve(b.httpLn); !errors.Is(err, http.ErrServerClosed) {
-			errc <- fmt.Errorf("broker: http: %w", err)
+	errc := make(chan error, 4)
+	mem := newRequestMemory(b.cfg.QueuedMaxRequestBytes, b.m.requestMem)
+	go func() { errc <- b.serveKafka(serveCtx, mem) }()
+	go func() { errc <- b.serveInterBroker(serveCtx, mem) }()
+	serveHTTP := func(srv *http.Server, ln net.Listener, name string) {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("broker: %s: %w", name, err)
 			return
 		}
 		errc <- nil
-	}()
+	}
+	go serveHTTP(httpSrv, b.httpLn, "http")
+	go serveHTTP(ibSrv, b.ib.httpConns, "inter-broker http")
 	clusterCtx, stopCluster := context.WithCancel(context.WithoutCancel(ctx))
 	b.startCluster(clusterCtx)
 	defer func() {
@@ -230,7 +243,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	b.ready.Store(true)
 	close(b.readyCh)
 	b.logger.Info().Str("kafka", b.kafkaLn.Addr().String()).Str("http", b.httpLn.Addr().String()).
-		Str("cluster_id", b.clusterID).Msg("broker ready")
+		Str("inter_broker", b.ib.ln.Addr().String()).Str("cluster_id", b.clusterID).Msg("broker ready")
 
 	var runErr error
 	select {
@@ -246,11 +259,17 @@ func (b *Broker) Run(ctx context.Context) error {
 	if err := b.kafkaLn.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 		b.logger.Warn().Err(err).Msg("kafka listener close")
 	}
+	if err := b.ib.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+		b.logger.Warn().Err(err).Msg("inter-broker listener close")
+	}
 	b.closeConns()
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := httpSrv.Shutdown(shutCtx); err != nil {
 		b.logger.Warn().Err(err).Msg("http shutdown")
+	}
+	if err := ibSrv.Shutdown(shutCtx); err != nil {
+		b.logger.Warn().Err(err).Msg("inter-broker http shutdown")
 	}
 	b.conns.Wait()
 	maintWG.Wait()

@@ -59,6 +59,8 @@ func (b *Broker) register(ctx context.Context) error {
 		AZ:     b.cfg.AZ,
 		Kafka:  b.advertise,
 		HTTP:   advertisedHTTP(b.httpLn.Addr().String(), b.advertise),
+
+		InterBroker: b.ib.advertise,
 	}
 	path := filepath.Join(b.cfg.DataDir, registrationFile)
 	prev, err := b.previousLease(path)

@@ -60,7 +60,7 @@ func tryStartTestCluster(t *testing.T, n int, adjust func(*Config)) (*testCluste
 		cfgs[i] = testBrokerConfig(t)
 		cfgs[i].ObjectStore = objects
 		// Bound by the broker: no other test can take them meanwhile.
-		cfgs[i].KafkaListen, cfgs[i].HTTPListen = "127.0.0.1:0", "127.0.0.1:0"
+		cfgs[i].KafkaListen, cfgs[i].HTTPListen, cfgs[i].InterBrokerListen = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 		cfgs[i].NodeID = int32(i + 1)
 		cfgs[i].AZ = string(rune('a' + i))
 		cfgs[i].RegistrationTTL = 2 * time.Second

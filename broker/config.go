@@ -21,7 +21,16 @@ type Config struct {
 	KafkaListen    string // host:port the Kafka listener binds
 	KafkaAdvertise string // host:port given to clients; defaults to KafkaListen
 	HTTPListen     string
-	ObjectStore    string // object store URL (tiering); "" means file://<data dir>/objects
+	// InterBrokerListen is the host:port of the inter-broker listener
+	// (interbroker.go): replica fetches and election messages are served
+	// there and nowhere else. It is registered in etcd for the other
+	// brokers and never given to clients.
+	InterBrokerListen string
+	// InterBrokerAdvertise is the host:port the other brokers dial for it;
+	// defaults to InterBrokerListen (the bound address when that is the
+	// same, so port 0 works).
+	InterBrokerAdvertise string
+	ObjectStore          string // object store URL (tiering); "" means file://<data dir>/objects
 	// ObjectStoreOptions tune the store's calls (timeout, attempts) and may
 	// carry S3 credentials; without them the standard AWS chain is used.
 	ObjectStoreOptions objstore.Options
@@ -41,12 +50,11 @@ type Config struct {
 	// DiskMinFreeBytes free; 0 turns either off.
 	LocalMaxBytes    int64
 	DiskMinFreeBytes int64
-	// PeerKafka and PeerHTTP, when they name a node, are the addresses this
-	// broker dials for that node's Kafka listener (replica fetches) and HTTP
-	// listener (replication messages) instead of the ones it registered:
-	// an inter-broker route, as the chaos suite's per-link proxies need.
-	PeerKafka map[int32]string
-	PeerHTTP  map[int32]string
+	// PeerInterBroker, when it names a node, is the address this broker
+	// dials for that node's inter-broker listener (replica fetches and
+	// election messages) instead of the one it registered: a route of its
+	// own per link, as the chaos suite's per-link proxies need.
+	PeerInterBroker map[int32]string
 	// Objects, when set, is the object store itself instead of opening
 	// ObjectStore; tests pass a fault-injecting one, as FS for the disk.
 	Objects objstore.Store
@@ -126,6 +134,7 @@ func DefaultConfig() Config {
 		DataDir:                "data",
 		KafkaListen:            "127.0.0.1:9092",
 		HTTPListen:             "127.0.0.1:8080",
+		InterBrokerListen:      "127.0.0.1:9093",
 		AutoCreateTopics:       true,
 		DefaultPartitions:      1,
 		RetentionCheckInterval: 30 * time.Second,
@@ -160,14 +169,22 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		return errors.New("broker: data dir is required")
 	}
-	for name, addr := range map[string]string{"kafka-listen": c.KafkaListen, "http-listen": c.HTTPListen} {
+	listens := map[string]string{"kafka-listen": c.KafkaListen, "http-listen": c.HTTPListen,
+		"inter-broker-listen": c.InterBrokerListen}
+	for name, addr := range listens {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return fmt.Errorf("broker: --%s %q: %w", name, addr, err)
 		}
 	}
-	if c.KafkaAdvertise != "" {
-		if _, _, err := net.SplitHostPort(c.KafkaAdvertise); err != nil {
-			return fmt.Errorf("broker: --kafka-advertise %q: %w", c.KafkaAdvertise, err)
+	if err := distinctListeners(listens); err != nil {
+		return err
+	}
+	for name, addr := range map[string]string{"kafka-advertise": c.KafkaAdvertise, "inter-broker-advertise": c.InterBrokerAdvertise} {
+		if addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("broker: --%s %q: %w", name, addr, err)
 		}
 	}
 	if c.DefaultPartitions < 1 {
@@ -202,6 +219,25 @@ func (c Config) Validate() error {
 	}
 	if c.PartitionQueue < 1 {
 		return fmt.Errorf("broker: partition queue %d must be at least 1", c.PartitionQueue)
+	}
+	return nil
+}
+
+// distinctListeners refuses two listeners on one fixed port of one host:
+// the inter-broker listener in particular must not be the client one, or
+// clients could reach replication. Port 0 (any free port) never clashes.
+func distinctListeners(listens map[string]string) error {
+	seen := map[string]string{}
+	for _, name := range []string{"kafka-listen", "http-listen", "inter-broker-listen"} {
+		addr := listens[name]
+		_, port, _ := net.SplitHostPort(addr)
+		if port == "0" {
+			continue
+		}
+		if other, ok := seen[addr]; ok {
+			return fmt.Errorf("broker: --%s and --%s are both %q; each listener needs its own port", other, name, addr)
+		}
+		seen[addr] = name
 	}
 	return nil
 }

@@ -24,6 +24,13 @@ func TestConfigValidateLimits(t *testing.T) {
 		{"negative per-IP", func(c *Config) { c.MaxConnectionsPerIP = -1 }, "max connections per ip"},
 		{"zero idle", func(c *Config) { c.ConnectionsMaxIdle = 0 }, "connections max idle"},
 		{"negative idle", func(c *Config) { c.ConnectionsMaxIdle = -time.Second }, "connections max idle"},
+		{"inter-broker on the kafka port", func(c *Config) { c.InterBrokerListen = c.KafkaListen }, "each listener needs its own port"},
+		{"inter-broker on the http port", func(c *Config) { c.InterBrokerListen = c.HTTPListen }, "each listener needs its own port"},
+		{"inter-broker without port", func(c *Config) { c.InterBrokerListen = "127.0.0.1" }, "inter-broker-listen"},
+		{"inter-broker advertise without port", func(c *Config) { c.InterBrokerAdvertise = "h" }, "inter-broker-advertise"},
+		{"all on free ports", func(c *Config) {
+			c.KafkaListen, c.HTTPListen, c.InterBrokerListen = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+		}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := DefaultConfig()

@@ -13,7 +13,7 @@ package broker
 // append before releasing it, and nothing is written back for it.
 // Invariant: between replies a connection keeps an encoding buffer of at
 // most maxKeptReplyBuffer bytes, or maxKeptReplicaReplyBuffer after a
-// follower's replica fetch.
+// follower's replica fetch on the inter-broker listener (interbroker.go).
 //
 // Each connection has a reader goroutine (serveConn), which decodes requests
 // and runs handlers in order, and a writer goroutine, which waits for each
@@ -47,6 +47,7 @@ type request struct {
 	correlation  int32
 	clientID     string
 	remoteHost   string // the client's address as the coordinator reports it
+	interBroker  bool   // arrived on the inter-broker listener (interbroker.go)
 	body         kmsg.Request
 }
 
@@ -83,8 +84,9 @@ type outbound struct {
 
 var errFrame = errors.New("bad frame")
 
-func (b *Broker) serveKafka(ctx context.Context) error {
-	mem := newRequestMemory(b.cfg.QueuedMaxRequestBytes, b.m.requestMem)
+// serveKafka accepts client connections until the listener closes. mem is
+// the broker's request memory, which the inter-broker listener shares.
+func (b *Broker) serveKafka(ctx context.Context, mem *requestMemory) error {
 	limiter := newConnLimiter(b.cfg.MaxConnections, b.cfg.MaxConnectionsPerIP)
 	// A flood of refused connections must not flood the log.
 	refusals := b.logger.Sample(&zerolog.BurstSampler{Burst: 5, Period: 10 * time.Second})
@@ -113,7 +115,7 @@ func (b *Broker) serveKafka(ctx context.Context) error {
 		b.conns.Add(1)
 		go func() {
 			defer b.conns.Done()
-			b.serveConn(ctx, nc, mem)
+			b.serveConn(ctx, nc, mem, false)
 			b.connMu.Lock()
 			delete(b.openConns, nc)
 			b.connMu.Unlock()
@@ -132,7 +134,9 @@ func (b *Broker) closeConns() {
 	}
 }
 
-func (b *Broker) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory) {
+// serveConn serves one Kafka connection; interBroker: it came to the
+// inter-broker listener, whose dispatch table it is served from.
+func (b *Broker) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory, interBroker bool) {
 	logger := b.logger.With().Str("remote", nc.RemoteAddr().String()).Logger()
 	act := newConnActivity(time.Now())
 	out := make(chan outbound, maxPipelined)
@@ -172,7 +176,7 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory)
 			logger.Warn().Err(err).Msg("closing connection on an unparsable request")
 			return
 		}
-		req.remoteHost = remoteHost
+		req.remoteHost, req.interBroker = remoteHost, interBroker
 		silent := answerAcksZeroSilently(req)
 		start := time.Now()
 		rep, err := b.dispatch(ctx, req)
@@ -274,10 +278,15 @@ func keepReplyBuffer(buf []byte, replica bool) []byte {
 	return buf[:0]
 }
 
-// isReplicaFetch reports whether req is a follower's replica fetch.
+// isReplicaFetch reports whether req is a follower's replica fetch, which
+// only the inter-broker listener serves.
 func isReplicaFetch(req *request) bool {
 	f, ok := req.body.(*kmsg.FetchRequest)
-	return ok && f.ReplicaID >= 0
+	if !ok || !req.interBroker {
+		return false
+	}
+	id, _ := fetchReplica(f)
+	return id >= 0
 }
 
 // fetchReplySize is a close upper estimate of the encoded size of a fetch

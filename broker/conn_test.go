@@ -160,10 +160,17 @@ func TestKeepReplyBuffer(t *testing.T) {
 			}
 		})
 	}
-	if isReplicaFetch(&request{key: 1, body: &kmsg.FetchRequest{ReplicaID: -1}}) ||
-		!isReplicaFetch(&request{key: 1, body: &kmsg.FetchRequest{ReplicaID: 2}}) ||
-		isReplicaFetch(&request{key: 0, body: kmsg.NewPtrProduceRequest()}) {
+	v15 := &kmsg.FetchRequest{Version: 15, ReplicaID: -1, ReplicaState: kmsg.FetchRequestReplicaState{ID: 2, Epoch: 7}}
+	if isReplicaFetch(&request{key: 1, interBroker: true, body: &kmsg.FetchRequest{ReplicaID: -1}}) ||
+		!isReplicaFetch(&request{key: 1, interBroker: true, body: &kmsg.FetchRequest{ReplicaID: 2}}) ||
+		!isReplicaFetch(&request{key: 1, interBroker: true, body: v15}) ||
+		isReplicaFetch(&request{key: 0, interBroker: true, body: kmsg.NewPtrProduceRequest()}) {
 		t.Fatal("isReplicaFetch mistakes a consumer's fetch, a follower's or a produce")
+	}
+	// A client's forged replica fetch is refused, and never earns its
+	// connection the large buffer.
+	if isReplicaFetch(&request{key: 1, body: &kmsg.FetchRequest{ReplicaID: 2}}) {
+		t.Fatal("a replica fetch on the client listener counts as a follower's")
 	}
 }
 

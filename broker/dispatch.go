@@ -55,7 +55,7 @@ func apiTable() map[int16]api {
 
 // dispatch runs the handler of req. An error closes the connection.
 func (b *Broker) dispatch(ctx context.Context, req *request) (reply, error) {
-	a, ok := apis[req.key]
+	a, ok := apisOf(req)[req.key]
 	if !ok {
 		return nil, fmt.Errorf("%w: api %s (%d) is not served", errFrame, kmsg.NameForKey(req.key), req.key)
 	}

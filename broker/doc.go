@@ -1,7 +1,9 @@
 // Package broker is the Sluice server: the Kafka protocol listener (one file
 // per API key, api_*.go, behind the dispatch table in dispatch.go), the HTTP
-// endpoints, the topic registry and the partition owners that sit between the
-// wire and the write-ahead log.
+// endpoints, the inter-broker listener (interbroker.go: replica fetches and
+// election messages, on a port of their own that clients are never told),
+// the topic registry and the partition owners that sit between the wire and
+// the write-ahead log.
 //
 // # Ownership and locking
 //

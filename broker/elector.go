@@ -267,6 +267,13 @@ func (l *electorLoop) step(ctx context.Context, env envelope) {
 		l.b.dropEnvelope(env, dropNoPartition)
 		return
 	}
+	if st, _, _ := p.ctrl.Status(); !slices.Contains(st.Replicas, env.Msg.From) {
+		// Only a replica's answers and complaints count (the core checks
+		// a FenceAck's sender, but not one that says it is fenced, nor a
+		// complaint).
+		l.b.dropEnvelope(env, dropNotReplica)
+		return
+	}
 	p.ctrl.Step(env.Msg)
 	l.flush(ctx, env.Key, p)
 }

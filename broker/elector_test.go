@@ -133,10 +133,10 @@ func newElectorFixture(t *testing.T) *electorFixture {
 
 	ctrl := httptest.NewServer(http.HandlerFunc(b.httpReplication))
 	t.Cleanup(ctrl.Close)
-	live := []meta.BrokerInfo{{NodeID: 9, HTTP: strings.TrimPrefix(ctrl.URL, "http://")}}
+	live := []meta.BrokerInfo{{NodeID: 9, InterBroker: strings.TrimPrefix(ctrl.URL, "http://")}}
 	for _, id := range []int32{2, 3} {
 		fx.fakes[id] = newFakeReplica(t, id, ctrl.URL)
-		live = append(live, meta.BrokerInfo{NodeID: id, HTTP: fx.fakes[id].addr()})
+		live = append(live, meta.BrokerInfo{NodeID: id, InterBroker: fx.fakes[id].addr()})
 	}
 	b.setLiveBrokers(live)
 	b.controller.Store(9)
@@ -227,7 +227,7 @@ func TestElectorFollowsWatchAndLiveBrokers(t *testing.T) {
 	fx := newElectorFixture(t)
 	// All of 1, 2, 3 are "live" at first: nothing to elect.
 	live := fx.b.brokers()
-	fx.b.setLiveBrokers(append(slices.Clone(live), meta.BrokerInfo{NodeID: 1, HTTP: "127.0.0.1:1"}))
+	fx.b.setLiveBrokers(append(slices.Clone(live), meta.BrokerInfo{NodeID: 1, InterBroker: "127.0.0.1:1"}))
 	c, err := fx.store.Campaign(fx.ctx, 9, 0)
 	if err != nil {
 		t.Fatal(err)

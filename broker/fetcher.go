@@ -133,7 +133,7 @@ func (f *fetcher) run(ctx context.Context) {
 		if len(batch) == 0 {
 			continue
 		}
-		addr := f.b.brokerAddr(f.leader)
+		addr := f.b.interBrokerAddr(f.leader)
 		if addr != clAddr || cl == nil {
 			if cl != nil {
 				cl.Close()
@@ -227,6 +227,12 @@ func (f *fetcher) awaitDurable(ctx context.Context, set map[*partition.Partition
 func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingFetch) map[*partition.Partition]struct{} {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = f.b.cfg.NodeID
+	// The leader serves replica fetches from v15 only, whose ReplicaState
+	// carries this registration's incarnation as the broker epoch.
+	req.ReplicaState.ID = f.b.cfg.NodeID
+	if reg := f.b.reg.Load(); reg != nil {
+		req.ReplicaState.Epoch = reg.Info().Incarnation
+	}
 	req.MaxWaitMillis = int32(replicaFetchMaxWait / time.Millisecond)
 	req.MinBytes = 1
 	req.MaxBytes = replicaFetchMaxBytes
@@ -322,18 +328,4 @@ func (f *fetcher) failAll(batch []pendingFetch, why string) {
 		pf.p.Step(replica.FailedAnswer(pf.msg))
 	}
 	f.b.logger.Debug().Int32("leader", f.leader).Int("partitions", len(batch)).Str("why", why).Msg("replica fetch not answered")
-}
-
-// brokerAddr is the Kafka address to dial a live broker at (its advertised
-// one unless Config.PeerKafka routes it elsewhere), or "".
-func (b *Broker) brokerAddr(id int32) string {
-	for _, bi := range b.brokers() {
-		if bi.NodeID == id {
-			if addr, ok := b.cfg.PeerKafka[id]; ok {
-				return addr
-			}
-			return bi.Kafka
-		}
-	}
-	return ""
 }

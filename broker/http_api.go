@@ -115,7 +115,6 @@ func (b *Broker) registerAPI(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/topics/{topic}/messages:publish", b.httpPublish)
 	mux.HandleFunc("POST /v1/producers", b.httpInitProducer)
 	mux.HandleFunc("GET /v1/openapi.json", b.httpOpenAPI)
-	mux.HandleFunc("POST "+replicationPath, b.httpReplication)
 	b.registerGroupAPI(mux)
 	b.registerAdminAPI(mux)
 }

@@ -3,12 +3,15 @@ package broker
 // This file owns the transport of election messages between brokers: the
 // Fence, FenceAck, LeaderUnreachable and CaughtUp replica.Messages (never
 // record data, which followers read with Kafka Fetch), wrapped in envelopes
-// and carried over the brokers' HTTP API as
+// and carried over HTTP on the brokers' inter-broker listener
+// (interbroker.go) as
 //
 //	POST /internal/v1/replication     body: JSON array of envelopes (≤ 1 MiB)
 //	                                  204: dispatched (each one may still be
 //	                                  dropped: the cores retry what matters)
-//	                                  400: malformed, 413: too large
+//	                                  400: malformed (also: an epoch whose
+//	                                  successor overflows, a fence not
+//	                                  from the controller), 413: too large
 //
 // A receiving broker hands an envelope To replica.ControllerNode to its
 // elector when it is the controller now (else drops it), and one To itself
@@ -74,10 +77,11 @@ const (
 	dropMisaddressed  = "misaddressed"   // addressed to another node
 	dropNoPartition   = "no_partition"   // no local replica took it
 	dropElectorBusy   = "elector_busy"   // the elector's inbox is full
+	dropNotReplica    = "not_replica"    // to the controller from a node not a replica of the partition
 )
 
 var dropReasons = [...]string{dropQueueFull, dropNoRoute, dropSendFailed, dropNotController,
-	dropUnsupported, dropMisaddressed, dropNoPartition, dropElectorBusy}
+	dropUnsupported, dropMisaddressed, dropNoPartition, dropElectorBusy, dropNotReplica}
 
 // replication is the Broker's state for the transport and the elector
 // (elector.go). Its zero value is ready to use.
@@ -388,17 +392,10 @@ func (b *Broker) runSender(ctx context.Context, q *peerQueue) {
 	}
 }
 
-// post sends one batch to node's HTTP address, as the registry has it now.
+// post sends one batch to node's inter-broker address, as the registry has
+// it now.
 func (b *Broker) post(ctx context.Context, node int32, batch []envelope) error {
-	addr := ""
-	for _, bi := range b.brokers() {
-		if bi.NodeID == node {
-			addr = bi.HTTP
-			if peer, ok := b.cfg.PeerHTTP[node]; ok {
-				addr = peer
-			}
-		}
-	}
+	addr := b.interBrokerAddr(node)
 	if addr == "" {
 		return fmt.Errorf("broker: replication to node %d: not live", node)
 	}

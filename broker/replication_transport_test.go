@@ -72,7 +72,13 @@ func TestReplicationTransportRejectsBadBodies(t *testing.T) {
 		status int
 	}{
 		{"empty array", `[]`, http.StatusNoContent},
-		{"unknown partition is dropped, not refused", `[{"key":{"topic_id":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16],"partition":0},"msg":{"Type":3,"To":1,"Epoch":2}}]`, http.StatusNoContent},
+		{"unknown partition is dropped, not refused", `[{"key":{"topic_id":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16],"partition":0},"msg":{"Type":3,"From":-2,"To":1,"Epoch":2}}]`, http.StatusNoContent},
+		// An epoch whose successor overflows would leave the controller
+		// no round to elect with; a fence comes only from the controller.
+		{"fence at the last epoch", `[{"key":{"partition":0},"msg":{"Type":3,"From":-2,"To":1,"Epoch":2147483647}}]`, http.StatusBadRequest},
+		{"complaint fenced at the last epoch", `[{"key":{"partition":0},"msg":{"Type":5,"From":2,"To":-2,"Epoch":3,"LastEpoch":2147483647}}]`, http.StatusBadRequest},
+		{"fenced ack at the last epoch", `[{"key":{"partition":0},"msg":{"Type":4,"From":2,"To":-2,"Epoch":2147483647,"Err":2}}]`, http.StatusBadRequest},
+		{"fence from a replica", `[{"key":{"partition":0},"msg":{"Type":3,"From":2,"To":1,"Epoch":2}}]`, http.StatusBadRequest},
 		{"not JSON", `[{`, http.StatusBadRequest},
 		{"object, not an array", `{"key":{}}`, http.StatusBadRequest},
 		{"data after the array", `[] []`, http.StatusBadRequest},
@@ -171,17 +177,15 @@ func TestReplicationTransportFullQueueDrops(t *testing.T) {
 
 func TestReplicationTransportBetweenBrokers(t *testing.T) {
 	b1, b2 := idleBroker(t, 1), idleBroker(t, 2)
-	mux := http.NewServeMux()
-	b2.registerAPI(mux)
-	srv := httptest.NewServer(mux)
+	srv := httptest.NewServer(b2.interBrokerHTTP().Handler)
 	t.Cleanup(srv.Close)
 	b2.controller.Store(2)
 	e := installElector(b2, 1000)
 
 	b1.controller.Store(2)
 	b1.setLiveBrokers([]meta.BrokerInfo{
-		{NodeID: 1, HTTP: "127.0.0.1:1"},
-		{NodeID: 2, HTTP: strings.TrimPrefix(srv.URL, "http://")},
+		{NodeID: 1, InterBroker: "127.0.0.1:1"},
+		{NodeID: 2, InterBroker: strings.TrimPrefix(srv.URL, "http://")},
 	})
 	startTransport(t, b1)
 	eventually(t, 20*time.Second, "a sender for broker 2", func() bool {
@@ -217,7 +221,7 @@ func TestReplicationTransportBetweenBrokers(t *testing.T) {
 	eventually(t, 20*time.Second, "the fence reaches broker 2", func() bool { return b2.repl.dropped(dropNoPartition) == 1 })
 
 	// A broker that leaves loses its sender; its messages are dropped.
-	b1.setLiveBrokers([]meta.BrokerInfo{{NodeID: 1, HTTP: "127.0.0.1:1"}})
+	b1.setLiveBrokers([]meta.BrokerInfo{{NodeID: 1, InterBroker: "127.0.0.1:1"}})
 	eventually(t, 20*time.Second, "the sender for broker 2 stops", func() bool {
 		b1.repl.mu.Lock()
 		defer b1.repl.mu.Unlock()

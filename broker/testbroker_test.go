@@ -30,6 +30,7 @@ func testBrokerConfig(t testing.TB) Config {
 	cfg.DataDir = t.TempDir()
 	cfg.KafkaListen = freeAddr(t)
 	cfg.HTTPListen = freeAddr(t)
+	cfg.InterBrokerListen = "127.0.0.1:0" // found by the other brokers in etcd, never by clients
 	cfg.Meta.ListenClient = freeAddr(t)
 	cfg.Meta.ListenPeer = freeAddr(t)
 	cfg.RetentionCheckInterval = 100 * time.Millisecond

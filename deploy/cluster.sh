@@ -10,9 +10,11 @@
 # "sluice", with the credentials in S3_ACCESS_KEY / S3_SECRET_KEY. Set
 # OBJECT_STORE to use another store (any --object-store URL) instead.
 #
-# Ports (node n = 1, 2, 3): Kafka 1909n, HTTP 1808n, etcd client 2379+10(n-1),
-# etcd peer 2380+10(n-1). Override the bases with KAFKA_BASE, HTTP_BASE and
-# ETCD_BASE. Extra sluiced flags for every broker go in SLUICED_ARGS.
+# Ports (node n = 1, 2, 3): Kafka 1909n, HTTP 1808n, inter-broker 1919n
+# (replica fetches and election messages; never given to clients), etcd
+# client 2379+10(n-1), etcd peer 2380+10(n-1). Override the bases with
+# KAFKA_BASE, HTTP_BASE, INTER_BROKER_BASE and ETCD_BASE. Extra sluiced flags
+# for every broker go in SLUICED_ARGS.
 set -euo pipefail
 
 cmd=${1:-start}
@@ -20,6 +22,7 @@ dir=${2:-data/cluster}
 bin=${SLUICED:-bin/sluiced}
 kbase=${KAFKA_BASE:-19090}
 hbase=${HTTP_BASE:-18080}
+ibase=${INTER_BROKER_BASE:-19190}
 ebase=${ETCD_BASE:-2379}
 azs=(a b c)
 s3port=${S3_PORT:-19000}
@@ -30,6 +33,7 @@ export AWS_REGION=us-east-1
 
 kafka() { echo "127.0.0.1:$((kbase + $1))"; }
 http() { echo "127.0.0.1:$((hbase + $1))"; }
+inter_broker() { echo "127.0.0.1:$((ibase + $1))"; }
 etcd_client() { echo "127.0.0.1:$((ebase + 10 * ($1 - 1)))"; }
 etcd_peer() { echo "127.0.0.1:$((ebase + 1 + 10 * ($1 - 1)))"; }
 
@@ -70,7 +74,7 @@ start() {
 			exit 1
 		fi
 		"$bin" --node-id "$n" --az "${azs[$((n - 1))]}" --data-dir "$dir/n$n/data" \
-			--kafka-listen "$(kafka $n)" --http-listen "$(http $n)" \
+			--kafka-listen "$(kafka $n)" --http-listen "$(http $n)" --inter-broker-listen "$(inter_broker $n)" \
 			--etcd-listen-client "$(etcd_client $n)" --etcd-listen-peer "$(etcd_peer $n)" \
 			--etcd-initial-cluster "$initial" --object-store "$OBJECT_STORE" \
 			${SLUICED_ARGS:-} >"$dir/n$n/sluiced.log" 2>&1 &

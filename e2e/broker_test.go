@@ -90,6 +90,7 @@ type broker struct {
 	logPath string
 
 	kafkaAddr, httpAddr, etcdClientAddr, etcdPeerAddr string
+	interBrokerAddr                                   string // replica fetches and election messages
 
 	mu       sync.Mutex
 	cmd      *exec.Cmd     // guarded by mu
@@ -113,7 +114,7 @@ func startBroker(t testing.TB, opts brokerOptions) *broker {
 		opts.defaultPartitions = 1
 	}
 	dir := t.TempDir()
-	ports := freePorts(t, 4)
+	ports := freePorts(t, 5)
 	b := &broker{
 		t:              t,
 		opts:           opts,
@@ -123,6 +124,8 @@ func startBroker(t testing.TB, opts brokerOptions) *broker {
 		httpAddr:       ports[1],
 		etcdClientAddr: ports[2],
 		etcdPeerAddr:   ports[3],
+
+		interBrokerAddr: ports[4],
 	}
 	if err := os.MkdirAll(b.dataDir, 0o755); err != nil {
 		t.Fatalf("make data dir: %v", err)
@@ -175,6 +178,7 @@ func (b *broker) args() []string {
 		"--kafka-listen", b.kafkaAddr,
 		"--kafka-advertise", b.kafkaAddr,
 		"--http-listen", b.httpAddr,
+		"--inter-broker-listen", b.interBrokerAddr,
 		"--etcd-listen-client", b.etcdClientAddr,
 		"--etcd-listen-peer", b.etcdPeerAddr,
 		"--auto-create-topics=" + strconv.FormatBool(!o.noAutoCreate),

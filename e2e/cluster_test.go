@@ -78,7 +78,7 @@ var errPortTaken = errors.New("a port picked free was taken")
 func tryStartCluster(t testing.TB, extraArgs []string) (*cluster, error) {
 	t.Helper()
 	c := &cluster{t: t, paused: map[int32]bool{}, direct: map[int32]*kgo.Client{}}
-	ports := freePorts(t, 4*clusterSize) // at once, so no two are the same
+	ports := freePorts(t, 5*clusterSize) // at once, so no two are the same
 	var initial []string
 	for i := range clusterSize {
 		dir := t.TempDir()
@@ -91,10 +91,12 @@ func tryStartCluster(t testing.TB, extraArgs []string) (*cluster, error) {
 			},
 			dataDir:        filepath.Join(dir, "data"),
 			logPath:        filepath.Join(dir, "sluiced.log"),
-			kafkaAddr:      ports[4*i],
-			httpAddr:       ports[4*i+1],
-			etcdClientAddr: ports[4*i+2],
-			etcdPeerAddr:   ports[4*i+3],
+			kafkaAddr:      ports[5*i],
+			httpAddr:       ports[5*i+1],
+			etcdClientAddr: ports[5*i+2],
+			etcdPeerAddr:   ports[5*i+3],
+
+			interBrokerAddr: ports[5*i+4],
 		}
 		if err := os.MkdirAll(b.dataDir, 0o755); err != nil {
 			t.Fatalf("make data dir: %v", err)

@@ -115,7 +115,8 @@ func startSluiced(t *testing.T) (string, error) {
 		return "", err
 	}
 	cmd := exec.Command(sluicedPath, "--data-dir", filepath.Join(dir, "data"), "--kafka-listen", kafka,
-		"--http-listen", httpAddr, "--etcd-listen-client", freePort(t), "--etcd-listen-peer", freePort(t),
+		"--http-listen", httpAddr, "--inter-broker-listen", freePort(t),
+		"--etcd-listen-client", freePort(t), "--etcd-listen-peer", freePort(t),
 		"--default-partitions", "3")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

@@ -40,7 +40,8 @@
 //	                                        conditioned on its own mod revision and on the
 //	                                        partition state's (the leader-epoch fence);
 //	                                        deleted by tier/ after every object it names
-//	<prefix>brokers/<node id>               {"v":1,"node_id","az","kafka","http","started_ms"};
+//	<prefix>brokers/<node id>               {"v":1,"node_id","az","kafka","http",
+//	                                        "inter_broker" (optional),"started_ms"};
 //	                                        bound to the broker's lease (default TTL 10 s),
 //	                                        created only if absent (one incarnation per node
 //	                                        id; its create revision is the incarnation),

@@ -6,7 +6,12 @@ package meta
 //
 //	<prefix>brokers/<node id>
 //	{"v":1,"node_id":2,"az":"eu-west-1b","kafka":"10.0.0.2:9092",
-//	 "http":"10.0.0.2:8080","started_ms":1767000000000}
+//	 "http":"10.0.0.2:8080","inter_broker":"10.0.0.2:9093",
+//	 "started_ms":1767000000000}
+//
+// "inter_broker" (optional in version 1: a record without it was written by
+// a build without the inter-broker listener) is where the other brokers
+// fetch replicas and send election messages; it is never given to clients.
 //
 // Invariant: a broker key is only created by a transaction conditioned on
 // its absence (CreateRevision == 0) and always with a lease, so a node id
@@ -67,6 +72,10 @@ type BrokerInfo struct {
 	Kafka string
 	// HTTP is the advertised HTTP API host:port.
 	HTTP string
+	// InterBroker is the advertised inter-broker host:port (replica
+	// fetches and election messages), never given to clients; "" in a
+	// record of a build that had none.
+	InterBroker string
 	// Started is when the broker process started; Register fills in now if zero.
 	// Stored with millisecond precision.
 	Started time.Time
@@ -90,6 +99,11 @@ func (b BrokerInfo) Validate() error {
 			return fmt.Errorf("%w: node %d: %s address %q: %w", ErrInvalidBroker, b.NodeID, a.name, a.addr, err)
 		}
 	}
+	if b.InterBroker != "" {
+		if err := validateHostPort(b.InterBroker); err != nil {
+			return fmt.Errorf("%w: node %d: inter-broker address %q: %w", ErrInvalidBroker, b.NodeID, b.InterBroker, err)
+		}
+	}
 	return nil
 }
 
@@ -111,22 +125,24 @@ func validateHostPort(addr string) error {
 
 // brokerRecord is the stored JSON form of a BrokerInfo.
 type brokerRecord struct {
-	V         int    `json:"v"`
-	NodeID    int32  `json:"node_id"`
-	AZ        string `json:"az"`
-	Kafka     string `json:"kafka"`
-	HTTP      string `json:"http"`
-	StartedMs int64  `json:"started_ms"`
+	V           int    `json:"v"`
+	NodeID      int32  `json:"node_id"`
+	AZ          string `json:"az"`
+	Kafka       string `json:"kafka"`
+	HTTP        string `json:"http"`
+	InterBroker string `json:"inter_broker,omitempty"`
+	StartedMs   int64  `json:"started_ms"`
 }
 
 func encodeBroker(b BrokerInfo) ([]byte, error) {
 	v, err := json.Marshal(brokerRecord{
-		V:         brokerRecordVersion,
-		NodeID:    b.NodeID,
-		AZ:        b.AZ,
-		Kafka:     b.Kafka,
-		HTTP:      b.HTTP,
-		StartedMs: b.Started.UnixMilli(),
+		V:           brokerRecordVersion,
+		NodeID:      b.NodeID,
+		AZ:          b.AZ,
+		Kafka:       b.Kafka,
+		HTTP:        b.HTTP,
+		InterBroker: b.InterBroker,
+		StartedMs:   b.Started.UnixMilli(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("meta: encode broker %d: %w", b.NodeID, err)
@@ -158,6 +174,7 @@ func (s *Store) decodeBroker(kv *mvccpb.KeyValue) (BrokerInfo, error) {
 		AZ:          r.AZ,
 		Kafka:       r.Kafka,
 		HTTP:        r.HTTP,
+		InterBroker: r.InterBroker,
 		Started:     time.UnixMilli(r.StartedMs),
 		Incarnation: kv.CreateRevision,
 		Lease:       clientv3.LeaseID(kv.Lease),
@@ -469,7 +486,8 @@ func byNodeID(a, b BrokerInfo) int { return cmp.Compare(a.NodeID, b.NodeID) }
 // sameBroker reports whether a and b are the same incarnation with the same record.
 func sameBroker(a, b BrokerInfo) bool {
 	return a.NodeID == b.NodeID && a.Incarnation == b.Incarnation && a.Lease == b.Lease &&
-		a.AZ == b.AZ && a.Kafka == b.Kafka && a.HTTP == b.HTTP && a.Started.Equal(b.Started)
+		a.AZ == b.AZ && a.Kafka == b.Kafka && a.HTTP == b.HTTP && a.InterBroker == b.InterBroker &&
+		a.Started.Equal(b.Started)
 }
 
 // WatchBrokers streams the list of live brokers, sorted by node id: first

@@ -63,6 +63,8 @@ func testBroker(id int32) BrokerInfo {
 		AZ:     fmt.Sprintf("az-%d", id),
 		Kafka:  fmt.Sprintf("127.0.0.1:%d", 9092+id),
 		HTTP:   fmt.Sprintf("127.0.0.1:%d", 8080+id),
+
+		InterBroker: fmt.Sprintf("127.0.0.1:%d", 9192+id),
 	}
 }
 
@@ -123,7 +125,8 @@ func TestRegisterListAndClose(t *testing.T) {
 	}
 	got := brokers[1]
 	want := r2.Info()
-	if !sameBroker(got, want) || !got.Started.Equal(started) || got.AZ != "az-2" || got.Kafka != b2.Kafka || got.HTTP != b2.HTTP {
+	if !sameBroker(got, want) || !got.Started.Equal(started) || got.AZ != "az-2" || got.Kafka != b2.Kafka || got.HTTP != b2.HTTP ||
+		got.InterBroker != b2.InterBroker {
 		t.Errorf("listed broker %+v, want %+v", got, want)
 	}
 	if got.Incarnation == 0 || got.Lease == 0 {
@@ -261,6 +264,7 @@ func TestRegisterValidates(t *testing.T) {
 		{"kafka port zero", func(b *BrokerInfo) { b.Kafka = "h:0" }},
 		{"http port not a number", func(b *BrokerInfo) { b.HTTP = "h:http" }},
 		{"http empty", func(b *BrokerInfo) { b.HTTP = "" }},
+		{"inter-broker without host", func(b *BrokerInfo) { b.InterBroker = ":9093" }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -134,6 +134,7 @@ start_sluice() {
 	rm -rf "$dir" && mkdir -p "$dir"
 	kafka=$(free_port) http=$(free_port)
 	"$SLUICED" --data-dir "$dir/data" --kafka-listen "127.0.0.1:$kafka" --http-listen "127.0.0.1:$http" \
+		--inter-broker-listen "127.0.0.1:$(free_port)" \
 		--etcd-listen-client "127.0.0.1:$(free_port)" --etcd-listen-peer "127.0.0.1:$(free_port)" \
 		--log-level warn >"$dir/sluiced.log" 2>&1 &
 	SERVER_PID=$!
@@ -145,7 +146,7 @@ start_sluice() {
 		sleep 0.1
 	done
 	TARGET_ARGS=(--system kafka --brokers "127.0.0.1:$kafka" --label "acks=all, fsync per group commit")
-	echo "bin/sluiced --data-dir DIR --kafka-listen 127.0.0.1:$kafka --http-listen 127.0.0.1:$http --etcd-listen-client 127.0.0.1:P3 --etcd-listen-peer 127.0.0.1:P4" >"$RES/server-sluice.txt"
+	echo "bin/sluiced --data-dir DIR --kafka-listen 127.0.0.1:$kafka --http-listen 127.0.0.1:$http --inter-broker-listen 127.0.0.1:P5 --etcd-listen-client 127.0.0.1:P3 --etcd-listen-peer 127.0.0.1:P4" >"$RES/server-sluice.txt"
 }
 
 start_nats() { # sync policy: default | always

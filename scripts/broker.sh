@@ -8,6 +8,7 @@ start_broker() {
 	local bin=$1 dir=$2 c p
 	K=$(free_port); H=$(free_port); c=$(free_port); p=$(free_port)
 	"$bin" --data-dir "$dir/data" --kafka-listen 127.0.0.1:$K --http-listen 127.0.0.1:$H \
+		--inter-broker-listen 127.0.0.1:$(free_port) \
 		--etcd-listen-client 127.0.0.1:$c --etcd-listen-peer 127.0.0.1:$p --log-level warn > "$dir/broker.log" 2>&1 &
 	PID=$!
 	for _ in $(seq 1 120); do

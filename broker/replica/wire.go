@@ -28,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -217,6 +218,13 @@ func DecodeEnvelopes(r io.Reader) ([]Envelope, error) {
 			return nil, fmt.Errorf("%w: envelope %d: record batches are not carried here (they travel over Kafka Fetch)", ErrEnvelope, i)
 		case !ElectionMessage(env.Msg):
 			return nil, fmt.Errorf("%w: envelope %d: message type %v is not carried here", ErrEnvelope, i, env.Msg.Type)
+		case env.Msg.Epoch == math.MaxInt32 || env.Msg.LastEpoch == math.MaxInt32:
+			// The controller's next round is one above the highest epoch
+			// it heard of: this one would overflow it, and no round could
+			// ever elect a leader again.
+			return nil, fmt.Errorf("%w: envelope %d: epoch %d (last %d) leaves no epoch above it", ErrEnvelope, i, env.Msg.Epoch, env.Msg.LastEpoch)
+		case env.Msg.Type == MsgFence && env.Msg.From != ControllerNode:
+			return nil, fmt.Errorf("%w: envelope %d: a fence from node %d, not from the controller", ErrEnvelope, i, env.Msg.From)
 		}
 	}
 	return envs, nil

@@ -76,9 +76,9 @@ type Config struct {
 	// BrokerArgs, when set, gives more sluiced flags for one broker (its
 	// own clock file, say); they come after ExtraArgs.
 	BrokerArgs func(id int32) []string
-	// PeerMesh routes every broker-to-broker link (replica fetches to a
-	// leader's Kafka listener, replication messages to a peer's HTTP
-	// listener) through its own proxy of a chaos/netproxy mesh (Mesh), so a
+	// PeerMesh routes every broker-to-broker link (replica fetches and
+	// replication messages, both to a peer's inter-broker listener)
+	// through its own proxy of a chaos/netproxy mesh (Mesh), so a
 	// scenario can cut or delay one link while clients and etcd still reach
 	// every broker.
 	PeerMesh bool
@@ -158,6 +158,10 @@ type Broker struct {
 	AZ        string
 	KafkaAddr string
 	HTTPAddr  string
+	// InterBrokerAddr is the listener of replica fetches and election
+	// messages: the other brokers dial it (through the peer mesh, when
+	// there is one); clients never do.
+	InterBrokerAddr string
 	// EtcdClientAddr and EtcdPeerAddr are the listeners of the broker's
 	// embedded etcd member; empty with Config.ExternalEtcd.
 	EtcdClientAddr string
@@ -308,9 +312,9 @@ func (c *Cluster) killStarted() error {
 // brokers whose etcd members form one cluster (or which share the
 // cluster's etcd server).
 func (c *Cluster) makeBrokers() error {
-	perBroker := 4 // Kafka, HTTP, etcd client, etcd peer
+	perBroker := 5 // Kafka, HTTP, inter-broker, etcd client, etcd peer
 	if c.etcd != nil {
-		perBroker = 2
+		perBroker = 3
 	}
 	ports, err := freePorts(perBroker * Size) // at once, so no two are the same
 	if err != nil {
@@ -320,15 +324,16 @@ func (c *Cluster) makeBrokers() error {
 	var initial []string
 	for i := range Size {
 		b := &Broker{
-			ID:        int32(i + 1),
-			AZ:        string(rune('a' + i)),
-			KafkaAddr: ports[perBroker*i],
-			HTTPAddr:  ports[perBroker*i+1],
-			DataDir:   dataDir(c.cfg.Dir, int32(i+1)),
-			LogPath:   filepath.Join(c.cfg.Dir, fmt.Sprintf("n%d", i+1), "sluiced.log"),
+			ID:              int32(i + 1),
+			AZ:              string(rune('a' + i)),
+			KafkaAddr:       ports[perBroker*i],
+			HTTPAddr:        ports[perBroker*i+1],
+			InterBrokerAddr: ports[perBroker*i+2],
+			DataDir:         dataDir(c.cfg.Dir, int32(i+1)),
+			LogPath:         filepath.Join(c.cfg.Dir, fmt.Sprintf("n%d", i+1), "sluiced.log"),
 		}
 		if c.etcd == nil {
-			b.EtcdClientAddr, b.EtcdPeerAddr = ports[perBroker*i+2], ports[perBroker*i+3]
+			b.EtcdClientAddr, b.EtcdPeerAddr = ports[perBroker*i+3], ports[perBroker*i+4]
 			initial = append(initial, fmt.Sprintf("%d=http://%s", b.ID, b.EtcdPeerAddr))
 		}
 		// A failed attempt's etcd member knows the old peers, and its
@@ -365,6 +370,7 @@ func (c *Cluster) brokerArgs(b *Broker, initialCluster string) []string {
 		"--kafka-listen", b.KafkaAddr,
 		"--kafka-advertise", b.KafkaAddr,
 		"--http-listen", b.HTTPAddr,
+		"--inter-broker-listen", b.InterBrokerAddr,
 	}
 	if c.etcd != nil {
 		args = append(args, "--etcd-endpoints", c.etcd.endpoint(b.ID))
@@ -387,8 +393,8 @@ func (c *Cluster) brokerArgs(b *Broker, initialCluster string) []string {
 	return args
 }
 
-// makeMesh puts a proxy in front of every broker's Kafka and HTTP listener
-// for each other broker, with Config.PeerMesh (replacing the mesh of an
+// makeMesh puts a proxy in front of every broker's inter-broker listener
+// (replica fetches and replication messages) for each other broker, with Config.PeerMesh (replacing the mesh of an
 // earlier attempt).
 func (c *Cluster) makeMesh(brokers []*Broker) error {
 	if !c.cfg.PeerMesh {
@@ -402,8 +408,7 @@ func (c *Cluster) makeMesh(brokers []*Broker) error {
 	for _, b := range brokers {
 		node := NodeName(b.ID)
 		sources = append(sources, node)
-		eps = append(eps, netproxy.Endpoint{Name: node + "-kafka", Node: node, Addr: b.KafkaAddr},
-			netproxy.Endpoint{Name: node + "-http", Node: node, Addr: b.HTTPAddr})
+		eps = append(eps, netproxy.Endpoint{Name: node + "-inter", Node: node, Addr: b.InterBrokerAddr})
 	}
 	m, err := netproxy.NewMesh(netproxy.MeshConfig{Endpoints: eps, Sources: sources, Logger: c.log})
 	if err != nil {
@@ -418,17 +423,15 @@ func (c *Cluster) peerArgs(b *Broker) []string {
 	if c.mesh == nil {
 		return nil
 	}
-	var kafka, web []string
+	var peers []string
 	for id := int32(1); id <= Size; id++ {
 		if id == b.ID {
 			continue
 		}
-		k, _ := c.mesh.Addr(NodeName(b.ID), NodeName(id)+"-kafka")
-		h, _ := c.mesh.Addr(NodeName(b.ID), NodeName(id)+"-http")
-		kafka = append(kafka, fmt.Sprintf("%d=%s", id, k))
-		web = append(web, fmt.Sprintf("%d=%s", id, h))
+		addr, _ := c.mesh.Addr(NodeName(b.ID), NodeName(id)+"-inter")
+		peers = append(peers, fmt.Sprintf("%d=%s", id, addr))
 	}
-	return []string{"--peer-kafka", strings.Join(kafka, ","), "--peer-http", strings.Join(web, ",")}
+	return []string{"--peer-inter-broker", strings.Join(peers, ",")}
 }
 
 // objectStoreURL is the brokers' --object-store: through the S3 proxy, or

@@ -41,8 +41,8 @@
 //
 // # Brokers
 //
-// Broker N (1, 2, 3) runs in AZ "a", "b", "c" with four loopback ports of
-// its own (Kafka, HTTP, etcd client, etcd peer), picked free at Start and
+// Broker N (1, 2, 3) runs in AZ "a", "b", "c" with five loopback ports of
+// its own (Kafka, HTTP, inter-broker, etcd client, etcd peer), picked free at Start and
 // kept for its life: a restart reuses the ports, arguments and data dir, so
 // the etcd member and the Kafka address clients know stay valid. If a port
 // picked free is taken by the time a process binds it ("address already in
@@ -50,7 +50,7 @@
 // to three times. A restart cannot move, and fails instead.
 //
 // With Config.ExternalEtcd the brokers embed no etcd member and have two
-// ports each (Kafka, HTTP). One etcd server runs inside the calling process
+// ports each (Kafka, HTTP, inter-broker). One etcd server runs inside the calling process
 // (etcd's embed package, one member, on two free loopback ports, retried
 // the same way), and broker N is started with --etcd-endpoints naming only
 // its own chaos/netproxy proxy to it (EtcdProxy(N)), which its etcd client

@@ -24,7 +24,7 @@ import (
 // Endpoint is one listener of a cluster, for example broker 2's replication
 // endpoint or etcd member 3's peer port.
 type Endpoint struct {
-	// Name identifies the endpoint in the mesh, for example "b2-http".
+	// Name identifies the endpoint in the mesh, for example "b2-inter".
 	Name string
 	// Node is the machine the endpoint belongs to, which partitions name, for
 	// example "b2"; empty means Name.

@@ -26,7 +26,7 @@ type Config struct {
 	Listen string
 	// Upstream is the address every accepted connection is forwarded to.
 	Upstream string
-	// Name labels the proxy in logs (for example "b1->b2-http").
+	// Name labels the proxy in logs (for example "b1->b2-inter").
 	Name string
 	// Seed seeds drop and jitter decisions.
 	Seed uint64

@@ -86,7 +86,7 @@ func startSluiced(t *testing.T) string {
 
 func launchSluiced(t *testing.T, attempt int) (string, error) {
 	dir := t.TempDir()
-	ports := freePorts(t, 4)
+	ports := freePorts(t, 5)
 	kafka, httpAddr := ports[0], ports[1]
 	logPath := filepath.Join(dir, "sluiced.log")
 	logFile, err := os.Create(logPath)
@@ -97,7 +97,7 @@ func launchSluiced(t *testing.T, attempt int) (string, error) {
 		"--node-id", "1", "--az", "az1",
 		"--data-dir", filepath.Join(dir, "data"),
 		"--kafka-listen", kafka, "--kafka-advertise", kafka,
-		"--http-listen", httpAddr,
+		"--http-listen", httpAddr, "--inter-broker-listen", ports[4],
 		"--etcd-listen-client", ports[2], "--etcd-listen-peer", ports[3],
 		"--retention-check-interval", "200ms",
 		"--group-min-session-timeout", "1s",

@@ -51,10 +51,11 @@ func run(args []string) error {
 	fs.StringVar(&cfg.KafkaListen, "kafka-listen", cfg.KafkaListen, "Kafka protocol listen address")
 	fs.StringVar(&cfg.KafkaAdvertise, "kafka-advertise", "", "address given to clients (default: the listen address)")
 	fs.StringVar(&cfg.HTTPListen, "http-listen", cfg.HTTPListen, "HTTP API, /metrics, /healthz and /readyz listen address")
+	fs.StringVar(&cfg.InterBrokerListen, "inter-broker-listen", cfg.InterBrokerListen, "inter-broker listen address: replica fetches and election messages from the other brokers, served nowhere else; keep it on the brokers' network (not authenticated)")
+	fs.StringVar(&cfg.InterBrokerAdvertise, "inter-broker-advertise", "", "inter-broker address given to the other brokers, never to clients (default: the listen address; with a 0.0.0.0 listen address, its port on the Kafka advertised host)")
 	fs.StringVar(&cfg.Meta.ListenClient, "etcd-listen-client", cfg.Meta.ListenClient, "embedded etcd client address")
 	fs.StringVar(&cfg.Meta.ListenPeer, "etcd-listen-peer", cfg.Meta.ListenPeer, "embedded etcd peer address")
-	peerKafka := fs.String("peer-kafka", "", "N=host:port,...: dial node N's Kafka listener (replica fetches) here instead of where it registered (inter-broker routes, e.g. through proxies)")
-	peerHTTP := fs.String("peer-http", "", "N=host:port,...: dial node N's HTTP listener (replication messages) here instead of where it registered")
+	peerInterBroker := fs.String("peer-inter-broker", "", "N=host:port,...: dial node N's inter-broker listener here instead of where it registered (inter-broker routes, e.g. through proxies)")
 	fs.StringVar(&cfg.Meta.InitialCluster, "etcd-initial-cluster", "", "embedded etcd members, 1=http://host:port,2=... (default: this broker alone)")
 	fs.StringVar(&cfg.ObjectStore, "object-store", "", "file:///path or s3://bucket/prefix?endpoint=...&region=... (default: file://<data-dir>/objects)")
 	fs.Int64Var(&cfg.ReadCacheBytes, "read-cache-bytes", cfg.ReadCacheBytes, "bytes of remote object ranges kept in memory for replays")
@@ -101,10 +102,7 @@ func run(args []string) error {
 		cfg.Meta.Endpoints = strings.Split(*endpoints, ",")
 	}
 	var perr error
-	if cfg.PeerKafka, perr = parsePeers("--peer-kafka", *peerKafka); perr != nil {
-		return perr
-	}
-	if cfg.PeerHTTP, perr = parsePeers("--peer-http", *peerHTTP); perr != nil {
+	if cfg.PeerInterBroker, perr = parsePeers("--peer-inter-broker", *peerInterBroker); perr != nil {
 		return perr
 	}
 
