@@ -94,9 +94,7 @@ func TestClusterOnExternalEtcd(t *testing.T) {
 		stop := func() {
 			once.Do(func() {
 				cancel()
-				if err := <-errc; err != nil {
-					t.Errorf("broker %d: %v", i+1, err)
-				}
+				awaitStop(t, errc, fmt.Sprintf("broker %d", i+1))
 			})
 		}
 		t.Cleanup(stop)

@@ -66,7 +66,7 @@ func runUntilReadyOrError(t *testing.T, cfg Config) error {
 		return err
 	case <-b.Ready():
 		cancel()
-		if err := <-errc; err != nil {
+		if err := recvWithin(t, errc, stopLimit, "Run to return after its cancel"); err != nil {
 			t.Fatalf("stop: %v", err)
 		}
 		return nil

@@ -171,7 +171,7 @@ func (fx *electorFixture) run(t *testing.T, fn func()) <-chan struct{} {
 	}()
 	t.Cleanup(func() {
 		fx.cancel()
-		<-done
+		waitClosed(t, "the elector's goroutine after its cancel", done)
 	})
 	return done
 }

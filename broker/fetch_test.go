@@ -54,7 +54,7 @@ func TestFetchLongPoll(t *testing.T) {
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "poll", Value: []byte("wake")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	r := <-done
+	r := recvWithin(t, done, 20*time.Second, "the long-polling fetch to answer after a produce")
 	if r.err != nil {
 		t.Fatal(r.err)
 	}

@@ -376,7 +376,7 @@ func TestGroupStaleGenerationCommitRejected(t *testing.T) {
 		return err == nil && resp.ErrorCode == kerr.RebalanceInProgress.Code
 	})
 	m1.join(g)
-	if r := <-joined; r.ErrorCode != 0 || r.Generation != 2 || m1.gen != 2 {
+	if r := recvWithin(t, joined, 20*time.Second, "m2's join to complete after m1 rejoined"); r.ErrorCode != 0 || r.Generation != 2 || m1.gen != 2 {
 		t.Fatalf("rebalance: m2 %+v, m1 generation %d", r, m1.gen)
 	}
 	tests := []struct {

@@ -600,7 +600,10 @@ func TestListOffsetsNewLeaderBehindItsEpoch(t *testing.T) {
 		defer close(stopped)
 		p.Run(ctx)
 	}()
-	t.Cleanup(func() { cancel(); <-stopped }) // before the log closes
+	t.Cleanup(func() { // before the log closes
+		cancel()
+		recvWithin(t, stopped, 10*time.Second, "the partition's owner to stop after its cancel")
+	})
 	// Elected at epoch 2 by the controller: fence, then the state.
 	if !p.Step(replica.Message{Type: replica.MsgFence, From: replica.ControllerNode, To: 1, Epoch: 2}) ||
 		!p.SetState(replica.State{Epoch: 2, Leader: 1, Replicas: []replica.NodeID{1, 2, 3}, Version: 1}) {

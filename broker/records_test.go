@@ -45,6 +45,9 @@ func TestDecompressionSlots(t *testing.T) {
 	batch := gzipBatch(t, 3)
 	var inside, most atomic.Int32
 	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free) // a failed test still lets the held decoders go
 	var wg sync.WaitGroup
 	for range callers {
 		wg.Add(1)
@@ -70,8 +73,8 @@ func TestDecompressionSlots(t *testing.T) {
 	if err := eachRecord(testBatch(3, -1, -1, -1, 1000), func(_, _ int64, _ *kmsg.Record) bool { n++; return true }); err != nil || n != 3 {
 		t.Fatalf("uncompressed batch while the slots are taken: %d records, %v", n, err)
 	}
-	close(release)
-	wg.Wait()
+	free()
+	waitGroupWithin(t, &wg, 10*time.Second, "every decoder to finish once released")
 	if got := most.Load(); got > records.MaxConcurrentDecompressions {
 		t.Fatalf("%d batches were decompressed at once; the bound is %d", got, records.MaxConcurrentDecompressions)
 	}

@@ -39,7 +39,7 @@ func startTransport(t *testing.T, b *Broker) {
 	b.startReplicationTransport(ctx)
 	t.Cleanup(func() {
 		cancel()
-		b.clusterWG.Wait()
+		waitGroupWithin(t, &b.clusterWG, 10*time.Second, "the replication senders to stop after their cancel")
 	})
 }
 
@@ -165,7 +165,7 @@ func TestReplicationTransportFullQueueDrops(t *testing.T) {
 		t.Fatalf("queue-full drops %d, want %d", n, extra)
 	}
 	// The oldest stay queued; the newest were dropped.
-	if first := <-q.ch; first.Msg.Seq != 0 {
+	if first := recvWithin(t, q.ch, 10*time.Second, "the head of the queue"); first.Msg.Seq != 0 {
 		t.Fatalf("head of the queue is message %d, want 0", first.Msg.Seq)
 	}
 	// A destination that is not live has no queue: dropped at once.

@@ -116,7 +116,7 @@ func TestRequestMemoryCancel(t *testing.T) {
 	go func() { done <- m.grow(ctx, &c, 50) }()
 	waitQueued(t, m, 1)
 	cancel()
-	if err := <-done; err == nil {
+	if err := recvWithin(t, done, 10*time.Second, "grow to return after its context ended"); err == nil {
 		t.Fatal("grow returned nil after its context ended")
 	}
 	m.release(&c)
@@ -160,7 +160,7 @@ func TestReadFrameReservesAsBytesArrive(t *testing.T) {
 	if _, err := pw.Write(body[sent:]); err != nil {
 		t.Fatal(err)
 	}
-	r := <-done
+	r := recvWithin(t, done, 10*time.Second, "readFrame to return the whole frame")
 	if r.err != nil {
 		t.Fatal(r.err)
 	}

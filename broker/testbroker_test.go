@@ -80,9 +80,7 @@ func tryStartBroker(t testing.TB, cfg Config) (*Broker, func(), error) {
 	stop := func() {
 		once.Do(func() {
 			cancel()
-			if err := <-errc; err != nil {
-				t.Errorf("broker run: %v", err)
-			}
+			awaitStop(t, errc, "broker")
 		})
 	}
 	select {

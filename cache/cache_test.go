@@ -523,5 +523,13 @@ func TestConcurrentUse(t *testing.T) {
 		<-halfway
 		c.Close()
 	})
-	wg.Wait()
+	// Real goroutines, not a synctest bubble: a Get or Close that hangs
+	// fails here in seconds, not at the package timeout.
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(20 * time.Second):
+		t.Fatal("timed out after 20s waiting for the readers and Close to return")
+	}
 }

@@ -122,7 +122,15 @@ func TestRequestFlood(t *testing.T) {
 		fs.EachError(func(_ string, _ int32, err error) { t.Fatalf("fetch: %v", err) })
 		got += fs.NumRecords()
 	}
-	wg.Wait() // every flood connection was read to its stall and closed idle
+	// Every flood connection was read to its stall and closed idle; a broker
+	// that does neither fails here, and the deferred Close frees the writers.
+	flooded := make(chan struct{})
+	go func() { wg.Wait(); close(flooded) }()
+	select {
+	case <-flooded:
+	case <-time.After(defaultTimeout):
+		t.Fatalf("timed out after %v waiting for the broker to read or close every flood connection", defaultTimeout)
+	}
 
 	peakKiB := procStatusKiB(t, b.pid(), "VmHWM")
 	t.Logf("broker resident memory %d MiB before the flood, peak %d MiB (+%d MiB; %d MiB sent by the flood)",

@@ -118,7 +118,10 @@ func campaignAll(t *testing.T, stores []*Store, ttl time.Duration) <-chan campai
 			results <- campaignResult{node: node, c: c, err: err, at: time.Now()}
 		}()
 	}
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	t.Cleanup(func() {
+		cancel()
+		waitGroupWithin(t, &wg, "the campaigns to return after their cancel")
+	})
 	return results
 }
 

@@ -134,8 +134,7 @@ func TestWatchPartitionsResyncsAfterCompaction(t *testing.T) {
 	go w.run(wctx)
 	defer func() {
 		cancel()
-		for range out { // run closes out when it returns
-		}
+		drainWithin(t, out, "run to close its channel after its cancel")
 	}()
 
 	// Following the changes would give the delete first; a resync gives the
@@ -187,7 +186,7 @@ func TestWatchPartitionsSkipsCorruptAndClosesWithStore(t *testing.T) {
 	case <-deadline.C:
 		t.Fatal("partition watch not closed with the store")
 	}
-	if _, ok := <-s.WatchPartitions(ctx); ok {
+	if _, ok := recvWithin(t, s.WatchPartitions(ctx), "a partition watch on a closed store to close"); ok {
 		t.Fatal("a watch on a closed store delivered an event")
 	}
 }

@@ -361,8 +361,7 @@ func TestWatchBrokersSeesJoinsAndLeaves(t *testing.T) {
 	nextBrokers(t, lists, 1)
 
 	cancel()
-	for range lists { // drains until the watcher closes the channel
-	}
+	drainWithin(t, lists, "the broker watch to close after its cancel")
 }
 
 func TestWatchBrokersClosesWithStore(t *testing.T) {
@@ -375,9 +374,8 @@ func TestWatchBrokersClosesWithStore(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	for range lists {
-	}
-	if _, ok := <-s.WatchBrokers(testContext(t)); ok {
+	drainWithin(t, lists, "the broker watch to close with the store")
+	if _, ok := recvWithin(t, s.WatchBrokers(testContext(t)), "a broker watch on a closed store to close"); ok {
 		t.Error("WatchBrokers on a closed store sent a list")
 	}
 	if _, err := s.Register(testContext(t), testBroker(1), 0); !errors.Is(err, ErrClosed) {
@@ -390,7 +388,8 @@ func TestWatchBrokersKeepsOnlyNewestList(t *testing.T) {
 	w := &brokerWatcher{s: s, out: make(chan []BrokerInfo, 1)}
 	w.publish([]BrokerInfo{testBroker(1)})
 	w.publish([]BrokerInfo{testBroker(1), testBroker(2)}) // must not block on the unread list
-	if got := nodeIDs(<-w.out); !slices.Equal(got, []int32{1, 2}) {
+	list, _ := recvWithin(t, w.out, "the published list")
+	if got := nodeIDs(list); !slices.Equal(got, []int32{1, 2}) {
 		t.Errorf("reader got %v, want the newest list [1 2]", got)
 	}
 }

@@ -7,6 +7,7 @@ package partition
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -104,7 +105,7 @@ func TestProducerStateFollowsOnlyAppendedBatches(t *testing.T) {
 	f.part.appendGroup(reqs)
 	f.part.handleReady()
 	for i, r := range reqs {
-		if res := <-r.res; !errors.Is(res.Err, ErrStorage) {
+		if res := recvWithin(t, r.res, fmt.Sprintf("the answer to batch %d of a failed write", i)); !errors.Is(res.Err, ErrStorage) {
 			t.Fatalf("batch %d of a failed write: %+v", i, res)
 		}
 	}
@@ -187,8 +188,8 @@ func TestProduceRacingShutdownIsAnswered(t *testing.T) {
 			}()
 		}
 		cancel()
-		wg.Wait()
-		<-f.part.done
+		waitGroupWithin(t, &wg, fmt.Sprintf("round %d: the producers' Enqueue calls to return", round))
+		recvWithin(t, f.part.done, fmt.Sprintf("round %d: the owner to stop after its cancel", round))
 		for i, r := range queued {
 			select {
 			case <-r.res:

@@ -45,7 +45,7 @@ func TestLeaderEpochReadWhileTheOwnerChangesIt(t *testing.T) {
 	}()
 	t.Cleanup(func() {
 		cancel()
-		<-stopped
+		recvWithin(t, stopped, "the owner to stop after its cancel")
 		_ = l.Close()
 	})
 
@@ -124,7 +124,7 @@ func TestAcksOneNeedsTheLease(t *testing.T) {
 	}()
 	t.Cleanup(func() {
 		cancel()
-		<-stopped
+		recvWithin(t, stopped, "the owner to stop after its cancel")
 		_ = l.Close()
 	})
 	if !p.Step(replica.Message{Type: replica.MsgFence, From: replica.ControllerNode, To: 1, Epoch: 1}) ||
@@ -155,7 +155,7 @@ func TestAcksOneNeedsTheLease(t *testing.T) {
 		if err := p.Enqueue(r); err != nil {
 			t.Fatal(err)
 		}
-		return <-r.Result()
+		return recvWithin(t, r.Result(), "the answer to a produce")
 	}
 	if res := produce(false); res.Err != nil {
 		t.Fatalf("acks=1 with the lease held: %v", res.Err)

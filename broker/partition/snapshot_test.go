@@ -95,8 +95,8 @@ func (f *snapshotFixture) deleteLocalBelow(off wal.Offset) (int, error) {
 		n, err := f.part.DeleteLocalBelow(off)
 		done <- result{n, err}
 	}()
-	(<-f.part.ctl)()
-	r := <-done
+	recvWithin(f.t, f.part.ctl, "DeleteLocalBelow to hand its work to the owner")()
+	r := recvWithin(f.t, done, "DeleteLocalBelow to return")
 	return r.n, r.err
 }
 

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // sample has one event of every kind, each with its optional fields set.
@@ -235,7 +236,15 @@ func TestRecorderConcurrent(t *testing.T) {
 			}
 		})
 	}
-	wg.Wait()
+	// A recorder that deadlocks fails here in seconds, not at the package
+	// timeout.
+	finished := make(chan struct{})
+	go func() { wg.Wait(); close(finished) }()
+	select {
+	case <-finished:
+	case <-time.After(10 * time.Second):
+		t.Fatal("timed out after 10s waiting for the writers to record their events")
+	}
 	if err := rec.Close(); err != nil {
 		t.Fatal(err)
 	}

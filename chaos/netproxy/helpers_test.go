@@ -202,3 +202,19 @@ func expectNothing(t *testing.T, c net.Conn) {
 		t.Fatalf("read %q, %v; want nothing", b[:n], err)
 	}
 }
+
+// recvWithin receives from ch, failing the test if nothing arrives within
+// waitFor: a proxy that never connects upstream or a writer stuck behind it
+// fails the test, not the package timeout.
+func recvWithin[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	timer := time.NewTimer(waitFor)
+	defer timer.Stop()
+	select {
+	case v := <-ch:
+		return v
+	case <-timer.C:
+		t.Fatalf("timed out after %v waiting for %s", waitFor, what)
+		panic("unreachable")
+	}
+}

@@ -45,7 +45,7 @@ func TestRoundTripLargeTransfer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("read: %v", err)
 	}
-	if err := <-werr; err != nil {
+	if err := recvWithin(t, werr, "the writer to finish"); err != nil {
 		t.Fatalf("write: %v", err)
 	}
 	if len(got) != size || sha256.Sum256(got) != sha256.Sum256(data) {
@@ -136,7 +136,7 @@ func TestDelayWithJitterKeepsOrder(t *testing.T) {
 	if _, err := io.ReadFull(c, got); err != nil {
 		t.Fatalf("read: %v", err)
 	}
-	if err := <-werr; err != nil {
+	if err := recvWithin(t, werr, "the writer to finish"); err != nil {
 		t.Fatalf("write: %v", err)
 	}
 	if !bytes.Equal(got, sent.Bytes()) {
@@ -177,7 +177,7 @@ func TestHealReleasesHeldData(t *testing.T) {
 			}
 			p.Heal()
 			readFull(t, c, data)
-			if err := <-werr; err != nil {
+			if err := recvWithin(t, werr, "the writer to finish"); err != nil {
 				t.Fatalf("write: %v", err)
 			}
 			if s := p.Stats(); s.Cut != 0 || s.ToUpstream.Dropped != 0 {
@@ -201,7 +201,7 @@ func TestBlackholeOneDirection(t *testing.T) {
 			up := newServer(t, accepter(accepted))
 			p := newProxy(t, up.Addr(), 6)
 			client := dial(t, p.Addr())
-			server := <-accepted
+			server := recvWithin(t, accepted, "the upstream to accept the proxied connection")
 			p.Blackhole(tc.dir)
 
 			// Name each side by whether its outgoing direction is blackholed.
@@ -227,7 +227,7 @@ func TestBlackholeOneDirection(t *testing.T) {
 
 			// A new connection is accepted but goes nowhere that way either.
 			client2 := dial(t, p.Addr())
-			server2 := <-accepted
+			server2 := recvWithin(t, accepted, "the upstream to accept the second proxied connection")
 			lossy2 := server2
 			if tc.dir == ToUpstream {
 				lossy2 = net.Conn(client2)
@@ -255,7 +255,7 @@ func TestBlackholeNeverHoldsUpASender(t *testing.T) {
 	up := newServer(t, accepter(accepted)) // never reads: the upstream is stuck
 	p := newProxy(t, up.Addr(), 14)
 	client := dial(t, p.Addr())
-	<-accepted
+	recvWithin(t, accepted, "the upstream to accept the proxied connection")
 	const size = 64 << 20 // more than the queue and every socket buffer hold
 	werr := make(chan error, 1)
 	go func() {
@@ -297,7 +297,7 @@ func TestBlackholeSwallowsEndOfStream(t *testing.T) {
 	up := newServer(t, accepter(accepted))
 	p := newProxy(t, up.Addr(), 7)
 	client := dial(t, p.Addr())
-	server := <-accepted
+	server := recvWithin(t, accepted, "the upstream to accept the proxied connection")
 	p.Blackhole(ToUpstream)
 	if err := client.CloseWrite(); err != nil {
 		t.Fatal(err)
