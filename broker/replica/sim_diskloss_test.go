@@ -83,6 +83,7 @@ func (s *sim) loseDisk(n *simNode) {
 	n.incarnation = s.newIncarnation()
 	s.dl.lost++
 	s.chk.fenceAcked[n.id] = 0 // the promises went with the disk
+	s.readsForget(n)           // a new log: nothing read on it yet
 	s.tracef("n%d disk lost: new incarnation %x", n.id, uint64(n.incarnation))
 	if !s.chk.eligibleQuorumHolds(s.reg.state) {
 		s.fail("check 7: after n%d lost its disk, a quorum of counted replicas holds no copy of the committed log (watermark %d)", n.id, s.chk.cw)

@@ -211,6 +211,7 @@ type sim struct {
 	chk      checker
 	leaderOf map[wal.Epoch]NodeID // from the register
 	wire     simWire              // the brokers' encoding of each message (sim_wire_test.go)
+	reads    simReads             // consumers reading every replica (sim_reads_test.go)
 }
 
 func newSim(seed uint64, short bool, b bugs, cb controllerBugs) *sim {
@@ -241,6 +242,7 @@ func newSim(seed uint64, short bool, b bugs, cb controllerBugs) *sim {
 	s.every(tickUnits, 9, "faults", -1, s.faults)
 	s.every(s.k.proposeEvery, 2, "client", -1, s.client)
 	s.every(3*tickUnits, 8, "consumer", -1, s.consume)
+	s.initReads(sub())
 	return s
 }
 
@@ -311,6 +313,7 @@ func (s *sim) run() {
 		}
 		if s.live && !s.done && s.converged() {
 			s.chk.final()
+			s.readsFinal()
 			s.done = true
 			return
 		}
@@ -390,6 +393,7 @@ func (s *sim) drain(n *simNode) {
 		st := n.r.Status()
 		if rd.Truncate >= 0 {
 			s.chk.truncate(n, rd.Truncate)
+			s.readsTruncated(n, rd.Truncate)
 			n.disk.truncate(rd.Truncate)
 			s.tracef("n%d truncate %d: end %d", n.id, rd.Truncate, n.disk.end())
 		}
