@@ -77,7 +77,7 @@ func (s *sim) loseDisk(n *simNode) {
 		n.up = false
 		n.inc++
 	}
-	n.lostSynced = n.disk.synced
+	n.lostSynced, n.lostStart = n.disk.synced, n.disk.start
 	n.disk = simDisk{}
 	n.hwCkpt = 0
 	n.incarnation = s.newIncarnation()
@@ -102,7 +102,7 @@ func (s *sim) loseDisk(n *simNode) {
 func (c *checker) eligibleQuorumHolds(st State) bool {
 	missing := 0
 	for _, n := range c.s.nodes {
-		if st.Counts(n.id, n.incarnation) && !c.holdsCommitted(n.disk.synced, c.cw) {
+		if st.Counts(n.id, n.incarnation) && !c.holdsCommitted(n.disk.synced, n.disk.start, c.cw) {
 			missing++
 		}
 	}

@@ -76,7 +76,7 @@ func (s *sim) readReplica(n *simNode) {
 		return // a failed replica serves nothing until it is reopened
 	}
 	rs := &s.reads
-	from := wal.Offset(0)
+	from := n.disk.start
 	if seen := rs.seen[n.id]; len(seen) > 0 {
 		from = max(from, seen[len(seen)-1].b.End())
 	}
