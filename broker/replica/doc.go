@@ -124,7 +124,11 @@
 // sim_check_test.go checks every step. Every message crosses the brokers'
 // encoding (sim_wire_test.go through wire.go), and a leader may answer a
 // fetch before its core judged it, as a broker answering a fetch of many
-// partitions does. `go test ./broker/replica/` runs
+// partitions does. A consumer reads every replica below its own high
+// watermark (sim_reads_test.go); a record it saw must stay the committed
+// one at its offset. Leaders' log starts move (retention) and a follower
+// may stay away until its leader's log start passes its end; it then
+// restarts there (sim_retention_test.go). `go test ./broker/replica/` runs
 // 1,000 seeds; `make sim` runs 100,000; a failure prints the seed and the
 // command rerunning it with a trace.
 //

@@ -85,6 +85,10 @@ func (r *Replica) stepFetchResp(m Message) {
 		return // stale, duplicated or not ours
 	}
 	r.fetchOut = false
+	if r.cfg.bugs.followerHWUnmatched && !m.Unjudged {
+		r.leaderHW = max(r.leaderHW, m.HW)
+		r.followerHW()
+	}
 	if m.Err != ErrNone {
 		r.retryAt = r.tick + int64(r.cfg.RetryTicks)
 		return
@@ -169,7 +173,11 @@ func (r *Replica) cut(t wal.Offset) {
 // followerHW adopts the leader's high watermark over the matched, durable
 // prefix.
 func (r *Replica) followerHW() {
-	if cand := min(r.leaderHW, r.durable, r.matched); cand > r.hw {
+	held := r.matched
+	if r.cfg.bugs.followerHWUnmatched {
+		held = r.durable
+	}
+	if cand := min(r.leaderHW, r.durable, held); cand > r.hw {
 		r.hw = cand
 		r.rd.HWChanged = true
 	}

@@ -85,7 +85,7 @@ func (r *Replica) WaitLowWatermark(off wal.Offset, t Token) {
 // belowLogStart answers a fetch from below fetchStart with where the
 // follower may start, and reports whether it did.
 func (r *Replica) belowLogStart(m Message, resp *Message) bool {
-	if m.Offset >= r.fetchStart {
+	if m.Offset >= r.fetchStart || r.cfg.bugs.serveBelowLogStart {
 		return false
 	}
 	resp.Err = ErrCodeOffsetOutOfRange

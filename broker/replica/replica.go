@@ -64,6 +64,8 @@ type bugs struct {
 	hwIgnoresEpochStart bool // commit before the epoch-start batch is on a quorum
 	skipDivergence      bool // serve a diverging follower without truncating it
 	ackFenceEarly       bool // answer a fence before it is durable
+	followerHWUnmatched bool // adopt the leader's HW from any answer, past the matched prefix
+	serveBelowLogStart  bool // serve (and count in sync) a fetch below the log start
 }
 
 // Defaults for a zero Config field.

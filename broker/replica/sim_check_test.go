@@ -13,8 +13,9 @@ import (
 type checker struct {
 	s *sim
 	// consequences: skip the checks that name a broken rule directly
-	// (checks 2, 5's epoch rule, 8, 9), so a planted bug must show as lost
-	// or diverging data.
+	// (checks 2, 5's epoch rule and its follower HW rule, 8, 9), so a
+	// planted bug must show as lost or diverging data, or as a consumer's
+	// read of a record that is not the committed one.
 	consequences bool
 	committed    []Batch    // the committed log, from offset 0
 	cw           wal.Offset // committed watermark: end of committed
@@ -58,13 +59,17 @@ func (c *checker) isCommitted(b Batch) bool {
 	return ok && sameBatch(c.committed[i], b)
 }
 
-// holdsCommitted reports whether l holds the committed log below h.
-func (c *checker) holdsCommitted(l []Batch, h wal.Offset) bool {
-	for i, b := range c.committed {
+// holdsCommitted reports whether l, a log starting at start, holds the
+// committed log below h from its start on: what retention deleted below a
+// log start is legitimately gone (sim_retention_test.go).
+func (c *checker) holdsCommitted(l []Batch, start, h wal.Offset) bool {
+	i, _ := batchAt(c.committed, start)
+	for j := 0; i < len(c.committed); i, j = i+1, j+1 {
+		b := c.committed[i]
 		if b.Base >= h {
 			break
 		}
-		if i >= len(l) || !sameBatch(l[i], b) {
+		if j >= len(l) || !sameBatch(l[j], b) {
 			return false
 		}
 	}
@@ -78,7 +83,7 @@ func (c *checker) holdsCommitted(l []Batch, h wal.Offset) bool {
 func (c *checker) quorumHolds(h wal.Offset) bool {
 	n := 0
 	for _, nd := range c.s.nodes {
-		if c.holdsCommitted(nd.disk.synced, h) || c.holdsCommitted(nd.lostSynced, h) {
+		if c.holdsCommitted(nd.disk.synced, nd.disk.start, h) || c.holdsCommitted(nd.lostSynced, nd.lostStart, h) {
 			n++
 		}
 	}
@@ -168,7 +173,7 @@ func (c *checker) message(n *simNode, st Status, m Message) {
 			return
 		}
 		c.fenceAcked[n.id] = max(c.fenceAcked[n.id], m.Epoch)
-		if m.Offset > d.syncedEnd() || epochAt(d.synced, m.Offset) != m.LastEpoch {
+		if m.Offset > d.syncedEnd() || epochBelow(d.chain(d.synced), m.Offset) != m.LastEpoch {
 			s.fail("check 8: n%d reports (%d,%d) to the controller; synced log ends at %d", n.id, m.LastEpoch, m.Offset, d.syncedEnd())
 			return
 		}
@@ -177,7 +182,7 @@ func (c *checker) message(n *simNode, st Status, m Message) {
 		}
 		c.acks[m.Epoch][n.id] = append(c.acks[m.Epoch][n.id], fenceAck{from: n.id, lastEpoch: m.LastEpoch, end: m.Offset, inc: m.Incarnation})
 	case MsgFetch:
-		if m.Offset > d.syncedEnd() || epochAt(d.synced, m.Offset) != m.LastEpoch {
+		if m.Offset > d.syncedEnd() || epochBelow(d.chain(d.synced), m.Offset) != m.LastEpoch {
 			s.fail("check 8: n%d fetches at (%d,%d); synced log ends at %d", n.id, m.LastEpoch, m.Offset, d.syncedEnd())
 		}
 		if m.Epoch < c.fenceAcked[n.id] {
@@ -185,7 +190,7 @@ func (c *checker) message(n *simNode, st Status, m Message) {
 		}
 	case MsgFetchResp:
 		if m.Diverging && !c.consequences {
-			e, eo := endOffsetForEpoch(chainOf(d.log()), d.end(), m.DivergingEpoch)
+			e, eo := endOffsetForEpoch(d.chain(d.log()), d.end(), m.DivergingEpoch)
 			if e != m.DivergingEpoch || eo != m.DivergingEnd {
 				s.fail("check 9: n%d answers diverging (%d,%d); its log says (%d,%d)", n.id, m.DivergingEpoch, m.DivergingEnd, e, eo)
 			}
@@ -204,7 +209,10 @@ func (c *checker) hw(n *simNode, st Status, h wal.Offset) {
 	n.lastHW = h
 	l := n.disk.log()
 	if st.Role != RoleLeader {
-		if h > c.cw || !c.holdsCommitted(l, h) {
+		if c.consequences {
+			return // a consumer reading it is the consequence (sim_reads_test.go)
+		}
+		if h > c.cw || !c.holdsCommitted(l, n.disk.start, h) {
 			s.fail("check 5: follower n%d HW %d covers a log that is not the committed one (committed watermark %d)", n.id, h, c.cw)
 		}
 		return
@@ -224,7 +232,7 @@ func (c *checker) hw(n *simNode, st Status, h wal.Offset) {
 		s.fail("check 5: n%d publishes HW %d before its epoch %d start is below it", n.id, h, st.Epoch)
 		return
 	}
-	if !c.holdsCommitted(l, min(h, c.cw)) {
+	if !c.holdsCommitted(l, n.disk.start, min(h, c.cw)) {
 		s.fail("check 7: leader n%d's log below its HW %d differs from the committed log", n.id, h)
 		return
 	}
@@ -242,6 +250,7 @@ func (c *checker) hw(n *simNode, st Status, h wal.Offset) {
 			s.fail("check 5: leader HW %d is not at a batch end", h)
 			return
 		}
+		s.readsCommitted()
 	}
 	if !c.quorumHolds(h) {
 		s.fail("check 5: leader n%d publishes HW %d; fewer than a quorum of synced disks hold the log below it", n.id, h)
@@ -283,7 +292,7 @@ func (c *checker) casApplied(old, next State) {
 		s.fail("check 1: epoch %d written twice", next.Epoch)
 		return
 	}
-	if nd := s.nodes[next.Leader]; !c.holdsCommitted(nd.disk.synced, c.cw) && !c.lostSinceAck(next) {
+	if nd := s.nodes[next.Leader]; !c.holdsCommitted(nd.disk.synced, nd.disk.start, c.cw) && !c.lostSinceAck(next) {
 		s.fail("check 7: n%d elected in epoch %d without the committed log (watermark %d) on its synced disk", next.Leader, next.Epoch, c.cw)
 		return
 	}
@@ -340,8 +349,8 @@ func (c *checker) final() {
 		return
 	}
 	for _, rec := range s.records {
-		if !rec.acked || !rec.acksAll {
-			continue
+		if !rec.acked || !rec.acksAll || rec.base < leader.disk.start {
+			continue // not acknowledged for good, or deleted by retention
 		}
 		b := Batch{Base: rec.base, Last: rec.base + wal.Offset(rec.count) - 1, Epoch: rec.epoch, Data: encodeRecord(rec.id)}
 		i, ok := batchAt(ll, rec.base)
@@ -355,14 +364,18 @@ func (c *checker) final() {
 		return
 	}
 	for _, n := range s.nodes {
-		l := n.disk.synced
-		if len(l) != len(ll) {
-			s.fail("final: n%d has %d synced batches, leader n%d %d", n.id, len(l), leader.id, len(ll))
+		// Identical from the later of the two log starts on.
+		from := max(n.disk.start, leader.disk.start)
+		i, _ := batchAt(n.disk.synced, from)
+		j, _ := batchAt(ll, from)
+		l, lt := n.disk.synced[i:], ll[j:]
+		if len(l) != len(lt) {
+			s.fail("final: n%d has %d synced batches from %d, leader n%d %d", n.id, len(l), from, leader.id, len(lt))
 			return
 		}
-		for i := range l {
-			if !sameBatch(l[i], ll[i]) {
-				s.fail("final: n%d differs from leader n%d at batch %d (offset %d)", n.id, leader.id, i, l[i].Base)
+		for k := range l {
+			if !sameBatch(l[k], lt[k]) {
+				s.fail("final: n%d differs from leader n%d at offset %d", n.id, leader.id, l[k].Base)
 				return
 			}
 		}
@@ -375,7 +388,12 @@ func (c *checker) logMatching() {
 	nodes := c.s.nodes
 	for i := range nodes {
 		for j := i + 1; j < len(nodes); j++ {
+			// Compared from the later of the two log starts on (retention).
+			from := max(nodes[i].disk.start, nodes[j].disk.start)
 			a, b := nodes[i].disk.log(), nodes[j].disk.log()
+			ai, _ := batchAt(a, from)
+			bi, _ := batchAt(b, from)
+			a, b = a[ai:], b[bi:]
 			last := -1 // last index where both hold a batch of one epoch at one offset
 			for k := 0; k < len(a) && k < len(b); k++ {
 				if a[k].Base == b[k].Base && a[k].Epoch == b[k].Epoch {
@@ -384,8 +402,8 @@ func (c *checker) logMatching() {
 			}
 			for k := 0; k <= last; k++ {
 				if !sameBatch(a[k], b[k]) {
-					c.s.fail("check 4: n%d and n%d agree at offset %d epoch %d but differ at batch %d (offset %d)",
-						nodes[i].id, nodes[j].id, a[last].Base, a[last].Epoch, k, a[k].Base)
+					c.s.fail("check 4: n%d and n%d agree at offset %d epoch %d but differ at offset %d",
+						nodes[i].id, nodes[j].id, a[last].Base, a[last].Epoch, a[k].Base)
 					return
 				}
 			}

@@ -4,7 +4,8 @@ package replica
 // makes durable what was written before it started, a hard state file
 // replaced atomically, and crash semantics (in-flight syncs dropped; the
 // pending writes all lost, or a prefix kept with the last batch torn and
-// cut off by recovery).
+// cut off by recovery). A log may start above offset 0: retention and a
+// restart at the leader's log start move its start (sim_retention_test.go).
 
 import "github.com/sluice-mq/sluice/wal"
 
@@ -17,6 +18,11 @@ type simDisk struct {
 	synced  []Batch
 	pending []pendingWrite
 	seq     uint64 // of the last write
+	// start: the log start; synced holds the batches from it on, head the
+	// epoch chain of the batches retention deleted below it (the epoch
+	// checkpoint keeps them).
+	start wal.Offset
+	head  []EpochEntry
 
 	hs      HardState   // durable
 	hsQueue []HardState // writes not yet durable, in order
@@ -26,7 +32,7 @@ func (d *simDisk) syncedEnd() wal.Offset {
 	if n := len(d.synced); n > 0 {
 		return d.synced[n-1].End()
 	}
-	return 0
+	return d.start
 }
 
 func (d *simDisk) end() wal.Offset {

@@ -77,12 +77,13 @@ func (s *sim) loseDisk(n *simNode) {
 		n.up = false
 		n.inc++
 	}
-	n.lostSynced = n.disk.synced
+	n.lostSynced, n.lostStart = n.disk.synced, n.disk.start
 	n.disk = simDisk{}
 	n.hwCkpt = 0
 	n.incarnation = s.newIncarnation()
 	s.dl.lost++
 	s.chk.fenceAcked[n.id] = 0 // the promises went with the disk
+	s.readsForget(n)           // a new log: nothing read on it yet
 	s.tracef("n%d disk lost: new incarnation %x", n.id, uint64(n.incarnation))
 	if !s.chk.eligibleQuorumHolds(s.reg.state) {
 		s.fail("check 7: after n%d lost its disk, a quorum of counted replicas holds no copy of the committed log (watermark %d)", n.id, s.chk.cw)
@@ -101,7 +102,7 @@ func (s *sim) loseDisk(n *simNode) {
 func (c *checker) eligibleQuorumHolds(st State) bool {
 	missing := 0
 	for _, n := range c.s.nodes {
-		if st.Counts(n.id, n.incarnation) && !c.holdsCommitted(n.disk.synced, c.cw) {
+		if st.Counts(n.id, n.incarnation) && !c.holdsCommitted(n.disk.synced, n.disk.start, c.cw) {
 			missing++
 		}
 	}

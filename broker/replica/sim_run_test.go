@@ -179,6 +179,8 @@ func TestSimPlantedBugs(t *testing.T) {
 		{"ack-fence-early", bugs{ackFenceEarly: true}, controllerBugs{}, true},
 		{"winner-ignores-up-to-date", bugs{}, controllerBugs{winnerIgnoresUpToDate: true}, true},
 		{"votes-ignore-incarnation", bugs{}, controllerBugs{votesIgnoreIncarnation: true}, true},
+		{"follower-hw-unmatched", bugs{followerHWUnmatched: true}, controllerBugs{}, true},
+		{"serve-below-log-start", bugs{serveBelowLogStart: true}, controllerBugs{}, true},
 	}
 	for _, tc := range cases {
 		for _, consequences := range []bool{false, true} {

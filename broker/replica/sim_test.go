@@ -152,6 +152,7 @@ type simNode struct {
 	lastHW      wal.Offset  // this incarnation, for the checker
 	incarnation Incarnation // of its disk (sim_diskloss_test.go)
 	lostSynced  []Batch     // what its last lost disk held, synced (quorumHolds)
+	lostStart   wal.Offset  // where that disk's log started
 }
 
 type simCtrl struct {
@@ -211,6 +212,8 @@ type sim struct {
 	chk      checker
 	leaderOf map[wal.Epoch]NodeID // from the register
 	wire     simWire              // the brokers' encoding of each message (sim_wire_test.go)
+	reads    simReads             // consumers reading every replica (sim_reads_test.go)
+	ret      retention            // log starts moving, long absences (sim_retention_test.go)
 }
 
 func newSim(seed uint64, short bool, b bugs, cb controllerBugs) *sim {
@@ -241,6 +244,8 @@ func newSim(seed uint64, short bool, b bugs, cb controllerBugs) *sim {
 	s.every(tickUnits, 9, "faults", -1, s.faults)
 	s.every(s.k.proposeEvery, 2, "client", -1, s.client)
 	s.every(3*tickUnits, 8, "consumer", -1, s.consume)
+	s.initReads(sub())
+	s.initRetention(sub())
 	return s
 }
 
@@ -311,6 +316,7 @@ func (s *sim) run() {
 		}
 		if s.live && !s.done && s.converged() {
 			s.chk.final()
+			s.readsFinal()
 			s.done = true
 			return
 		}
@@ -345,7 +351,10 @@ func (s *sim) startNode(n *simNode) {
 	cfg.Incarnation = n.incarnation
 	cfg.bugs = s.bugs
 	end := n.disk.syncedEnd()
-	n.r = New(cfg, n.disk.hs, chainOf(n.disk.synced), end, min(n.hwCkpt, end))
+	n.r = New(cfg, n.disk.hs, n.disk.chain(n.disk.synced), end, min(n.hwCkpt, end))
+	if st := n.disk.start; st > 0 {
+		n.r.SetLogStart(st, st) // the driver tells the core, as the broker's open does
+	}
 	n.lastHW = min(n.hwCkpt, end)
 	s.tracef("n%d start hs=%+v end=%d", n.id, n.disk.hs, end)
 }
@@ -390,6 +399,7 @@ func (s *sim) drain(n *simNode) {
 		st := n.r.Status()
 		if rd.Truncate >= 0 {
 			s.chk.truncate(n, rd.Truncate)
+			s.readsTruncated(n, rd.Truncate)
 			n.disk.truncate(rd.Truncate)
 			s.tracef("n%d truncate %d: end %d", n.id, rd.Truncate, n.disk.end())
 		}
@@ -883,6 +893,11 @@ func (s *sim) consume() {
 	ns := n.r.Status()
 	if ns.Role != RoleLeader {
 		return
+	}
+	if st := n.disk.start; s.consumer < st {
+		// Retention deleted what the consumer had not read yet: it
+		// resets to the earliest offset, as a consumer does.
+		s.consumer = st
 	}
 	l := n.disk.log()
 	i, ok := batchAt(l, s.consumer)

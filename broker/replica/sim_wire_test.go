@@ -95,6 +95,7 @@ func (w *simWire) encode(s *sim, from int, m Message) (func() (Message, bool), b
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition, rp.PartitionMaxBytes = simPartition, 1<<20
 		EncodeFetch(m, &rp)
+		rp.LogStartOffset = int64(s.nodes[from].disk.start) // the fetcher sends its log start
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		raw := req.AppendTo(nil)
@@ -186,7 +187,7 @@ func (w *simWire) answer(s *sim, seq uint64, a *Message) {
 	sp.Partition = simPartition
 	// What the edge knows of the partition; the core's answer goes over it.
 	hw := l.r.Status().HW
-	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = int64(hw), int64(hw), 0
+	sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = int64(hw), int64(hw), int64(l.disk.start)
 	include, read := EncodeFetchAnswer(a, &sp)
 	if read {
 		for _, b := range a.Batches {
@@ -214,6 +215,7 @@ func (w *simWire) receiveAnswer(s *sim, fetch Message, raw []byte) (Message, boo
 	for _, st := range resp.Topics {
 		for i := range st.Partitions {
 			if sp := &st.Partitions[i]; st.TopicID == simTopicID && sp.Partition == simPartition {
+				s.leaderLogStart(fetch, sp) // sim_retention_test.go
 				m := DecodeFetchAnswer(fetch, sp)
 				for j := range m.Batches {
 					m.Batches[j].Data = simBatchPayload(m.Batches[j].Data)
