@@ -189,16 +189,13 @@ func (b *Broker) alignWithRemote(tp *topic, i int32, l *wal.Log) error {
 	if r.RemoteEnd <= l.EndOffset() {
 		return nil
 	}
-	if l.Size() > 0 {
-		if err := l.Truncate(l.StartOffset()); err != nil {
-			return fmt.Errorf("broker: drop the local tail of %s-%d below the remote end %d: %w", tp.meta.Name, i, r.RemoteEnd, err)
-		}
-	}
 	last := wal.EpochEntry{Epoch: -1}
 	if n := len(epochs); n > 0 {
 		last = epochs[n-1]
 	}
-	if err := l.RestartAt(r.RemoteEnd, last); err != nil {
+	// Everything local goes, also bytes below a log start inside the first
+	// segment (a follower adopts its leader's log start).
+	if err := l.TruncateFullyAndStartAt(r.RemoteEnd, last); err != nil {
 		return fmt.Errorf("broker: restart %s-%d at the remote end %d: %w", tp.meta.Name, i, r.RemoteEnd, err)
 	}
 	// The producer state comes from the last object: idempotent producers

@@ -17,13 +17,19 @@ import "fmt"
 
 // TruncateFullyAndStartAt removes every record and leader-epoch entry and
 // makes the empty log start and end at off, which must be at or above
-// EndOffset. The fenced epoch is kept. It is durable when it returns. It runs
-// as the appender.
-func (l *Log) TruncateFullyAndStartAt(off Offset) error {
+// EndOffset; last, when its Epoch >= 0, is the epoch entry in force at
+// off-1, as RestartAt takes it (a replica restarted at the remote end knows
+// it; one restarted at its leader's log start does not). The fenced epoch
+// is kept. It is durable when it returns. It runs as the appender.
+//
+// Unlike a Truncate to the log start followed by RestartAt, it works on a
+// log whose start lies inside its first segment (AdvanceStart, a follower
+// that adopted its leader's log start): the bytes below the start go too.
+func (l *Log) TruncateFullyAndStartAt(off Offset, last EpochEntry) error {
 	if err := l.dropAll(off); err != nil {
 		return err
 	}
-	return l.RestartAt(off, EpochEntry{Epoch: UndefinedEpoch})
+	return l.RestartAt(off, last)
 }
 
 // dropAll empties the log at its end and clears its epoch chain.

@@ -109,7 +109,7 @@ func (p *Partition) FollowLogStart(leaderStart wal.Offset) bool {
 func (p *Partition) StopAndRestartAt(off wal.Offset) error {
 	p.quitOne.Do(func() { close(p.quit) })
 	<-p.done
-	err := p.log.TruncateFullyAndStartAt(off)
+	err := p.log.TruncateFullyAndStartAt(off, wal.EpochEntry{Epoch: wal.UndefinedEpoch})
 	if err == nil {
 		// After the log: a crash in between leaves the old snapshot, below
 		// the new start, which the next open reads over an empty log.
