@@ -72,7 +72,7 @@ func (b *Broker) handleReplicaFetch(ctx context.Context, req *request, r *kmsg.F
 				}
 				continue
 			}
-			if fp.code = b.notReplicaCode(t, rp.Partition, from.id); fp.code != 0 {
+			if fp.code = b.notReplicaCode(t, rp.Partition, from); fp.code != 0 {
 				continue
 			}
 			p, err := t.local(rp.Partition)
@@ -81,8 +81,8 @@ func (b *Broker) handleReplicaFetch(ctx context.Context, req *request, r *kmsg.F
 				continue
 			}
 			fp.p = p
-			fp.answer = p.ReplicaFetch(replica.DecodeFetch(replica.NodeID(from.id), replica.NodeID(b.cfg.NodeID),
-				replicaFetchSeq.Add(1), from.dataDir, &rt.Partitions[pi]))
+			fp.answer = p.ReplicaFetch(replica.DecodeFetch(replica.NodeID(from), replica.NodeID(b.cfg.NodeID),
+				replicaFetchSeq.Add(1), 0, &rt.Partitions[pi]))
 		}
 	}
 	b.gatherReplicaAnswers(ctx, r, parts)

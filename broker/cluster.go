@@ -59,10 +59,8 @@ func (b *Broker) register(ctx context.Context) error {
 		AZ:     b.cfg.AZ,
 		Kafka:  b.advertise,
 		HTTP:   advertisedHTTP(b.httpLn.Addr().String(), b.advertise),
-		// Where replicas and election messages reach this broker, and which
-		// life of its data directory they speak for (datadir.go).
+
 		InterBroker: b.ib.advertise,
-		DataDir:     uint64(b.incarnation),
 	}
 	path := filepath.Join(b.cfg.DataDir, registrationFile)
 	prev, err := b.previousLease(path)

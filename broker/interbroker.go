@@ -45,8 +45,6 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/sluice-mq/sluice/broker/replica"
 )
 
 const (
@@ -208,14 +206,14 @@ func fetchReplica(r *kmsg.FetchRequest) (id int32, epoch int64) {
 // live view holds with the incarnation it presents: an older one is a
 // previous run of that broker, whose fetches must not count as the current
 // one's durable end.
-func (b *Broker) authorizeReplicaFetch(req *request, r *kmsg.FetchRequest) (replicaPeer, kmsg.Response) {
+func (b *Broker) authorizeReplicaFetch(req *request, r *kmsg.FetchRequest) (int32, kmsg.Response) {
 	id, epoch := fetchReplica(r)
-	refuse := func(reason string, code int16) (replicaPeer, kmsg.Response) {
+	refuse := func(reason string, code int16) (int32, kmsg.Response) {
 		b.ib.countRefusal(reason)
 		b.ib.refusals.Warn().Str("reason", reason).Str("remote", req.remoteHost).Str("client", req.clientID).
 			Int32("replica", id).Int64("broker_epoch", epoch).
 			Msg("replica fetch refused (logged at most 5 times per 10s)")
-		return replicaPeer{}, refusedFetch(req, r, code)
+		return 0, refusedFetch(req, r, code)
 	}
 	switch {
 	case !req.interBroker:
@@ -225,22 +223,13 @@ func (b *Broker) authorizeReplicaFetch(req *request, r *kmsg.FetchRequest) (repl
 	}
 	for _, bi := range b.brokers() {
 		if bi.NodeID == id && bi.Incarnation == epoch && id != b.cfg.NodeID {
-			return replicaPeer{id: id, dataDir: replica.Incarnation(bi.DataDir)}, nil
+			return id, nil
 		}
 	}
 	// Not live, another incarnation, or this broker itself. A follower
 	// that registered again is refused until this broker's view catches
 	// up; its fetcher retries after a tick.
 	return refuse(refuseBrokerEpoch, kerr.StaleBrokerEpoch.Code)
-}
-
-// replicaPeer is the broker a replica fetch was authorized for: its node
-// id and the incarnation of its data directory from its registration (0: a
-// registration without one), which the leader's core counts the follower's
-// durable end under (a lost disk's reports stop counting).
-type replicaPeer struct {
-	id      int32
-	dataDir replica.Incarnation
 }
 
 // notReplicaCode is the error for a replica fetch of partition part of t

@@ -7,12 +7,7 @@ package meta
 //	<prefix>brokers/<node id>
 //	{"v":1,"node_id":2,"az":"eu-west-1b","kafka":"10.0.0.2:9092",
 //	 "http":"10.0.0.2:8080","inter_broker":"10.0.0.2:9093",
-//	 "data_dir":"9a0c3e5f7b1d2468","started_ms":1767000000000}
-//
-// "data_dir" (optional in version 1) is the incarnation of the broker's data
-// directory in hex (a new random value whenever the directory is created
-// anew, as after a lost disk): a partition leader counts a follower's
-// fetches only from the incarnation the partition state records for it.
+//	 "started_ms":1767000000000}
 //
 // "inter_broker" (optional in version 1: a record without it was written by
 // a build without the inter-broker listener) is where the other brokers
@@ -81,9 +76,6 @@ type BrokerInfo struct {
 	// fetches and election messages), never given to clients; "" in a
 	// record of a build that had none.
 	InterBroker string
-	// DataDir is the incarnation of the broker's data directory (0 unknown:
-	// a record of a build that had none).
-	DataDir uint64
 	// Started is when the broker process started; Register fills in now if zero.
 	// Stored with millisecond precision.
 	Started time.Time
@@ -139,7 +131,6 @@ type brokerRecord struct {
 	Kafka       string `json:"kafka"`
 	HTTP        string `json:"http"`
 	InterBroker string `json:"inter_broker,omitempty"`
-	DataDir     string `json:"data_dir,omitempty"`
 	StartedMs   int64  `json:"started_ms"`
 }
 
@@ -151,7 +142,6 @@ func encodeBroker(b BrokerInfo) ([]byte, error) {
 		Kafka:       b.Kafka,
 		HTTP:        b.HTTP,
 		InterBroker: b.InterBroker,
-		DataDir:     dataDirHex(b.DataDir),
 		StartedMs:   b.Started.UnixMilli(),
 	})
 	if err != nil {
@@ -179,31 +169,16 @@ func (s *Store) decodeBroker(kv *mvccpb.KeyValue) (BrokerInfo, error) {
 	case int64(r.NodeID) != id:
 		return BrokerInfo{}, fmt.Errorf("meta: decode broker %d: record says node %d: %w", id, r.NodeID, ErrCorrupt)
 	}
-	var dataDir uint64
-	if r.DataDir != "" {
-		if dataDir, err = strconv.ParseUint(r.DataDir, 16, 64); err != nil {
-			return BrokerInfo{}, fmt.Errorf("meta: decode broker %d: data dir %q: %w", id, r.DataDir, ErrCorrupt)
-		}
-	}
 	return BrokerInfo{
 		NodeID:      r.NodeID,
 		AZ:          r.AZ,
 		Kafka:       r.Kafka,
 		HTTP:        r.HTTP,
 		InterBroker: r.InterBroker,
-		DataDir:     dataDir,
 		Started:     time.UnixMilli(r.StartedMs),
 		Incarnation: kv.CreateRevision,
 		Lease:       clientv3.LeaseID(kv.Lease),
 	}, nil
-}
-
-// dataDirHex is a data-directory incarnation as stored, "" for unknown.
-func dataDirHex(inc uint64) string {
-	if inc == 0 {
-		return ""
-	}
-	return strconv.FormatUint(inc, 16)
 }
 
 func (s *Store) brokersPrefix() string { return s.prefix + "brokers/" }
@@ -511,7 +486,7 @@ func byNodeID(a, b BrokerInfo) int { return cmp.Compare(a.NodeID, b.NodeID) }
 // sameBroker reports whether a and b are the same incarnation with the same record.
 func sameBroker(a, b BrokerInfo) bool {
 	return a.NodeID == b.NodeID && a.Incarnation == b.Incarnation && a.Lease == b.Lease &&
-		a.AZ == b.AZ && a.Kafka == b.Kafka && a.HTTP == b.HTTP && a.InterBroker == b.InterBroker && a.DataDir == b.DataDir &&
+		a.AZ == b.AZ && a.Kafka == b.Kafka && a.HTTP == b.HTTP && a.InterBroker == b.InterBroker &&
 		a.Started.Equal(b.Started)
 }
 
