@@ -82,7 +82,7 @@ func (c *restartableCluster) state(up int, topicID [16]byte) (meta.PartitionStat
 	defer cancel()
 	states, err := c.brokers[up].store.Partitions(ctx, topicID)
 	if err != nil || len(states) == 0 {
-		return meta.PartitionState{}, fmt.Errorf("read partition state: %v (%d states)", err, len(states))
+		return meta.PartitionState{}, fmt.Errorf("read partition state: %w (%d states)", err, len(states))
 	}
 	return states[0], nil
 }

@@ -268,7 +268,7 @@ func TestTieringReaderOutlivesDeleteRecords(t *testing.T) {
 	}
 	clock.Advance(cfg.TierGrace / 2)
 	for _, o := range objs {
-		if _, err := store.Store.Head(context.Background(), o.Key); err != nil {
+		if _, err := store.Head(context.Background(), o.Key); err != nil {
 			t.Fatalf("%s deleted within the grace period, under a reader: %v", o.Key, err)
 		}
 	}
@@ -292,7 +292,7 @@ func TestTieringReaderOutlivesDeleteRecords(t *testing.T) {
 	clock.Advance(cfg.TierGrace)
 	eventuallyTrue(t, "the objects below the start deleted after the grace", func() (bool, string) {
 		for _, o := range objs {
-			if _, err := store.Store.Head(context.Background(), o.Key); !errors.Is(err, objstore.ErrNotFound) {
+			if _, err := store.Head(context.Background(), o.Key); !errors.Is(err, objstore.ErrNotFound) {
 				return false, fmt.Sprintf("%s: %v", o.Key, err)
 			}
 		}

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -109,7 +110,7 @@ func TestLowWatermarkWait(t *testing.T) {
 	c.elect(2, 1, 1, 2)
 	c.drain(0)
 	i := slices.IndexFunc(leader.failed, func(f TokenErr) bool { return f.Token == 78 })
-	if i < 0 || leader.failed[i].Err != ErrNotLeader {
+	if i < 0 || !errors.Is(leader.failed[i].Err, ErrNotLeader) {
 		t.Fatalf("wait of a deposed leader: failed %+v", leader.failed)
 	}
 }

@@ -34,23 +34,6 @@ func sameBatch(a, b Batch) bool {
 	return a.Base == b.Base && a.Last == b.Last && a.Epoch == b.Epoch && a.Control == b.Control && bytes.Equal(a.Data, b.Data)
 }
 
-// epochAt is the epoch of the batch holding off-1 in l, -1 if none.
-func epochAt(l []Batch, off wal.Offset) wal.Epoch {
-	lo, hi := 0, len(l)
-	for lo < hi { // first batch with Base >= off
-		m := (lo + hi) / 2
-		if l[m].Base < off {
-			lo = m + 1
-		} else {
-			hi = m
-		}
-	}
-	if lo == 0 {
-		return -1
-	}
-	return l[lo-1].Epoch
-}
-
 func (c *checker) isCommitted(b Batch) bool {
 	if b.End() > c.cw {
 		return false
