@@ -306,10 +306,12 @@ func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingF
 				// it restarts at the leader's log start (replica_logstart.go).
 				f.b.restartAtLeaderStart(pf.p, wal.Offset(rp.LogStartOffset))
 			}
-			pf.p.Step(replica.DecodeFetchAnswer(pf.msg, &rp))
 			if rp.ErrorCode == 0 && rp.LogStartOffset > int64(pf.p.Log().StartOffset()) {
+				// Before the answer: the high watermark it may raise must
+				// not uncover records below the leader's log start.
 				pf.p.FollowLogStart(wal.Offset(rp.LogStartOffset))
 			}
+			pf.p.Step(replica.DecodeFetchAnswer(pf.msg, &rp))
 		}
 	}
 	for _, pf := range batch {

@@ -80,24 +80,39 @@ func (p *Partition) LowWatermark() (wal.Offset, error) {
 // retention) moves on every replica, so the deleted records stay deleted
 // whichever replica leads next. Its next fetch reports the new start. False
 // as for Step.
+//
+// The fetcher calls it before it steps the answer that carried the start:
+// the follower's high watermark may rise with that answer, and before it
+// does the log start must have moved as far (followLeaderStart, from the
+// driver), or a consumer could read, between the two, records below the
+// leader's log start that this replica holds and no leader can vouch for
+// (a divergent tail the leader's trimmed epoch chain could not detect).
 func (p *Partition) FollowLogStart(leaderStart wal.Offset) bool {
 	return p.send(func() {
-		if p.failed != nil || p.rep.Status().Role != replica.RoleFollower {
-			return
-		}
+		p.leaderStart = max(p.leaderStart, leaderStart)
 		hw, _ := p.HighWatermark()
-		to := min(leaderStart, hw, p.log.EndOffset())
-		if to <= p.log.StartOffset() {
-			return
-		}
-		start, err := p.log.AdvanceStart(to)
-		if err != nil {
-			p.failLog(fmt.Errorf("follow the leader's log start %d: %w", to, err))
-			return
-		}
-		p.logger.Info().Int64("log_start", int64(start)).Msg("log start moved with the leader's")
-		p.syncCoreLogStart()
+		p.followLeaderStart(hw)
 	})
+}
+
+// followLeaderStart moves a follower's log start to its leader's last known
+// one, as far as hw and its log end. It runs on the owner goroutine, also
+// before a new high watermark is published.
+func (p *Partition) followLeaderStart(hw wal.Offset) {
+	if p.failed != nil || p.rep.Status().Role != replica.RoleFollower {
+		return
+	}
+	to := min(p.leaderStart, hw, p.log.EndOffset())
+	if to <= p.log.StartOffset() {
+		return
+	}
+	start, err := p.log.AdvanceStart(to)
+	if err != nil {
+		p.failLog(fmt.Errorf("follow the leader's log start %d: %w", to, err))
+		return
+	}
+	p.logger.Info().Int64("log_start", int64(start)).Msg("log start moved with the leader's")
+	p.syncCoreLogStart()
 }
 
 // StopAndRestartAt stops the owner as StopAndClose does, then empties the

@@ -98,6 +98,9 @@ type Partition struct {
 	parked    map[replica.Token]parkedReply // produce replies the core holds
 	nextToken replica.Token
 	failed    error // the log's sticky failure, once an append or fsync failed
+	// leaderStart is the highest log start a leader's answer named, which a
+	// follower's own start follows up to its high watermark (logstart.go).
+	leaderStart wal.Offset
 	// Groups appended but not yet durable, oldest first; each can undo its
 	// producer-state changes if the log fails.
 	inflight []inflightGroup

@@ -104,6 +104,7 @@ func (p *Partition) handleReady() {
 			p.route(m)
 		}
 		if rd.HWChanged {
+			p.followLeaderStart(rd.HW) // before the HW is seen (FollowLogStart)
 			p.setHighWatermark(rd.HW)
 		}
 		p.release(rd.Released)

@@ -138,6 +138,7 @@ func (s *sim) leaderLogStart(fetch Message, sp *kmsg.FetchResponseTopicPartition
 	case sp.ErrorCode == kerr.OffsetOutOfRange.Code:
 		s.restartAtLeaderStart(n, leaderStart)
 	case sp.ErrorCode == 0 && leaderStart > n.disk.start:
+		n.leaderStart = max(n.leaderStart, leaderStart)
 		s.followLogStart(n, leaderStart)
 	}
 }

@@ -152,6 +152,7 @@ type simNode struct {
 	lastHW      wal.Offset  // this incarnation, for the checker
 	incarnation Incarnation // of its disk (sim_diskloss_test.go)
 	lostSynced  []Batch     // what its last lost disk held, synced (quorumHolds)
+	leaderStart wal.Offset  // the highest log start its leaders' answers named (sim_retention_test.go)
 	lostStart   wal.Offset  // where that disk's log started
 }
 
@@ -426,6 +427,9 @@ func (s *sim) drain(n *simNode) {
 			s.sendFrom(int(n.id), m)
 		}
 		if rd.HWChanged {
+			// The driver moves a follower's log start with its leader's
+			// before the new HW is seen, as the broker's does.
+			s.followLogStart(n, n.leaderStart)
 			s.chk.hw(n, st, rd.HW)
 			n.hwCkpt = rd.HW
 		}
