@@ -44,7 +44,7 @@ test-short:
 lint:
 	$(GO) run $(GOLANGCI) run ./...
 
-# Formatting, vet, a tidy go.mod and the file-size limit of STYLE.md.
+# Formatting, vet, a tidy go.mod and the house limit of 800 lines per file.
 verify:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
@@ -81,7 +81,7 @@ chaos-soak: build tools
 	$(BIN)/chaos run --scenario soak --duration $(CHAOS_SOAK_DURATION) --seed $(CHAOS_SEED)
 
 # The deterministic simulation of replication and election over many more
-# seeds than `make test` runs (SIMULATION.md); a failure prints the seed and
+# seeds than `make test` runs (broker/replica/doc.go, Simulation); a failure prints the seed and
 # the command that reruns it.
 SIM_SEEDS ?= 100000
 sim:

@@ -477,7 +477,7 @@ const topicLeaderWait = 5 * time.Second
 // elected leader, and this broker's replicas lead the epochs they were
 // elected for, so that a client producing right after CreateTopics is not
 // refused. A partition is created without a leader epoch of its own: the
-// controller elects its first leader through the fences of DESIGN.md §4,
+// controller elects its first leader through the fences of docs/architecture.md,
 // which takes a few etcd round trips.
 func (b *Broker) awaitLeaders(ctx context.Context, id [16]byte, d time.Duration) {
 	deadline := time.Now().Add(d)

@@ -1,7 +1,7 @@
 package broker
 
 // This file owns the controller's driver of the election cores
-// (DESIGN.md §4): while this broker is the controller, one
+// (docs/architecture.md): while this broker is the controller, one
 // replica.Controller per partition, fed the partition states from etcd,
 // the live brokers, the replicas' FenceAcks and LeaderUnreachables and a
 // tick, and its Ready carried out: fences to the replicas through the

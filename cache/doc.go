@@ -1,6 +1,6 @@
 // Package cache is Sluice's read cache for ranges of remote objects: the
 // ~4 MiB chunks and the footers that the tier reader fetches with ranged
-// GETs when a consumer reads below the local log start (DESIGN.md §3, §5).
+// GETs when a consumer reads below the local log start (docs/architecture.md).
 // It owns the cached bytes, bounded by Config.MaxBytes and stored in
 // dgraph-io/ristretto, their eviction, the fills that produce them and the
 // read-ahead of sequential readers. It imports nothing else of Sluice's:

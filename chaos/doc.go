@@ -2,7 +2,7 @@
 // Jepsen's Kafka analyses. It drives real sluiced processes, etcd and an S3
 // server over the wire with franz-go clients, injects faults, records a
 // history of everything the clients saw, and checks the history against the
-// contract of DESIGN.md §1. It never imports broker, wal, tier or meta
+// contract of the README's guarantees. It never imports broker, wal, tier or meta
 // internals (depguard enforces it): what it knows comes over the Kafka
 // protocol, the HTTP API and process control.
 //

@@ -2,7 +2,7 @@ package e2e
 
 // Real clients other than franz-go: kcat and confluent-kafka-python, both
 // on Debian's librdkafka, which negotiates features from the advertised
-// version ranges (KAFKA-NOTES.md).
+// version ranges (as real Kafka clients expect).
 
 import (
 	"bytes"

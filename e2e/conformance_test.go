@@ -1,7 +1,7 @@
 package e2e
 
 // Conformance: raw requests that real clients rarely or never send, with
-// the exact Kafka error code (KAFKA-NOTES.md) each must get, and frames
+// the exact Kafka error code (as real Kafka clients expect) each must get, and frames
 // that must make the broker close the connection. After all of it, the
 // data produced first is still there and the process is still running.
 

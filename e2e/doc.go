@@ -2,8 +2,8 @@
 // start it as a real process on 127.0.0.1 with free ports and a fresh data
 // directory, and talk to it with real clients only: franz-go (kgo, kadm),
 // raw kmsg frames over TCP, kcat and confluent-kafka-python. Nothing here
-// imports broker internals; the tests check the contract in DESIGN.md §1 and
-// §7 and the exact error codes of KAFKA-NOTES.md.
+// imports broker internals; the tests check the contract of the README's guarantees,
+// the command-line interface and the exact error codes real Kafka clients expect.
 //
 // Running:
 //

@@ -1,6 +1,6 @@
 package e2e
 
-// Idempotent producers (KAFKA-NOTES.md, "Idempotence and groups"): a retry
+// Idempotent producers: a retry
 // after a lost acknowledgement is not appended twice, and the sequence
 // window fences zombies, gaps and bad epochs with exact error codes.
 

@@ -1,7 +1,7 @@
 package e2e
 
 // Client compatibility with segmentio/kafka-go, which sends fixed, old
-// request versions (KAFKA-NOTES.md): topics created over a kafka.Conn, an
+// request versions (as real Kafka clients expect): topics created over a kafka.Conn, an
 // acks=all Writer and a Writer with its default acks=0, a group Reader that
 // consumes and commits everything, a second group Reader that resumes at
 // the commits, and partition Readers positioned by SetOffsetAt(time).

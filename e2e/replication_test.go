@@ -1,7 +1,7 @@
 package e2e
 
 // Replication and election against three real sluiced processes
-// (DESIGN.md §4): a killed leader, the loss of one and then two followers,
+// (docs/architecture.md): a killed leader, the loss of one and then two followers,
 // a paused (SIGSTOP) leader that wakes up after its successor took writes,
 // and a killed controller. Every test checks that each record a client saw
 // acknowledged with acks=all is read back at its acknowledged offset, and

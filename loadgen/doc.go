@@ -6,7 +6,7 @@
 // It speaks to brokers only over the wire, through a System: the Kafka
 // protocol via franz-go (any Kafka-protocol cluster, Sluice included), or
 // NATS JetStream as a peer for comparison. It never imports broker
-// internals (DESIGN.md §2).
+// internals (docs/architecture.md).
 //
 // # Open loop
 //

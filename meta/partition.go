@@ -199,7 +199,7 @@ func newStates(id [16]byte, first int32, replicas [][]int32, rf int16) ([]Partit
 	states := make([]PartitionState, len(replicas))
 	for i, r := range replicas {
 		// No leader yet: the controller elects the first one through the
-		// fences of DESIGN.md §4, preferring Replicas[0].
+		// fences of docs/architecture.md, preferring Replicas[0].
 		st := PartitionState{TopicID: id, Partition: first + int32(i), Replicas: slices.Clone(r), Leader: NoLeader}
 		if err := validatePartition(st); err != nil {
 			return nil, err

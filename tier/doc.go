@@ -1,5 +1,5 @@
 // Package tier moves a partition's committed data to object storage, reads
-// it back, and owns every deletion of data (DESIGN.md §3, §5). It reaches
+// it back, and owns every deletion of data (docs/architecture.md). It reaches
 // object storage only through tier/objstore, the read cache through cache/,
 // etcd through the small Index interface (meta.Store), and a partition
 // through the Partition interface (broker/partition.Partition).

@@ -3,7 +3,7 @@ package tier
 // retention.go is the retention state machine's pure core: from what a
 // partition holds locally and remotely, its settings, the readers' pins and
 // the time, it decides every deletion as watermarks that only move forward
-// (DESIGN.md §5). The executor (machine.go) carries the decisions out and
+// (docs/architecture.md). The executor (machine.go) carries the decisions out and
 // records them in the head; nothing else in Sluice deletes data.
 //
 // Invariant: a local segment is deleted only if it is sealed, wholly below

@@ -1,6 +1,6 @@
 package tier
 
-// scrub.go owns the orphan scrub (DESIGN.md §5) that the broker and
+// scrub.go owns the orphan scrub (docs/architecture.md) that the broker and
 // `tierctl diff` share: Diff compares the bucket with what the heads in etcd
 // name, and Scrub deletes the orphans Diff found old enough, at a bounded
 // rate.

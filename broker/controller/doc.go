@@ -1,5 +1,5 @@
 // Package controller holds the decisions the cluster controller makes
-// (DESIGN.md §4): today, replica placement, that is which live brokers hold
+// (docs/architecture.md): today, replica placement, that is which live brokers hold
 // the replicas of a topic's partitions and which replica is each partition's
 // preferred leader. Election and fences will join it. It is a pure core: it
 // imports nothing of this repository, does no I/O, starts no goroutine, reads
@@ -14,7 +14,7 @@
 // DefaultReplicationFactor is min(3, distinct AZs): 3 across three or more
 // AZs, 2 across two, 1 on a lone broker or when every broker is in one AZ,
 // 0 with no brokers (Place then fails with ErrNoBrokers). Why:
-//   - replicas must be in distinct AZs (invariant 1 of DESIGN.md §1: an
+//   - replicas must be in distinct AZs (the first guarantee: an
 //     acknowledged record survives the loss of any one AZ), so a replication
 //     factor above the AZ count cannot be placed, and three replicas in one AZ
 //     would promise what they cannot keep;

@@ -425,7 +425,7 @@ func (p *Partition) ReadFetchAnswer(a FetchAnswer, maxBytes int) ([]byte, error)
 const epochStartType = 2
 
 // encodeEpochStartBatch encodes the control batch a new leader appends
-// first in its epoch (DESIGN.md §4): one control record whose key is
+// first in its epoch (docs/architecture.md): one control record whose key is
 // (version 0, type LEADER_CHANGE) and whose value is empty. The high
 // watermark passes older epochs' records only once a quorum holds it.
 func encodeEpochStartBatch(nowMs int64) []byte {

@@ -5,9 +5,9 @@
 // outputs are collected in a Ready that the driver carries out before
 // calling Advance. Neither starts a goroutine, reads a clock or does I/O,
 // so the broker's partition owner goroutine and the deterministic simulator
-// in this package's tests drive them the same way (SIMULATION.md).
+// in this package's tests drive them the same way.
 //
-// # Protocol (DESIGN.md §4)
+// # Protocol
 //
 // The partition state {Epoch, Leader, Replicas, Version} lives in etcd and
 // only the controller writes it, with a compare-and-swap on Version. To
@@ -120,7 +120,7 @@
 // # Simulation
 //
 // sim_test.go drives three Replicas, a Controller and an etcd register
-// from one seeded thread (SIMULATION.md), with the faults drawn per seed;
+// from one seeded thread, with the faults drawn per seed;
 // sim_check_test.go checks every step. Every message crosses the brokers'
 // encoding (sim_wire_test.go through wire.go), and a leader may answer a
 // fetch before its core judged it, as a broker answering a fetch of many

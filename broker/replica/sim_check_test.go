@@ -1,6 +1,6 @@
 package replica
 
-// The simulator's checker: SIMULATION.md's checks against ground truth (the
+// The simulator's checker: the checks against ground truth (the
 // synced disks, the register and the oracle of every proposed record),
 // cheap ones at every step, the rest at the end of a schedule.
 

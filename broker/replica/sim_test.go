@@ -1,6 +1,6 @@
 package replica
 
-// The deterministic simulator (SIMULATION.md): one thread, an event heap
+// The deterministic simulator (doc.go, Simulation): one thread, an event heap
 // ordered by (time, insertion counter), a root PCG per seed with one
 // sub-seed per subsystem. It drives three Replicas, a Controller, an etcd
 // register (CAS answers late, lost, or lost after being applied; leases; a
