@@ -10,11 +10,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/sluice-mq/sluice/meta"
 )
@@ -44,33 +41,14 @@ func startRestartableCluster(t *testing.T) *restartableCluster {
 	return c
 }
 
-// start runs broker i until it is ready.
+// start runs broker i until it is ready (tryStartBroker: its stop waits
+// for the broker with a deadline).
 func (c *restartableCluster) start(i int) {
 	t := c.t
 	t.Helper()
-	b, err := New(c.cfgs[i], zerolog.Nop())
+	b, stop, err := tryStartBroker(t, c.cfgs[i])
 	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- b.Run(ctx) }()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cancel()
-			if err := <-errc; err != nil {
-				t.Errorf("broker %d: %v", i+1, err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	select {
-	case <-b.Ready():
-	case err := <-errc:
 		t.Fatalf("broker %d stopped before it was ready: %v", i+1, err)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("broker %d not ready", i+1)
 	}
 	c.brokers[i], c.stops[i] = b, stop
 }
