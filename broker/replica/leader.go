@@ -99,13 +99,23 @@ func (r *Replica) Propose(count int, data []byte) (wal.Offset, error) {
 // Wait parks reply t until the high watermark (acksAll) or the leader's
 // durable end (acks=1) reaches end.
 func (r *Replica) Wait(end wal.Offset, t Token, acksAll bool) {
+	r.park(waiter{end: end, token: t, acksAll: acksAll})
+}
+
+// park adds w to the waiters and releases what is already covered, or
+// fails it at once when this replica cannot answer it (failed, or not the
+// leader).
+func (r *Replica) park(w waiter) {
 	switch {
 	case r.err != nil:
-		r.rd.Failed = append(r.rd.Failed, TokenErr{Token: t, Err: r.err})
+		r.rd.Failed = append(r.rd.Failed, TokenErr{Token: w.token, Err: r.err})
 	case r.role != RoleLeader:
-		r.rd.Failed = append(r.rd.Failed, TokenErr{Token: t, Err: ErrNotLeader})
+		r.rd.Failed = append(r.rd.Failed, TokenErr{Token: w.token, Err: ErrNotLeader})
 	default:
-		r.waiters = append(r.waiters, waiter{end: end, token: t, acksAll: acksAll})
+		if w.lowWatermark {
+			r.lowWaits++
+		}
+		r.waiters = append(r.waiters, w)
 		r.releaseWaiters()
 	}
 }

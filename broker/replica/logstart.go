@@ -70,16 +70,7 @@ func (r *Replica) lowWatermark() wal.Offset {
 // in-sync replica has moved its log start that far (DeleteRecords). Only
 // the leader accepts; the reply fails if it steps down first.
 func (r *Replica) WaitLowWatermark(off wal.Offset, t Token) {
-	switch {
-	case r.err != nil:
-		r.rd.Failed = append(r.rd.Failed, TokenErr{Token: t, Err: r.err})
-	case r.role != RoleLeader:
-		r.rd.Failed = append(r.rd.Failed, TokenErr{Token: t, Err: ErrNotLeader})
-	default:
-		r.waiters = append(r.waiters, waiter{end: off, token: t, lowWatermark: true})
-		r.lowWaits++
-		r.releaseWaiters()
-	}
+	r.park(waiter{end: off, token: t, lowWatermark: true})
 }
 
 // belowLogStart answers a fetch from below fetchStart with where the
