@@ -28,7 +28,7 @@ func handleMetadata(b *Broker, ctx context.Context, req *request) (reply, error)
 	r := req.body.(*kmsg.MetadataRequest)
 	resp := newResponse(req).(*kmsg.MetadataResponse)
 
-	resp.Brokers = b.metadataBrokers()
+	resp.Brokers = b.metadataBrokers(req.interBroker)
 	clusterID := b.clusterID
 	resp.ClusterID = &clusterID
 	resp.ControllerID = b.controllerID()
@@ -75,15 +75,21 @@ func handleMetadata(b *Broker, ctx context.Context, req *request) (reply, error)
 }
 
 // metadataBrokers lists the live brokers with their AZ as the rack; this
-// broker alone before its registration is known.
-func (b *Broker) metadataBrokers() []kmsg.MetadataResponseBroker {
+// broker alone before its registration is known. Asked on the inter-broker
+// listener (by another broker's forwarding producer), it names their
+// inter-broker addresses instead of the Kafka listeners'.
+func (b *Broker) metadataBrokers(interBroker bool) []kmsg.MetadataResponseBroker {
 	live := b.brokers()
 	if len(live) == 0 {
-		live = []meta.BrokerInfo{{NodeID: b.cfg.NodeID, AZ: b.cfg.AZ, Kafka: b.advertise}}
+		live = []meta.BrokerInfo{{NodeID: b.cfg.NodeID, AZ: b.cfg.AZ, Kafka: b.advertise, InterBroker: b.ib.advertise}}
 	}
 	out := make([]kmsg.MetadataResponseBroker, 0, len(live))
 	for _, bi := range live {
-		host, portStr, err := net.SplitHostPort(bi.Kafka)
+		addr := bi.Kafka
+		if interBroker {
+			addr = bi.InterBroker
+		}
+		host, portStr, err := net.SplitHostPort(addr)
 		if err != nil {
 			continue // Register validated it
 		}
@@ -108,7 +114,7 @@ func (b *Broker) metadataTopic(t *topic) kmsg.MetadataResponseTopic {
 	mt.Topic = &name
 	mt.TopicID = t.meta.ID
 	live := make(map[int32]bool)
-	for _, bi := range b.metadataBrokers() {
+	for _, bi := range b.metadataBrokers(false) {
 		live[bi.NodeID] = true
 	}
 	for i, st := range t.states {

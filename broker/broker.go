@@ -78,6 +78,7 @@ type Broker struct {
 	advertise string // host:port clients are told; set once the listener is bound
 	httpLn    net.Listener
 	ib        interBroker // the inter-broker listener (interbroker.go)
+	fwd       forwarder   // clients of the other brokers' inter-broker listeners (forward.go)
 	ready     atomic.Bool
 	readyCh   chan struct{} // closed once the broker serves Kafka and HTTP
 	conns     sync.WaitGroup
@@ -262,6 +263,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	if err := b.ib.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 		b.logger.Warn().Err(err).Msg("inter-broker listener close")
 	}
+	b.closeForwarder()
 	b.closeConns()
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()

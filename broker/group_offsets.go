@@ -145,13 +145,17 @@ func (c *coordinator) ResetOffsets(ctx context.Context, groupID string, offsets 
 	commits := make(map[group.TopicPartition]OffsetCommit)
 	for topic, parts := range offsets {
 		for partition, off := range parts {
-			p, err := c.b.partitionOf(topic, partition)
+			t := c.b.lookupTopic(topic)
+			if t == nil {
+				return fmt.Errorf("reset offsets of group %q: %w: %s", groupID, errUnknownTopic, topic)
+			}
+			// The partition's leader knows its range; it may be another broker.
+			pos, err := c.b.partitionOffsetsOf(ctx, t, partition, internalOffsetsRequest{To: "latest"})
 			if err != nil {
 				return fmt.Errorf("reset offsets of group %q: %w", groupID, err)
 			}
-			start := c.b.logStart(context.Background(), p)
-			hw, _ := p.HighWatermark()
-			if wal.Offset(off) < start || wal.Offset(off) > hw {
+			start, hw := pos.LogStart, pos.HighWatermark
+			if off < start || off > hw {
 				return fmt.Errorf("reset offsets of group %q: %s-%d to %d outside [%d, %d]: %w",
 					groupID, topic, partition, off, start, hw, wal.ErrOffsetOutOfRange)
 			}

@@ -30,5 +30,5 @@ func (b *Broker) httpHandler() http.Handler {
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	b.registerAPI(mux)
-	return mux
+	return jsonMux{b: b, mux: mux}
 }

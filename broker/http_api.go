@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -79,34 +81,140 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// writeError logs and writes an error response.
+// writeError logs and writes an error response. A client's mistake (4xx)
+// is logged at DEBUG: the client is told, and an operator's log is not the
+// place for it; a failure of the broker's own is an ERROR.
 func (b *Broker) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := httpStatusFor(err)
-	ev := b.logger.Info()
+	ev := b.logger.Debug()
 	if ae.Status >= 500 {
-		ev = b.logger.Error()
+		ev = b.logger.Warn()
+		if ae.Status == http.StatusInternalServerError {
+			ev = b.logger.Error()
+		}
 	}
 	ev.Err(err).Str("method", r.Method).Str("path", r.URL.Path).Int("status", ae.Status).Msg("http request failed")
 	writeJSON(w, ae.Status, map[string]*apiError{"error": ae})
 }
 
 // decodeJSON reads a JSON body into v, refusing unknown fields, trailing
-// data and bodies over maxHTTPBody.
+// data and bodies over maxHTTPBody. Its messages name the JSON field and
+// the type expected in JSON's terms, never the Go types behind them.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	body := http.MaxBytesReader(w, r.Body, maxHTTPBody)
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("request body exceeds %d bytes", maxHTTPBody)}
-		}
-		return badRequest("malformed JSON: %v", err)
+		return jsonError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("malformed JSON: data after the request object")
 	}
 	return nil
+}
+
+// jsonError turns a decoding failure into a 4xx written for a person.
+func jsonError(err error) error {
+	var tooBig *http.MaxBytesError
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &tooBig):
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("request body exceeds %d bytes", maxHTTPBody)}
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			field = "the request"
+		}
+		return badRequest("field %s: expected %s, got a JSON %s", field, jsonKind(typeErr.Type), typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return badRequest("malformed JSON at byte %d: %s", syntaxErr.Offset, syntaxErr.Error())
+	case errors.Is(err, io.EOF):
+		return badRequest("the request body is empty; this call takes a JSON object")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("malformed JSON: the body ends inside a value")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return badRequest("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return badRequest("malformed JSON: %v", err)
+}
+
+// jsonKind names a Go type as the JSON it is decoded from.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return fmt.Sprintf("an integer (%s)", integerRange(t))
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "another type"
+}
+
+// integerRange is the range of an integer type, for messages.
+func integerRange(t reflect.Type) string {
+	bits := t.Bits()
+	if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64 {
+		return fmt.Sprintf("0 to %d", uint64(1)<<bits-1)
+	}
+	return fmt.Sprintf("%d to %d", -(int64(1) << (bits - 1)), int64(1)<<(bits-1)-1)
+}
+
+// jsonMux wraps the API's mux so that its own refusals (no route: 404, a
+// route without this method: 405) are JSON errors like every other answer.
+type jsonMux struct {
+	b   *Broker
+	mux *http.ServeMux
+}
+
+func (m jsonMux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h, pattern := m.mux.Handler(r)
+	if pattern != "" {
+		m.mux.ServeHTTP(w, r)
+		return
+	}
+	// No pattern: the mux would answer 404 or 405 itself. Let it write to a
+	// recorder to learn which (and its Allow header), then answer in JSON.
+	rec := &statusRecorder{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	ae := &apiError{Status: http.StatusNotFound, Code: "not_found",
+		Message: fmt.Sprintf("no such endpoint: %s %s; GET /v1/openapi.json lists them", r.Method, r.URL.Path)}
+	if rec.status == http.StatusMethodNotAllowed {
+		allow := rec.header.Get("Allow")
+		w.Header().Set("Allow", allow)
+		ae = &apiError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+			Message: fmt.Sprintf("%s does not take %s; it takes %s", r.URL.Path, r.Method, allow)}
+	} else if rec.status != http.StatusNotFound && rec.status != 0 {
+		// A redirect or anything else the mux decided: pass it through.
+		m.mux.ServeHTTP(w, r)
+		return
+	}
+	m.b.writeError(w, r, ae)
+}
+
+// statusRecorder keeps a handler's status and headers and drops its body.
+type statusRecorder struct {
+	header http.Header
+	status int
+}
+
+func (s *statusRecorder) Header() http.Header         { return s.header }
+func (s *statusRecorder) Write(p []byte) (int, error) { return len(p), nil }
+func (s *statusRecorder) WriteHeader(code int) {
+	if s.status == 0 {
+		s.status = code
+	}
 }
 
 // registerAPI adds the /v1 endpoints to mux.

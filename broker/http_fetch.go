@@ -13,12 +13,14 @@ package broker
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"time"
 	"unicode/utf8"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/group"
@@ -80,9 +82,9 @@ func (b *Broker) fetchHTTP(ctx context.Context, groupID string, req fetchRequest
 	case req.MaxBytes < 0 || req.WaitMs < 0:
 		return fetchResponse{}, badRequest("max_bytes and wait_ms must not be negative")
 	}
-	p, err := b.partitionOf(req.Topic, *req.Partition)
-	if err != nil {
-		return fetchResponse{}, err
+	t := b.lookupTopic(req.Topic)
+	if t == nil || *req.Partition < 0 || int(*req.Partition) >= len(t.states) {
+		return fetchResponse{}, fmt.Errorf("%w: %s-%d", errUnknownTopic, req.Topic, *req.Partition)
 	}
 	if err := b.coord.Heartbeat(groupID, req.MemberID, "", group.Generation(*req.Generation)); err != nil {
 		return fetchResponse{}, err
@@ -90,7 +92,7 @@ func (b *Broker) fetchHTTP(ctx context.Context, groupID string, req fetchRequest
 	if err := b.checkAssigned(groupID, req.MemberID, req.Topic, *req.Partition); err != nil {
 		return fetchResponse{}, err
 	}
-	from := int64(b.logStart(ctx, p))
+	var from int64
 	if req.Offset != nil {
 		from = *req.Offset
 	} else {
@@ -99,9 +101,15 @@ func (b *Broker) fetchHTTP(ctx context.Context, groupID string, req fetchRequest
 		if err != nil {
 			return fetchResponse{}, err
 		}
-		if o, ok := committed[tp]; ok {
-			from = o.Offset
+		o, ok := committed[tp]
+		if !ok {
+			start, err := b.partitionOffsetsOf(ctx, t, *req.Partition, internalOffsetsRequest{To: "earliest"})
+			if err != nil {
+				return fetchResponse{}, err
+			}
+			o.Offset = start.Offset
 		}
+		from = o.Offset
 	}
 	maxBytes := req.MaxBytes
 	if maxBytes == 0 {
@@ -109,7 +117,37 @@ func (b *Broker) fetchHTTP(ctx context.Context, groupID string, req fetchRequest
 	}
 	maxBytes = min(maxBytes, httpMaxFetchBytes, int(b.cfg.FetchMaxBytes))
 	wait := min(time.Duration(req.WaitMs)*time.Millisecond, httpMaxFetchWait)
-	return b.readMessages(ctx, p, from, maxBytes, wait)
+	resp, err := b.readAtLeader(ctx, t, *req.Partition, from, maxBytes, wait)
+	if isCode(err, kerr.OffsetOutOfRange) {
+		err = b.outOfRange(ctx, groupID, t, *req.Partition, from, err)
+	}
+	return resp, err
+}
+
+// outOfRange rewrites an out-of-range read as a 410 that names the valid
+// range and the call that moves the group's offset into it.
+func (b *Broker) outOfRange(ctx context.Context, groupID string, t *topic, index int32, from int64, err error) error {
+	rng, rerr := b.partitionOffsetsOf(ctx, t, index, internalOffsetsRequest{To: "earliest"})
+	if rerr != nil {
+		return err
+	}
+	return &apiError{Status: http.StatusGone, Code: kerr.OffsetOutOfRange.Message, Message: fmt.Sprintf(
+		"offset %d of %s-%d is outside the readable range [%d, %d]; move the group there with "+
+			`POST /v1/groups/%s/offsets:reset {"topic": %q, "partition": %d, "to": "earliest"} (or "latest")`,
+		from, t.meta.Name, index, rng.LogStart, rng.HighWatermark, groupID, t.meta.Name, index)}
+}
+
+// isCode reports whether err carries the Kafka error code of ke, as an
+// internal error or as another broker's answer.
+func isCode(err error, ke *kerr.Error) bool {
+	if err == nil {
+		return false
+	}
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.Code == ke.Message
+	}
+	return errorCode(err) == ke.Code
 }
 
 // checkAssigned fails unless the member's current assignment holds the

@@ -25,7 +25,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/group"
-	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/wal"
 )
 
@@ -335,6 +334,10 @@ func (b *Broker) httpCommit(w http.ResponseWriter, r *http.Request) {
 		}
 		offsets[group.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = OffsetCommit{Offset: o.Offset, LeaderEpoch: -1}
 	}
+	if err := b.checkCommitRange(r.Context(), offsets); err != nil {
+		b.groupHTTPError(w, r, err)
+		return
+	}
 	perPartition, err := b.coord.CommitOffsets(r.Context(), groupID, req.MemberID, "", group.Generation(*req.Generation), offsets)
 	if err == nil {
 		for tp, perr := range perPartition {
@@ -367,7 +370,7 @@ func (b *Broker) httpReset(w http.ResponseWriter, r *http.Request) {
 	}
 	var targets map[int32]int64
 	if err == nil {
-		targets, err = b.resetTargets(req)
+		targets, err = b.resetTargets(r.Context(), req)
 	}
 	if err == nil {
 		err = b.coord.ResetOffsets(r.Context(), groupID, map[string]map[int32]int64{req.Topic: targets})
@@ -389,7 +392,7 @@ func (b *Broker) httpReset(w http.ResponseWriter, r *http.Request) {
 }
 
 // resetTargets resolves a reset request to an offset per partition.
-func (b *Broker) resetTargets(req resetRequest) (map[int32]int64, error) {
+func (b *Broker) resetTargets(ctx context.Context, req resetRequest) (map[int32]int64, error) {
 	given := 0
 	for _, set := range []bool{req.Offset != nil, req.TimestampMs != nil, req.To != ""} {
 		if set {
@@ -406,38 +409,63 @@ func (b *Broker) resetTargets(req resetRequest) (map[int32]int64, error) {
 	if t == nil {
 		return nil, fmt.Errorf("%w: %s", errUnknownTopic, req.Topic)
 	}
-	parts := t.hosted()
+	parts := make([]int32, len(t.states))
+	for i := range parts {
+		parts[i] = int32(i)
+	}
 	if req.Partition != nil {
-		p, err := b.partitionOf(req.Topic, *req.Partition)
+		if *req.Partition < 0 || int(*req.Partition) >= len(t.states) {
+			return nil, fmt.Errorf("%w: %s-%d", errUnknownTopic, req.Topic, *req.Partition)
+		}
+		parts = []int32{*req.Partition}
+	}
+	q := internalOffsetsRequest{To: req.To}
+	if req.TimestampMs != nil {
+		q.TimestampMs = *req.TimestampMs
+	}
+	if req.Offset != nil {
+		q.To = "latest"
+	}
+	out := make(map[int32]int64, len(parts))
+	for _, i := range parts {
+		pos, err := b.partitionOffsetsOf(ctx, t, i, q)
 		if err != nil {
 			return nil, err
 		}
-		parts = []*partition.Partition{p}
-	}
-	out := make(map[int32]int64, len(parts))
-	for _, p := range parts {
-		hw, _ := p.HighWatermark()
+		off := pos.Offset
+		if req.Offset != nil {
+			off = *req.Offset
+		}
 		switch {
-		case req.Offset != nil:
-			out[p.Index()] = *req.Offset
-		case req.To == "earliest":
-			out[p.Index()] = int64(b.logStart(context.Background(), p))
-		case req.To == "latest":
-			out[p.Index()] = int64(hw)
-		default:
-			off, _, err := b.listOffset(p, *req.TimestampMs)
-			if err != nil {
-				return nil, err
-			}
-			if off < 0 { // nothing at or after the time: the end, as Kafka resets
-				off = int64(hw)
-			}
-			out[p.Index()] = off
-		}
-		if start := b.logStart(context.Background(), p); out[p.Index()] < int64(start) {
+		case off < pos.LogStart:
 			return nil, fmt.Errorf("%w: %s-%d offset %d is below the log start %d", wal.ErrOffsetOutOfRange,
-				req.Topic, p.Index(), out[p.Index()], start)
+				req.Topic, i, off, pos.LogStart)
+		case off > pos.HighWatermark:
+			return nil, badRequest("%s-%d offset %d is beyond the log end %d; the readable range is [%d, %d]",
+				req.Topic, i, off, pos.HighWatermark, pos.LogStart, pos.HighWatermark)
 		}
+		out[i] = off
 	}
 	return out, nil
+}
+
+// checkCommitRange refuses a commit of an offset beyond a partition's log
+// end (every later fetch would find nothing there) or of an unknown
+// partition.
+func (b *Broker) checkCommitRange(ctx context.Context, offsets map[group.TopicPartition]OffsetCommit) error {
+	for tp, o := range offsets {
+		t := b.lookupTopic(tp.Topic)
+		if t == nil || tp.Partition < 0 || int(tp.Partition) >= len(t.states) {
+			return fmt.Errorf("%w: %s-%d", errUnknownTopic, tp.Topic, tp.Partition)
+		}
+		pos, err := b.partitionOffsetsOf(ctx, t, tp.Partition, internalOffsetsRequest{To: "latest"})
+		if err != nil {
+			return err
+		}
+		if o.Offset > pos.HighWatermark {
+			return badRequest("offset %d of %s-%d is beyond the log end %d; commit the offset of the next message to read, at most %d",
+				o.Offset, tp.Topic, tp.Partition, pos.HighWatermark, pos.HighWatermark)
+		}
+	}
+	return nil
 }

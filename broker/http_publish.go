@@ -15,12 +15,14 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/partition"
+	"github.com/sluice-mq/sluice/broker/replica"
 )
 
 // messageIDHeader is the record header that carries an HTTP message_id.
@@ -94,8 +96,13 @@ type publishResult struct {
 type publishBatch struct {
 	partition int32
 	msgs      []int
+	recs      []kmsg.Record // the request's records, by message index
 	raw       []byte
+	count     int // records in raw when msgs is not set (a forwarded batch)
 }
+
+// records is the number of records in the batch.
+func (pb *publishBatch) records() int { return max(len(pb.msgs), pb.count) }
 
 func (b *Broker) httpPublish(w http.ResponseWriter, r *http.Request) {
 	var req publishRequest
@@ -114,7 +121,9 @@ func (b *Broker) httpPublish(w http.ResponseWriter, r *http.Request) {
 		b.writeError(w, r, err)
 		return
 	}
-	results := b.appendPublished(r.Context(), t, batches, len(req.Messages))
+	ctx, cancel := context.WithTimeout(r.Context(), publishTimeout)
+	defer cancel()
+	results := b.appendPublished(ctx, t, batches, len(req.Messages), req.ProducerID != nil)
 	status := http.StatusOK
 	for _, res := range results {
 		if res.Status != "ok" && res.Status != "duplicate" {
@@ -181,6 +190,7 @@ func (b *Broker) buildPublishBatches(t *topic, req *publishRequest) ([]*publishB
 			pid, epoch, seq = *req.ProducerID, *req.ProducerEpoch, *req.Messages[pb.msgs[0]].Sequence
 		}
 		pb.raw = encodeBatch(records, pb.msgs, pid, epoch, seq)
+		pb.recs = records
 		if len(pb.raw) > int(t.settings.MaxMessageBytes) {
 			return nil, fmt.Errorf("%w: %d bytes for partition %d exceed max.message.bytes %d; payloads over the limit need object references",
 				errMessageTooLarge, len(pb.raw), pb.partition, t.settings.MaxMessageBytes)
@@ -228,58 +238,118 @@ func recordFromMessage(i int, m publishMessage, now int64) (kmsg.Record, error) 
 	return rec, nil
 }
 
-// appendPublished hands each batch to its partition owner and collects
-// per-message results once every batch is fsynced or failed.
-func (b *Broker) appendPublished(ctx context.Context, t *topic, batches []*publishBatch, n int) []publishResult {
+// appendPublished appends or forwards each partition's batches, the
+// partitions concurrently and one partition's batches in order, and
+// collects per-message results once every batch is acknowledged or failed.
+func (b *Broker) appendPublished(ctx context.Context, t *topic, batches []*publishBatch, n int, idempotent bool) []publishResult {
 	results := make([]publishResult, n)
-	type inflight struct {
-		pb  *publishBatch
-		res <-chan partition.AppendResult
+	var parts [][]*publishBatch
+	at := map[int32]int{}
+	for _, pb := range batches {
+		i, ok := at[pb.partition]
+		if !ok {
+			i = len(parts)
+			at[pb.partition] = i
+			parts = append(parts, nil)
+		}
+		parts[i] = append(parts[i], pb)
 	}
-	var waits []inflight
-	fail := func(pb *publishBatch, err error) {
-		code := httpStatusFor(err).Code
-		for _, i := range pb.msgs {
-			results[i] = publishResult{Partition: pb.partition, Offset: -1, Status: code, Error: err.Error()}
+	var wg sync.WaitGroup
+	for _, part := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b.publishPart(ctx, t, part, idempotent, results)
+		}()
+	}
+	wg.Wait()
+	return results
+}
+
+// publishPart appends one partition's batches here when this broker leads
+// the partition, and otherwise forwards them to its leader.
+func (b *Broker) publishPart(ctx context.Context, t *topic, part []*publishBatch, idempotent bool, results []publishResult) {
+	switch {
+	case b.leads(t, part[0].partition):
+		for j, out := range b.appendLocal(ctx, t, part) {
+			b.fillPublish(part[j], out, results)
+		}
+	case idempotent:
+		for j, out := range b.forwardBatches(ctx, t, part) {
+			b.fillPublish(part[j], out, results)
+		}
+	default:
+		for _, pb := range part {
+			b.forwardRecords(ctx, t, pb, results)
 		}
 	}
-	for _, pb := range batches {
+}
+
+// leads reports whether this broker's replica of the partition is its
+// leader now.
+func (b *Broker) leads(t *topic, index int32) bool {
+	if index < 0 || int(index) >= len(t.partitions) || t.partitions[index] == nil {
+		return false
+	}
+	return t.partitions[index].ReplicaStatus().Role == replica.RoleLeader
+}
+
+// appendLocal enqueues the batches of one partition in order on the local
+// replica and waits for each to be acknowledged or to fail.
+func (b *Broker) appendLocal(ctx context.Context, t *topic, pbs []*publishBatch) []partition.AppendResult {
+	out := make([]partition.AppendResult, len(pbs))
+	waits := make([]<-chan partition.AppendResult, len(pbs))
+	for j, pb := range pbs {
 		h, err := validateBatch(pb.raw, t.settings.MaxMessageBytes)
 		if err == nil {
 			err = b.checkDisk()
 		}
+		var p *partition.Partition
+		if err == nil {
+			p, err = t.local(pb.partition)
+		}
 		if err == nil {
 			ar := partition.NewAppendRequest(pb.raw, h, true)
-			var p *partition.Partition
-			if p, err = t.local(pb.partition); err == nil {
-				err = p.Enqueue(ar)
-			}
-			if err == nil {
-				b.m.recordsIn(t.meta.Name, len(pb.raw), len(pb.msgs))
-				waits = append(waits, inflight{pb, ar.Result()})
+			if err = p.Enqueue(ar); err == nil {
+				b.m.recordsIn(t.meta.Name, len(pb.raw), pb.records())
+				waits[j] = ar.Result()
 				continue
 			}
 		}
-		fail(pb, err)
+		out[j].Err = err
 	}
-	for _, wt := range waits {
-		var res partition.AppendResult
-		select {
-		case res = <-wt.res:
-		case <-ctx.Done():
-			res.Err = ctx.Err()
-		}
-		if res.Err != nil {
-			fail(wt.pb, res.Err)
+	for j, w := range waits {
+		if w == nil {
 			continue
 		}
-		status := "ok"
-		if res.Dup {
-			status = "duplicate"
-		}
-		for j, i := range wt.pb.msgs {
-			results[i] = publishResult{Partition: wt.pb.partition, Offset: int64(res.Base) + int64(j), Status: status}
+		select {
+		case out[j] = <-w:
+		case <-ctx.Done():
+			out[j].Err = ctx.Err()
 		}
 	}
-	return results
+	return out
+}
+
+// fillPublish writes one batch's outcome into its messages' results.
+func (b *Broker) fillPublish(pb *publishBatch, res partition.AppendResult, results []publishResult) {
+	if res.Err != nil {
+		b.failPublish(pb, res.Err, results)
+		return
+	}
+	status := "ok"
+	if res.Dup {
+		status = "duplicate"
+	}
+	for j, i := range pb.msgs {
+		results[i] = publishResult{Partition: pb.partition, Offset: int64(res.Base) + int64(j), Status: status}
+	}
+}
+
+// failPublish marks every message of pb failed with err.
+func (b *Broker) failPublish(pb *publishBatch, err error, results []publishResult) {
+	code := httpStatusFor(err).Code
+	for _, i := range pb.msgs {
+		results[i] = publishResult{Partition: pb.partition, Offset: -1, Status: code, Error: err.Error()}
+	}
 }

@@ -78,7 +78,8 @@ type interBroker struct {
 }
 
 // interBrokerAPIs is the dispatch table of the inter-broker listener: what
-// a follower's fetcher sends, and nothing else. Fetch starts at v15, the
+// a follower's fetcher and another broker's forwarding producer send
+// (forward.go), and nothing else. Fetch starts at v15, the
 // first with ReplicaState, which carries the broker epoch every replica
 // fetch must present. Filled once in init, never changed.
 var interBrokerAPIs map[int16]api
@@ -86,6 +87,9 @@ var interBrokerAPIs map[int16]api
 func init() {
 	interBrokerAPIs = map[int16]api{
 		1:              {min: 15, max: 15, handle: handleFetch},
+		0:              apiTable()[0],              // Produce: forwarded HTTP publishes (forward.go)
+		3:              apiTable()[3],              // Metadata: names the brokers' inter-broker addresses
+		22:             apiTable()[22],             // InitProducerId: the forwarding producer's id
 		apiVersionsKey: apiTable()[apiVersionsKey], // not apis: the order of init functions is not ours to rely on
 	}
 }
@@ -121,6 +125,7 @@ func (b *Broker) listenInterBroker() error {
 func (b *Broker) interBrokerHTTP() *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+replicationPath, b.httpReplication)
+	b.registerInternalAPI(mux)
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 }
 

@@ -19,6 +19,8 @@ package broker
 // guarded by lagRates.mu.
 
 import (
+	"context"
+	"fmt"
 	"math"
 	"net/http"
 	"sort"
@@ -97,8 +99,10 @@ func (lr *lagRates) observe(key string, now time.Time, offset int64) (float64, b
 const noCommit = -1
 
 // groupLag computes the lag of every partition the group has committed or a
-// member is assigned.
-func (b *Broker) groupLag(groupID string, now time.Time) ([]partitionLag, error) {
+// member is assigned: from each partition's leader when atLeaders (the HTTP
+// API, from any broker), else from the replicas this broker hosts (a
+// scrape, which must not wait on other brokers).
+func (b *Broker) groupLag(ctx context.Context, groupID string, now time.Time, atLeaders bool) ([]partitionLag, error) {
 	offsets, err := b.coord.FetchOffsets(groupID, nil)
 	if err != nil {
 		return nil, err
@@ -124,11 +128,29 @@ func (b *Broker) groupLag(groupID string, now time.Time) ([]partitionLag, error)
 	})
 	out := make([]partitionLag, 0, len(tps))
 	for _, tp := range tps {
-		p, err := b.partitionOf(tp.Topic, tp.Partition)
-		if err != nil {
-			continue // deleted since the commit
+		var l partitionLag
+		if atLeaders {
+			t := b.lookupTopic(tp.Topic)
+			if t == nil || tp.Partition < 0 || int(tp.Partition) >= len(t.states) {
+				continue // deleted since the commit
+			}
+			err := b.atLeader(ctx, t, tp.Partition, func(_ context.Context, p *partition.Partition) error {
+				l = partitionBacklog(p, committed[tp], now)
+				return nil
+			}, func(ctx context.Context, leader int32) error {
+				return b.callPeer(ctx, leader, t, tp.Partition, "backlog", internalBacklogRequest{Committed: committed[tp]}, &l)
+			})
+			if err != nil {
+				return nil, fmt.Errorf("lag of %s-%d: %w", tp.Topic, tp.Partition, err)
+			}
+		} else {
+			p, err := b.partitionOf(tp.Topic, tp.Partition)
+			if err != nil {
+				continue // deleted since the commit, or not hosted here
+			}
+			l = partitionBacklog(p, committed[tp], now)
 		}
-		out = append(out, b.partitionLag(groupID, p, committed[tp], now))
+		out = append(out, b.withCommitRate(groupID, l, now))
 	}
 	return out, nil
 }
@@ -159,7 +181,9 @@ func (b *Broker) assignedPartitions(groupID string) []group.TopicPartition {
 	return out
 }
 
-func (b *Broker) partitionLag(groupID string, p *partition.Partition, committed int64, now time.Time) partitionLag {
+// partitionBacklog is the lag of one partition from its local replica,
+// without the commit rate.
+func partitionBacklog(p *partition.Partition, committed int64, now time.Time) partitionLag {
 	hw, _ := p.HighWatermark()
 	l := partitionLag{Topic: p.Topic(), Partition: p.Index(), Committed: committed, LogEnd: int64(hw)}
 	from := max(wal.Offset(committed), p.Log().StartOffset())
@@ -174,10 +198,17 @@ func (b *Broker) partitionLag(groupID string, p *partition.Partition, committed 
 			l.OldestAgeMs = max(0, now.UnixMilli()-ts)
 		}
 	}
+	return l
+}
+
+// withCommitRate adds the commit rate this broker has observed, and the
+// time to catch up at it.
+func (b *Broker) withCommitRate(groupID string, l partitionLag, now time.Time) partitionLag {
+	committed := l.Committed
 	if committed == noCommit {
 		return l // no commits: no commit rate
 	}
-	key := groupID + "\x00" + p.Topic() + "\x00" + strconv.Itoa(int(p.Index()))
+	key := groupID + "\x00" + l.Topic + "\x00" + strconv.Itoa(int(l.Partition))
 	if rate, ok := b.lagRates.observe(key, now, committed); ok {
 		l.CommitRate = &rate
 		if rate > 0 {
@@ -220,7 +251,7 @@ func (b *Broker) httpLag(w http.ResponseWriter, r *http.Request) {
 		b.writeError(w, r, err)
 		return
 	}
-	lags, err := b.groupLag(groupID, time.Now())
+	lags, err := b.groupLag(r.Context(), groupID, time.Now(), true)
 	if err != nil {
 		b.writeError(w, r, err)
 		return
@@ -256,7 +287,7 @@ func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	now := time.Now()
 	for _, g := range c.b.coord.ListGroups() {
-		lags, err := c.b.groupLag(g.Group, now)
+		lags, err := c.b.groupLag(context.Background(), g.Group, now, false)
 		if err != nil {
 			continue
 		}

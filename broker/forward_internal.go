@@ -1,0 +1,403 @@
+package broker
+
+// This file owns the internal HTTP calls one broker makes on another's
+// inter-broker listener to serve an HTTP API request for a partition it
+// does not lead (forward.go), and their handlers:
+//
+//	POST /internal/v1/partitions/{topic}/{partition}/batches
+//	     body: record batches, back to back, for the partition, in order
+//	     200 {"results": [{"base": 12, "dup": false} | {"error": {...}}]}
+//	POST /internal/v1/partitions/{topic}/{partition}/read
+//	     body: {"offset", "max_bytes", "wait_ms"}; 200: a fetchResponse
+//	POST /internal/v1/partitions/{topic}/{partition}/offsets
+//	     body: {"to": "earliest"|"latest"|"", "timestamp_ms"}
+//	     200 {"offset", "log_start", "high_watermark"}
+//	POST /internal/v1/partitions/{topic}/{partition}/backlog
+//	     body: {"committed"}; 200: a partitionLag without the commit rate
+//
+// Only the partition's leader answers them (others: NOT_LEADER_FOR_PARTITION
+// as an HTTP 503 error body, which the caller retries once its view of the
+// leader changes). Errors travel as the public API's error bodies, so the
+// caller hands the leader's code and message to its client unchanged.
+//
+// Invariant: the batches call carries the client's own producer id and
+// sequences (an idempotent HTTP publish), so re-sending it after a leader
+// change or a lost answer is answered as a duplicate, never appended twice.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-mq/sluice/broker/partition"
+	"github.com/sluice-mq/sluice/wal"
+)
+
+const (
+	internalPartitionPath = "/internal/v1/partitions/"
+	// maxInternalBody bounds a forwarded body (the public API's bound plus
+	// room for batch framing).
+	maxInternalBody = maxHTTPBody + 1<<20
+	// leaderChangeWait is how long a forwarded call that found no leader
+	// waits for this broker's view of the leader to change before trying
+	// again; it is also the pause between attempts.
+	leaderChangeWait = 200 * time.Millisecond
+)
+
+// registerInternalAPI adds the forwarding handlers to the inter-broker
+// listener's mux.
+func (b *Broker) registerInternalAPI(mux *http.ServeMux) {
+	mux.HandleFunc("POST "+internalPartitionPath+"{topic}/{partition}/batches", b.internalBatches)
+	mux.HandleFunc("POST "+internalPartitionPath+"{topic}/{partition}/read", b.internalRead)
+	mux.HandleFunc("POST "+internalPartitionPath+"{topic}/{partition}/offsets", b.internalOffsets)
+	mux.HandleFunc("POST "+internalPartitionPath+"{topic}/{partition}/backlog", b.internalBacklog)
+}
+
+// internalLeader resolves the path's partition to its local replica, which
+// must be the leader.
+func (b *Broker) internalLeader(r *http.Request) (*topic, *partition.Partition, error) {
+	name := r.PathValue("topic")
+	n, err := strconv.ParseInt(r.PathValue("partition"), 10, 32)
+	if err != nil {
+		return nil, nil, badRequest("partition %q is not a number", r.PathValue("partition"))
+	}
+	t := b.lookupTopic(name)
+	if t == nil {
+		return nil, nil, fmt.Errorf("%w: %s", errUnknownTopic, name)
+	}
+	p, err := t.local(int32(n))
+	if err != nil {
+		return nil, nil, err
+	}
+	if !b.leads(t, int32(n)) {
+		return nil, nil, fmt.Errorf("%w: node %d does not lead %s-%d", errNotLeader, b.cfg.NodeID, name, n)
+	}
+	return t, p, nil
+}
+
+type internalBatchResult struct {
+	Base  int64     `json:"base"`
+	Dup   bool      `json:"dup,omitempty"`
+	Error *apiError `json:"error,omitempty"`
+}
+
+func (b *Broker) internalBatches(w http.ResponseWriter, r *http.Request) {
+	t, p, err := b.internalLeader(r)
+	var body []byte
+	if err == nil {
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxInternalBody))
+	}
+	var pbs []*publishBatch
+	for err == nil && len(body) > 0 {
+		var h wal.BatchHeader
+		if h, err = wal.ParseBatchHeader(body); err == nil && h.Size() > len(body) {
+			err = fmt.Errorf("%w: batch of %d bytes in %d", errCorruptMessage, h.Size(), len(body))
+		}
+		if err == nil {
+			pbs = append(pbs, &publishBatch{partition: p.Index(), raw: body[:h.Size()], count: int(max(h.RecordCount, 0))})
+			body = body[h.Size():]
+		}
+	}
+	if err != nil {
+		b.writeError(w, r, err)
+		return
+	}
+	outs := b.appendLocal(r.Context(), t, pbs)
+	res := make([]internalBatchResult, len(outs))
+	for i, o := range outs {
+		res[i] = internalBatchResult{Base: int64(o.Base), Dup: o.Dup}
+		if o.Err != nil {
+			res[i].Error = httpStatusFor(o.Err)
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"results": res})
+}
+
+type internalReadRequest struct {
+	Offset   int64 `json:"offset"`
+	MaxBytes int   `json:"max_bytes"`
+	WaitMs   int64 `json:"wait_ms"`
+}
+
+func (b *Broker) internalRead(w http.ResponseWriter, r *http.Request) {
+	_, p, err := b.internalLeader(r)
+	var req internalReadRequest
+	if err == nil {
+		err = decodeJSON(w, r, &req)
+	}
+	var resp fetchResponse
+	if err == nil {
+		wait := min(time.Duration(req.WaitMs)*time.Millisecond, httpMaxFetchWait)
+		resp, err = b.readMessages(r.Context(), p, req.Offset, min(req.MaxBytes, httpMaxFetchBytes), wait)
+	}
+	if err != nil {
+		b.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+type internalOffsetsRequest struct {
+	To          string `json:"to"`
+	TimestampMs int64  `json:"timestamp_ms"`
+}
+
+type partitionOffsets struct {
+	Offset        int64 `json:"offset"`
+	LogStart      int64 `json:"log_start"`
+	HighWatermark int64 `json:"high_watermark"`
+}
+
+func (b *Broker) internalOffsets(w http.ResponseWriter, r *http.Request) {
+	_, p, err := b.internalLeader(r)
+	var req internalOffsetsRequest
+	if err == nil {
+		err = decodeJSON(w, r, &req)
+	}
+	var out partitionOffsets
+	if err == nil {
+		out, err = b.localOffsets(r.Context(), p, req)
+	}
+	if err != nil {
+		b.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// localOffsets answers an offsets query from the local replica.
+func (b *Broker) localOffsets(ctx context.Context, p *partition.Partition, req internalOffsetsRequest) (partitionOffsets, error) {
+	hw, _ := p.HighWatermark()
+	out := partitionOffsets{LogStart: int64(b.logStart(ctx, p)), HighWatermark: int64(hw)}
+	switch req.To {
+	case "earliest":
+		out.Offset = out.LogStart
+	case "latest":
+		out.Offset = out.HighWatermark
+	case "":
+		off, _, err := b.listOffset(p, req.TimestampMs)
+		if err != nil {
+			return out, err
+		}
+		if off < 0 { // nothing at or after the time: the end, as Kafka resets
+			off = out.HighWatermark
+		}
+		out.Offset = off
+	default:
+		return out, badRequest("to must be earliest or latest, not %q", req.To)
+	}
+	return out, nil
+}
+
+// partitionOffsetsOf answers an offsets query for any partition: here when
+// this broker leads it, else from its leader.
+func (b *Broker) partitionOffsetsOf(ctx context.Context, t *topic, index int32, req internalOffsetsRequest) (partitionOffsets, error) {
+	var out partitionOffsets
+	err := b.atLeader(ctx, t, index, func(ctx context.Context, p *partition.Partition) error {
+		var err error
+		out, err = b.localOffsets(ctx, p, req)
+		return err
+	}, func(ctx context.Context, leader int32) error {
+		return b.callPeer(ctx, leader, t, index, "offsets", req, &out)
+	})
+	return out, err
+}
+
+// readAtLeader reads messages of any partition: here when this broker leads
+// it, else at its leader.
+func (b *Broker) readAtLeader(ctx context.Context, t *topic, index int32, from int64, maxBytes int, wait time.Duration) (fetchResponse, error) {
+	var out fetchResponse
+	err := b.atLeader(ctx, t, index, func(ctx context.Context, p *partition.Partition) error {
+		var err error
+		out, err = b.readMessages(ctx, p, from, maxBytes, wait)
+		return err
+	}, func(ctx context.Context, leader int32) error {
+		req := internalReadRequest{Offset: from, MaxBytes: maxBytes, WaitMs: wait.Milliseconds()}
+		return b.callPeer(ctx, leader, t, index, "read", req, &out)
+	})
+	return out, err
+}
+
+// atLeader runs here when this broker leads the partition and remote
+// otherwise, trying again while the answer is that the leader moved, until
+// ctx ends or a short retry budget is spent.
+func (b *Broker) atLeader(ctx context.Context, t *topic, index int32,
+	here func(context.Context, *partition.Partition) error, remote func(context.Context, int32) error,
+) error {
+	if index < 0 || int(index) >= len(t.states) {
+		return fmt.Errorf("%w: %s-%d", errUnknownTopic, t.meta.Name, index)
+	}
+	deadline := time.Now().Add(publishTimeout)
+	for attempt := 0; ; attempt++ {
+		cur := b.lookupTopic(t.meta.Name)
+		if cur == nil || cur.meta.ID != t.meta.ID {
+			return fmt.Errorf("%w: %s", errUnknownTopic, t.meta.Name)
+		}
+		var err error
+		if b.leads(cur, index) {
+			err = here(ctx, cur.partitions[index])
+		} else if leader := cur.states[index].Leader; leader < 0 || b.interBrokerAddr(leader) == "" {
+			err = fmt.Errorf("%w: %s-%d has no live leader", errNotLeader, t.meta.Name, index)
+		} else {
+			err = remote(ctx, leader)
+		}
+		if err == nil || !leaderMoved(err) || ctx.Err() != nil || time.Now().After(deadline) {
+			return err
+		}
+		sleepCtx(ctx, leaderChangeWait)
+	}
+}
+
+// leaderMoved reports whether err says the call went to a broker that does
+// not lead the partition (any more), or could not reach it.
+func leaderMoved(err error) bool {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae.Code == kerr.NotLeaderForPartition.Message || ae.Code == "peer_unreachable"
+	}
+	return errors.Is(err, errNotLeader)
+}
+
+// forwardBatches sends one partition's batches of an idempotent publish to
+// its leader, and sends again, in order, those that failed because the
+// leader moved, until they land or the context ends.
+func (b *Broker) forwardBatches(ctx context.Context, t *topic, pbs []*publishBatch) []partition.AppendResult {
+	out := make([]partition.AppendResult, len(pbs))
+	todo := make([]int, len(pbs))
+	for i := range todo {
+		todo[i] = i
+	}
+	index := pbs[0].partition
+	for len(todo) > 0 {
+		var body []byte
+		for _, i := range todo {
+			body = append(body, pbs[i].raw...)
+		}
+		var resp struct {
+			Results []internalBatchResult `json:"results"`
+		}
+		var moved []int
+		err := b.atLeader(ctx, t, index, func(ctx context.Context, _ *partition.Partition) error {
+			sub := make([]*publishBatch, len(todo))
+			for j, i := range todo {
+				sub[j] = pbs[i]
+			}
+			for j, o := range b.appendLocal(ctx, t, sub) {
+				resp.Results = append(resp.Results, internalBatchResult{Base: int64(o.Base), Dup: o.Dup})
+				if o.Err != nil {
+					resp.Results[j].Error = httpStatusFor(o.Err)
+				}
+			}
+			return nil
+		}, func(ctx context.Context, leader int32) error {
+			return b.postPeer(ctx, leader, t, index, "batches", "application/octet-stream", body, &resp)
+		})
+		if err == nil && len(resp.Results) != len(todo) {
+			err = fmt.Errorf("%w: the leader answered %d results for %d batches", errStorage, len(resp.Results), len(todo))
+		}
+		if err != nil {
+			for _, i := range todo {
+				out[i].Err = err
+			}
+			return out
+		}
+		for j, i := range todo {
+			res := resp.Results[j]
+			out[i] = partition.AppendResult{Base: wal.Offset(res.Base), Dup: res.Dup}
+			if res.Error != nil {
+				out[i].Err = res.Error
+				if leaderMoved(res.Error) && ctx.Err() == nil {
+					moved = append(moved, i)
+				}
+			}
+		}
+		todo = moved
+		if len(todo) > 0 {
+			sleepCtx(ctx, leaderChangeWait)
+		}
+	}
+	return out
+}
+
+// callPeer posts a JSON request to a partition's internal endpoint on node
+// and decodes the answer into out.
+func (b *Broker) callPeer(ctx context.Context, node int32, t *topic, index int32, op string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return b.postPeer(ctx, node, t, index, op, "application/json", body, out)
+}
+
+// postPeer posts body to a partition's internal endpoint on node. A
+// refusal comes back as the leader's *apiError; a broker that cannot be
+// reached as one with code peer_unreachable.
+func (b *Broker) postPeer(ctx context.Context, node int32, t *topic, index int32, op, contentType string, body []byte, out any) error {
+	addr := b.interBrokerAddr(node)
+	if addr == "" {
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "peer_unreachable",
+			Message: fmt.Sprintf("node %d, the leader of %s-%d, is not live; retry", node, t.meta.Name, index)}
+	}
+	u := "http://" + addr + internalPartitionPath + url.PathEscape(t.meta.Name) + "/" + strconv.Itoa(int(index)) + "/" + op
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", contentType)
+	resp, err := b.peerHTTP().Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w: call to node %d: %w", errRequestTimedOut, node, ctx.Err())
+		}
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "peer_unreachable",
+			Message: fmt.Sprintf("node %d, the leader of %s-%d, did not answer: %v; retry", node, t.meta.Name, index, err)}
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxInternalBody))
+	if err != nil {
+		return &apiError{Status: http.StatusServiceUnavailable, Code: "peer_unreachable",
+			Message: fmt.Sprintf("node %d, the leader of %s-%d: reading its answer: %v; retry", node, t.meta.Name, index, err)}
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error *apiError `json:"error"`
+		}
+		if json.Unmarshal(data, &e) != nil || e.Error == nil {
+			return &apiError{Status: http.StatusBadGateway, Code: "peer_error",
+				Message: fmt.Sprintf("node %d answered %s: %s", node, resp.Status, bytes.TrimSpace(data))}
+		}
+		e.Error.Status = resp.StatusCode
+		return e.Error
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return &apiError{Status: http.StatusBadGateway, Code: "peer_error",
+			Message: fmt.Sprintf("node %d answered undecodable JSON: %v", node, err)}
+	}
+	return nil
+}
+
+type internalBacklogRequest struct {
+	Committed int64 `json:"committed"`
+}
+
+func (b *Broker) internalBacklog(w http.ResponseWriter, r *http.Request) {
+	_, p, err := b.internalLeader(r)
+	var req internalBacklogRequest
+	if err == nil {
+		err = decodeJSON(w, r, &req)
+	}
+	if err != nil {
+		b.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, partitionBacklog(p, req.Committed, time.Now()))
+}
