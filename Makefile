@@ -6,7 +6,7 @@ GOLANGCI  := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 FUZZTIME  ?= 20s
 DATA_DIR  ?= data
 
-.PHONY: cluster cluster-stop all build run tools test test-short lint verify fuzz bench bench-go bench-tier sim chaos-short chaos-soak clean
+.PHONY: cluster cluster-stop cluster-restart cluster-status all build run tools test test-short lint verify fuzz bench bench-go bench-tier sim chaos-short chaos-soak clean
 
 all: build
 
@@ -19,12 +19,22 @@ run: build
 	$(BIN)/sluiced --data-dir $(DATA_DIR)
 
 # Three brokers in AZs a, b and c on loopback, their embedded etcd members
-# one cluster; prints the bootstrap servers. Data in $(DATA_DIR)/cluster.
+# one cluster; prints the bootstrap servers. Data and logs in
+# $(DATA_DIR)/cluster. N=2 acts on broker 2 alone (`make cluster-restart
+# N=2` brings it back after a crash); cluster-status shows each broker's
+# pid, liveness, AZ, role and leaderships (deploy/cluster.sh).
+N ?=
 cluster: build tools
-	deploy/cluster.sh start $(DATA_DIR)/cluster
+	deploy/cluster.sh start $(DATA_DIR)/cluster $(N)
 
 cluster-stop:
-	deploy/cluster.sh stop $(DATA_DIR)/cluster
+	deploy/cluster.sh stop $(DATA_DIR)/cluster $(N)
+
+cluster-restart:
+	deploy/cluster.sh restart $(DATA_DIR)/cluster $(N)
+
+cluster-status:
+	deploy/cluster.sh status $(DATA_DIR)/cluster
 
 # Test tools: Versity's S3 gateway, the object store of the tiering tests
 # (tier/objstore/s3test finds it in bin/). Installed once; delete it to update.
