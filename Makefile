@@ -44,7 +44,8 @@ tools: $(BIN)/versitygw
 $(BIN)/versitygw:
 	GOBIN=$(CURDIR)/$(BIN) $(GO) install $(VERSITYGW)
 
-# Unit, crash, fuzz-seed, conformance and end-to-end tests, race detector on.
+# Unit, crash, fuzz-seed, conformance and end-to-end tests, race detector on;
+# the end-to-end tests run the README's marked examples (e2e/readme_test.go).
 test: tools
 	$(GO) test -race -timeout 20m ./...
 

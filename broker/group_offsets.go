@@ -8,7 +8,7 @@ package broker
 //
 // Invariant: an offset is in a group's memory only after it is durable in
 // etcd, and it is checked and written under the group's lock, so a member
-// whose generation ended cannot commit (DESIGN invariant 4).
+// whose generation ended cannot commit.
 // Invariant: a committed offset is returned only while its topic still has
 // the topic ID it was committed under.
 // Invariant: every etcd write here is conditioned on the group's claim
