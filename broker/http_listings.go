@@ -193,7 +193,10 @@ func (b *Broker) httpListGroups(w http.ResponseWriter, r *http.Request) {
 			errs = append(errs, nodeError{Node: id, Message: err.Error()})
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"groups": out, "errors": errs})
+	writeJSON(w, http.StatusOK, struct {
+		Groups []groupListing `json:"groups"`
+		Errors []nodeError    `json:"errors"`
+	}{out, errs})
 }
 
 type groupDescription struct {
@@ -320,5 +323,8 @@ func (b *Broker) httpListBrokers(w http.ResponseWriter, _ *http.Request) {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	writeJSON(w, http.StatusOK, map[string]any{"controller": ctl, "brokers": out})
+	writeJSON(w, http.StatusOK, struct {
+		Controller int32           `json:"controller"`
+		Brokers    []brokerListing `json:"brokers"`
+	}{ctl, out})
 }
