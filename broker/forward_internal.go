@@ -12,8 +12,6 @@ package broker
 //	POST /internal/v1/partitions/{topic}/{partition}/offsets
 //	     body: {"to": "earliest"|"latest"|"", "timestamp_ms"}
 //	     200 {"offset", "log_start", "high_watermark"}
-//	POST /internal/v1/partitions/{topic}/{partition}/backlog
-//	     body: {"committed"}; 200: a partitionLag without the commit rate
 //
 // Only the partition's leader answers them (others: NOT_LEADER_FOR_PARTITION
 // as an HTTP 503 error body, which the caller retries once its view of the
@@ -59,7 +57,6 @@ func (b *Broker) registerInternalAPI(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+internalPartitionPath+"{topic}/{partition}/batches", b.internalBatches)
 	mux.HandleFunc("POST "+internalPartitionPath+"{topic}/{partition}/read", b.internalRead)
 	mux.HandleFunc("POST "+internalPartitionPath+"{topic}/{partition}/offsets", b.internalOffsets)
-	mux.HandleFunc("POST "+internalPartitionPath+"{topic}/{partition}/backlog", b.internalBacklog)
 }
 
 // internalLeader resolves the path's partition to its local replica, which
@@ -383,21 +380,4 @@ func (b *Broker) postPeer(ctx context.Context, node int32, t *topic, index int32
 			Message: fmt.Sprintf("node %d answered undecodable JSON: %v", node, err)}
 	}
 	return nil
-}
-
-type internalBacklogRequest struct {
-	Committed int64 `json:"committed"`
-}
-
-func (b *Broker) internalBacklog(w http.ResponseWriter, r *http.Request) {
-	_, p, err := b.internalLeader(r)
-	var req internalBacklogRequest
-	if err == nil {
-		err = decodeJSON(w, r, &req)
-	}
-	if err != nil {
-		b.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, partitionBacklog(p, req.Committed, time.Now()))
 }

@@ -2,9 +2,7 @@ package broker
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -14,9 +12,6 @@ import (
 
 	"github.com/sluice-mq/sluice/wal"
 )
-
-// httpBase is a broker's HTTP API root.
-func httpBase(b *Broker) string { return "http://" + b.httpLn.Addr().String() }
 
 // leaderOf waits until every broker knows a live leader of topic's
 // partition and returns it.
@@ -147,20 +142,12 @@ func TestHTTPIdempotentPublishForwarded(t *testing.T) {
 	}
 }
 
-// getJSON GETs url and decodes its JSON answer.
-func getJSON(t *testing.T, url string) (int, map[string]any) {
+// getMap GETs url and decodes its JSON object answer.
+func getMap(t *testing.T, url string) (int, map[string]any) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
 	var out map[string]any
-	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("GET %s: status %d, body %q is not JSON: %v", url, resp.StatusCode, raw, err)
-	}
-	return resp.StatusCode, out
+	code := getJSON(t, url, &out)
+	return code, out
 }
 
 // TestHTTPGroupThroughAnyBroker runs a group member's whole life through a
@@ -218,7 +205,7 @@ func TestHTTPGroupThroughAnyBroker(t *testing.T) {
 	if code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body), "beyond the log end") {
 		t.Fatalf("commit beyond the log end: %d %v, want 400 naming the log end", code, body)
 	}
-	code, lag := getJSON(t, base+"/v1/groups/"+groupID+"/lag")
+	code, lag := getMap(t, base+"/v1/groups/"+groupID+"/lag")
 	parts, _ := lag["partitions"].([]any)
 	if code != http.StatusOK || len(parts) != 1 || parts[0].(map[string]any)["lag"].(float64) != 0 ||
 		parts[0].(map[string]any)["log_end"].(float64) != float64(next) {
@@ -241,7 +228,7 @@ func TestHTTPGroupThroughAnyBroker(t *testing.T) {
 	if code != http.StatusOK {
 		t.Fatalf("reset after leaving: %d %v", code, body)
 	}
-	code, lag = getJSON(t, base+"/v1/groups/"+groupID+"/lag")
+	code, lag = getMap(t, base+"/v1/groups/"+groupID+"/lag")
 	parts, _ = lag["partitions"].([]any)
 	if code != http.StatusOK || len(parts) != 1 || parts[0].(map[string]any)["lag"].(float64) != float64(next) {
 		t.Fatalf("lag after reset: %d %v, want %d", code, lag, next)
@@ -254,11 +241,11 @@ func TestHTTPGroupThroughAnyBroker(t *testing.T) {
 func TestHTTPErrorsAreJSON(t *testing.T) {
 	b := startBroker(t, testBrokerConfig(t))
 	base := "http://" + b.cfg.HTTPListen
-	code, body := getJSON(t, base+"/v1/nothing-here")
+	code, body := getMap(t, base+"/v1/nothing-here")
 	if code != http.StatusNotFound || body["error"].(map[string]any)["code"] != "not_found" {
 		t.Fatalf("unknown path: %d %v", code, body)
 	}
-	code, body = getJSON(t, base+"/v1/topics/x/messages:publish")
+	code, body = getMap(t, base+"/v1/topics/x/messages:publish")
 	if code != http.StatusMethodNotAllowed || body["error"].(map[string]any)["code"] != "method_not_allowed" {
 		t.Fatalf("wrong method: %d %v", code, body)
 	}

@@ -225,4 +225,5 @@ func (b *Broker) registerAPI(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/openapi.json", b.httpOpenAPI)
 	b.registerGroupAPI(mux)
 	b.registerAdminAPI(mux)
+	b.registerListingAPI(mux)
 }

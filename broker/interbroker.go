@@ -121,11 +121,13 @@ func (b *Broker) listenInterBroker() error {
 	return nil
 }
 
-// interBrokerHTTP is the listener's HTTP server: the envelope route only.
+// interBrokerHTTP is the listener's HTTP server: the envelope route and the
+// internal routes of forwarding and listings.
 func (b *Broker) interBrokerHTTP() *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+replicationPath, b.httpReplication)
-	b.registerInternalAPI(mux)
+	b.registerInternalAPI(mux)     // forward_internal.go
+	b.registerListingInternal(mux) // http_listings_internal.go
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 }
 

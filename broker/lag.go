@@ -19,11 +19,8 @@ package broker
 // guarded by lagRates.mu.
 
 import (
-	"context"
-	"fmt"
 	"math"
 	"net/http"
-	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -99,58 +96,21 @@ func (lr *lagRates) observe(key string, now time.Time, offset int64) (float64, b
 const noCommit = -1
 
 // groupLag computes the lag of every partition the group has committed or a
-// member is assigned: from each partition's leader when atLeaders (the HTTP
-// API, from any broker), else from the replicas this broker hosts (a
-// scrape, which must not wait on other brokers).
-func (b *Broker) groupLag(ctx context.Context, groupID string, now time.Time, atLeaders bool) ([]partitionLag, error) {
-	offsets, err := b.coord.FetchOffsets(groupID, nil)
+// member is assigned, from the replicas this broker hosts: a scrape must not
+// wait on other brokers. GET /v1/groups/{group}/lag asks each partition's
+// leader instead (leaderLag).
+func (b *Broker) groupLag(groupID string, now time.Time) ([]partitionLag, error) {
+	qs, err := b.lagQueries(groupID)
 	if err != nil {
 		return nil, err
 	}
-	committed := make(map[group.TopicPartition]int64, len(offsets))
-	for tp, o := range offsets {
-		committed[tp] = o.Offset
-	}
-	for _, tp := range b.assignedPartitions(groupID) {
-		if _, ok := committed[tp]; !ok {
-			committed[tp] = noCommit
+	out := make([]partitionLag, 0, len(qs))
+	for _, q := range qs {
+		p, err := b.partitionOf(q.Topic, q.Partition)
+		if err != nil {
+			continue // deleted since the commit, or not hosted here
 		}
-	}
-	tps := make([]group.TopicPartition, 0, len(committed))
-	for tp := range committed {
-		tps = append(tps, tp)
-	}
-	sort.Slice(tps, func(i, j int) bool {
-		if tps[i].Topic != tps[j].Topic {
-			return tps[i].Topic < tps[j].Topic
-		}
-		return tps[i].Partition < tps[j].Partition
-	})
-	out := make([]partitionLag, 0, len(tps))
-	for _, tp := range tps {
-		var l partitionLag
-		if atLeaders {
-			t := b.lookupTopic(tp.Topic)
-			if t == nil || tp.Partition < 0 || int(tp.Partition) >= len(t.states) {
-				continue // deleted since the commit
-			}
-			err := b.atLeader(ctx, t, tp.Partition, func(_ context.Context, p *partition.Partition) error {
-				l = partitionBacklog(p, committed[tp], now)
-				return nil
-			}, func(ctx context.Context, leader int32) error {
-				return b.callPeer(ctx, leader, t, tp.Partition, "backlog", internalBacklogRequest{Committed: committed[tp]}, &l)
-			})
-			if err != nil {
-				return nil, fmt.Errorf("lag of %s-%d: %w", tp.Topic, tp.Partition, err)
-			}
-		} else {
-			p, err := b.partitionOf(tp.Topic, tp.Partition)
-			if err != nil {
-				continue // deleted since the commit, or not hosted here
-			}
-			l = partitionBacklog(p, committed[tp], now)
-		}
-		out = append(out, b.withCommitRate(groupID, l, now))
+		out = append(out, b.withCommitRate(groupID, partitionBacklog(p, q.Committed, now), now))
 	}
 	return out, nil
 }
@@ -251,11 +211,12 @@ func (b *Broker) httpLag(w http.ResponseWriter, r *http.Request) {
 		b.writeError(w, r, err)
 		return
 	}
-	lags, err := b.groupLag(r.Context(), groupID, time.Now(), true)
+	qs, err := b.lagQueries(groupID)
 	if err != nil {
 		b.writeError(w, r, err)
 		return
 	}
+	lags := b.leaderLag(r.Context(), groupID, qs)
 	writeJSON(w, http.StatusOK, map[string]any{"group": groupID, "partitions": lags})
 }
 
@@ -287,7 +248,7 @@ func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	now := time.Now()
 	for _, g := range c.b.coord.ListGroups() {
-		lags, err := c.b.groupLag(context.Background(), g.Group, now, false)
+		lags, err := c.b.groupLag(g.Group, now)
 		if err != nil {
 			continue
 		}

@@ -1,0 +1,330 @@
+package broker
+
+// This file owns the HTTP API's listings and descriptions:
+//
+//	GET /v1/topics           every topic: name, id, partition count, replication factor
+//	GET /v1/topics/{topic}   its partitions (leader, replicas, in-sync set, high
+//	                         watermark, log start, local and remote bytes) and configs
+//	GET /v1/groups           every group of the cluster with its coordinator
+//	GET /v1/groups/{group}   state, members and their assignments, committed
+//	                         offsets with lag (answered by the coordinator)
+//	GET /v1/brokers          every broker: id, AZ, addresses, controller, live
+//
+// Any broker answers any of them with the same figures. Placement (leader,
+// replicas, epochs) comes from the partition states in etcd that every
+// broker follows; a partition's offsets, sizes and in-sync set come from its
+// leader, asked over the inter-broker listener (http_listings_internal.go)
+// when it is another broker; a group's listing is merged from every live
+// broker, each naming the groups it coordinates. What a peer could not
+// answer is reported in the listing ("stats_error", "errors") rather than
+// failing it.
+//
+// Invariant: nothing here changes state.
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/broker/group"
+)
+
+// registerListingAPI adds the listing routes to the public HTTP mux.
+func (b *Broker) registerListingAPI(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/topics", b.httpListTopics)
+	mux.HandleFunc("GET /v1/topics/{topic}", b.httpDescribeTopic)
+	mux.HandleFunc("GET /v1/groups", b.httpListGroups)
+	mux.HandleFunc("GET /v1/groups/{group}", b.toCoordinator(b.httpDescribeGroup))
+	mux.HandleFunc("GET /v1/brokers", b.httpListBrokers)
+}
+
+type topicSummary struct {
+	Name              string `json:"name"`
+	TopicID           string `json:"topic_id"`
+	Partitions        int32  `json:"partitions"`
+	ReplicationFactor int16  `json:"replication_factor"`
+	Tiered            bool   `json:"tiered"`
+}
+
+type topicDescription struct {
+	Name              string                 `json:"name"`
+	TopicID           string                 `json:"topic_id"`
+	ReplicationFactor int16                  `json:"replication_factor"`
+	Tiered            bool                   `json:"tiered"`
+	Partitions        []partitionDescription `json:"partitions"`
+	Configs           []topicConfig          `json:"configs"`
+}
+
+// partitionDescription is one partition of GET /v1/topics/{topic}. The
+// figures are absent, and StatsError says why, when the leader could not
+// be asked.
+type partitionDescription struct {
+	Partition   int32   `json:"partition"`
+	Leader      int32   `json:"leader"` // -1: none, or not live
+	LeaderEpoch int32   `json:"leader_epoch"`
+	Replicas    []int32 `json:"replicas"`
+	// InSync is the leader's in-sync set; without the leader's answer,
+	// the live replicas (as Metadata reports them).
+	InSync  []int32 `json:"in_sync"`
+	Offline []int32 `json:"offline_replicas"`
+	*PartitionFigures
+	StatsError string `json:"stats_error,omitempty"`
+}
+
+type topicConfig struct {
+	Name      string `json:"name"`
+	Value     string `json:"value"`
+	IsDefault bool   `json:"is_default"`
+}
+
+func (b *Broker) httpListTopics(w http.ResponseWriter, _ *http.Request) {
+	out := []topicSummary{}
+	for _, t := range b.sortedTopics() {
+		out = append(out, topicSummary{Name: t.meta.Name, TopicID: uuidString(t.meta.ID), Partitions: int32(len(t.states)),
+			ReplicationFactor: t.meta.ReplicationFactor, Tiered: t.settings.Tiered})
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"topics": out})
+}
+
+func (b *Broker) httpDescribeTopic(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("topic")
+	t := b.lookupTopic(name)
+	if t == nil {
+		b.writeError(w, r, fmt.Errorf("%w: %s", errUnknownTopic, name))
+		return
+	}
+	live := make(map[int32]bool)
+	for _, bi := range b.brokers() {
+		live[bi.NodeID] = true
+	}
+	stats, errs := b.leaderStats(r.Context(), t)
+	out := topicDescription{Name: t.meta.Name, TopicID: uuidString(t.meta.ID), ReplicationFactor: t.meta.ReplicationFactor,
+		Tiered: t.settings.Tiered, Partitions: []partitionDescription{}, Configs: []topicConfig{}}
+	for i, st := range t.states {
+		pd := partitionDescription{Partition: int32(i), Leader: st.Leader, LeaderEpoch: st.LeaderEpoch,
+			Replicas: slices.Clone(st.Replicas), InSync: []int32{}, Offline: []int32{}}
+		if !live[st.Leader] {
+			pd.Leader = -1
+		}
+		s, ok := stats[int32(i)]
+		for _, id := range st.Replicas {
+			if !live[id] {
+				pd.Offline = append(pd.Offline, id)
+			} else if !ok {
+				pd.InSync = append(pd.InSync, id)
+			}
+		}
+		if ok {
+			pd.InSync, pd.PartitionFigures = s.InSync, &s.PartitionFigures
+		} else {
+			pd.StatsError = errs[int32(i)]
+		}
+		out.Partitions = append(out.Partitions, pd)
+	}
+	for _, c := range describeTopicConfigs(t.meta.Configs, nil, false) {
+		out.Configs = append(out.Configs, topicConfig{Name: c.Name, Value: derefString(c.Value), IsDefault: c.IsDefault})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+type groupListing struct {
+	Group        string `json:"group"`
+	State        string `json:"state"`
+	ProtocolType string `json:"protocol_type"`
+	Coordinator  int32  `json:"coordinator"`
+}
+
+// nodeError is a broker a listing could not ask, and why.
+type nodeError struct {
+	Node    int32  `json:"node"`
+	Message string `json:"message"`
+}
+
+func (b *Broker) httpListGroups(w http.ResponseWriter, r *http.Request) {
+	var mu sync.Mutex
+	byGroup := make(map[string]groupListing)
+	add := func(gs []groupListing) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, g := range gs {
+			// A group moving between coordinators can be listed by both for
+			// a moment; the placement's choice wins.
+			if prev, ok := byGroup[g.Group]; !ok || prev.Coordinator != b.groupCoordinator(g.Group).NodeID {
+				byGroup[g.Group] = g
+			}
+		}
+	}
+	var ids []int32
+	for _, bi := range b.brokers() {
+		ids = append(ids, bi.NodeID)
+	}
+	if !slices.Contains(ids, b.cfg.NodeID) {
+		ids = append(ids, b.cfg.NodeID)
+	}
+	failed := fanOut(ids, func(id int32) error {
+		if id == b.cfg.NodeID {
+			gs, err := b.localGroups(r.Context())
+			if err == nil {
+				add(gs)
+			}
+			return err
+		}
+		var ans struct {
+			Groups []groupListing `json:"groups"`
+		}
+		err := b.askPeer(r.Context(), id, http.MethodGet, internalGroupsPath, nil, &ans)
+		if err == nil {
+			add(ans.Groups)
+		}
+		return err
+	})
+	out := make([]groupListing, 0, len(byGroup))
+	for _, g := range byGroup {
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	errs := []nodeError{}
+	for _, id := range mapKeys(failed) {
+		if err := failed[id]; err != nil {
+			errs = append(errs, nodeError{Node: id, Message: err.Error()})
+		}
+	}
+	writeJSON(w, http.StatusOK, struct {
+		Groups []groupListing `json:"groups"`
+		Errors []nodeError    `json:"errors"`
+	}{out, errs})
+}
+
+type groupDescription struct {
+	Group        string              `json:"group"`
+	Coordinator  int32               `json:"coordinator"`
+	State        string              `json:"state"`
+	ProtocolType string              `json:"protocol_type"`
+	Protocol     string              `json:"protocol"`
+	Members      []groupMember       `json:"members"`
+	Offsets      []groupPartitionLag `json:"offsets"`
+}
+
+type groupMember struct {
+	MemberID   string `json:"member_id"`
+	InstanceID string `json:"instance_id,omitempty"`
+	ClientID   string `json:"client_id"`
+	ClientHost string `json:"client_host"`
+	// Assignment is decoded for the "consumer" protocol type only, and
+	// empty until the group is Stable.
+	Assignment []assignedTopic `json:"assignment"`
+}
+
+// httpDescribeGroup runs on the group's coordinator (toCoordinator).
+func (b *Broker) httpDescribeGroup(w http.ResponseWriter, r *http.Request) {
+	groupID, err := groupFromPath(r)
+	if err != nil {
+		b.writeError(w, r, err)
+		return
+	}
+	d, err := b.coord.DescribeGroup(groupID)
+	if err != nil {
+		b.groupHTTPError(w, r, err)
+		return
+	}
+	qs, err := b.lagQueries(groupID)
+	if err != nil {
+		b.groupHTTPError(w, r, err)
+		return
+	}
+	out := groupDescription{Group: groupID, Coordinator: b.cfg.NodeID, State: d.State, ProtocolType: d.ProtocolType,
+		Protocol: d.Protocol, Members: []groupMember{}, Offsets: b.leaderLag(r.Context(), groupID, qs)}
+	for _, m := range d.Members {
+		gm := groupMember{MemberID: m.ID, InstanceID: m.InstanceID, ClientID: m.ClientID, ClientHost: m.ClientHost,
+			Assignment: []assignedTopic{}}
+		if d.ProtocolType == httpProtocolType && len(m.Assignment) > 0 {
+			var a kmsg.ConsumerMemberAssignment
+			if err := a.ReadFrom(m.Assignment); err == nil {
+				for _, t := range a.Topics {
+					gm.Assignment = append(gm.Assignment, assignedTopic{Topic: t.Topic, Partitions: t.Partitions})
+				}
+			}
+		}
+		out.Members = append(out.Members, gm)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// lagQueries lists the partitions the group has committed or its members
+// are assigned (lag.go's rule), in topic and partition order, with the
+// committed offset (noCommit where there is none).
+func (b *Broker) lagQueries(groupID string) ([]lagQuery, error) {
+	offsets, err := b.coord.FetchOffsets(groupID, nil)
+	if err != nil {
+		return nil, err
+	}
+	committed := make(map[group.TopicPartition]int64, len(offsets))
+	for tp, o := range offsets {
+		committed[tp] = o.Offset
+	}
+	for _, tp := range b.assignedPartitions(groupID) {
+		if _, ok := committed[tp]; !ok {
+			committed[tp] = noCommit
+		}
+	}
+	qs := make([]lagQuery, 0, len(committed))
+	for tp, off := range committed {
+		qs = append(qs, lagQuery{Topic: tp.Topic, Partition: tp.Partition, Committed: off})
+	}
+	sort.Slice(qs, func(i, j int) bool {
+		if qs[i].Topic != qs[j].Topic {
+			return qs[i].Topic < qs[j].Topic
+		}
+		return qs[i].Partition < qs[j].Partition
+	})
+	return qs, nil
+}
+
+type brokerListing struct {
+	ID          int32  `json:"id"`
+	AZ          string `json:"az,omitempty"`
+	Kafka       string `json:"kafka,omitempty"`
+	HTTP        string `json:"http,omitempty"`
+	InterBroker string `json:"inter_broker,omitempty"`
+	StartedMs   int64  `json:"started_ms,omitempty"`
+	Controller  bool   `json:"controller"`
+	Live        bool   `json:"live"`
+}
+
+// httpListBrokers lists the live brokers with their registrations, then
+// the brokers that are replicas of some partition but not live. A
+// registration lives only as long as its broker's lease, so of a broker
+// that is gone only its id is known.
+func (b *Broker) httpListBrokers(w http.ResponseWriter, _ *http.Request) {
+	ctl := b.controllerID()
+	out := []brokerListing{}
+	seen := make(map[int32]bool)
+	for _, bi := range b.brokers() {
+		bl := brokerListing{ID: bi.NodeID, AZ: bi.AZ, Kafka: bi.Kafka, HTTP: bi.HTTP, InterBroker: bi.InterBroker,
+			Controller: bi.NodeID == ctl, Live: true}
+		if !bi.Started.IsZero() {
+			bl.StartedMs = bi.Started.UnixMilli()
+		}
+		out = append(out, bl)
+		seen[bi.NodeID] = true
+	}
+	for _, t := range b.sortedTopics() {
+		for _, st := range t.states {
+			for _, id := range st.Replicas {
+				if !seen[id] {
+					seen[id] = true
+					out = append(out, brokerListing{ID: id, Controller: id == ctl})
+				}
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	writeJSON(w, http.StatusOK, struct {
+		Controller int32           `json:"controller"`
+		Brokers    []brokerListing `json:"brokers"`
+	}{ctl, out})
+}
