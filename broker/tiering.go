@@ -49,7 +49,7 @@ func (b *Broker) startTiering(ctx context.Context) error {
 	store := b.cfg.Objects
 	if store == nil {
 		opts := b.cfg.ObjectStoreOptions
-		opts.Logger = b.logger.With().Str("component", "objstore").Logger()
+		opts.Logger = b.nodeLog // each store names its own component
 		if store, err = objopen.URL(ctx, url, opts); err != nil {
 			return fmt.Errorf("broker: object store %s: %w", url, err)
 		}
@@ -59,7 +59,7 @@ func (b *Broker) startTiering(ctx context.Context) error {
 		return fmt.Errorf("broker: read cache: %w", err)
 	}
 	m, err := tier.New(tier.Config{Store: store, Index: b.store, Cache: c, Now: b.now,
-		Logger: b.logger, ChunkBytes: b.cfg.TierChunkBytes})
+		Logger: b.nodeLog, ChunkBytes: b.cfg.TierChunkBytes})
 	if err != nil {
 		c.Close()
 		return err
