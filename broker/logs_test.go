@@ -6,12 +6,19 @@ package broker
 
 import (
 	"bytes"
+	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // logCapture keeps every line written to it; zerolog writes one event per
@@ -230,4 +237,84 @@ func TestClusterLogsOneInfoLinePerElectionAndNoRepeatedKeys(t *testing.T) {
 			t.Fatal("no lines captured")
 		}
 	})
+}
+
+// startLoggedBroker is startBroker with the broker's logger writing to w at
+// debug.
+func startLoggedBroker(t *testing.T, w *logCapture) *Broker {
+	t.Helper()
+	b, err := New(testBrokerConfig(t), zerolog.New(w).Level(zerolog.DebugLevel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- b.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		awaitStop(t, errc, "broker")
+	})
+	select {
+	case <-b.Ready():
+	case err := <-errc:
+		t.Fatalf("broker stopped before it was ready: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("broker not ready after 60s")
+	}
+	return b
+}
+
+// A client's mistake (an oversized or unparsable frame, an API the broker
+// does not serve) or its disconnect closes its connection and is logged at
+// debug: the client sees it, the operator's log at info does not.
+func TestClientMistakesLoggedAtDebug(t *testing.T) {
+	var logs logCapture
+	b := startLoggedBroker(t, &logs)
+	unserved := kmsg.NewPtrDescribeClusterRequest()
+	unserved.SetVersion(0)
+	garbage := []byte{0, 0, 0, 8, 0, 3, 0, 0, 0, 0, 0, 1} // Metadata v0, no client id length
+	for _, tt := range []struct {
+		name  string
+		frame []byte
+	}{
+		{"oversized frame", binary.BigEndian.AppendUint32(nil, 1<<31-1)},
+		{"unparsable request", garbage},
+		{"unserved api", encodeRequest(unserved, 1)},
+		{"truncated frame", []byte{0, 0, 1, 0, 0, 3}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			mark := logs.len()
+			c := dialRaw(t, b, "")
+			if _, err := c.nc.Write(tt.frame); err != nil {
+				t.Fatal(err)
+			}
+			if tt.name == "truncated frame" {
+				_ = c.nc.(*net.TCPConn).CloseWrite() // the client gives up mid-request
+			}
+			// The broker logs before it closes: once the close is seen,
+			// the line is written.
+			if err := c.nc.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := io.ReadAll(c.nc); err != nil {
+				t.Fatalf("the broker did not close the connection: %v", err)
+			}
+			var closing []map[string]any
+			for _, line := range logs.since(mark) {
+				m, err := decodeLogLine(line)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.HasPrefix(m["message"].(string), "closing connection") {
+					closing = append(closing, m)
+				}
+			}
+			if len(closing) != 1 {
+				t.Fatalf("%d closing lines, want 1: %v", len(closing), closing)
+			}
+			if closing[0]["level"] != "debug" {
+				t.Errorf("logged at %v, want debug: %v", closing[0]["level"], closing[0])
+			}
+		})
+	}
 }
