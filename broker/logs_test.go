@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -316,5 +317,26 @@ func TestClientMistakesLoggedAtDebug(t *testing.T) {
 				t.Errorf("logged at %v, want debug: %v", closing[0]["level"], closing[0])
 			}
 		})
+	}
+}
+
+// A remote read that fails because its reader gave up (an HTTP consumer
+// ending its long poll cancels the request's context) is the reader's
+// business: debug. Any other failure is a warning.
+func TestReaderLevel(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("tier: read: %w", context.Canceled), "debug"},
+		{fmt.Errorf("tier: read: %w", context.DeadlineExceeded), "warn"},
+		{errors.New("s3: 503"), "warn"},
+	} {
+		var logs logCapture
+		readerLevel(zerolog.New(&logs), tt.err).Err(tt.err).Msg("remote read failed")
+		m, err := decodeLogLine(logs.since(0)[0])
+		if err != nil || m["level"] != tt.want {
+			t.Errorf("%v: logged %v (%v), want %s", tt.err, m, err, tt.want)
+		}
 	}
 }
