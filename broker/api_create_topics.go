@@ -27,8 +27,12 @@ func handleCreateTopics(b *Broker, ctx context.Context, req *request) (reply, er
 			st.ErrorCode = errorCode(err)
 			msg := err.Error()
 			st.ErrorMessage = &msg
-			if st.ErrorCode != kerr.TopicAlreadyExists.Code {
-				b.logger.Info().Err(err).Str("topic", rt.Topic).Msg("create topic rejected")
+			// A client's mistake is the client's to see (debug); a failure
+			// of this broker's is the operator's.
+			if st.ErrorCode == kerr.UnknownServerError.Code {
+				b.logger.Warn().Err(err).Str("topic", rt.Topic).Msg("create topic failed")
+			} else if st.ErrorCode != kerr.TopicAlreadyExists.Code {
+				b.logger.Debug().Err(err).Str("topic", rt.Topic).Msg("create topic rejected")
 			}
 		}
 		resp.Topics = append(resp.Topics, st)

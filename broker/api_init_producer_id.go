@@ -23,7 +23,7 @@ func handleInitProducerID(b *Broker, ctx context.Context, req *request) (reply, 
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if r.TransactionalID != nil {
 		resp.ErrorCode = errorCode(errTransactionsUnsupported)
-		b.logger.Info().Str("transactional_id", *r.TransactionalID).Msg("refused InitProducerId: transactions are not supported")
+		b.logger.Debug().Str("transactional_id", *r.TransactionalID).Msg("refused InitProducerId: transactions are not supported")
 		return done(resp), nil
 	}
 	id, err := b.nextProducerID(ctx)

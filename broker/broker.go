@@ -33,6 +33,11 @@ type Broker struct {
 	fs     vfs.FS
 	m      *metrics
 
+	// nodeLog is logger without its component=broker: every other
+	// component's logger derives from it, as zerolog writes a key given
+	// twice twice.
+	nodeLog zerolog.Logger
+
 	store     *meta.Store
 	clusterID string
 	journal   *wal.Journal // the durable point every partition shares; nil with PerPartitionFsync
@@ -104,9 +109,11 @@ func New(cfg Config, logger zerolog.Logger) (*Broker, error) {
 	if fs == nil {
 		fs = vfs.OS
 	}
+	nodeLog := logger.With().Int32("node", cfg.NodeID).Logger()
 	return &Broker{
 		cfg:       cfg,
-		logger:    logger.With().Str("component", "broker").Int32("node", cfg.NodeID).Logger(),
+		logger:    nodeLog.With().Str("component", "broker").Logger(),
+		nodeLog:   nodeLog,
 		fs:        fs,
 		m:         newMetrics(),
 		topics:    make(map[string]*topic),
@@ -140,7 +147,7 @@ func (b *Broker) Run(ctx context.Context) error {
 			b.logger.Warn().Err(err).Msg("release data directory lock")
 		}
 	}()
-	b.store, err = meta.Open(ctx, b.cfg.Meta, b.logger)
+	b.store, err = meta.Open(ctx, b.cfg.Meta, b.nodeLog)
 	if err != nil {
 		return fmt.Errorf("broker: open metadata: %w", err)
 	}
@@ -311,7 +318,7 @@ func (b *Broker) openJournal() error {
 	}
 	jcfg := b.cfg.Journal
 	jcfg.ObserveSync = b.m.observeJournalSync
-	j, err := wal.OpenJournal(b.fs, filepath.Join(b.cfg.DataDir, "journal"), jcfg, b.logger)
+	j, err := wal.OpenJournal(b.fs, filepath.Join(b.cfg.DataDir, "journal"), jcfg, b.nodeLog)
 	if err != nil {
 		return fmt.Errorf("broker: open journal: %w", err)
 	}

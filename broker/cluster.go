@@ -539,5 +539,5 @@ func (b *Broker) awaitOwnLeadership(ctx context.Context, d time.Duration) {
 		}
 		sleepCtx(ctx, 5*time.Millisecond)
 	}
-	b.logger.Warn().Dur("waited", d).Int32("controller", b.controllerID()).Msg("some partitions this broker led are not led again yet, or no controller is known; serving anyway")
+	b.logger.Warn().Int64("waited_ms", d.Milliseconds()).Int32("controller", b.controllerID()).Msg("some partitions this broker led are not led again yet, or no controller is known; serving anyway")
 }

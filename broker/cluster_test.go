@@ -36,11 +36,18 @@ func startTestCluster(t *testing.T, n int) *testCluster {
 // adjusted by adjust (when not nil) before it starts.
 func startTestClusterWith(t *testing.T, n int, adjust func(*Config)) *testCluster {
 	t.Helper()
+	return startTestClusterLogged(t, n, adjust, nil)
+}
+
+// startTestClusterLogged is startTestClusterWith with broker node's logger
+// made by logger (when not nil).
+func startTestClusterLogged(t *testing.T, n int, adjust func(*Config), logger func(node int32) zerolog.Logger) *testCluster {
+	t.Helper()
 	// A port picked free can be taken before a broker binds it (the
 	// etcd members' ports must be known before they start, for the initial
 	// cluster): start again on fresh ports when that happens.
 	for attempt := 1; ; attempt++ {
-		c, err := tryStartTestCluster(t, n, adjust)
+		c, err := tryStartTestCluster(t, n, adjust, logger)
 		if err == nil {
 			return c
 		}
@@ -51,7 +58,7 @@ func startTestClusterWith(t *testing.T, n int, adjust func(*Config)) *testCluste
 	}
 }
 
-func tryStartTestCluster(t *testing.T, n int, adjust func(*Config)) (*testCluster, error) {
+func tryStartTestCluster(t *testing.T, n int, adjust func(*Config), newLogger func(node int32) zerolog.Logger) (*testCluster, error) {
 	t.Helper()
 	cfgs := make([]Config, n)
 	var initial []string
@@ -88,7 +95,10 @@ func tryStartTestCluster(t *testing.T, n int, adjust func(*Config)) (*testCluste
 	for i := range n {
 		cfgs[i].Meta.InitialCluster = strings.Join(initial, ",")
 		logger := zerolog.Nop()
-		if os.Getenv("SLUICE_TEST_LOG") != "" {
+		switch {
+		case newLogger != nil:
+			logger = newLogger(cfgs[i].NodeID)
+		case os.Getenv("SLUICE_TEST_LOG") != "":
 			logger = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, NoColor: true}).Level(zerolog.DebugLevel)
 		}
 		b, err := New(cfgs[i], logger)

@@ -161,7 +161,7 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory,
 				b.m.connsIdle.Inc()
 				logger.Debug().Err(err).Msg("closing idle connection")
 			case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil:
-				logger.Warn().Err(err).Msg("closing connection")
+				peerLevel(logger, interBroker).Err(err).Msg("closing connection")
 			}
 			return
 		}
@@ -173,7 +173,7 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory,
 		req, err := parseRequest(frame)
 		if err != nil {
 			drop()
-			logger.Warn().Err(err).Msg("closing connection on an unparsable request")
+			peerLevel(logger, interBroker).Err(err).Msg("closing connection on an unparsable request")
 			return
 		}
 		req.remoteHost, req.interBroker = remoteHost, interBroker
@@ -182,7 +182,11 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory,
 		rep, err := b.dispatch(ctx, req)
 		if err != nil {
 			drop()
-			logger.Warn().Err(err).Str("api", kmsg.NameForKey(req.key)).Int16("version", req.version).
+			ev := logger.Warn() // the handler failed
+			if errors.Is(err, errFrame) {
+				ev = peerLevel(logger, interBroker) // an API or version not served
+			}
+			ev.Err(err).Str("api", kmsg.NameForKey(req.key)).Int16("version", req.version).
 				Str("client", req.clientID).Msg("closing connection")
 			return
 		}
@@ -198,6 +202,18 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory,
 			return
 		}
 	}
+}
+
+// peerLevel is the level of a connection closed for what its peer did (a
+// bad frame, an unserved API or version, a reset): a client's mistake or
+// disconnect is debug, the client's to see, not the operator's; the same
+// from another broker (inter-broker listener) is a warning, as brokers of
+// one cluster should speak one protocol.
+func peerLevel(logger zerolog.Logger, interBroker bool) *zerolog.Event {
+	if interBroker {
+		return logger.Warn()
+	}
+	return logger.Debug()
 }
 
 // answerAcksZeroSilently turns an acks=0 produce into an acks=1 one whose

@@ -155,7 +155,7 @@ func (b *Broker) startCoordinator(ctx context.Context) error {
 		b:      b,
 		cfg:    cfg,
 		gcfg:   cfg.groupConfig(),
-		logger: b.logger.With().Str("component", "coordinator").Logger(),
+		logger: b.nodeLog.With().Str("component", "coordinator").Logger(),
 		placed: make(chan struct{}),
 		done:   make(chan struct{}),
 		groups: make(map[string]*groupRunner),

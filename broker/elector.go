@@ -101,8 +101,17 @@ type electedPartition struct {
 	round  wal.Epoch // the last round logged as started
 	cause  string    // why that round started, as inferred from the state
 	casSeq uint64    // the CAS the core waits for; 0: none
-	// loggedVersion is the state version of the last round logged at info.
-	loggedVersion int64
+	// roundVersion is the state version the last round started from, and
+	// roundsAtVersion how many rounds started from it: a second one means
+	// the first elected nobody, which is logged at info (once).
+	roundVersion    int64
+	roundsAtVersion int
+	// since is when the first round from roundVersion started, and
+	// fromEpoch and fromLeader the state it started from: the one info line
+	// of an election ("leader elected") reports them.
+	since      time.Time
+	fromEpoch  wal.Epoch
+	fromLeader replica.NodeID
 	// blocked: the replicas the core last reported as keeping it from
 	// electing (replica.Controller.Blocked), as logged.
 	blocked []replica.NodeID
@@ -147,7 +156,7 @@ func (b *Broker) electLoop(ctx context.Context, ifLeader clientv3.Cmp, lost <-ch
 	ctx, cancel := context.WithCancel(ctx)
 	l := &electorLoop{
 		b:        b,
-		log:      b.logger.With().Str("component", "elector").Int64("controller_epoch", epoch).Logger(),
+		log:      b.nodeLog.With().Str("component", "elector").Int64("controller_epoch", epoch).Logger(),
 		ifLeader: ifLeader,
 		parts:    map[partitionKey]*electedPartition{},
 		live:     liveNodes(b.brokers()),
@@ -305,15 +314,22 @@ func (l *electorLoop) flush(ctx context.Context, key partitionKey, p *electedPar
 		p.round = round
 		p.cause = electionCause(st, l.live)
 		l.b.repl.rounds.Add(1)
-		// A partition that cannot elect (no quorum live) starts a round
-		// every few seconds: info for the first from each state, then debug.
-		ev := l.log.Debug()
-		if st.Version != p.loggedVersion {
-			p.loggedVersion = st.Version
-			ev = l.log.Info()
+		if st.Version != p.roundVersion || p.since.IsZero() {
+			p.roundVersion, p.roundsAtVersion = st.Version, 0
+			p.since, p.fromEpoch, p.fromLeader = time.Now(), st.Epoch, st.Leader
+		}
+		p.roundsAtVersion++
+		// An election is one info line, when its leader is written
+		// (casDone). A partition that cannot elect (no quorum live) starts
+		// a round every few seconds: its second round from one state is
+		// logged at info, the first and the later ones at debug.
+		ev, msg := l.log.Debug(), "election round started: fencing the replicas"
+		if p.roundsAtVersion == 2 {
+			ev, msg = l.log.Info(), "election round started again: the last one elected nobody (fewer than a quorum of replicas answered, or the write failed)"
 		}
 		l.partLog(ev, key).Int32("old_epoch", int32(st.Epoch)).Int32("old_leader", int32(st.Leader)).
-			Int32("epoch", int32(round)).Str("cause", p.cause).Msg("election round started: fencing the replicas")
+			Int32("epoch", int32(round)).Str("cause", p.cause).Int("round", p.roundsAtVersion).
+			Int64("electing_ms", time.Since(p.since).Milliseconds()).Msg(msg)
 	}
 	for _, m := range rd.Messages {
 		l.b.sendToReplica(int32(m.To), envelope{Key: key, Msg: m})
@@ -364,11 +380,12 @@ func (l *electorLoop) startCAS(ctx context.Context, key partitionKey, p *elected
 	next := metaStateOf(key, cas.New)
 	next.Revision = cas.Expect
 	p.recording = cas.New.Epoch == old.Epoch
+	// Debug: the outcome (casDone) is the line at info.
 	if p.recording {
-		l.partLog(l.log.Info(), key).Int32("epoch", next.LeaderEpoch).Uints64("incarnations", next.Incarnations).
+		l.partLog(l.log.Debug(), key).Int32("epoch", next.LeaderEpoch).Uints64("incarnations", next.Incarnations).
 			Msg("recording the new incarnation of a replica that lost its disk and has caught up: it counts again")
 	} else {
-		l.partLog(l.log.Info(), key).Int32("old_epoch", int32(old.Epoch)).Int32("old_leader", int32(old.Leader)).
+		l.partLog(l.log.Debug(), key).Int32("old_epoch", int32(old.Epoch)).Int32("old_leader", int32(old.Leader)).
 			Int32("epoch", next.LeaderEpoch).Int32("leader", next.Leader).Str("cause", p.cause).
 			Msg("electing leader: a quorum answered the fence")
 	}
@@ -435,17 +452,21 @@ func (l *electorLoop) casDone(ctx context.Context, r casOutcome) bool {
 	if r.current.Revision > 0 {
 		cur = replicaStateOf(r.current)
 	}
-	ev := l.log.Info()
 	switch {
 	case r.ok && p.recording:
-		l.partLog(ev, r.key).Uints64("incarnations", r.current.Incarnations).Msg("replica incarnation recorded")
+		l.partLog(l.log.Info(), r.key).Uints64("incarnations", r.current.Incarnations).Msg("replica incarnation recorded")
 	case r.ok:
+		// The one info line of an election.
 		l.b.repl.countElection(electionWritten)
-		ev = ev.Int32("epoch", r.current.LeaderEpoch).Int32("leader", r.current.Leader)
-		l.partLog(ev, r.key).Str("cause", p.cause).Msg("leader elected")
+		l.partLog(l.log.Info(), r.key).Int32("epoch", r.current.LeaderEpoch).Int32("leader", r.current.Leader).
+			Int32("old_epoch", int32(p.fromEpoch)).Int32("old_leader", int32(p.fromLeader)).Str("cause", p.cause).
+			Int("rounds", p.roundsAtVersion).Int64("duration_ms", time.Since(p.since).Milliseconds()).
+			Msg("leader elected")
+		p.since = time.Time{}
 	case errors.Is(r.err, meta.ErrConflict):
+		// Another writer moved the state; the next round, if any, says so.
 		l.b.repl.countElection(electionConflict)
-		l.partLog(ev, r.key).Err(r.err).Msg("election lost its compare-and-swap: the state moved; electing again if needed")
+		l.partLog(l.log.Debug(), r.key).Err(r.err).Msg("election lost its compare-and-swap: the state moved; electing again if needed")
 	default:
 		l.b.repl.countElection(electionFailed)
 		l.partLog(l.log.Warn(), r.key).Err(r.err).Msg("election write failed; electing again")

@@ -61,7 +61,7 @@ func (b *Broker) isolationLoop(ctx context.Context) {
 		if time.Since(since) >= b.isolationWait() {
 			select {
 			case b.ctlResign <- struct{}{}:
-				b.logger.Warn().Dur("for", time.Since(since).Round(time.Millisecond)).
+				b.logger.Warn().Int64("for_ms", time.Since(since).Milliseconds()).
 					Msg("no live follower of a partition this controller leads is in sync; resigning the controller election so that a broker they reach can elect")
 			default:
 			}

@@ -39,7 +39,7 @@ func (b *Broker) registerAtStart(ctx context.Context) error {
 			return err
 		}
 		if !warned {
-			b.logger.Warn().Err(err).Dur("max_wait", wait).
+			b.logger.Warn().Err(err).Int64("max_wait_ms", wait.Milliseconds()).
 				Msg("node id held by a lease this data directory does not know (a lost or replaced disk?); waiting for it to lapse")
 			warned = true
 		}

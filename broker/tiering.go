@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/cache"
 	"github.com/sluice-mq/sluice/meta"
@@ -49,7 +51,7 @@ func (b *Broker) startTiering(ctx context.Context) error {
 	store := b.cfg.Objects
 	if store == nil {
 		opts := b.cfg.ObjectStoreOptions
-		opts.Logger = b.logger.With().Str("component", "objstore").Logger()
+		opts.Logger = b.nodeLog // each store names its own component
 		if store, err = objopen.URL(ctx, url, opts); err != nil {
 			return fmt.Errorf("broker: object store %s: %w", url, err)
 		}
@@ -59,7 +61,7 @@ func (b *Broker) startTiering(ctx context.Context) error {
 		return fmt.Errorf("broker: read cache: %w", err)
 	}
 	m, err := tier.New(tier.Config{Store: store, Index: b.store, Cache: c, Now: b.now,
-		Logger: b.logger, ChunkBytes: b.cfg.TierChunkBytes})
+		Logger: b.nodeLog, ChunkBytes: b.cfg.TierChunkBytes})
 	if err != nil {
 		c.Close()
 		return err
@@ -121,7 +123,7 @@ func (b *Broker) remoteRange(ctx context.Context, p *partition.Partition) tier.R
 	}
 	r, err := b.tiers.Range(ctx, p.TopicID(), p.Index())
 	if err != nil {
-		b.logger.Warn().Err(err).Str("topic", p.Topic()).Int32("partition", p.Index()).Msg("read remote index head")
+		readerLevel(b.logger, err).Err(err).Str("topic", p.Topic()).Int32("partition", p.Index()).Msg("read remote index head")
 		return tier.Range{}
 	}
 	return r
@@ -147,8 +149,19 @@ func (b *Broker) readRemote(ctx context.Context, p *partition.Partition, from wa
 	case errors.Is(err, tier.ErrOffsetOutOfRange):
 		return nil, fmt.Errorf("%w: %w", wal.ErrOffsetOutOfRange, err)
 	}
-	b.logger.Warn().Err(err).Str("topic", p.Topic()).Int32("partition", p.Index()).Int64("offset", int64(from)).Msg("remote read failed")
+	readerLevel(b.logger, err).Err(err).Str("topic", p.Topic()).Int32("partition", p.Index()).Int64("offset", int64(from)).Msg("remote read failed")
 	return nil, fmt.Errorf("%w: %w", errRemoteRead, err)
+}
+
+// readerLevel is the level of a failed read for a client: debug when the
+// client gave up (its request's context was cancelled: a consumer that
+// ends its long poll, a closed connection), which is not the operator's
+// concern; a warning otherwise.
+func readerLevel(logger zerolog.Logger, err error) *zerolog.Event {
+	if errors.Is(err, context.Canceled) {
+		return logger.Debug()
+	}
+	return logger.Warn()
 }
 
 // position is Partition.Position over the whole log, local and remote:

@@ -185,7 +185,8 @@ func coreState(st meta.PartitionState) replica.State {
 }
 
 func (b *Broker) openPartition(tp *topic, i int32) (*partition.Partition, error) {
-	logger := b.logger.With().Str("topic", tp.meta.Name).Int32("partition", i).Logger()
+	// The wal adds component=wal; the partition's own lines say partition.
+	logger := b.nodeLog.With().Str("topic", tp.meta.Name).Int32("partition", i).Logger()
 	var l *wal.Log
 	var err error
 	if b.journal != nil {
@@ -216,7 +217,7 @@ func (b *Broker) openPartition(tp *topic, i int32) (*partition.Partition, error)
 		ProducerExpiry: b.cfg.ProducerIDExpiration,
 		Now:            b.now,
 		Metrics:        b.m,
-		Logger:         logger,
+		Logger:         logger.With().Str("component", "partition").Logger(),
 	})
 	if err != nil {
 		_ = l.Close()

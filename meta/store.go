@@ -49,14 +49,15 @@ const (
 type Store struct {
 	log       zerolog.Logger
 	prefix    string
-	maxTxnOps int         // operations one etcd transaction may carry
-	stopping  atomic.Bool // set by Close: etcd's shutdown noise is logged at debug
+	maxTxnOps int           // operations one etcd transaction may carry
+	stopping  atomic.Bool   // set by Close: etcd's shutdown noise is logged at debug
+	warnings  *etcdWarnings // etcd's repeated warnings, summarised (etcdlog.go)
 	client    *clientv3.Client
 	etcd      *embed.Etcd // nil when connected to external endpoints
 
 	done     chan struct{}  // closed by Close: stops watchers
 	watchers sync.WaitGroup // topic watchers; waited for before the client closes
-	bg       sync.WaitGroup // the embedded server's error logger; ends when the server stops
+	bg       sync.WaitGroup // the embedded server's error logger (ends when the server stops) and the warning summaries (end with done)
 
 	mu        sync.Mutex
 	closed    bool   // guarded by mu
@@ -87,11 +88,13 @@ func Open(ctx context.Context, cfg Config, log zerolog.Logger) (*Store, error) {
 			s.maxTxnOps = EmbeddedMaxTxnOps
 		}
 	}
-	zlog := newEtcdLogger(log, &s.stopping)
+	zlog, warnings := newEtcdLogger(log, &s.stopping)
+	s.warnings = warnings
 	endpoints := cfg.Endpoints
 	if len(endpoints) == 0 {
 		e, err := startEmbedded(ctx, cfg, zlog)
 		if err != nil {
+			warnings.flush(true)
 			return nil, err
 		}
 		s.etcd = e
@@ -99,6 +102,8 @@ func Open(ctx context.Context, cfg Config, log zerolog.Logger) (*Store, error) {
 		s.bg.Add(1)
 		go s.logEmbeddedErrors(e)
 	}
+	s.bg.Add(1)
+	go s.summariseEtcdWarnings()
 	client, err := clientv3.New(clientv3.Config{
 		Endpoints:   endpoints,
 		DialTimeout: dialTimeout,
@@ -197,6 +202,22 @@ func (s *Store) logEmbeddedErrors(e *embed.Etcd) {
 	}
 }
 
+// summariseEtcdWarnings writes the counts of etcd's repeated warnings as
+// their windows end, until Close.
+func (s *Store) summariseEtcdWarnings() {
+	defer s.bg.Done()
+	t := time.NewTicker(s.warnings.window / 6)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+			s.warnings.flush(false)
+		}
+	}
+}
+
 // ensureLayout writes the layout version on first use and refuses a newer one.
 func (s *Store) ensureLayout(ctx context.Context) error {
 	val, err := s.createOnce(ctx, s.prefix+"layout", strconv.Itoa(layoutVersion))
@@ -288,6 +309,7 @@ func (s *Store) Close() error {
 	s.stopping.Store(true)
 	s.stopEmbedded()
 	s.bg.Wait()
+	s.warnings.flush(true)
 	s.log.Info().Msg("metadata store closed")
 	return errors.Join(errs...)
 }

@@ -228,7 +228,9 @@ func (l *Log) SetFencedEpoch(e Epoch) error {
 	l.mu.Lock()
 	l.fenced = e
 	l.mu.Unlock()
-	l.log.Info().Int32("epoch", int32(e)).Msg("wal: fenced")
+	// Debug: every replica of a partition fences at every election; the
+	// controller logs the election once at info.
+	l.log.Debug().Int32("epoch", int32(e)).Msg("wal: fenced")
 	return nil
 }
 
@@ -266,7 +268,7 @@ func (l *Log) assignEpoch(e Epoch, start Offset, leading bool) error {
 	l.mu.Lock()
 	l.epochs = entries
 	l.mu.Unlock()
-	l.log.Info().Int32("epoch", int32(e)).Int64("start", int64(start)).Msg("wal: new leader epoch")
+	l.log.Debug().Int32("epoch", int32(e)).Int64("start", int64(start)).Msg("wal: new leader epoch") // debug, as "wal: fenced"
 	return nil
 }
 

@@ -167,7 +167,7 @@ func OpenJournal(fs vfs.FS, dir string, cfg JournalConfig, log zerolog.Logger) (
 		n += len(refs)
 	}
 	j.log.Info().Int64("checkpoint", j.ckptLSN).Int64("end", j.lsn).Int64("bytes_scanned", scanned).
-		Int("records", n).Int("keys", len(j.recovered)).Dur("took", time.Since(began)).Msg("wal: journal recovered")
+		Int("records", n).Int("keys", len(j.recovered)).Int64("took_ms", time.Since(began).Milliseconds()).Msg("wal: journal recovered")
 	j.wg.Add(1)
 	go func() { defer j.wg.Done(); j.commitLoop() }()
 	return j, nil

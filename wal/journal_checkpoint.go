@@ -118,7 +118,7 @@ func (j *Journal) Checkpoint() error {
 		}
 	}
 	j.log.Debug().Int64("lsn", lsn).Int("logs", len(logs)).Int("files_removed", len(victims)).
-		Dur("took", time.Since(began)).Msg("wal: journal checkpoint")
+		Int64("took_ms", time.Since(began).Milliseconds()).Msg("wal: journal checkpoint")
 	return nil
 }
 

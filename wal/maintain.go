@@ -264,6 +264,6 @@ func (l *Log) finishTruncate(keep *segment, victims []*segment) error {
 	if err := l.fs.SyncDir(l.dir); err != nil {
 		return l.fail(fmt.Errorf("wal: fsync dir %s: %w", l.dir, err))
 	}
-	l.log.Info().Int64("to", int64(keep.idx.next)).Int("segments_removed", len(victims)).Msg("wal: truncated")
+	l.log.Debug().Int64("to", int64(keep.idx.next)).Int("segments_removed", len(victims)).Msg("wal: truncated") // the caller logs it at info
 	return nil
 }

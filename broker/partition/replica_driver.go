@@ -155,11 +155,18 @@ func (p *Partition) syncInline() {
 // fails with it.
 func (p *Partition) truncate(to wal.Offset) bool {
 	p.truncations.Add(1)
+	oldEnd := p.log.EndOffset()
 	if err := p.log.Truncate(to); err != nil {
 		p.failLog(fmt.Errorf("truncate to %d: %w", to, err))
 		return false
 	}
-	p.logger.Info().Int64("offset", int64(to)).Msg("truncated the log to the leader's")
+	// The one line of a truncation (the wal's is debug); info only when
+	// records went: a truncation is otherwise part of following a leader.
+	ev := p.logger.Debug()
+	if oldEnd > to {
+		ev = p.logger.Info()
+	}
+	ev.Int64("offset", int64(to)).Int64("old_end", int64(oldEnd)).Msg("truncated the log to the leader's")
 	p.producers = make(map[int64]*producerState)
 	if err := p.rebuildProducers(); err != nil {
 		p.failLog(err)

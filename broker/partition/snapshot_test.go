@@ -218,17 +218,18 @@ type truncationFixture struct {
 	t    *testing.T
 	fs   *vfs.Mem
 	part *Partition
+	log  zerolog.Logger // the log's and the partition's; zero value: none
 }
 
 func (f *truncationFixture) open() {
 	f.t.Helper()
-	l, err := wal.Open(f.fs, "log", wal.Config{}.WithDefaults(), zerolog.Nop())
+	l, err := wal.Open(f.fs, "log", wal.Config{}.WithDefaults(), f.log)
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	p, err := Open(l, Options{Topic: "t", Self: 1, Queue: 16, FS: f.fs, SnapshotPath: "p.producers",
 		ProducerExpiry: time.Hour, Now: func() time.Time { return time.UnixMilli(1_000_000) },
-		Logger: zerolog.Nop(), Net: quietNet{}})
+		Logger: f.log, Net: quietNet{}})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -73,6 +73,6 @@ func (c *offsetClock) read() {
 		}
 	}
 	if old := time.Duration(c.offset.Swap(int64(d))); old != d {
-		c.log.Warn().Dur("from", old).Dur("to", d).Msg("clock offset changed (--clock-offset-file)")
+		c.log.Warn().Int64("from_ms", old.Milliseconds()).Int64("to_ms", d.Milliseconds()).Msg("clock offset changed (--clock-offset-file)")
 	}
 }
