@@ -34,8 +34,8 @@ import (
 const isolationCheck = 250 * time.Millisecond
 
 // isolationWait is how long a partition this controller leads must stay
-// unfollowed before it resigns: two controller leases, so that a follower
-// restarting or catching up does not move the controller.
+// unfollowed before it resigns: two controller leases (4 s by default), so
+// that a follower restarting or catching up does not move the controller.
 func (b *Broker) isolationWait() time.Duration { return 2 * b.cfg.ControllerTTL }
 
 // isolationLoop signals ctlResign while this broker is the controller and

@@ -51,7 +51,7 @@
 //	                                        (RegisterTakingOver)
 //	<prefix>controller/<lease id, hex>      node id, decimal (raw string): one key per
 //	                                        candidate (concurrency.Election), bound to its
-//	                                        session lease (default TTL 5 s); the key with the
+//	                                        session lease (default TTL 2 s); the key with the
 //	                                        lowest create revision is the controller, and
 //	                                        that create revision is the controller epoch
 //	<prefix>offsets/<tenant>/<group>/<topicID>/<n>

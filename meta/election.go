@@ -35,8 +35,15 @@ import (
 )
 
 // DefaultControllerTTL is the session TTL Campaign uses when given zero: a
-// controller that dies without resigning is replaced within about this long.
-const DefaultControllerTTL = 5 * time.Second
+// controller that dies without resigning is replaced within about this long
+// (plus etcd's own election when the dead broker also led etcd: a new etcd
+// leader grants every lease a fresh TTL). Partitions the dead controller led
+// wait for its successor, so this is their failover time too. 2 s is the
+// shortest lease etcd grants with its default 1 s election timeout; the
+// session renews it every third of that, and a controller lost to a slow
+// renewal only moves the post (every controller write is fenced by
+// IfLeader), so a short lease costs no safety.
+const DefaultControllerTTL = 2 * time.Second
 
 // ErrControllerLost: the session ended before the campaign's win could be used.
 var ErrControllerLost = errors.New("meta: controller leadership lost")
