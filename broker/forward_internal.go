@@ -45,6 +45,9 @@ const (
 	// maxInternalBody bounds a forwarded body (the public API's bound plus
 	// room for batch framing).
 	maxInternalBody = maxHTTPBody + 1<<20
+	// maxInternalAnswer bounds an internal answer read into memory: a read
+	// of httpMaxFetchBytes carries each payload as text and as base64.
+	maxInternalAnswer = 4 * httpMaxFetchBytes
 	// leaderChangeWait is how long a forwarded call that found no leader
 	// waits for this broker's view of the leader to change before trying
 	// again; it is also the pause between attempts.
@@ -359,7 +362,7 @@ func (b *Broker) postPeer(ctx context.Context, node int32, t *topic, index int32
 			Message: fmt.Sprintf("node %d, the leader of %s-%d, did not answer: %v; retry", node, t.meta.Name, index, err)}
 	}
 	defer func() { _ = resp.Body.Close() }()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxInternalBody))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxInternalAnswer))
 	if err != nil {
 		return &apiError{Status: http.StatusServiceUnavailable, Code: "peer_unreachable",
 			Message: fmt.Sprintf("node %d, the leader of %s-%d: reading its answer: %v; retry", node, t.meta.Name, index, err)}
