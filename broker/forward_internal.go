@@ -97,15 +97,8 @@ func (b *Broker) internalBatches(w http.ResponseWriter, r *http.Request) {
 		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxInternalBody))
 	}
 	var pbs []*publishBatch
-	for err == nil && len(body) > 0 {
-		var h wal.BatchHeader
-		if h, err = wal.ParseBatchHeader(body); err == nil && h.Size() > len(body) {
-			err = fmt.Errorf("%w: batch of %d bytes in %d", errCorruptMessage, h.Size(), len(body))
-		}
-		if err == nil {
-			pbs = append(pbs, &publishBatch{partition: p.Index(), raw: body[:h.Size()], count: int(max(h.RecordCount, 0))})
-			body = body[h.Size():]
-		}
+	if err == nil {
+		pbs, err = splitBatches(body, p.Index())
 	}
 	if err != nil {
 		b.writeError(w, r, err)
@@ -120,6 +113,28 @@ func (b *Broker) internalBatches(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"results": res})
+}
+
+// splitBatches cuts a body of back-to-back record batches into batches for
+// partition index. Each batch is checked whole later (validateBatch); here
+// only its length must fit.
+func splitBatches(body []byte, index int32) ([]*publishBatch, error) {
+	var pbs []*publishBatch
+	for len(body) > 0 {
+		h, err := wal.ParseBatchHeader(body)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", errCorruptMessage, err)
+		}
+		if h.Size() > len(body) {
+			return nil, fmt.Errorf("%w: batch of %d bytes in %d", errCorruptMessage, h.Size(), len(body))
+		}
+		pbs = append(pbs, &publishBatch{partition: index, raw: body[:h.Size()], count: int(max(h.RecordCount, 0))})
+		body = body[h.Size():]
+	}
+	if len(pbs) == 0 {
+		return nil, badRequest("no record batch")
+	}
+	return pbs, nil
 }
 
 type internalReadRequest struct {
