@@ -25,6 +25,10 @@ func TestCommandLine(t *testing.T) {
 		{"unknown flag", []string{"--no-such-flag"}, 2, "", "flag provided but not defined", ""},
 		{"help", []string{"--help"}, 0, "", "usage: sluiced", ""},
 		{"bad configuration", []string{"--node-id", "-1"}, 1, "", "must not be negative", "usage"},
+		// Every key of the sample file is a flag (the node id on the
+		// command line wins, and stops the broker before it starts).
+		{"sample config file", []string{"--config", "../../deploy/sluiced.yaml", "--node-id", "-1"}, 1, "", "must not be negative", "unknown key"},
+		{"topic defaults checked", []string{"--default-replication-factor", "2", "--default-min-insync-replicas", "3"}, 1, "", "every acks=all write would be refused", ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
