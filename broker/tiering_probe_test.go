@@ -102,7 +102,7 @@ func readyz(t *testing.T, b *Broker) (int, string) {
 	return resp.StatusCode, string(body)
 }
 
-// failedProbes is the log's count of probes that failed after the first.
+// stillFailing is the DEBUG message of each probe that fails after the first.
 const stillFailing = "object store still not usable"
 
 func TestReadyzRefusesAnUnusableObjectStore(t *testing.T) {
