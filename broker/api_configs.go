@@ -17,6 +17,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/broker/controller"
 )
 
 func handleDescribeConfigs(b *Broker, _ context.Context, req *request) (reply, error) {
@@ -33,7 +35,7 @@ func handleDescribeConfigs(b *Broker, _ context.Context, req *request) (reply, e
 				sr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				break
 			}
-			sr.Configs = describeTopicConfigs(t.meta.Configs, rr.ConfigNames, r.IncludeDocumentation)
+			sr.Configs = describeTopicConfigs(t.meta.Configs, t.meta.ReplicationFactor, b.cfg.topicDefaults(), rr.ConfigNames, r.IncludeDocumentation)
 		case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
 			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(b.cfg.NodeID)) {
 				sr.ErrorCode = kerr.InvalidRequest.Code
@@ -41,7 +43,8 @@ func handleDescribeConfigs(b *Broker, _ context.Context, req *request) (reply, e
 				break
 			}
 			if rr.ResourceType == kmsg.ConfigResourceTypeBroker && rr.ResourceName != "" {
-				sr.Configs = describeBrokerConfigs(brokerConfigEntries(b.cfg), rr.ConfigNames, r.IncludeSynonyms, r.IncludeDocumentation)
+				auto := controller.DefaultReplicationFactor(b.placementBrokers())
+				sr.Configs = describeBrokerConfigs(brokerConfigEntries(b.cfg, auto), rr.ConfigNames, r.IncludeSynonyms, r.IncludeDocumentation)
 			}
 		default:
 			sr.ErrorCode = kerr.InvalidRequest.Code
@@ -52,7 +55,10 @@ func handleDescribeConfigs(b *Broker, _ context.Context, req *request) (reply, e
 	return done(resp), nil
 }
 
-func describeTopicConfigs(explicit map[string]string, names []string, docs bool) []kmsg.DescribeConfigsResponseResourceConfig {
+// describeTopicConfigs describes a topic with the explicit configs and
+// replicationFactor replicas: each value in force, from the topic, the
+// broker's flags or the built-in default (topicdefaults.go).
+func describeTopicConfigs(explicit map[string]string, replicationFactor int16, defaults topicDefaults, names []string, docs bool) []kmsg.DescribeConfigsResponseResourceConfig {
 	want := nameFilter(names)
 	var out []kmsg.DescribeConfigsResponseResourceConfig
 	for _, key := range topicConfigKeys() {
@@ -60,15 +66,12 @@ func describeTopicConfigs(explicit map[string]string, names []string, docs bool)
 			continue
 		}
 		def := topicConfigDefs[key]
-		value, isDefault := effectiveConfig(explicit, key)
+		value, source := defaults.enforced(explicit, replicationFactor, key)
 		c := kmsg.NewDescribeConfigsResponseResourceConfig()
 		c.Name = key
 		c.Value = kmsg.StringPtr(value)
-		c.IsDefault = isDefault
-		c.Source = kmsg.ConfigSourceDynamicTopicConfig
-		if isDefault {
-			c.Source = kmsg.ConfigSourceDefaultConfig
-		}
+		c.Source = source
+		c.IsDefault = source == kmsg.ConfigSourceDefaultConfig
 		c.ConfigType = topicConfigType(def.kind)
 		if docs {
 			c.Documentation = kmsg.StringPtr(def.doc)
@@ -88,8 +91,8 @@ type brokerConfigEntry struct {
 }
 
 // topicDefaultsAtBroker names the broker-level Kafka config whose value is
-// the default of each topic config. Sluice's topic defaults are fixed, so
-// these always describe as defaults.
+// the default of each topic config: the broker's flag where it has one
+// (Config.topicDefaults), else the built-in default.
 var topicDefaultsAtBroker = map[string]string{
 	cfgRetentionMs:       "log.retention.ms",
 	cfgRetentionBytes:    "log.retention.bytes",
@@ -107,9 +110,17 @@ var topicDefaultsAtBroker = map[string]string{
 // brokerConfigEntries lists the settings of cfg that Kafka has a broker
 // config for, sorted by name. A value equal to DefaultConfig's describes as
 // a default: a flag set to its default value cannot be told apart.
-func brokerConfigEntries(cfg Config) []brokerConfigEntry {
+// autoReplication is the replication factor a new topic gets without
+// --default-replication-factor (one per AZ of the live brokers, at most 3).
+func brokerConfigEntries(cfg Config, autoReplication int) []brokerConfigEntry {
 	d := DefaultConfig()
 	num := func(n int64) string { return strconv.FormatInt(n, 10) }
+	replication := func(c Config) string {
+		if c.DefaultReplicationFactor > 0 {
+			return num(int64(c.DefaultReplicationFactor))
+		}
+		return num(int64(autoReplication))
+	}
 	ms := func(x time.Duration) string { return num(x.Milliseconds()) }
 	perIP := func(n int) string { // Sluice's 0 is no bound; Kafka's 0 admits no one
 		if n == 0 {
@@ -122,7 +133,7 @@ func brokerConfigEntries(cfg Config) []brokerConfigEntry {
 		{"broker.rack", cfg.AZ, d.AZ, kmsg.ConfigTypeString, "the availability zone of this broker"},
 		{"auto.create.topics.enable", strconv.FormatBool(cfg.AutoCreateTopics), strconv.FormatBool(d.AutoCreateTopics), kmsg.ConfigTypeBoolean, "create a topic when a client asks for its metadata"},
 		{"num.partitions", num(int64(cfg.DefaultPartitions)), num(int64(d.DefaultPartitions)), kmsg.ConfigTypeInt, "partitions of an automatically created topic"},
-		{"default.replication.factor", "1", "1", kmsg.ConfigTypeInt, "replicas of a topic; a Sluice broker holds the only replica"},
+		{"default.replication.factor", replication(cfg), replication(d), kmsg.ConfigTypeInt, "replicas of a topic created without a replication factor (by default one per AZ of the live brokers, at most 3)"},
 		{"socket.request.max.bytes", num(int64(cfg.MaxRequestBytes)), num(int64(d.MaxRequestBytes)), kmsg.ConfigTypeInt, "largest request frame accepted"},
 		{"queued.max.request.bytes", num(cfg.QueuedMaxRequestBytes), num(d.QueuedMaxRequestBytes), kmsg.ConfigTypeLong, "request bytes held at once over all connections"},
 		{"fetch.max.bytes", num(int64(cfg.FetchMaxBytes)), num(int64(d.FetchMaxBytes)), kmsg.ConfigTypeInt, "largest fetch response"},
@@ -138,7 +149,13 @@ func brokerConfigEntries(cfg Config) []brokerConfigEntry {
 	}
 	for topicKey, name := range topicDefaultsAtBroker {
 		def := topicConfigDefs[topicKey]
-		out = append(out, brokerConfigEntry{name, def.def, def.def, topicConfigType(def.kind), "default of topic config " + topicKey + ": " + def.doc})
+		value, _ := cfg.topicDefaults().value(nil, topicKey)
+		builtin, _ := d.topicDefaults().value(nil, topicKey)
+		doc := "default of topic config " + topicKey + ": " + def.doc
+		if topicKey == cfgMinInsyncReplicas {
+			doc += "; never fewer than a majority of a partition's replicas"
+		}
+		out = append(out, brokerConfigEntry{name, value, builtin, topicConfigType(def.kind), doc})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out

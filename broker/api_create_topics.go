@@ -61,15 +61,13 @@ func createTopicFromRequest(b *Broker, ctx context.Context, rt kmsg.CreateTopics
 	st.TopicID = t.ID
 	st.NumPartitions = t.Partitions
 	st.ReplicationFactor = t.ReplicationFactor
+	defaults := b.cfg.topicDefaults()
 	for _, key := range topicConfigKeys() {
-		value, isDefault := effectiveConfig(t.Configs, key)
+		value, source := defaults.enforced(t.Configs, t.ReplicationFactor, key)
 		c := kmsg.NewCreateTopicsResponseTopicConfig()
 		c.Name = key
 		c.Value = &value
-		c.Source = int8(kmsg.ConfigSourceDynamicTopicConfig)
-		if isDefault {
-			c.Source = int8(kmsg.ConfigSourceDefaultConfig)
-		}
+		c.Source = int8(source)
 		st.Configs = append(st.Configs, c)
 	}
 	return nil

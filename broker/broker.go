@@ -48,6 +48,7 @@ type Broker struct {
 	incarnation replica.Incarnation
 
 	objects    objstore.Store         // tiering (tiering.go); set in Run before partitions open
+	probe      storeProbe             // the object store's readiness (tiering_probe.go)
 	diskFull   atomic.Pointer[string] // why produce is refused (diskguard.go); "" or nil: accepted
 	restarting sync.Map               // partitionKey → true while restartBehindLeader reopens it
 	rcache     *cache.Cache

@@ -358,7 +358,7 @@ func (b *Broker) applyTopicEvent(ctx context.Context, ev meta.TopicEvent) {
 func (b *Broker) place(n, rf int) ([][]int32, error) {
 	brokers := b.placementBrokers()
 	if rf == -1 {
-		rf = controller.DefaultReplicationFactor(brokers)
+		rf = b.defaultReplicationFactor(brokers)
 	}
 	assign, err := controller.Place(brokers, n, rf, b.placementLoad())
 	switch {

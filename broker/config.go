@@ -69,6 +69,17 @@ type Config struct {
 
 	AutoCreateTopics  bool
 	DefaultPartitions int32
+	// DefaultReplicationFactor is the replication factor of a topic created
+	// without one (auto-created, or CreateTopics asking for the default);
+	// 0 is one replica per AZ of the live brokers, at most 3.
+	DefaultReplicationFactor int
+	// DefaultRetentionMs is retention.ms of a topic that sets none
+	// (Kafka's log.retention.ms); 24 h by default.
+	DefaultRetentionMs int64
+	// DefaultMinInsyncReplicas is min.insync.replicas of a topic that sets
+	// none (Kafka's broker-level min.insync.replicas). A write is committed
+	// on at least a majority of a partition's replicas whatever it says.
+	DefaultMinInsyncReplicas int
 
 	// RetentionCheckInterval is how often each partition rolls aged
 	// segments and applies retention.
@@ -129,28 +140,30 @@ type Config struct {
 // DefaultConfig returns the settings of a lone broker started with no flags.
 func DefaultConfig() Config {
 	return Config{
-		NodeID:                 1,
-		AZ:                     "az1",
-		DataDir:                "data",
-		KafkaListen:            "127.0.0.1:9092",
-		HTTPListen:             "127.0.0.1:8080",
-		InterBrokerListen:      "127.0.0.1:9093",
-		AutoCreateTopics:       true,
-		DefaultPartitions:      1,
-		RetentionCheckInterval: 30 * time.Second,
-		ReadCacheBytes:         256 << 20,
-		PageCacheTailBytes:     64 << 20,
-		TierGrace:              10 * time.Minute,
-		DiskMinFreeBytes:       64 << 20,
-		ScrubInterval:          time.Hour,
-		MaxRequestBytes:        100 << 20,
-		QueuedMaxRequestBytes:  100 << 20,
-		FetchMaxBytes:          55 << 20,
-		MaxConnections:         10000,
-		MaxConnectionsPerIP:    0,
-		ConnectionsMaxIdle:     10 * time.Minute,
-		PartitionQueue:         256,
-		ProducerIDExpiration:   24 * time.Hour,
+		NodeID:                   1,
+		AZ:                       "az1",
+		DataDir:                  "data",
+		KafkaListen:              "127.0.0.1:9092",
+		HTTPListen:               "127.0.0.1:8080",
+		InterBrokerListen:        "127.0.0.1:9093",
+		AutoCreateTopics:         true,
+		DefaultPartitions:        1,
+		DefaultRetentionMs:       24 * time.Hour.Milliseconds(),
+		DefaultMinInsyncReplicas: 1,
+		RetentionCheckInterval:   30 * time.Second,
+		ReadCacheBytes:           256 << 20,
+		PageCacheTailBytes:       64 << 20,
+		TierGrace:                10 * time.Minute,
+		DiskMinFreeBytes:         64 << 20,
+		ScrubInterval:            time.Hour,
+		MaxRequestBytes:          100 << 20,
+		QueuedMaxRequestBytes:    100 << 20,
+		FetchMaxBytes:            55 << 20,
+		MaxConnections:           10000,
+		MaxConnectionsPerIP:      0,
+		ConnectionsMaxIdle:       10 * time.Minute,
+		PartitionQueue:           256,
+		ProducerIDExpiration:     24 * time.Hour,
 		Meta: meta.Config{
 			ListenClient: "127.0.0.1:2379",
 			ListenPeer:   "127.0.0.1:2380",
@@ -189,6 +202,9 @@ func (c Config) Validate() error {
 	}
 	if c.DefaultPartitions < 1 {
 		return fmt.Errorf("broker: default partitions %d must be at least 1", c.DefaultPartitions)
+	}
+	if err := c.validateTopicDefaults(); err != nil {
+		return err
 	}
 	if c.RetentionCheckInterval <= 0 {
 		return fmt.Errorf("broker: retention check interval %v must be positive", c.RetentionCheckInterval)

@@ -1,7 +1,9 @@
 package broker
 
 // This file owns the HTTP endpoints: /metrics, /healthz, /readyz and
-// /debug/pprof/. The JSON API (http_api.go) joins them here.
+// /debug/pprof/. The JSON API (http_api.go) joins them here. /readyz is 200
+// once the broker serves Kafka and HTTP and its object store passed its
+// probe; otherwise 503 with the reason.
 
 import (
 	"net/http"
@@ -20,6 +22,12 @@ func (b *Broker) httpHandler() http.Handler {
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !b.ready.Load() {
 			http.Error(w, "not ready\n", http.StatusServiceUnavailable)
+			return
+		}
+		// An object store the broker cannot use keeps it out of a load
+		// balancer, with the store's own answer (tiering_probe.go).
+		if why := b.storeNotReady(); why != "" {
+			http.Error(w, "not ready: "+why+"\n", http.StatusServiceUnavailable)
 			return
 		}
 		_, _ = w.Write([]byte("ready\n"))

@@ -125,7 +125,7 @@ func (b *Broker) httpDescribeTopic(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Partitions = append(out.Partitions, pd)
 	}
-	for _, c := range describeTopicConfigs(t.meta.Configs, nil, false) {
+	for _, c := range describeTopicConfigs(t.meta.Configs, t.meta.ReplicationFactor, b.cfg.topicDefaults(), nil, false) {
 		out.Configs = append(out.Configs, topicConfig{Name: c.Name, Value: derefString(c.Value), IsDefault: c.IsDefault})
 	}
 	writeJSON(w, http.StatusOK, out)

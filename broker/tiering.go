@@ -1,7 +1,7 @@
 package broker
 
-// tiering.go wires tier/ into the broker: it opens the object store and the
-// read cache, runs the tiering manager on the maintenance ticks (uploads on
+// tiering.go wires tier/ into the broker: it opens the object store (and
+// starts its probe, tiering_probe.go) and the read cache, runs the tiering manager on the maintenance ticks (uploads on
 // the partitions this broker leads, the retention state machine on every
 // partition it hosts), and answers the questions the Kafka and HTTP handlers
 // ask of the remote log: where the log starts, and the records below the
@@ -67,13 +67,16 @@ func (b *Broker) startTiering(ctx context.Context) error {
 		return err
 	}
 	b.objects, b.rcache, b.tiers = store, c, m
-	b.logger.Info().Str("object_store", url).Int64("read_cache_bytes", b.cfg.ReadCacheBytes).Msg("tiering ready")
+	// "tiering ready" is logged once the store passed its probe
+	// (tiering_probe.go); until then the broker is not ready.
+	b.startStoreProbe(store, url)
 	return nil
 }
 
 // stopTiering waits for the manager's work (its context is already
 // cancelled) and closes the cache.
 func (b *Broker) stopTiering() {
+	b.stopStoreProbe()
 	if b.tiers != nil {
 		b.tiers.Wait()
 	}

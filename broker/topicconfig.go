@@ -166,7 +166,9 @@ func (s topicSettings) policy(grace time.Duration) tier.Policy {
 		LocalRetentionMs: s.LocalRetentionMs, LocalRetentionBytes: s.LocalRetentionBytes, Grace: grace}.Resolve()
 }
 
-// effectiveConfig returns the value of key: explicitly set, or the default.
+// effectiveConfig returns the value of key: explicitly set, or the built-in
+// default. What a topic describes as goes through topicDefaults, which also
+// knows the broker's flags.
 func effectiveConfig(configs map[string]string, key string) (value string, isDefault bool) {
 	if v, ok := configs[key]; ok {
 		return v, false
@@ -174,9 +176,16 @@ func effectiveConfig(configs map[string]string, key string) (value string, isDef
 	return topicConfigDefs[key].def, true
 }
 
+// parseSettings is parseSettingsWith the built-in defaults.
 func parseSettings(configs map[string]string) topicSettings {
+	return parseSettingsWith(configs, nil)
+}
+
+// parseSettingsWith parses a topic's effective settings: its explicit
+// configs over the broker's defaults (topicdefaults.go).
+func parseSettingsWith(configs map[string]string, defaults topicDefaults) topicSettings {
 	num := func(key string) int64 {
-		v, _ := effectiveConfig(configs, key)
+		v, _ := defaults.value(configs, key)
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil { // stored configs were validated; fall back to the default
 			n, _ = strconv.ParseInt(topicConfigDefs[key].def, 10, 64)

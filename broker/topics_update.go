@@ -93,7 +93,7 @@ func (b *Broker) adoptTopic(ctx context.Context, t *topic, mt meta.Topic) error 
 			return err
 		}
 	}
-	nt := &topic{meta: mt, settings: parseSettings(mt.Configs), states: states, partitions: slices.Clone(t.partitions)}
+	nt := &topic{meta: mt, settings: parseSettingsWith(mt.Configs, b.cfg.topicDefaults()), states: states, partitions: slices.Clone(t.partitions)}
 	var fresh []*partition.Partition
 	for i := len(t.partitions); i < len(states); i++ {
 		var p *partition.Partition

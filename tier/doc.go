@@ -19,6 +19,8 @@
 //   - manifest.go, keys.go: what tier writes to the bucket besides objects.
 //   - scrub.go, inspect.go: orphans (shared by the broker and tierctl) and
 //     read-only inspection for tierctl.
+//   - probe.go: access checks of a store before it is trusted: the broker's
+//     write probe (its readiness) and tierctl's listing.
 //
 // # Watermarks of a tiered partition, all only moving forward
 //
@@ -44,7 +46,9 @@
 // <uuid> is new for every attempt, so no key is ever written twice and an
 // upload from a deposed leader can only be an orphan. Objects are drawn in
 // tier/object/doc.go. A key that does not parse is not Sluice's: the scrub
-// never deletes it.
+// never deletes it. The one exception is a broker's probe object,
+// sluice-probe/broker-<node id> (probe.go), which lives for the moment of a
+// probe; a crash can leave it, and the broker's next probe removes it.
 //
 // # Manifest, version 1
 //

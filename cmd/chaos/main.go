@@ -5,12 +5,16 @@
 //	chaos run   --scenario leader-kill --duration 60s --seed 1 --dir DIR
 //	chaos check DIR/history.jsonl
 //
+//	chaos --version
+//
 // Exit status: 0 no anomaly, 1 anomalies (or a broker that died by
-// itself), 2 the run could not be carried out.
+// itself), 2 the run could not be carried out, or a mistake on the command
+// line.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -25,6 +29,7 @@ import (
 	"github.com/sluice-mq/sluice/chaos/checker"
 	"github.com/sluice-mq/sluice/chaos/history"
 	"github.com/sluice-mq/sluice/chaos/runner"
+	"github.com/sluice-mq/sluice/cmd/internal/version"
 )
 
 func main() {
@@ -40,6 +45,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	switch args[0] {
+	case "--version", "-version", "version":
+		fmt.Fprintln(stdout, version.String("chaos"))
+		return 0
 	case "run":
 		return runScenario(ctx, args[1:], stdout, stderr)
 	case "check":
@@ -62,6 +70,13 @@ func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.StringVar(&cfg.Tierctl, "tierctl", "bin/tierctl", "tierctl, which re-reads every partition from object storage after the drain (empty: skip)")
 	fs.IntVar(&cfg.Rate, "rate", 400, "sends per second")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintln(stderr, version.Usage("chaos run", fmt.Sprintf("unexpected argument %q (chaos run takes only flags)", fs.Arg(0))))
 		return 2
 	}
 	if cfg.Dir == "" {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -15,22 +16,32 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-mq/sluice/cmd/internal/version"
 	"github.com/sluice-mq/sluice/loadgen"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		switch {
+		case errors.Is(err, flag.ErrHelp):
 			return
+		case errors.Is(err, errUsage):
+			os.Exit(2) // already reported, with usage
 		}
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string) error {
+// errUsage marks a mistake on the command line, already reported on
+// stderr (exit status 2).
+var errUsage = errors.New("usage")
+
+func run(args []string, stdout, stderr io.Writer) error {
 	cfg := loadgen.DefaultConfig()
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	brokers := fs.String("brokers", strings.Join(cfg.Brokers, ","), "comma-separated Kafka bootstrap addresses")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	quiet := fs.Bool("quiet", false, "no live progress line")
@@ -74,7 +85,18 @@ func run(args []string) error {
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, version.String("loadgen"))
+		return nil
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintln(stderr, version.Usage("loadgen", fmt.Sprintf("unexpected argument %q (loadgen takes only flags)", fs.Arg(0))))
+		return errUsage
 	}
 	cfg.Brokers = strings.Split(*brokers, ",")
 	consumersSet := false

@@ -1,12 +1,18 @@
 // Command sluiced runs one Sluice broker. Every flag can also be set in a
 // YAML file given by --config (keys are the flag names); flags on the
 // command line win over the file.
+//
+// Exit status: 0 after a requested shutdown (or --help, --version), 1 when
+// the broker could not start or stopped on an error, 2 for a mistake on the
+// command line (an unknown flag, a stray argument).
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"os"
@@ -21,20 +27,47 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluice-mq/sluice/broker"
+	"github.com/sluice-mq/sluice/cmd/internal/version"
 	"github.com/sluice-mq/sluice/wal"
 	"github.com/sluice-mq/sluice/wal/vfs"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "sluiced:", err)
-		os.Exit(1)
+	os.Exit(exitCode(run(os.Args[1:], os.Stdout, os.Stderr), os.Stderr))
+}
+
+// errUsage marks a mistake on the command line (exit status 2).
+var errUsage = errors.New("usage")
+
+// exitCode reports err on stderr and turns it into the exit status.
+func exitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil || errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		// The flag package has already printed what was wrong with a flag,
+		// and usage; a stray argument is reported here.
+		var ue *usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintln(stderr, version.Usage("sluiced", ue.msg))
+		}
+		return 2
+	default:
+		fmt.Fprintln(stderr, "sluiced:", err)
+		return 1
 	}
 }
 
-func run(args []string) error {
+// usageError is a command-line mistake the flag package does not report.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string        { return e.msg }
+func (e *usageError) Is(target error) bool { return target == errUsage }
+
+func run(args []string, stdout, stderr io.Writer) error {
 	cfg := broker.DefaultConfig()
 	fs := flag.NewFlagSet("sluiced", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	var (
 		nodeID      = fs.Int("node-id", int(cfg.NodeID), "broker id")
 		configFile  = fs.String("config", "", "YAML file with flag values (keys are flag names)")
@@ -70,6 +103,9 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.Journal.CheckpointEvery, "journal-checkpoint-interval", wal.DefaultJournalCheckpointEvery, "longest time between journal checkpoints while records arrive")
 	fs.BoolVar(&cfg.PerPartitionFsync, "per-partition-fsync", cfg.PerPartitionFsync, "fsync each partition's segments per group commit instead of sharing the broker journal's (for comparisons)")
 	fs.BoolVar(&cfg.AutoCreateTopics, "auto-create-topics", cfg.AutoCreateTopics, "create topics on first use, as Kafka does")
+	fs.IntVar(&cfg.DefaultReplicationFactor, "default-replication-factor", cfg.DefaultReplicationFactor, "replicas of a topic created without a replication factor (auto-created, or asking for the default); 0: one per AZ of the live brokers, at most 3")
+	fs.Int64Var(&cfg.DefaultRetentionMs, "default-retention-ms", cfg.DefaultRetentionMs, "retention.ms of a topic that sets none (Kafka's log.retention.ms; -1: keep forever)")
+	fs.IntVar(&cfg.DefaultMinInsyncReplicas, "default-min-insync-replicas", cfg.DefaultMinInsyncReplicas, "min.insync.replicas of a topic that sets none; a write is committed on at least a majority of a partition's replicas whatever it says")
 	fs.DurationVar(&cfg.Coordinator.MinSessionTimeout, "group-min-session-timeout", cfg.Coordinator.MinSessionTimeout, "shortest consumer session timeout accepted")
 	fs.DurationVar(&cfg.Coordinator.MaxSessionTimeout, "group-max-session-timeout", cfg.Coordinator.MaxSessionTimeout, "longest consumer session timeout accepted")
 	fs.DurationVar(&cfg.Coordinator.OffsetsRetention, "offsets-retention", cfg.Coordinator.OffsetsRetention, "how long committed offsets outlive a group's last member")
@@ -83,8 +119,25 @@ func run(args []string) error {
 	fs.DurationVar(&cfg.ControllerTTL, "controller-ttl", cfg.ControllerTTL, "lease of the controller's election key: how long after the controller's loss another broker takes over")
 	volatile := fs.Bool("crash-loses-unsynced", false, "testing: keep every byte of the broker's logs not yet fsynced in process memory (wal/vfs.Volatile), so a kill -9 loses it as a power cut would; slower, never for production")
 	clockFile := fs.String("clock-offset-file", "", "testing: shift the clock of retention, tiering, producer expiry and group sessions by the duration in this file (re-read every 100 ms), for clock-jump tests")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: sluiced [flags]\n\nflags:")
+		fs.PrintDefaults()
+	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	if *showVersion {
+		fmt.Fprintln(stdout, version.String("sluiced"))
+		return nil
+	}
+	// sluiced takes no arguments: a word such as "status" is a mistake,
+	// not a broker to start with every setting at its default.
+	if fs.NArg() > 0 {
+		return &usageError{msg: fmt.Sprintf("unexpected argument %q (sluiced takes only flags)", fs.Arg(0))}
 	}
 	if *configFile != "" {
 		if err := applyConfigFile(fs, *configFile); err != nil {

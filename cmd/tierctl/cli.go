@@ -16,6 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,7 +25,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-mq/sluice/cmd/internal/version"
 	"github.com/sluice-mq/sluice/meta"
+	"github.com/sluice-mq/sluice/tier"
 	"github.com/sluice-mq/sluice/tier/objstore"
 	"github.com/sluice-mq/sluice/tier/objstore/open"
 	"github.com/sluice-mq/sluice/wal"
@@ -114,9 +117,14 @@ func (e *env) dispatch(ctx context.Context, args []string) error {
 	top := flag.NewFlagSet("tierctl", flag.ContinueOnError)
 	top.SetOutput(e.stderr)
 	e.g.register(top)
+	showVersion := top.Bool("version", false, "print the version and exit")
 	top.Usage = func() { e.usage(top) }
 	if err := top.Parse(args); err != nil {
 		return err
+	}
+	if *showVersion {
+		fmt.Fprintln(e.stdout, version.String("tierctl"))
+		return nil
 	}
 	args = top.Args()
 	if len(args) == 0 || args[0] == "help" {
@@ -220,8 +228,24 @@ func (e *env) connect(ctx context.Context, needStore bool) error {
 	if err != nil {
 		return fmt.Errorf("open the object store: %w", err)
 	}
+	// One listing first: a store that cannot be reached, a missing bucket
+	// or credentials that may not read it stop the command here (exit
+	// status 2) instead of surfacing as a problem per partition (status 1),
+	// which would read as damage to the data.
+	if err := tier.CheckListable(ctx, s); err != nil {
+		return fmt.Errorf("object store %s: %w", redactURL(url), err)
+	}
 	e.store = s
 	return nil
+}
+
+// redactURL hides a password in a store URL for messages.
+func redactURL(raw string) string {
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		return raw
+	}
+	return u.Redacted()
 }
 
 func (e *env) close() {

@@ -307,6 +307,7 @@ func TestUsageAndExitStatus(t *testing.T) {
 		{[]string{"ls"}, 2, "--etcd-endpoints is required"},
 		{[]string{"dump", "orders/0", "--etcd-endpoints", etcdURL}, 2, "--offset is required"},
 		{[]string{"export", "orders/0", "--etcd-endpoints", etcdURL, "--out", "x", "--format", "csv"}, 2, "want arrow or parquet"},
+		{[]string{"--version"}, 0, "tierctl "},
 		{[]string{"ls", "--etcd-endpoints", "http://127.0.0.1:1", "--timeout", "200ms", "--object-store", "mem://"}, 2, "connect to etcd"},
 	}
 	for _, tc := range tests {

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestCommandLine runs sluiced's command line in process. Each case fails
+// before the broker would open anything: the node id -1 makes a broker that
+// did start refuse its configuration with exit status 1, so a stray
+// argument that is ignored shows as 1, not as a hang.
+func TestCommandLine(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		code       int
+		stdout     string
+		stderrHas  string
+		stderrLack string
+	}{
+		{"version", []string{"--version"}, 0, "sluiced ", "", "usage"},
+		{"stray argument", []string{"--node-id", "-1", "status"}, 2, "", `unexpected argument "status"`, "node id"},
+		{"stray argument after flags", []string{"--data-dir", t.TempDir(), "--node-id=-1", "start", "now"}, 2, "", `unexpected argument "start"`, "node id"},
+		{"unknown flag", []string{"--no-such-flag"}, 2, "", "flag provided but not defined", ""},
+		{"help", []string{"--help"}, 0, "", "usage: sluiced", ""},
+		{"bad configuration", []string{"--node-id", "-1"}, 1, "", "must not be negative", "usage"},
+		// Every key of the sample file is a flag (the node id on the
+		// command line wins, and stops the broker before it starts).
+		{"sample config file", []string{"--config", "../../deploy/sluiced.yaml", "--node-id", "-1"}, 1, "", "must not be negative", "unknown key"},
+		{"topic defaults checked", []string{"--default-replication-factor", "2", "--default-min-insync-replicas", "3"}, 1, "", "every acks=all write would be refused", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := exitCode(run(tc.args, &stdout, &stderr), &stderr)
+			if code != tc.code || !strings.HasPrefix(stdout.String(), tc.stdout) ||
+				!strings.Contains(stderr.String(), tc.stderrHas) || (tc.stderrLack != "" && strings.Contains(stderr.String(), tc.stderrLack)) {
+				t.Fatalf("sluiced %v: exit %d (want %d)\nstdout: %s\nstderr: %s", tc.args, code, tc.code, stdout.String(), stderr.String())
+			}
+		})
+	}
+}
