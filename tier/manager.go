@@ -121,6 +121,7 @@ type partState struct {
 	waiting   time.Time        // when data above the remote end was first seen; zero if none
 	busy      bool             // an upload or retention step runs
 	lastError error
+	failing   string // the current failure's text, "" while steps succeed; for logging once
 }
 
 // Manager tiers a broker's partitions.
@@ -226,12 +227,31 @@ func (m *Manager) Maintain(ctx context.Context, targets []Target) {
 				s.busy = false
 				m.mu.Unlock()
 			}()
-			if err := m.maintainOne(ctx, t); err != nil && ctx.Err() == nil {
-				m.log.Warn().Err(err).Str("topic_id", fmt.Sprintf("%x", id)).Int32("partition", n).Msg("tiering step failed; retrying at the next pass")
-				m.mu.Lock()
-				s.lastError = err
-				m.mu.Unlock()
+			err := m.maintainOne(ctx, t)
+			if ctx.Err() != nil {
+				return
 			}
+			// One WARN when a partition starts failing, or fails
+			// differently; the same failure again each pass is DEBUG, and
+			// the first success after failures one INFO.
+			m.mu.Lock()
+			was := s.failing
+			s.failing = ""
+			if err != nil {
+				s.lastError, s.failing = err, err.Error()
+			}
+			m.mu.Unlock()
+			ev := m.log.Debug()
+			switch {
+			case err != nil && s.failing != was:
+				ev = m.log.Warn()
+			case err == nil && was != "":
+				m.log.Info().Str("topic_id", fmt.Sprintf("%x", id)).Int32("partition", n).Msg("tiering steps succeed again")
+				return
+			case err == nil:
+				return
+			}
+			ev.Err(err).Str("topic_id", fmt.Sprintf("%x", id)).Int32("partition", n).Msg("tiering step failed; retrying at the next pass")
 		}()
 	}
 }
