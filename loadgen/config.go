@@ -6,6 +6,7 @@ package loadgen
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -14,6 +15,7 @@ import (
 const (
 	SystemKafka     = "kafka"
 	SystemJetStream = "jetstream"
+	SystemHTTP      = "http" // Sluice's HTTP publish API; consumers (if any) over Kafka
 )
 
 // Consumer modes.
@@ -28,16 +30,18 @@ var ErrInvalidConfig = errors.New("loadgen: invalid config")
 
 // Config is one run. Zero-valued Sizes and Keys take the scenario's default.
 type Config struct {
-	System   string   // SystemKafka or SystemJetStream
-	Brokers  []string // Kafka bootstrap addresses
+	System   string   // SystemKafka, SystemJetStream or SystemHTTP
+	Brokers  []string // Kafka bootstrap addresses (http: for consumers only; empty: none)
 	NATSURL  string   // JetStream server URL
+	HTTPURL  string   // HTTP API base URL, e.g. http://127.0.0.1:8080
 	Label    string   // free text carried into the report (e.g. "sync_interval=always")
 	Scenario string   // one of Scenarios()
 	Topic    string   // default: loadgen-<scenario>-<unix nanos>
 
-	Partitions int
-	Producers  int
-	Consumers  int // 0: produce only (steady, hot-key, large-payloads)
+	Partitions        int
+	ReplicationFactor int // of a created topic; -1: the broker's default (kafka, http)
+	Producers         int
+	Consumers         int // 0: produce only (steady, hot-key, large-payloads)
 
 	Rate     float64       // records/s over all producers; 0: as fast as possible (closed loop)
 	Duration time.Duration // length of the measured production phase
@@ -50,6 +54,7 @@ type Config struct {
 	Idempotent bool
 	Acks       string // all | leader | none
 	InFlight   int    // records a producer may have unacknowledged (buffered + in flight)
+	HTTPBatch  int    // http: messages per publish request
 
 	ConsumerMode   string
 	Group          string        // default: loadgen-<topic>
@@ -74,28 +79,31 @@ type Config struct {
 // DefaultConfig is a modest steady run against a local broker.
 func DefaultConfig() Config {
 	return Config{
-		System:         SystemKafka,
-		Brokers:        []string{"127.0.0.1:9092"},
-		NATSURL:        "nats://127.0.0.1:4222",
-		Scenario:       ScenarioSteady,
-		Partitions:     6,
-		Producers:      1,
-		Consumers:      1,
-		Rate:           1000,
-		Duration:       10 * time.Second,
-		Linger:         0, // Kafka's classic linger.ms; batches still form while requests are in flight
-		BatchBytes:     1 << 20,
-		Idempotent:     true,
-		Acks:           "all",
-		InFlight:       10000,
-		ConsumerMode:   ConsumerAuto,
-		SessionTimeout: 6 * time.Second,
-		CommitInterval: 5 * time.Second,
-		PeakFactor:     3,
-		DrainTimeout:   30 * time.Second,
-		Cleanup:        true,
-		Progress:       true,
-		Interval:       time.Second,
+		System:            SystemKafka,
+		Brokers:           []string{"127.0.0.1:9092"},
+		NATSURL:           "nats://127.0.0.1:4222",
+		HTTPURL:           "http://127.0.0.1:8080",
+		Scenario:          ScenarioSteady,
+		Partitions:        6,
+		ReplicationFactor: -1,
+		Producers:         1,
+		Consumers:         1,
+		Rate:              1000,
+		Duration:          10 * time.Second,
+		Linger:            0, // Kafka's classic linger.ms; batches still form while requests are in flight
+		BatchBytes:        1 << 20,
+		Idempotent:        true,
+		Acks:              "all",
+		InFlight:          10000,
+		HTTPBatch:         1,
+		ConsumerMode:      ConsumerAuto,
+		SessionTimeout:    6 * time.Second,
+		CommitInterval:    5 * time.Second,
+		PeakFactor:        3,
+		DrainTimeout:      30 * time.Second,
+		Cleanup:           true,
+		Progress:          true,
+		Interval:          time.Second,
 	}
 }
 
@@ -112,14 +120,30 @@ func (c Config) Validate() error {
 		if c.NATSURL == "" {
 			bad("jetstream needs a NATS URL")
 		}
+	case SystemHTTP:
+		if u, err := url.Parse(c.HTTPURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("http needs an http:// or https:// URL of the HTTP API, not %q", c.HTTPURL)
+		}
+		if c.Consumers > 0 && len(c.Brokers) == 0 {
+			bad("http publishes over HTTP and consumes over Kafka: consumers need --brokers, or run with --consumers 0")
+		}
+		if c.Acks != "all" {
+			bad("http publishes are acknowledged once in sync (acks=all); acks %q does not apply", c.Acks)
+		}
+		if c.HTTPBatch < 1 {
+			bad("http batch %d < 1", c.HTTPBatch)
+		}
 	default:
-		bad("system %q is not kafka or jetstream", c.System)
+		bad("system %q is not kafka, jetstream or http", c.System)
 	}
 	if _, ok := scenarios[c.Scenario]; !ok {
 		bad("scenario %q is not one of %s", c.Scenario, strings.Join(Scenarios(), ", "))
 	}
 	if c.Partitions < 1 {
 		bad("partitions %d < 1", c.Partitions)
+	}
+	if c.ReplicationFactor < 1 && c.ReplicationFactor != -1 {
+		bad("replication factor %d is neither -1 (the broker's default) nor >= 1", c.ReplicationFactor)
 	}
 	if c.Producers < 1 {
 		bad("producers %d < 1", c.Producers)
@@ -217,6 +241,9 @@ func (c Config) resolved(now time.Time) Config {
 	}
 	if c.Group == "" {
 		c.Group = "loadgen-" + c.Topic
+	}
+	if c.System == SystemHTTP {
+		c.Idempotent = false // HTTP publishes carry no producer id (http.go), and the report says so
 	}
 	if c.PeakDuration == 0 {
 		c.PeakDuration = c.Duration / 3

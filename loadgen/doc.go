@@ -4,9 +4,10 @@
 // (table, JSON, per-second CSV and a hand-drawn SVG chart).
 //
 // It speaks to brokers only over the wire, through a System: the Kafka
-// protocol via franz-go (any Kafka-protocol cluster, Sluice included), or
-// NATS JetStream as a peer for comparison. It never imports broker
-// internals (docs/architecture.md).
+// protocol via franz-go (any Kafka-protocol cluster, Sluice included),
+// Sluice's HTTP publish API (consuming, if at all, over Kafka), or NATS
+// JetStream as a peer for comparison. It never imports broker internals
+// (docs/architecture.md).
 //
 // # Open loop
 //

@@ -39,7 +39,7 @@ func (s *kafkaSystem) Setup(ctx context.Context, topic string, partitions int) e
 	if _, err := adm.DeleteTopics(ctx, topic); err != nil {
 		s.log.Debug().Err(err).Str("topic", topic).Msg("delete before create")
 	}
-	resp, err := adm.CreateTopic(ctx, int32(partitions), -1, nil, topic)
+	resp, err := adm.CreateTopic(ctx, int32(partitions), int16(s.cfg.ReplicationFactor), nil, topic)
 	if err == nil {
 		err = resp.Err
 	}

@@ -83,8 +83,11 @@ func (r *Runner) writeReports(res *Result) error {
 }
 
 func newSystem(cfg Config, log zerolog.Logger) (System, error) {
-	if cfg.System == SystemJetStream {
+	switch cfg.System {
+	case SystemJetStream:
 		return newJetStreamSystem(cfg, log)
+	case SystemHTTP:
+		return newHTTPSystem(cfg, log)
 	}
 	return newKafkaSystem(cfg, log)
 }

@@ -41,6 +41,7 @@ var (
 	sluicedErr   error  // why sluiced could not be built
 	brokerOnce   sync.Once
 	brokerAddr   string
+	brokerHTTP   string // the shared sluiced's HTTP API, http://host:port
 	brokerErr    error
 	brokerStop   func()
 	joinGroupKey = int16(11)
@@ -141,6 +142,7 @@ func startSluiced(t *testing.T) (string, error) {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
+				brokerHTTP = "http://" + httpAddr
 				return kafka, nil
 			}
 		}

@@ -7,12 +7,14 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"strconv"
 	"time"
 )
 
 // HeaderTimestamp names the record header holding the scheduled send time:
 // 8 bytes, big-endian Unix nanoseconds in Kafka; decimal Unix nanoseconds
-// in NATS, whose headers are text.
+// in NATS and over HTTP, whose headers are text. A Kafka consumer reads
+// both: a decimal Unix nanosecond time of this era has 19 digits, never 8.
 const HeaderTimestamp = "lg-ts"
 
 // ErrGroupsUnsupported is returned when a consumer group is required and
@@ -105,6 +107,9 @@ func encodeTimestamp(t time.Time) []byte {
 
 func decodeTimestamp(b []byte) time.Time {
 	if len(b) != 8 {
+		if ns, err := strconv.ParseInt(string(b), 10, 64); err == nil && ns > 0 {
+			return time.Unix(0, ns) // written as text (an HTTP publish)
+		}
 		return time.Time{}
 	}
 	return time.Unix(0, int64(binary.BigEndian.Uint64(b)))

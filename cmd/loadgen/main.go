@@ -42,15 +42,18 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("loadgen", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	showVersion := fs.Bool("version", false, "print the version and exit")
-	brokers := fs.String("brokers", strings.Join(cfg.Brokers, ","), "comma-separated Kafka bootstrap addresses")
+	brokers := fs.String("brokers", strings.Join(cfg.Brokers, ","), "comma-separated Kafka bootstrap addresses (--system http: for consumers only, none unless given)")
 	logLevel := fs.String("log-level", "warn", "debug, info, warn or error")
 	quiet := fs.Bool("quiet", false, "no live progress line")
-	fs.StringVar(&cfg.System, "system", cfg.System, "kafka or jetstream")
+	fs.StringVar(&cfg.System, "system", cfg.System, "kafka, jetstream or http (Sluice's HTTP publish API)")
 	fs.StringVar(&cfg.NATSURL, "nats-url", cfg.NATSURL, "NATS server URL (--system jetstream)")
+	fs.StringVar(&cfg.HTTPURL, "http-url", cfg.HTTPURL, "HTTP API base URL (--system http)")
+	fs.IntVar(&cfg.HTTPBatch, "http-batch", cfg.HTTPBatch, "messages per publish request (--system http)")
 	fs.StringVar(&cfg.Label, "label", "", "free text carried into the report, e.g. the server's sync policy")
 	fs.StringVar(&cfg.Scenario, "scenario", cfg.Scenario, "one of: "+strings.Join(loadgen.Scenarios(), ", "))
 	fs.StringVar(&cfg.Topic, "topic", "", "topic (stream) to create and use (default: loadgen-<scenario>-<nanos>)")
 	fs.IntVar(&cfg.Partitions, "partitions", cfg.Partitions, "partitions of the topic")
+	fs.IntVar(&cfg.ReplicationFactor, "replication-factor", cfg.ReplicationFactor, "replication factor of the topic; -1: the broker's default (kafka, http)")
 	fs.IntVar(&cfg.Producers, "producers", cfg.Producers, "producer clients")
 	fs.IntVar(&cfg.Consumers, "consumers", cfg.Consumers, "consumer members (0: produce only)")
 	fs.Float64Var(&cfg.Rate, "rate", cfg.Rate, "target records/s over all producers, open loop; 0: as fast as possible")
@@ -61,7 +64,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.IntVar(&cfg.BatchBytes, "batch-bytes", cfg.BatchBytes, "largest record batch (Kafka)")
 	fs.BoolVar(&cfg.Idempotent, "idempotent", cfg.Idempotent, "idempotent producer (JetStream: Nats-Msg-Id de-duplication)")
 	fs.StringVar(&cfg.Acks, "acks", cfg.Acks, "all, leader or none (Kafka)")
-	fs.IntVar(&cfg.InFlight, "in-flight", cfg.InFlight, "records a producer may have unacknowledged")
+	fs.IntVar(&cfg.InFlight, "in-flight", cfg.InFlight, "records a producer may have unacknowledged (http: /http-batch = requests in flight, at most 128)")
 	fs.StringVar(&cfg.ConsumerMode, "consumer-mode", cfg.ConsumerMode, "auto (group if supported), group or assign")
 	fs.StringVar(&cfg.Group, "group", "", "consumer group (default: loadgen-<topic>)")
 	fs.DurationVar(&cfg.SessionTimeout, "session-timeout", cfg.SessionTimeout, "group session timeout (JetStream: AckWait)")
@@ -99,8 +102,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return errUsage
 	}
 	cfg.Brokers = strings.Split(*brokers, ",")
-	consumersSet := false
-	fs.Visit(func(f *flag.Flag) { consumersSet = consumersSet || f.Name == "consumers" })
+	consumersSet, brokersSet := false, false
+	fs.Visit(func(f *flag.Flag) {
+		consumersSet = consumersSet || f.Name == "consumers"
+		brokersSet = brokersSet || f.Name == "brokers"
+	})
+	if cfg.System == loadgen.SystemHTTP && !brokersSet {
+		cfg.Brokers = nil // http consumes over Kafka only from the brokers it is given
+	}
 	if cfg.Scenario == loadgen.ScenarioConsumerCrash && !consumersSet {
 		cfg.Consumers = 3 // a crash needs survivors
 	}
