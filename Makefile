@@ -10,9 +10,11 @@ DATA_DIR  ?= data
 
 all: build
 
+# -buildvcs=auto stamps the commit into `--version` even where GOFLAGS
+# turns stamping off, and still builds outside a git checkout.
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
+	$(GO) build -buildvcs=auto -o $(BIN)/ $(addprefix ./cmd/,$(BINARIES))
 
 # One broker with the defaults: Kafka on 127.0.0.1:9092, HTTP on 127.0.0.1:8080.
 run: build
