@@ -144,15 +144,26 @@ type internalReadRequest struct {
 }
 
 func (b *Broker) internalRead(w http.ResponseWriter, r *http.Request) {
+	serveAtLeader(b, w, r, func(ctx context.Context, p *partition.Partition, req internalReadRequest) (fetchResponse, error) {
+		wait := min(time.Duration(req.WaitMs)*time.Millisecond, httpMaxFetchWait)
+		return b.readMessages(ctx, p, req.Offset, min(req.MaxBytes, httpMaxFetchBytes), wait)
+	})
+}
+
+// serveAtLeader serves an internal JSON call for a partition this broker
+// leads: it decodes the request, runs serve on the leader's replica and
+// writes its answer or its error.
+func serveAtLeader[Req, Resp any](b *Broker, w http.ResponseWriter, r *http.Request,
+	serve func(context.Context, *partition.Partition, Req) (Resp, error),
+) {
 	_, p, err := b.internalLeader(r)
-	var req internalReadRequest
+	var req Req
 	if err == nil {
 		err = decodeJSON(w, r, &req)
 	}
-	var resp fetchResponse
+	var resp Resp
 	if err == nil {
-		wait := min(time.Duration(req.WaitMs)*time.Millisecond, httpMaxFetchWait)
-		resp, err = b.readMessages(r.Context(), p, req.Offset, min(req.MaxBytes, httpMaxFetchBytes), wait)
+		resp, err = serve(r.Context(), p, req)
 	}
 	if err != nil {
 		b.writeError(w, r, err)
@@ -173,20 +184,7 @@ type partitionOffsets struct {
 }
 
 func (b *Broker) internalOffsets(w http.ResponseWriter, r *http.Request) {
-	_, p, err := b.internalLeader(r)
-	var req internalOffsetsRequest
-	if err == nil {
-		err = decodeJSON(w, r, &req)
-	}
-	var out partitionOffsets
-	if err == nil {
-		out, err = b.localOffsets(r.Context(), p, req)
-	}
-	if err != nil {
-		b.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, out)
+	serveAtLeader(b, w, r, b.localOffsets)
 }
 
 // localOffsets answers an offsets query from the local replica.

@@ -242,9 +242,9 @@ func TestClusterLogsOneInfoLinePerElectionAndNoRepeatedKeys(t *testing.T) {
 
 // startLoggedBroker is startBroker with the broker's logger writing to w at
 // debug.
-func startLoggedBroker(t *testing.T, w *logCapture) *Broker {
+func startLoggedBroker(t *testing.T, cfg Config, w io.Writer) *Broker {
 	t.Helper()
-	b, err := New(testBrokerConfig(t), zerolog.New(w).Level(zerolog.DebugLevel))
+	b, err := New(cfg, zerolog.New(w).Level(zerolog.DebugLevel))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +270,7 @@ func startLoggedBroker(t *testing.T, w *logCapture) *Broker {
 // debug: the client sees it, the operator's log at info does not.
 func TestClientMistakesLoggedAtDebug(t *testing.T) {
 	var logs logCapture
-	b := startLoggedBroker(t, &logs)
+	b := startLoggedBroker(t, testBrokerConfig(t), &logs)
 	unserved := kmsg.NewPtrDescribeClusterRequest()
 	unserved.SetVersion(0)
 	garbage := []byte{0, 0, 0, 8, 0, 3, 0, 0, 0, 0, 0, 1} // Metadata v0, no client id length

@@ -16,8 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/sluice-mq/sluice/tier/objstore/fault"
 	"github.com/sluice-mq/sluice/tier/objstore/mem"
 	"github.com/sluice-mq/sluice/tier/objstore/s3test"
@@ -56,29 +54,12 @@ func (l *logLines) count(t *testing.T, level, msg string) int {
 	return n
 }
 
-// startLoggedBroker runs a broker whose debug log goes to the returned lines.
+// startBrokerLogLines runs a broker whose debug log goes to the returned
+// lines.
 func startBrokerLogLines(t *testing.T, cfg Config) (*Broker, *logLines) {
 	t.Helper()
 	logs := &logLines{}
-	b, err := New(cfg, zerolog.New(logs).Level(zerolog.DebugLevel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- b.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		awaitStop(t, errc, "broker")
-	})
-	select {
-	case <-b.Ready():
-	case err := <-errc:
-		t.Fatalf("broker stopped before it was ready: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("broker not ready after 60s")
-	}
-	return b, logs
+	return startLoggedBroker(t, cfg, logs), logs
 }
 
 // readyz returns /readyz's status and body.
