@@ -6,6 +6,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -14,8 +15,15 @@ import (
 	"github.com/sluice-mq/sluice/meta"
 )
 
+// alterConflictRetries bounds the compare-and-swap attempts of a config
+// change that loses to concurrent writes of the topic.
+const alterConflictRetries = 5
+
 // alterTopicConfigs applies fn to a copy of the topic's explicit configs,
-// validates the result and stores it with a compare-and-swap.
+// validates the result and stores it with a compare-and-swap. The copy is
+// read from etcd, not from this broker's view, which may not have caught up
+// with a change made through another broker a moment ago; a lost swap reads
+// again and retries.
 func (b *Broker) alterTopicConfigs(ctx context.Context, name string, validateOnly bool, fn func(map[string]string) error) error {
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
@@ -23,30 +31,41 @@ func (b *Broker) alterTopicConfigs(ctx context.Context, name string, validateOnl
 	if t == nil {
 		return fmt.Errorf("topic %q: %w", name, meta.ErrTopicNotFound)
 	}
-	mt := t.meta
-	configs := maps.Clone(mt.Configs)
-	if configs == nil {
-		configs = make(map[string]string)
-	}
-	if err := fn(configs); err != nil {
-		return err
-	}
-	if err := validateTopicConfigs(configs); err != nil {
-		return err
-	}
-	if validateOnly {
+	for attempt := 1; ; attempt++ {
+		mt, err := b.store.Topic(ctx, name)
+		if err != nil {
+			return err
+		}
+		if mt.ID != t.meta.ID {
+			return fmt.Errorf("topic %q was deleted and created again: %w", name, meta.ErrConflict)
+		}
+		configs := maps.Clone(mt.Configs)
+		if configs == nil {
+			configs = make(map[string]string)
+		}
+		if err := fn(configs); err != nil {
+			return err
+		}
+		if err := validateTopicConfigs(configs); err != nil {
+			return err
+		}
+		if validateOnly {
+			return nil
+		}
+		mt.Configs = configs
+		updated, err := b.store.UpdateTopic(ctx, mt)
+		if errors.Is(err, meta.ErrConflict) && attempt < alterConflictRetries {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := b.adoptTopic(ctx, t, updated); err != nil {
+			return err
+		}
+		b.logger.Info().Str("topic", name).Interface("configs", configs).Msg("altered topic configs")
 		return nil
 	}
-	mt.Configs = configs
-	updated, err := b.store.UpdateTopic(ctx, mt)
-	if err != nil {
-		return err
-	}
-	if err := b.adoptTopic(ctx, t, updated); err != nil {
-		return err
-	}
-	b.logger.Info().Str("topic", name).Interface("configs", configs).Msg("altered topic configs")
-	return nil
 }
 
 // addPartitions grows a topic to count partitions.
