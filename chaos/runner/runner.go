@@ -44,7 +44,9 @@ type Config struct {
 	// DrainTimeout bounds the drain, the replica reads and the tiered
 	// re-read together; default 3 min.
 	DrainTimeout time.Duration
-	Logger       zerolog.Logger
+	// BrokerLogLevel is the brokers' --log-level; empty: info.
+	BrokerLogLevel string
+	Logger         zerolog.Logger
 }
 
 // Result is one run's outcome.
@@ -171,7 +173,7 @@ func startCluster(ctx context.Context, cfg Config, has needs) (*cluster.Cluster,
 		PeerMesh: has.mesh, S3Proxy: has.s3, S3Faults: has.s3faults, ExternalEtcd: has.etcd || has.disk,
 		ExtraArgs:  []string{"--crash-loses-unsynced"},
 		BrokerArgs: func(id int32) []string { return []string{"--clock-offset-file", clockFile(cfg.Dir, id)} },
-		Logger:     cfg.Logger}
+		Logger:     cfg.Logger, LogLevel: cfg.BrokerLogLevel}
 	if has.disk {
 		ccfg.DataDirBytes = tmpfsBytes
 		// Journal files are preallocated: keep them small on a small disk.

@@ -67,6 +67,7 @@ func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.StringVar(&cfg.Dir, "dir", "", "work directory (default: a new one in the system's temp dir)")
 	fs.StringVar(&cfg.Sluiced, "sluiced", "bin/sluiced", "the broker binary")
 	fs.StringVar(&cfg.VersityGW, "versitygw", "bin/versitygw", "Versity's S3 gateway (make tools)")
+	fs.StringVar(&cfg.BrokerLogLevel, "broker-log-level", "info", "the brokers' --log-level (debug shows each replica's fetches and truncations)")
 	fs.StringVar(&cfg.Tierctl, "tierctl", "bin/tierctl", "tierctl, which re-reads every partition from object storage after the drain (empty: skip)")
 	fs.IntVar(&cfg.Rate, "rate", 400, "sends per second")
 	if err := fs.Parse(args); err != nil {
