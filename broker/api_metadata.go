@@ -7,8 +7,10 @@ package broker
 // Leader and leader epoch come from the partition state in etcd; a state
 // whose leader is not live answers leader -1 with LEADER_NOT_AVAILABLE. The
 // ISR is the leader's own view when this broker leads the partition (the
-// replicas that fetched within the lag window), and otherwise the live
-// replicas; the offline replicas are the replicas not live.
+// replicas that fetched within the lag window), and otherwise the set that
+// the partition's leader published for its epoch (isr_publish.go), or the
+// live replicas while there is none; the offline replicas are the replicas
+// not live.
 
 import (
 	"context"
@@ -123,23 +125,24 @@ func (b *Broker) metadataTopic(t *topic) kmsg.MetadataResponseTopic {
 		mp.Leader = st.Leader
 		mp.LeaderEpoch = st.LeaderEpoch
 		mp.Replicas = slices.Clone(st.Replicas)
-		var leaderISR []replica.NodeID
 		leading := false
 		if i < len(t.partitions) && t.partitions[i] != nil {
 			if rs := t.partitions[i].ReplicaStatus(); rs.Role == replica.RoleLeader {
-				leaderISR, leading = rs.InSync, true
+				leading, mp.ISR = true, []int32{}
+				for _, id := range st.Replicas {
+					if slices.Contains(rs.InSync, replica.NodeID(id)) {
+						mp.ISR = append(mp.ISR, id)
+					}
+				}
 			}
+		}
+		if !leading {
+			mp.ISR = b.reportedInSync(st, live)
 		}
 		for _, id := range st.Replicas {
 			if !live[id] {
 				mp.OfflineReplicas = append(mp.OfflineReplicas, id)
 			}
-			if leading && slices.Contains(leaderISR, replica.NodeID(id)) || !leading && live[id] {
-				mp.ISR = append(mp.ISR, id)
-			}
-		}
-		if mp.ISR == nil {
-			mp.ISR = []int32{}
 		}
 		if st.Leader < 0 || !live[st.Leader] {
 			// Clients wait and ask again rather than route to a dead broker.

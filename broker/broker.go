@@ -61,6 +61,7 @@ type Broker struct {
 	clusterWG   sync.WaitGroup                    // the cluster watchers
 	fetch       fetchers                          // follower fetchers, one per leader (fetcher.go)
 	repl        replication                       // replication_transport.go, elector.go
+	isr         inSyncState                       // published in-sync sets (isr_publish.go)
 
 	// adminMu serialises topic changes (create, delete, configs, partitions)
 	// so that each reads and replaces the registry entry it changes alone.

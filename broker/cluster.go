@@ -171,6 +171,7 @@ func (b *Broker) startCluster(ctx context.Context) {
 	partitions := b.store.WatchPartitions(ctx)
 	b.startReplicationTransport(ctx)
 	b.startFetchers(ctx)
+	b.startInSync(ctx)
 	for _, run := range []func(){
 		func() { b.keepRegistered(ctx) },
 		func() { b.tickPartitions(ctx) },
@@ -458,7 +459,8 @@ func (b *Broker) applyPartitionEvent(ev meta.PartitionEvent) {
 	}
 }
 
-// tickPartitions drives the replica cores' clocks.
+// tickPartitions drives the replica cores' clocks, and then offers the
+// in-sync sets of the partitions this broker leads for publication.
 func (b *Broker) tickPartitions(ctx context.Context) {
 	t := time.NewTicker(replicationTick)
 	defer t.Stop()
@@ -470,6 +472,7 @@ func (b *Broker) tickPartitions(ctx context.Context) {
 			for _, p := range b.allPartitions() {
 				p.Tick()
 			}
+			b.offerInSync()
 		}
 	}
 }

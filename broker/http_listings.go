@@ -68,7 +68,8 @@ type partitionDescription struct {
 	LeaderEpoch int32   `json:"leader_epoch"`
 	Replicas    []int32 `json:"replicas"`
 	// InSync is the leader's in-sync set; without the leader's answer,
-	// the live replicas (as Metadata reports them).
+	// the set Metadata reports (the one the leader published, or the
+	// live replicas).
 	InSync  []int32 `json:"in_sync"`
 	Offline []int32 `json:"offline_replicas"`
 	*PartitionFigures
@@ -114,14 +115,12 @@ func (b *Broker) httpDescribeTopic(w http.ResponseWriter, r *http.Request) {
 		for _, id := range st.Replicas {
 			if !live[id] {
 				pd.Offline = append(pd.Offline, id)
-			} else if !ok {
-				pd.InSync = append(pd.InSync, id)
 			}
 		}
 		if ok {
 			pd.InSync, pd.PartitionFigures = s.InSync, &s.PartitionFigures
 		} else {
-			pd.StatsError = errs[int32(i)]
+			pd.InSync, pd.StatsError = b.reportedInSync(st, live), errs[int32(i)]
 		}
 		out.Partitions = append(out.Partitions, pd)
 	}

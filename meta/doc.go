@@ -65,6 +65,12 @@
 //	                                        coordinates the group, bound to its registration
 //	                                        lease, created only if absent; every offset write
 //	                                        of the group is conditioned on it (group_claims.go)
+//	<prefix>isr/<node id>                   {"v":1,"partitions":{"<topicID>:<n>":
+//	                                         {"epoch","isr"}}} (isr.go): the in-sync set
+//	                                        of every partition the broker leads, at the
+//	                                        epoch it leads; written only by that broker,
+//	                                        when a set changes, bound to its registration
+//	                                        lease (gone with the registration)
 //	<prefix>tenants/<name>                  reserved: tenant and quota settings
 //
 // <topicID> is the topic's UUID in its canonical 36-character text form; <n>
@@ -87,6 +93,8 @@
 // Invariant: a broker key exists only while the lease that created it
 // lives; no other lease can take the node id meanwhile (ErrNodeIDInUse),
 // except by revoking that lease when the caller names it (RegisterTakingOver).
+// Invariant: an isr key exists only while the registration lease that wrote
+// it lives, and its sets are read only for the leader and epoch they name.
 // Invariant: controller epochs strictly increase, and every controller
 // write carries Controller.IfLeader (its election key at its epoch), so a
 // deposed controller's writes fail even before it notices it lost.
