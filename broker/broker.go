@@ -66,6 +66,10 @@ type Broker struct {
 	// adminMu serialises topic changes (create, delete, configs, partitions)
 	// so that each reads and replaces the registry entry it changes alone.
 	adminMu sync.Mutex
+	// pendingStates holds partition states the watch delivered for topics
+	// (or partitions) not yet registered here, until they are; guarded by
+	// adminMu (cluster.go, mergePendingStates).
+	pendingStates map[partitionKey]meta.PartitionState
 
 	mu     sync.RWMutex
 	topics map[string]*topic   // guarded by mu
@@ -113,16 +117,17 @@ func New(cfg Config, logger zerolog.Logger) (*Broker, error) {
 	}
 	nodeLog := logger.With().Int32("node", cfg.NodeID).Logger()
 	return &Broker{
-		cfg:       cfg,
-		logger:    nodeLog.With().Str("component", "broker").Logger(),
-		nodeLog:   nodeLog,
-		fs:        fs,
-		m:         newMetrics(),
-		topics:    make(map[string]*topic),
-		byID:      make(map[[16]byte]*topic),
-		openConns: make(map[net.Conn]struct{}),
-		readyCh:   make(chan struct{}),
-		ctlResign: make(chan struct{}, 1),
+		cfg:           cfg,
+		logger:        nodeLog.With().Str("component", "broker").Logger(),
+		nodeLog:       nodeLog,
+		fs:            fs,
+		m:             newMetrics(),
+		topics:        make(map[string]*topic),
+		byID:          make(map[[16]byte]*topic),
+		openConns:     make(map[net.Conn]struct{}),
+		pendingStates: make(map[partitionKey]meta.PartitionState),
+		readyCh:       make(chan struct{}),
+		ctlResign:     make(chan struct{}, 1),
 	}, nil
 }
 

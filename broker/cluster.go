@@ -177,6 +177,7 @@ func (b *Broker) startCluster(ctx context.Context) {
 		func() { b.tickPartitions(ctx) },
 		func() { b.followController(ctx) },
 		func() {
+			b.reconcilePartitionStates(ctx)
 			for ev := range partitions {
 				b.applyPartitionEvent(ev)
 			}
@@ -440,14 +441,25 @@ func (b *Broker) placementLoad() controller.Load {
 // States older than the one known, and keys of partitions the topic does
 // not have, are ignored.
 func (b *Broker) applyPartitionEvent(ev meta.PartitionEvent) {
-	if ev.Kind == meta.EventDelete {
-		return // the topic watch removes deleted topics
-	}
 	b.adminMu.Lock()
 	defer b.adminMu.Unlock()
 	st := ev.State
+	key := partitionKey{TopicID: st.TopicID, Partition: st.Partition}
+	if ev.Kind == meta.EventDelete {
+		delete(b.pendingStates, key) // the topic watch removes deleted topics
+		return
+	}
 	t := b.lookupTopicID(st.TopicID)
-	if t == nil || st.Partition < 0 || int(st.Partition) >= len(t.states) || st.Revision <= t.states[st.Partition].Revision {
+	if t == nil || st.Partition < 0 || int(st.Partition) >= len(t.states) {
+		// A topic (or partition) this broker is still opening: its states
+		// were read before this change, which must not be lost
+		// (mergePendingStates applies it when the topic is registered).
+		if old, ok := b.pendingStates[key]; st.Partition >= 0 && (!ok || st.Revision > old.Revision) {
+			b.pendingStates[key] = st
+		}
+		return
+	}
+	if st.Revision <= t.states[st.Partition].Revision {
 		return
 	}
 	nt := *t
@@ -456,6 +468,48 @@ func (b *Broker) applyPartitionEvent(ev meta.PartitionEvent) {
 	b.replaceTopic(&nt)
 	if p := t.partitions[st.Partition]; p != nil {
 		p.SetState(coreState(st))
+	}
+}
+
+// mergePendingStates returns states with the newer states the partition
+// watch delivered while topic id was not yet registered here. The caller
+// holds adminMu.
+func (b *Broker) mergePendingStates(id [16]byte, states []meta.PartitionState) []meta.PartitionState {
+	cloned := false
+	for key, st := range b.pendingStates {
+		if key.TopicID != id || int(key.Partition) >= len(states) {
+			continue
+		}
+		if st.Revision > states[key.Partition].Revision {
+			if !cloned {
+				states, cloned = slices.Clone(states), true
+			}
+			states[key.Partition] = st
+		}
+		delete(b.pendingStates, key)
+	}
+	return states
+}
+
+// reconcilePartitionStates reads every known topic's partition states once
+// and applies those newer than this broker's view. The partition watch
+// reports changes after its own first read, which comes after the topics
+// were opened at start; a leader elected in between (often: the controller
+// reacts to this broker's registration) would otherwise stay unknown here
+// until the partition's next change, and its replica would follow the old
+// leader for as long.
+func (b *Broker) reconcilePartitionStates(ctx context.Context) {
+	for _, t := range b.sortedTopics() {
+		states, err := b.store.Partitions(ctx, t.meta.ID)
+		if err != nil {
+			if ctx.Err() == nil {
+				b.logger.Warn().Err(err).Str("topic", t.meta.Name).Msg("re-read partition states after the watch started")
+			}
+			continue
+		}
+		for _, st := range states {
+			b.applyPartitionEvent(meta.PartitionEvent{Kind: meta.EventPut, State: st})
+		}
 	}
 }
 

@@ -146,6 +146,7 @@ func (b *Broker) partitionStates(ctx context.Context, t meta.Topic) ([]meta.Part
 
 // openTopic opens the partitions of t this broker hosts and registers it.
 func (b *Broker) openTopic(t meta.Topic, states []meta.PartitionState) error {
+	states = b.mergePendingStates(t.ID, states)
 	tp := &topic{meta: t, settings: parseSettingsWith(t.Configs, b.cfg.topicDefaults()), states: states}
 	tp.partitions = make([]*partition.Partition, len(states))
 	for i, st := range states {

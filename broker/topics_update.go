@@ -111,6 +111,7 @@ func (b *Broker) adoptTopic(ctx context.Context, t *topic, mt meta.Topic) error 
 		if states, err = b.partitionStates(ctx, mt); err != nil {
 			return err
 		}
+		states = b.mergePendingStates(mt.ID, states)
 	}
 	nt := &topic{meta: mt, settings: parseSettingsWith(mt.Configs, b.cfg.topicDefaults()), states: states, partitions: slices.Clone(t.partitions)}
 	var fresh []*partition.Partition
