@@ -355,30 +355,46 @@ func (b *Broker) callPeer(ctx context.Context, node int32, t *topic, index int32
 // refusal comes back as the leader's *apiError; a broker that cannot be
 // reached as one with code peer_unreachable.
 func (b *Broker) postPeer(ctx context.Context, node int32, t *topic, index int32, op, contentType string, body []byte, out any) error {
+	path := internalPartitionPath + url.PathEscape(t.meta.Name) + "/" + strconv.Itoa(int(index)) + "/" + op
+	who := fmt.Sprintf("node %d, the leader of %s-%d,", node, t.meta.Name, index)
+	return b.peerCall(ctx, node, who, http.MethodPost, path, contentType, body, out)
+}
+
+// peerCall sends one internal request to node's inter-broker listener and
+// decodes its 200 answer into out. who names the node in messages. A
+// refusal comes back as the node's *apiError (its status kept); a node that
+// is not live or does not answer as one with code peer_unreachable (503);
+// an answer that is not ours as peer_error (502).
+func (b *Broker) peerCall(ctx context.Context, node int32, who, method, pathQuery, contentType string, body []byte, out any) error {
 	addr := b.interBrokerAddr(node)
 	if addr == "" {
 		return &apiError{Status: http.StatusServiceUnavailable, Code: "peer_unreachable",
-			Message: fmt.Sprintf("node %d, the leader of %s-%d, is not live; retry", node, t.meta.Name, index)}
+			Message: fmt.Sprintf("%s is not live; retry", who)}
 	}
-	u := "http://" + addr + internalPartitionPath + url.PathEscape(t.meta.Name) + "/" + strconv.Itoa(int(index)) + "/" + op
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+pathQuery, rd)
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Content-Type", contentType)
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
 	resp, err := b.peerHTTP().Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w: call to node %d: %w", errRequestTimedOut, node, ctx.Err())
 		}
 		return &apiError{Status: http.StatusServiceUnavailable, Code: "peer_unreachable",
-			Message: fmt.Sprintf("node %d, the leader of %s-%d, did not answer: %v; retry", node, t.meta.Name, index, err)}
+			Message: fmt.Sprintf("%s did not answer: %v; retry", who, err)}
 	}
 	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxInternalAnswer))
 	if err != nil {
 		return &apiError{Status: http.StatusServiceUnavailable, Code: "peer_unreachable",
-			Message: fmt.Sprintf("node %d, the leader of %s-%d: reading its answer: %v; retry", node, t.meta.Name, index, err)}
+			Message: fmt.Sprintf("%s: reading its answer: %v; retry", who, err)}
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct {
@@ -386,14 +402,14 @@ func (b *Broker) postPeer(ctx context.Context, node int32, t *topic, index int32
 		}
 		if json.Unmarshal(data, &e) != nil || e.Error == nil {
 			return &apiError{Status: http.StatusBadGateway, Code: "peer_error",
-				Message: fmt.Sprintf("node %d answered %s: %s", node, resp.Status, bytes.TrimSpace(data))}
+				Message: fmt.Sprintf("%s answered %s: %s", who, resp.Status, bytes.TrimSpace(data))}
 		}
 		e.Error.Status = resp.StatusCode
 		return e.Error
 	}
 	if err := json.Unmarshal(data, out); err != nil {
 		return &apiError{Status: http.StatusBadGateway, Code: "peer_error",
-			Message: fmt.Sprintf("node %d answered undecodable JSON: %v", node, err)}
+			Message: fmt.Sprintf("%s answered undecodable JSON: %v", who, err)}
 	}
 	return nil
 }

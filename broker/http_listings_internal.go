@@ -26,11 +26,9 @@ package broker
 // state and the coordinator's groups under their own locks.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"slices"
@@ -49,8 +47,6 @@ const (
 	internalLagPath        = "/internal/v1/lag"
 	// listingPeerTimeout bounds one question to a peer.
 	listingPeerTimeout = 3 * time.Second
-	// maxListingBody bounds a peer's answer and a lag question.
-	maxListingBody = 16 << 20
 )
 
 // partitionStats is what a partition's leader reports of it.
@@ -229,53 +225,19 @@ func (b *Broker) localLag(groupID string, lq lagQuery, now time.Time) groupParti
 	return groupPartitionLag{partitionLag: partitionBacklog(p, lq.Committed, now)}
 }
 
-// askPeer sends one internal request to node id's inter-broker listener
-// and decodes its 200 answer into out.
+// askPeer sends one internal request to node id's inter-broker listener,
+// within listingPeerTimeout, and decodes its 200 answer into out (peerCall).
 func (b *Broker) askPeer(ctx context.Context, id int32, method, pathQuery string, body, out any) error {
-	addr := b.interBrokerAddr(id)
-	if addr == "" {
-		return fmt.Errorf("node %d is not live", id)
-	}
 	ctx, cancel := context.WithTimeout(ctx, listingPeerTimeout)
 	defer cancel()
-	var rd io.Reader
+	var raw []byte
 	if body != nil {
-		raw, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if raw, err = json.Marshal(body); err != nil {
 			return fmt.Errorf("node %d: encode: %w", id, err)
 		}
-		rd = bytes.NewReader(raw)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+pathQuery, rd)
-	if err != nil {
-		return fmt.Errorf("node %d at %s: %w", id, addr, err)
-	}
-	client := b.repl.client.Load()
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("node %d at %s: %w", id, addr, err)
-	}
-	defer func() { _ = resp.Body.Close() }()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxListingBody))
-	if err != nil {
-		return fmt.Errorf("node %d at %s: read the answer: %w", id, addr, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		var e struct {
-			Error apiError `json:"error"`
-		}
-		if json.Unmarshal(raw, &e) == nil && e.Error.Message != "" {
-			return fmt.Errorf("node %d: %s (%s)", id, e.Error.Message, resp.Status)
-		}
-		return fmt.Errorf("node %d at %s: %s", id, addr, resp.Status)
-	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("node %d at %s: decode the answer: %w", id, addr, err)
-	}
-	return nil
+	return b.peerCall(ctx, id, fmt.Sprintf("node %d", id), method, pathQuery, "application/json", raw, out)
 }
 
 // fanOut runs ask for every node in ids concurrently and returns each
