@@ -164,7 +164,7 @@ func (s *httpSystem) call(ctx context.Context, method, path string, body []byte)
 	if err != nil {
 		return 0, nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	answer, err := io.ReadAll(io.LimitReader(resp.Body, maxHTTPAnswer))
 	if err != nil {
 		return 0, nil, fmt.Errorf("%s %s: read the answer: %w", method, path, err)
