@@ -518,7 +518,10 @@ func (b *Broker) reconcilePartitionStates(ctx context.Context) {
 func (b *Broker) tickPartitions(ctx context.Context) {
 	t := time.NewTicker(replicationTick)
 	defer t.Stop()
-	for {
+	// The in-sync sets are compared no more often than they may be
+	// written (isr_publish.go): every core's status is read each time.
+	offerEvery := max(1, int(isrPublishEvery/replicationTick))
+	for n := 1; ; n++ {
 		select {
 		case <-ctx.Done():
 			return
@@ -526,7 +529,9 @@ func (b *Broker) tickPartitions(ctx context.Context) {
 			for _, p := range b.allPartitions() {
 				p.Tick()
 			}
-			b.offerInSync()
+			if n%offerEvery == 0 {
+				b.offerInSync()
+			}
 		}
 	}
 }
