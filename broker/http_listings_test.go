@@ -22,8 +22,8 @@ import (
 	"github.com/sluice-mq/sluice/tier/objstore/s3test"
 )
 
-// getJSON GETs url and decodes its answer into out; it returns the status.
-func getJSON(t *testing.T, url string, out any) int {
+// httpGet GETs url within 20 s and returns the status and the body.
+func httpGet(t *testing.T, url string) (int, []byte) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -36,11 +36,21 @@ func getJSON(t *testing.T, url string, out any) int {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if err := json.Unmarshal(raw, out); err != nil {
-		t.Fatalf("GET %s: status %d, body %q: %v", url, resp.StatusCode, raw, err)
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return resp.StatusCode
+	return resp.StatusCode, raw
+}
+
+// getJSON GETs url and decodes its answer into out; it returns the status.
+func getJSON(t *testing.T, url string, out any) int {
+	t.Helper()
+	code, raw := httpGet(t, url)
+	if err := json.Unmarshal(raw, out); err != nil {
+		t.Fatalf("GET %s: status %d, body %q: %v", url, code, raw, err)
+	}
+	return code
 }
 
 func httpBase(b *Broker) string { return "http://" + b.httpLn.Addr().String() }

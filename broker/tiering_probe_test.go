@@ -9,12 +9,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/sluice-mq/sluice/tier/objstore/fault"
 	"github.com/sluice-mq/sluice/tier/objstore/mem"
@@ -65,22 +63,8 @@ func startBrokerLogLines(t *testing.T, cfg Config) (*Broker, *logLines) {
 // readyz returns /readyz's status and body.
 func readyz(t *testing.T, b *Broker) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+b.httpLn.Addr().String()+"/readyz", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(body)
+	code, body := httpGet(t, "http://"+b.httpLn.Addr().String()+"/readyz")
+	return code, string(body)
 }
 
 // stillFailing is the DEBUG message of each probe that fails after the first.

@@ -480,6 +480,17 @@ func fmtConfigs(configs map[string]*string) string {
 func strp(s string) *string { return &s }
 
 // requireCI decides whether a missing external client skips or fails.
+// requireTool returns the path of the named program, skipping the test
+// outside CI when it is missing (requireCI).
+func requireTool(t testing.TB, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		requireCI(t, name, err)
+	}
+	return path
+}
+
 func requireCI(t testing.TB, what string, err error) {
 	t.Helper()
 	if os.Getenv("CI") != "" {

@@ -44,10 +44,7 @@ func lastN(s string, n int) string {
 }
 
 func TestKcat(t *testing.T) {
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		requireCI(t, "kcat", err)
-	}
+	kcat := requireTool(t, "kcat")
 	b := startBroker(t, brokerOptions{})
 	adm := newAdmin(t, b)
 

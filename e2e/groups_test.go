@@ -170,10 +170,7 @@ func TestKcatGroupConsumer(t *testing.T) {
 		partitions   = 3
 		perPartition = 100
 	)
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		requireCI(t, "kcat", err)
-	}
+	kcat := requireTool(t, "kcat")
 	b := startBroker(t, brokerOptions{})
 	requireGroupAPIs(t, b)
 	adm := newAdmin(t, b)

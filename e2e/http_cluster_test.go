@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -98,10 +97,7 @@ func TestHTTPClusterPublishThroughEveryBroker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three brokers")
 	}
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		requireCI(t, "kcat", err)
-	}
+	kcat := requireTool(t, "kcat")
 	c := startCluster(t)
 	const topic, parts = "http-any", 6
 	c.createTopic(topic, parts)
@@ -143,10 +139,7 @@ func TestHTTPClusterPublishWhileLeaderKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts three brokers")
 	}
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		requireCI(t, "kcat", err)
-	}
+	kcat := requireTool(t, "kcat")
 	c := startCluster(t)
 	const topic, parts = "http-kill", 3
 	c.createTopic(topic, parts)

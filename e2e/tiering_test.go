@@ -7,7 +7,6 @@ package e2e
 
 import (
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -16,10 +15,7 @@ import (
 )
 
 func TestTieredReplayWithKcat(t *testing.T) {
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		requireCI(t, "kcat", err)
-	}
+	kcat := requireTool(t, "kcat")
 	srv := s3test.Start(t)
 	for _, kv := range srv.Env() {
 		k, v, _ := strings.Cut(kv, "=")
