@@ -45,8 +45,8 @@ func exitCode(err error, stderr io.Writer) int {
 	case err == nil || errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):
-		// The flag package has already printed what was wrong with a flag,
-		// and usage; a stray argument is reported here.
+		// What was wrong with the command line, and where the flags are
+		// listed.
 		var ue *usageError
 		if errors.As(err, &ue) {
 			fmt.Fprintln(stderr, version.Usage("sluiced", ue.msg))
@@ -120,15 +120,20 @@ func run(args []string, stdout, stderr io.Writer) error {
 	volatile := fs.Bool("crash-loses-unsynced", false, "testing: keep every byte of the broker's logs not yet fsynced in process memory (wal/vfs.Volatile), so a kill -9 loses it as a power cut would; slower, never for production")
 	clockFile := fs.String("clock-offset-file", "", "testing: shift the clock of retention, tiering, producer expiry and group sessions by the duration in this file (re-read every 100 ms), for clock-jump tests")
 	showVersion := fs.Bool("version", false, "print the version and exit")
-	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: sluiced [flags]\n\nflags:")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
+	// A mistaken flag is answered with one line and a hint, as git does: the
+	// whole flag list would push the mistake off the screen (and out of the
+	// tail of a log). --help prints the list.
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard) // the flag package would print the mistake too
+	err := fs.Parse(args)
+	fs.SetOutput(stderr)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(stderr, "usage: sluiced [flags]\n\nflags:")
+			fs.PrintDefaults()
 			return err
 		}
-		return fmt.Errorf("%w: %w", errUsage, err)
+		return &usageError{msg: err.Error()}
 	}
 	if *showVersion {
 		fmt.Fprintln(stdout, version.String("sluiced"))

@@ -22,7 +22,7 @@ func TestCommandLine(t *testing.T) {
 		{"version", []string{"--version"}, 0, "sluiced ", "", "usage"},
 		{"stray argument", []string{"--node-id", "-1", "status"}, 2, "", `unexpected argument "status"`, "node id"},
 		{"stray argument after flags", []string{"--data-dir", t.TempDir(), "--node-id=-1", "start", "now"}, 2, "", `unexpected argument "start"`, "node id"},
-		{"unknown flag", []string{"--no-such-flag"}, 2, "", "flag provided but not defined", ""},
+		{"unknown flag", []string{"--no-such-flag"}, 2, "", "flag provided but not defined: -no-such-flag\nrun 'sluiced --help'", "usage:"},
 		{"help", []string{"--help"}, 0, "", "usage: sluiced", ""},
 		{"bad configuration", []string{"--node-id", "-1"}, 1, "", "must not be negative", "usage"},
 		// Every key of the sample file is a flag (the node id on the
