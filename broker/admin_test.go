@@ -163,7 +163,7 @@ func TestDeleteTopicDeletesCommittedOffsets(t *testing.T) {
 	if _, err := adm.DeleteTopics(ctx, "doomed"); err != nil {
 		t.Fatal(err)
 	}
-	stored, err := b.store.TenantOffsets(ctx, b.cfg.Coordinator.Tenant)
+	stored, err := b.Store.TenantOffsets(ctx, b.Cfg.Coordinator.Tenant)
 	if err != nil {
 		t.Fatal(err)
 	}

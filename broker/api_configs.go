@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/controller"
+	"github.com/sluice-mq/sluice/broker/node"
 )
 
 func handleDescribeConfigs(b *Broker, _ context.Context, req *request) (reply, error) {
@@ -30,21 +31,21 @@ func handleDescribeConfigs(b *Broker, _ context.Context, req *request) (reply, e
 		sr.ResourceName = rr.ResourceName
 		switch rr.ResourceType {
 		case kmsg.ConfigResourceTypeTopic:
-			t := b.lookupTopic(rr.ResourceName)
+			t := b.LookupTopic(rr.ResourceName)
 			if t == nil {
 				sr.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				break
 			}
-			sr.Configs = describeTopicConfigs(t.meta.Configs, t.meta.ReplicationFactor, b.cfg.topicDefaults(), rr.ConfigNames, r.IncludeDocumentation)
+			sr.Configs = describeTopicConfigs(t.Meta.Configs, t.Meta.ReplicationFactor, b.Cfg.TopicDefaults(), rr.ConfigNames, r.IncludeDocumentation)
 		case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
-			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(b.cfg.NodeID)) {
+			if rr.ResourceName != "" && rr.ResourceName != strconv.Itoa(int(b.Cfg.NodeID)) {
 				sr.ErrorCode = kerr.InvalidRequest.Code
-				sr.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("this is broker %d", b.cfg.NodeID))
+				sr.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("this is broker %d", b.Cfg.NodeID))
 				break
 			}
 			if rr.ResourceType == kmsg.ConfigResourceTypeBroker && rr.ResourceName != "" {
 				auto := controller.DefaultReplicationFactor(b.placementBrokers())
-				sr.Configs = describeBrokerConfigs(brokerConfigEntries(b.cfg, auto), rr.ConfigNames, r.IncludeSynonyms, r.IncludeDocumentation)
+				sr.Configs = describeBrokerConfigs(brokerConfigEntries(b.Cfg, auto), rr.ConfigNames, r.IncludeSynonyms, r.IncludeDocumentation)
 			}
 		default:
 			sr.ErrorCode = kerr.InvalidRequest.Code
@@ -58,23 +59,23 @@ func handleDescribeConfigs(b *Broker, _ context.Context, req *request) (reply, e
 // describeTopicConfigs describes a topic with the explicit configs and
 // replicationFactor replicas: each value in force, from the topic, the
 // broker's flags or the built-in default (topicdefaults.go).
-func describeTopicConfigs(explicit map[string]string, replicationFactor int16, defaults topicDefaults, names []string, docs bool) []kmsg.DescribeConfigsResponseResourceConfig {
+func describeTopicConfigs(explicit map[string]string, replicationFactor int16, defaults node.TopicDefaults, names []string, docs bool) []kmsg.DescribeConfigsResponseResourceConfig {
 	want := nameFilter(names)
 	var out []kmsg.DescribeConfigsResponseResourceConfig
-	for _, key := range topicConfigKeys() {
+	for _, key := range node.TopicConfigKeys() {
 		if !want(key) {
 			continue
 		}
-		def := topicConfigDefs[key]
-		value, source := defaults.enforced(explicit, replicationFactor, key)
+		def := node.TopicConfigDefs[key]
+		value, source := defaults.Enforced(explicit, replicationFactor, key)
 		c := kmsg.NewDescribeConfigsResponseResourceConfig()
 		c.Name = key
 		c.Value = kmsg.StringPtr(value)
 		c.Source = source
 		c.IsDefault = source == kmsg.ConfigSourceDefaultConfig
-		c.ConfigType = topicConfigType(def.kind)
+		c.ConfigType = topicConfigType(def.Kind)
 		if docs {
-			c.Documentation = kmsg.StringPtr(def.doc)
+			c.Documentation = kmsg.StringPtr(def.Doc)
 		}
 		out = append(out, c)
 	}
@@ -94,17 +95,17 @@ type brokerConfigEntry struct {
 // the default of each topic config: the broker's flag where it has one
 // (Config.topicDefaults), else the built-in default.
 var topicDefaultsAtBroker = map[string]string{
-	cfgRetentionMs:       "log.retention.ms",
-	cfgRetentionBytes:    "log.retention.bytes",
-	cfgSegmentBytes:      "log.segment.bytes",
-	cfgSegmentMs:         "log.roll.ms",
-	cfgMaxMessageBytes:   "message.max.bytes",
-	cfgCleanupPolicy:     "log.cleanup.policy",
-	cfgTimestampType:     "log.message.timestamp.type",
-	cfgMinInsyncReplicas: "min.insync.replicas",
-	cfgLocalRetentionMs:  "log.local.retention.ms",
-	cfgLocalRetentionB:   "log.local.retention.bytes",
-	cfgIndexInterval:     "log.index.interval.bytes",
+	node.CfgRetentionMs:       "log.retention.ms",
+	node.CfgRetentionBytes:    "log.retention.bytes",
+	node.CfgSegmentBytes:      "log.segment.bytes",
+	node.CfgSegmentMs:         "log.roll.ms",
+	node.CfgMaxMessageBytes:   "message.max.bytes",
+	node.CfgCleanupPolicy:     "log.cleanup.Policy",
+	node.CfgTimestampType:     "log.message.timestamp.type",
+	node.CfgMinInsyncReplicas: "min.insync.replicas",
+	node.CfgLocalRetentionMs:  "log.local.retention.ms",
+	node.CfgLocalRetentionB:   "log.local.retention.bytes",
+	node.CfgIndexInterval:     "log.index.interval.bytes",
 }
 
 // brokerConfigEntries lists the settings of cfg that Kafka has a broker
@@ -148,14 +149,14 @@ func brokerConfigEntries(cfg Config, autoReplication int) []brokerConfigEntry {
 		{"offsets.retention.check.interval.ms", ms(cfg.Coordinator.RetentionCheckInterval), ms(d.Coordinator.RetentionCheckInterval), kmsg.ConfigTypeLong, "how often expired offsets and empty groups are removed"},
 	}
 	for topicKey, name := range topicDefaultsAtBroker {
-		def := topicConfigDefs[topicKey]
-		value, _ := cfg.topicDefaults().value(nil, topicKey)
-		builtin, _ := d.topicDefaults().value(nil, topicKey)
-		doc := "default of topic config " + topicKey + ": " + def.doc
-		if topicKey == cfgMinInsyncReplicas {
+		def := node.TopicConfigDefs[topicKey]
+		value, _ := cfg.TopicDefaults().Value(nil, topicKey)
+		builtin, _ := d.TopicDefaults().Value(nil, topicKey)
+		doc := "default of topic config " + topicKey + ": " + def.Doc
+		if topicKey == node.CfgMinInsyncReplicas {
 			doc += "; never fewer than a majority of a partition's replicas"
 		}
-		out = append(out, brokerConfigEntry{name, value, builtin, topicConfigType(def.kind), doc})
+		out = append(out, brokerConfigEntry{name, value, builtin, topicConfigType(def.Kind), doc})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out
@@ -207,13 +208,13 @@ func nameFilter(names []string) func(string) bool {
 	return func(k string) bool { return set[k] }
 }
 
-func topicConfigType(k configKind) kmsg.ConfigType {
+func topicConfigType(k node.ConfigKind) kmsg.ConfigType {
 	switch k {
-	case kindLong:
+	case node.KindLong:
 		return kmsg.ConfigTypeLong
-	case kindInt:
+	case node.KindInt:
 		return kmsg.ConfigTypeInt
-	case kindBool:
+	case node.KindBool:
 		return kmsg.ConfigTypeBoolean
 	default:
 		return kmsg.ConfigTypeString
@@ -230,7 +231,7 @@ func handleAlterConfigs(b *Broker, ctx context.Context, req *request) (reply, er
 		sr.ResourceName = rr.ResourceName
 		err := checkAlterResource(rr.ResourceType)
 		if err == nil {
-			err = b.alterTopicConfigs(ctx, rr.ResourceName, r.ValidateOnly, func(configs map[string]string) error {
+			err = b.AlterTopicConfigs(ctx, rr.ResourceName, r.ValidateOnly, func(configs map[string]string) error {
 				clear(configs)
 				for _, c := range rr.Configs {
 					if c.Value == nil {
@@ -258,21 +259,21 @@ func handleIncrementalAlterConfigs(b *Broker, ctx context.Context, req *request)
 		sr.ResourceName = rr.ResourceName
 		err := checkAlterResource(rr.ResourceType)
 		if err == nil {
-			err = b.alterTopicConfigs(ctx, rr.ResourceName, r.ValidateOnly, func(configs map[string]string) error {
+			err = b.AlterTopicConfigs(ctx, rr.ResourceName, r.ValidateOnly, func(configs map[string]string) error {
 				for _, c := range rr.Configs {
 					switch c.Op {
 					case kmsg.IncrementalAlterConfigOpSet:
 						if c.Value == nil {
-							return invalidConfig("config %s: null value", c.Name)
+							return node.InvalidConfig("config %s: null value", c.Name)
 						}
 						configs[c.Name] = *c.Value
 					case kmsg.IncrementalAlterConfigOpDelete:
-						if _, ok := topicConfigDefs[c.Name]; !ok {
-							return invalidConfig("unknown topic config %q", c.Name)
+						if _, ok := node.TopicConfigDefs[c.Name]; !ok {
+							return node.InvalidConfig("unknown topic config %q", c.Name)
 						}
 						delete(configs, c.Name)
 					default:
-						return invalidConfig("config %s: operation %v applies only to list configs", c.Name, c.Op)
+						return node.InvalidConfig("config %s: operation %v applies only to list configs", c.Name, c.Op)
 					}
 				}
 				return nil
@@ -288,12 +289,12 @@ func checkAlterResource(t kmsg.ConfigResourceType) error {
 	if t == kmsg.ConfigResourceTypeTopic {
 		return nil
 	}
-	return fmt.Errorf("%w: only topic configs can be altered; broker configs are static", errInvalidRequest)
+	return fmt.Errorf("%w: only topic configs can be altered; broker configs are static", node.ErrInvalidRequest)
 }
 
 func errorAndMessage(err error) (int16, *string) {
 	if err == nil {
 		return 0, nil
 	}
-	return errorCode(err), kmsg.StringPtr(err.Error())
+	return node.ErrorCode(err), kmsg.StringPtr(err.Error())
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -17,12 +18,12 @@ func handleCreatePartitions(b *Broker, ctx context.Context, req *request) (reply
 		st.Topic = rt.Topic
 		var err error
 		if len(rt.Assignment) > 0 {
-			err = fmt.Errorf("%w: manual replica assignment is not supported", errInvalidRequest)
+			err = fmt.Errorf("%w: manual replica assignment is not supported", node.ErrInvalidRequest)
 		} else {
-			err = b.addPartitions(ctx, rt.Topic, rt.Count, r.ValidateOnly)
+			err = b.AddPartitions(ctx, rt.Topic, rt.Count, r.ValidateOnly)
 		}
 		if err != nil {
-			st.ErrorCode = errorCode(err)
+			st.ErrorCode = node.ErrorCode(err)
 			msg := err.Error()
 			st.ErrorMessage = &msg
 		}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -24,15 +25,15 @@ func handleCreateTopics(b *Broker, ctx context.Context, req *request) (reply, er
 		st.NumPartitions, st.ReplicationFactor = -1, -1
 		err := createTopicFromRequest(b, ctx, rt, seen[rt.Topic] > 1, r.ValidateOnly, &st)
 		if err != nil {
-			st.ErrorCode = errorCode(err)
+			st.ErrorCode = node.ErrorCode(err)
 			msg := err.Error()
 			st.ErrorMessage = &msg
 			// A client's mistake is the client's to see (debug); a failure
 			// of this broker's is the operator's.
 			if st.ErrorCode == kerr.UnknownServerError.Code {
-				b.logger.Warn().Err(err).Str("topic", rt.Topic).Msg("create topic failed")
+				b.Logger.Warn().Err(err).Str("topic", rt.Topic).Msg("create topic failed")
 			} else if st.ErrorCode != kerr.TopicAlreadyExists.Code {
-				b.logger.Debug().Err(err).Str("topic", rt.Topic).Msg("create topic rejected")
+				b.Logger.Debug().Err(err).Str("topic", rt.Topic).Msg("create topic rejected")
 			}
 		}
 		resp.Topics = append(resp.Topics, st)
@@ -42,28 +43,28 @@ func handleCreateTopics(b *Broker, ctx context.Context, req *request) (reply, er
 
 func createTopicFromRequest(b *Broker, ctx context.Context, rt kmsg.CreateTopicsRequestTopic, duplicate, validateOnly bool, st *kmsg.CreateTopicsResponseTopic) error {
 	if duplicate {
-		return fmt.Errorf("%w: topic %q is named more than once", errInvalidRequest, rt.Topic)
+		return fmt.Errorf("%w: topic %q is named more than once", node.ErrInvalidRequest, rt.Topic)
 	}
 	if len(rt.ReplicaAssignment) > 0 {
-		return fmt.Errorf("%w: manual replica assignment is not supported", errInvalidRequest)
+		return fmt.Errorf("%w: manual replica assignment is not supported", node.ErrInvalidRequest)
 	}
 	configs := make(map[string]string, len(rt.Configs))
 	for _, c := range rt.Configs {
 		if c.Value == nil {
-			return invalidConfig("config %s: null value", c.Name)
+			return node.InvalidConfig("config %s: null value", c.Name)
 		}
 		configs[c.Name] = *c.Value
 	}
-	t, err := b.createTopic(ctx, rt.Topic, rt.NumPartitions, rt.ReplicationFactor, configs, validateOnly)
+	t, err := b.CreateTopic(ctx, rt.Topic, rt.NumPartitions, rt.ReplicationFactor, configs, validateOnly)
 	if err != nil {
 		return err
 	}
 	st.TopicID = t.ID
 	st.NumPartitions = t.Partitions
 	st.ReplicationFactor = t.ReplicationFactor
-	defaults := b.cfg.topicDefaults()
-	for _, key := range topicConfigKeys() {
-		value, source := defaults.enforced(t.Configs, t.ReplicationFactor, key)
+	defaults := b.Cfg.TopicDefaults()
+	for _, key := range node.TopicConfigKeys() {
+		value, source := defaults.Enforced(t.Configs, t.ReplicationFactor, key)
 		c := kmsg.NewCreateTopicsResponseTopicConfig()
 		c.Name = key
 		c.Value = &value

@@ -6,6 +6,7 @@ package broker
 import (
 	"context"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -16,7 +17,7 @@ func handleDeleteGroups(b *Broker, ctx context.Context, req *request) (reply, er
 		dg := kmsg.NewDeleteGroupsResponseGroup()
 		dg.Group = id
 		if err := b.coord.DeleteGroup(ctx, id); err != nil {
-			dg.ErrorCode = errorCode(err)
+			dg.ErrorCode = node.ErrorCode(err)
 			if req.version >= 3 {
 				msg := err.Error()
 				dg.ErrorMessage = &msg

@@ -19,6 +19,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/wal"
 )
 
@@ -40,20 +41,20 @@ func handleDeleteRecords(b *Broker, ctx context.Context, req *request) (reply, e
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition, sp.LowWatermark = rp.Partition, -1
-			p, err := b.partitionOf(rt.Topic, rp.Partition)
+			p, err := b.PartitionOf(rt.Topic, rp.Partition)
 			if err == nil {
 				var low wal.Offset
 				if low, err = p.DeleteRecords(ctx, rp.Offset); err == nil {
-					err = b.deleteRemoteRecords(ctx, p, rp.Offset)
+					err = b.DeleteRemoteRecords(ctx, p, rp.Offset)
 					// The log start clients see is the remote one while
 					// anything is tiered below the local log.
-					sp.LowWatermark = int64(min(low, b.logStart(ctx, p)))
+					sp.LowWatermark = int64(min(low, b.LogStart(ctx, p)))
 				}
 			}
 			if err != nil {
-				sp.ErrorCode = errorCode(err)
-				if !errors.Is(err, wal.ErrOffsetOutOfRange) && !errors.Is(err, errUnknownTopic) && !errors.Is(err, errNotLeader) {
-					b.logger.Warn().Err(err).Str("topic", rt.Topic).Int32("partition", rp.Partition).Msg("delete records")
+				sp.ErrorCode = node.ErrorCode(err)
+				if !errors.Is(err, wal.ErrOffsetOutOfRange) && !errors.Is(err, node.ErrUnknownTopic) && !errors.Is(err, node.ErrNotLeader) {
+					b.Logger.Warn().Err(err).Str("topic", rt.Topic).Int32("partition", rp.Partition).Msg("delete records")
 				}
 			}
 			st.Partitions = append(st.Partitions, sp)

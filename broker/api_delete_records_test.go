@@ -23,7 +23,7 @@ func deleteRecordsDirect(t *testing.T, b *Broker, cl *kgo.Client, topic string, 
 	rp.Partition, rp.Offset = partition, offset
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(context.Background(), cl.Broker(int(b.cfg.NodeID)))
+	resp, err := req.RequestWith(context.Background(), cl.Broker(int(b.Cfg.NodeID)))
 	if err != nil {
 		t.Fatal(err)
 	}

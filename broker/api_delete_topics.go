@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/meta"
 )
 
@@ -26,20 +27,20 @@ func handleDeleteTopics(b *Broker, ctx context.Context, req *request) (reply, er
 		name := ""
 		if rt.Topic != nil {
 			name = *rt.Topic
-		} else if t := b.lookupTopicID(rt.TopicID); t != nil {
-			name = t.meta.Name
+		} else if t := b.LookupTopicID(rt.TopicID); t != nil {
+			name = t.Meta.Name
 			st.Topic = &name
 		}
 		var err error
 		if name == "" {
-			err = fmt.Errorf("topic id %s: %w", uuidString(rt.TopicID), meta.ErrTopicNotFound)
+			err = fmt.Errorf("topic id %s: %w", node.UuidString(rt.TopicID), meta.ErrTopicNotFound)
 		} else {
 			var t meta.Topic
-			t, err = b.deleteTopic(ctx, name)
+			t, err = b.DeleteTopic(ctx, name)
 			st.TopicID = t.ID
 		}
 		if err != nil {
-			st.ErrorCode = errorCode(err)
+			st.ErrorCode = node.ErrorCode(err)
 			msg := err.Error()
 			st.ErrorMessage = &msg
 		}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -18,15 +19,15 @@ func handleDescribeGroups(b *Broker, _ context.Context, req *request) (reply, er
 		dg.Group = id
 		d, err := b.coord.DescribeGroup(id)
 		switch {
-		case errors.Is(err, errGroupNotFound):
+		case errors.Is(err, node.ErrGroupNotFound):
 			dg.State = "Dead"
 			if req.version >= 6 {
-				dg.ErrorCode = errorCode(err)
+				dg.ErrorCode = node.ErrorCode(err)
 				msg := err.Error()
 				dg.ErrorMessage = &msg
 			}
 		case err != nil:
-			dg.ErrorCode = errorCode(err)
+			dg.ErrorCode = node.ErrorCode(err)
 		default:
 			dg.State, dg.ProtocolType, dg.Protocol = d.State, d.ProtocolType, d.Protocol
 			for _, m := range d.Members {

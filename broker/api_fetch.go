@@ -35,6 +35,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/wal"
@@ -136,7 +137,7 @@ func (b *Broker) fetchOnce(req *request, r *kmsg.FetchRequest) (*kmsg.FetchRespo
 	}
 	// The broker's cap (fetch.max.bytes) bounds what one request allocates;
 	// the first batch still comes back whole if it alone is larger.
-	maxBytes = min(maxBytes, int(b.cfg.FetchMaxBytes))
+	maxBytes = min(maxBytes, int(b.Cfg.FetchMaxBytes))
 	cf := consumerFetch{version: req.version}
 	if req.version >= 11 {
 		cf.rack = r.Rack
@@ -147,11 +148,11 @@ func (b *Broker) fetchOnce(req *request, r *kmsg.FetchRequest) (*kmsg.FetchRespo
 		st := kmsg.NewFetchResponseTopic()
 		st.Topic = rt.Topic
 		st.TopicID = rt.TopicID
-		var t *topic
+		var t *node.Topic
 		if req.version >= 13 {
-			t = b.lookupTopicID(rt.TopicID)
+			t = b.LookupTopicID(rt.TopicID)
 		} else {
-			t = b.lookupTopic(rt.Topic)
+			t = b.LookupTopic(rt.Topic)
 		}
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewFetchResponseTopicPartition()
@@ -212,15 +213,15 @@ func (b *Broker) readRemoteParts(ctx context.Context, parts []*remotePart) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			data, err := b.readRemote(ctx, rp.p, rp.from, max(rp.budget, 1))
+			data, err := b.ReadRemote(ctx, rp.p, rp.from, max(rp.budget, 1))
 			if err != nil {
-				rp.sp.ErrorCode = errorCode(err)
+				rp.sp.ErrorCode = node.ErrorCode(err)
 				return
 			}
 			rp.sp.RecordBatches = data
-			b.m.bytesOut(rp.p.Topic(), len(data))
-			b.m.recordsOutN(rp.p.Topic(), countRecords(data))
-			b.m.consumerFetched(b.cfg.AZ, rp.label, len(data))
+			b.M.BytesOut(rp.p.Topic(), len(data))
+			b.M.RecordsOutN(rp.p.Topic(), node.CountRecords(data))
+			b.M.ConsumerFetched(b.Cfg.AZ, rp.label, len(data))
 		}()
 	}
 	wg.Wait()
@@ -232,22 +233,22 @@ const remoteReadTimeout = 30 * time.Second
 
 // fetchPartition fills sp for one partition and returns the record bytes
 // added and, when the read reached the high watermark, its change channel.
-func (b *Broker) fetchPartition(t *topic, rp kmsg.FetchRequestTopicPartition, cf consumerFetch, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, <-chan struct{}, *remotePart) {
-	p, err := t.local(rp.Partition)
+func (b *Broker) fetchPartition(t *node.Topic, rp kmsg.FetchRequestTopicPartition, cf consumerFetch, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) (int, <-chan struct{}, *remotePart) {
+	p, err := t.Local(rp.Partition)
 	if err == nil {
 		// Before v11 a consumer cannot be sent to a follower (KIP-392).
-		err = checkServing(p, b.cfg.NodeID, rp.CurrentLeaderEpoch, cf.version < 11)
+		err = checkServing(p, b.Cfg.NodeID, rp.CurrentLeaderEpoch, cf.version < 11)
 	}
 	if err != nil {
-		sp.ErrorCode = errorCode(err)
+		sp.ErrorCode = node.ErrorCode(err)
 		b.fillCurrentLeader(t, rp.Partition, sp)
 		return 0, nil, nil
 	}
 	from := wal.Offset(rp.FetchOffset)
-	hw, wait, perr := b.position(context.Background(), p, from)
+	hw, wait, perr := b.Position(context.Background(), p, from)
 	sp.HighWatermark = int64(hw)
 	sp.LastStableOffset = int64(hw)
-	sp.LogStartOffset = int64(b.logStart(context.Background(), p))
+	sp.LogStartOffset = int64(b.LogStart(context.Background(), p))
 	remote := perr == nil && from < p.Log().StartOffset() // below the local log, in the remote one
 	if cf.rack != "" && perr == nil {
 		if id := b.preferredReadReplica(t, p, cf.rack); id >= 0 {
@@ -256,7 +257,7 @@ func (b *Broker) fetchPartition(t *topic, rp kmsg.FetchRequestTopicPartition, cf
 		}
 	}
 	if perr != nil || (wait != nil && !remote) {
-		sp.ErrorCode = errorCode(perr)
+		sp.ErrorCode = node.ErrorCode(perr)
 		return 0, wait, nil
 	}
 	if budget <= 0 && !first {
@@ -268,9 +269,9 @@ func (b *Broker) fetchPartition(t *topic, rp kmsg.FetchRequestTopicPartition, cf
 	}
 	data, readHW, err := p.Read(wal.Offset(rp.FetchOffset), max(budget, 1))
 	if err != nil {
-		sp.ErrorCode = errorCode(err)
+		sp.ErrorCode = node.ErrorCode(err)
 		if !errors.Is(err, wal.ErrOffsetOutOfRange) {
-			b.logger.Error().Err(err).Str("topic", p.Topic()).Int32("partition", p.Index()).Msg("fetch read")
+			b.Logger.Error().Err(err).Str("topic", p.Topic()).Int32("partition", p.Index()).Msg("fetch read")
 		}
 		return 0, nil, nil
 	}
@@ -278,9 +279,9 @@ func (b *Broker) fetchPartition(t *topic, rp kmsg.FetchRequestTopicPartition, cf
 	// that bounds the records returned.
 	sp.HighWatermark, sp.LastStableOffset = int64(readHW), int64(readHW)
 	sp.RecordBatches = data
-	b.m.bytesOut(p.Topic(), len(data))
-	b.m.recordsOutN(p.Topic(), countRecords(data))
-	b.m.consumerFetched(b.cfg.AZ, cf.label, len(data))
+	b.M.BytesOut(p.Topic(), len(data))
+	b.M.RecordsOutN(p.Topic(), node.CountRecords(data))
+	b.M.ConsumerFetched(b.Cfg.AZ, cf.label, len(data))
 	return len(data), nil, nil
 }
 
@@ -316,7 +317,7 @@ func checkServing(p *partition.Partition, self, clientEpoch int32, leaderOnly bo
 	case st.Role == replica.RoleNone && st.Err != nil && st.Leader == replica.NodeID(self):
 		return nil
 	default:
-		return fmt.Errorf("%w: %s-%d: this replica is %s at epoch %d (leader %d)", errNotLeader,
+		return fmt.Errorf("%w: %s-%d: this replica is %s at epoch %d (leader %d)", node.ErrNotLeader,
 			p.Topic(), p.Index(), st.Role, st.Epoch, st.Leader)
 	}
 }
@@ -325,14 +326,14 @@ func checkServing(p *partition.Partition, self, clientEpoch int32, leaderOnly bo
 // NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH answer (v12+; KIP-951
 // clients act on it from v16), from the partition state etcd reported; -1
 // when the state names no live leader.
-func (b *Broker) fillCurrentLeader(t *topic, index int32, sp *kmsg.FetchResponseTopicPartition) {
+func (b *Broker) fillCurrentLeader(t *node.Topic, index int32, sp *kmsg.FetchResponseTopicPartition) {
 	if sp.ErrorCode != kerr.NotLeaderForPartition.Code && sp.ErrorCode != kerr.FencedLeaderEpoch.Code {
 		return
 	}
-	if index < 0 || int(index) >= len(t.states) {
+	if index < 0 || int(index) >= len(t.States) {
 		return
 	}
-	st := t.states[index]
+	st := t.States[index]
 	if st.Leader >= 0 && b.isLive(st.Leader) {
 		sp.CurrentLeader.LeaderID, sp.CurrentLeader.LeaderEpoch = st.Leader, st.LeaderEpoch
 	}
@@ -343,7 +344,7 @@ func (b *Broker) fillCurrentLeader(t *topic, index int32, sp *kmsg.FetchResponse
 func (b *Broker) isLive(id int32) bool {
 	live := b.brokers()
 	if len(live) == 0 {
-		return id == b.cfg.NodeID
+		return id == b.Cfg.NodeID
 	}
 	for _, bi := range live {
 		if bi.NodeID == id {
@@ -359,8 +360,8 @@ func (b *Broker) isLive(id int32) bool {
 // partition's replicas. It is -1 (read from the leader) when this replica
 // is not the leader, when the leader is in the rack itself, or when no
 // such follower exists.
-func (b *Broker) preferredReadReplica(t *topic, p *partition.Partition, rack string) int32 {
-	if rack == b.cfg.AZ || int(p.Index()) >= len(t.states) {
+func (b *Broker) preferredReadReplica(t *node.Topic, p *partition.Partition, rack string) int32 {
+	if rack == b.Cfg.AZ || int(p.Index()) >= len(t.States) {
 		return -1
 	}
 	st := p.ReplicaStatus()
@@ -368,8 +369,8 @@ func (b *Broker) preferredReadReplica(t *topic, p *partition.Partition, rack str
 		return -1
 	}
 	live := b.brokers()
-	for _, id := range t.states[p.Index()].Replicas {
-		if id == b.cfg.NodeID || !slices.Contains(st.InSync, replica.NodeID(id)) {
+	for _, id := range t.States[p.Index()].Replicas {
+		if id == b.Cfg.NodeID || !slices.Contains(st.InSync, replica.NodeID(id)) {
 			continue
 		}
 		for _, bi := range live {
@@ -387,7 +388,7 @@ func (b *Broker) rackLabel(rack string) string {
 	if rack == "" {
 		return "none"
 	}
-	if rack == b.cfg.AZ {
+	if rack == b.Cfg.AZ {
 		return rack
 	}
 	for _, bi := range b.brokers() {

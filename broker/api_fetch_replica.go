@@ -29,6 +29,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/wal"
@@ -56,11 +57,11 @@ func (b *Broker) handleReplicaFetch(ctx context.Context, req *request, r *kmsg.F
 	resp := newResponse(req).(*kmsg.FetchResponse)
 	var parts []*replicaFetchPart
 	for ti, rt := range r.Topics {
-		var t *topic
+		var t *node.Topic
 		if req.version >= 13 {
-			t = b.lookupTopicID(rt.TopicID)
+			t = b.LookupTopicID(rt.TopicID)
 		} else {
-			t = b.lookupTopic(rt.Topic)
+			t = b.LookupTopic(rt.Topic)
 		}
 		for pi, rp := range rt.Partitions {
 			fp := &replicaFetchPart{topic: ti, part: pi, budget: int(rp.PartitionMaxBytes)}
@@ -75,21 +76,21 @@ func (b *Broker) handleReplicaFetch(ctx context.Context, req *request, r *kmsg.F
 			if fp.code = b.notReplicaCode(t, rp.Partition, from); fp.code != 0 {
 				continue
 			}
-			p, err := t.local(rp.Partition)
+			p, err := t.Local(rp.Partition)
 			if err != nil {
-				fp.code = errorCode(err)
+				fp.code = node.ErrorCode(err)
 				continue
 			}
 			fp.p = p
-			fp.answer = p.ReplicaFetch(replica.DecodeFetch(replica.NodeID(from), replica.NodeID(b.cfg.NodeID),
+			fp.answer = p.ReplicaFetch(replica.DecodeFetch(replica.NodeID(from), replica.NodeID(b.Cfg.NodeID),
 				replicaFetchSeq.Add(1), 0, &rt.Partitions[pi]))
 		}
 	}
 	b.gatherReplicaAnswers(ctx, r, parts)
 
-	total, maxBytes := 0, min(int(r.MaxBytes), int(b.cfg.FetchMaxBytes))
+	total, maxBytes := 0, min(int(r.MaxBytes), int(b.Cfg.FetchMaxBytes))
 	if maxBytes <= 0 {
-		maxBytes = int(b.cfg.FetchMaxBytes)
+		maxBytes = int(b.Cfg.FetchMaxBytes)
 	}
 	resp.Topics = make([]kmsg.FetchResponseTopic, len(r.Topics))
 	for ti, rt := range r.Topics {
@@ -182,7 +183,7 @@ func (b *Broker) fillReplicaPartition(fp *replicaFetchPart, budget int, first bo
 	if answer != nil && answer.Err == replica.ErrCodeOffsetOutOfRange {
 		// Below this leader's log start: tiered storage or nothing holds
 		// what the follower lacks (replica_logstart.go).
-		sp.ErrorCode = b.belowLogStartCode(fp.p)
+		sp.ErrorCode = b.BelowLogStartCode(fp.p)
 	}
 	if !include || !read || (!first && budget <= 0) {
 		return 0, include
@@ -190,7 +191,7 @@ func (b *Broker) fillReplicaPartition(fp *replicaFetchPart, budget int, first bo
 	m := fp.got.Msg
 	data, err := fp.p.ReadFetchAnswer(*fp.got, max(budget, 1))
 	if err != nil {
-		sp.ErrorCode = errorCode(err)
+		sp.ErrorCode = node.ErrorCode(err)
 		if errors.Is(err, wal.ErrOffsetOutOfRange) && m.ReadFrom < fp.p.Log().StartOffset() {
 			// The log start moved past the range since the core decided
 			// it: the follower asks again and is answered below.

@@ -66,8 +66,8 @@ func TestReplicaFetchLeavesOutUnjudgedPartition(t *testing.T) {
 	if p := produceRaw(t, b, cl, "two", 1, testBatch(3, -1, -1, -1, 1)); p.ErrorCode != 0 {
 		t.Fatalf("produce: error %d", p.ErrorCode)
 	}
-	tp := b.lookupTopic("two")
-	part1 := b.walDir(tp.meta.ID, 1) + "/"
+	tp := b.LookupTopic("two")
+	part1 := b.WalDir(tp.Meta.ID, 1) + "/"
 	blocks.path.Store(&part1)
 	blocks.armed.Store(true)
 	// A second batch for partition 1, whose fsync then holds its owner.
@@ -76,7 +76,7 @@ func TestReplicaFetchLeavesOutUnjudgedPartition(t *testing.T) {
 		req := kmsg.NewPtrProduceRequest()
 		req.Acks, req.TimeoutMillis = -1, 10000
 		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic, rt.TopicID = "two", tp.meta.ID
+		rt.Topic, rt.TopicID = "two", tp.Meta.ID
 		rp := kmsg.NewProduceRequestTopicPartition()
 		rp.Partition, rp.Records = 1, testBatch(1, -1, -1, -1, 1)
 		rt.Partitions = append(rt.Partitions, rp)
@@ -92,14 +92,14 @@ func TestReplicaFetchLeavesOutUnjudgedPartition(t *testing.T) {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID, req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 7, 2000, 1, 1<<20
 	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic, rt.TopicID = "two", tp.meta.ID
+	rt.Topic, rt.TopicID = "two", tp.Meta.ID
 	fetches := make([]replica.Message, 2)
 	for i := range int32(2) {
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition, rp.CurrentLeaderEpoch, rp.FetchOffset, rp.LastFetchedEpoch = i, -1, 1000, 0
 		rp.LogStartOffset, rp.PartitionMaxBytes = -1, 1<<20
 		rt.Partitions = append(rt.Partitions, rp)
-		fetches[i] = replica.Message{Type: replica.MsgFetch, From: 7, To: replica.NodeID(b.cfg.NodeID),
+		fetches[i] = replica.Message{Type: replica.MsgFetch, From: 7, To: replica.NodeID(b.Cfg.NodeID),
 			Epoch: -1, Seq: uint64(i + 1), Offset: 1000, LastEpoch: 0}
 	}
 	req.Topics = append(req.Topics, rt)

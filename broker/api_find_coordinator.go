@@ -3,12 +3,13 @@ package broker
 // FindCoordinator (key 10): names the broker that coordinates each group,
 // by the placement of group_placement.go over the live brokers (this
 // broker, when it is alone). v4+ asks for a batch of keys. Transactions are not served: transaction
-// keys answer errTransactionsUnsupported, a non-retriable code with a message
+// keys answer node.ErrTransactionsUnsupported, a non-retriable code with a message
 // that says so; other key types INVALID_REQUEST.
 
 import (
 	"context"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -26,16 +27,16 @@ func handleFindCoordinator(b *Broker, _ context.Context, req *request) (reply, e
 		c.NodeID, c.Host, c.Port = -1, "", -1
 		switch {
 		case r.CoordinatorType == coordinatorKeyTransaction:
-			c.ErrorCode = errorCode(errTransactionsUnsupported)
-			c.ErrorMessage = kmsg.StringPtr(errTransactionsUnsupported.Error())
+			c.ErrorCode = node.ErrorCode(node.ErrTransactionsUnsupported)
+			c.ErrorMessage = kmsg.StringPtr(node.ErrTransactionsUnsupported.Error())
 		case r.CoordinatorType != coordinatorKeyGroup:
-			c.ErrorCode = errorCode(errCoordinatorKeyType)
+			c.ErrorCode = node.ErrorCode(node.ErrCoordinatorKeyType)
 		default:
 			co := b.groupCoordinator(key)
 			if host, port := hostPort(co.Kafka); port > 0 {
 				c.NodeID, c.Host, c.Port = co.NodeID, host, port
 			} else {
-				c.ErrorCode = errorCode(errCoordinatorUnavailable)
+				c.ErrorCode = node.ErrorCode(node.ErrCoordinatorUnavailable)
 			}
 		}
 		return c

@@ -9,12 +9,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/node"
 )
 
 func handleHeartbeat(b *Broker, _ context.Context, req *request) (reply, error) {
 	r := req.body.(*kmsg.HeartbeatRequest)
 	resp := newResponse(req).(*kmsg.HeartbeatResponse)
 	err := b.coord.Heartbeat(r.Group, r.MemberID, derefString(r.InstanceID), group.Generation(r.Generation))
-	resp.ErrorCode = errorCode(err)
+	resp.ErrorCode = node.ErrorCode(err)
 	return done(resp), nil
 }

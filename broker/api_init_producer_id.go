@@ -3,13 +3,14 @@ package broker
 // InitProducerId (key 22): a fresh producer id (epoch 0) for an idempotent
 // producer. Ids come from etcd in blocks, so they are unique across brokers
 // and restarts. Transactions are not supported: a transactional id is
-// refused with errTransactionsUnsupported (the response has no error message
+// refused with node.ErrTransactionsUnsupported (the response has no error message
 // field in any version; FindCoordinator, which clients send first, carries it).
 
 import (
 	"context"
 	"fmt"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -22,13 +23,13 @@ func handleInitProducerID(b *Broker, ctx context.Context, req *request) (reply, 
 	resp := newResponse(req).(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if r.TransactionalID != nil {
-		resp.ErrorCode = errorCode(errTransactionsUnsupported)
-		b.logger.Debug().Str("transactional_id", *r.TransactionalID).Msg("refused InitProducerId: transactions are not supported")
+		resp.ErrorCode = node.ErrorCode(node.ErrTransactionsUnsupported)
+		b.Logger.Debug().Str("transactional_id", *r.TransactionalID).Msg("refused InitProducerId: transactions are not supported")
 		return done(resp), nil
 	}
 	id, err := b.nextProducerID(ctx)
 	if err != nil {
-		b.logger.Error().Err(err).Msg("allocate producer id")
+		b.Logger.Error().Err(err).Msg("allocate producer id")
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
 		return done(resp), nil
 	}
@@ -40,7 +41,7 @@ func (b *Broker) nextProducerID(ctx context.Context) (int64, error) {
 	b.pidMu.Lock()
 	defer b.pidMu.Unlock()
 	if b.pidNext == b.pidEnd {
-		first, err := b.store.AllocateProducerIDs(ctx, producerIDBlock)
+		first, err := b.Store.AllocateProducerIDs(ctx, producerIDBlock)
 		if err != nil {
 			return 0, fmt.Errorf("reserve producer ids: %w", err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/node"
 )
 
 func handleJoinGroup(b *Broker, ctx context.Context, req *request) (reply, error) {
@@ -37,7 +38,7 @@ func handleJoinGroup(b *Broker, ctx context.Context, req *request) (reply, error
 		resp := newResponse(req).(*kmsg.JoinGroupResponse)
 		resp.MemberID = res.MemberID
 		if res.Err != nil {
-			resp.ErrorCode = errorCode(res.Err)
+			resp.ErrorCode = node.ErrorCode(res.Err)
 			resp.Generation = -1
 			return resp
 		}

@@ -11,27 +11,28 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/node"
 )
 
 func handleLeaveGroup(b *Broker, _ context.Context, req *request) (reply, error) {
 	r := req.body.(*kmsg.LeaveGroupRequest)
 	resp := newResponse(req).(*kmsg.LeaveGroupResponse)
 	if req.version < 3 {
-		resp.ErrorCode = errorCode(b.coord.Leave(r.Group, r.MemberID, ""))
+		resp.ErrorCode = node.ErrorCode(b.coord.Leave(r.Group, r.MemberID, ""))
 		return done(resp), nil
 	}
 	switch _, err := b.coord.DescribeGroup(r.Group); {
-	case errors.Is(err, errGroupNotFound):
-		resp.ErrorCode = errorCode(group.ErrUnknownMember)
+	case errors.Is(err, node.ErrGroupNotFound):
+		resp.ErrorCode = node.ErrorCode(group.ErrUnknownMember)
 	case err != nil:
 		// Not the coordinator (or not yet): the client looks it up again.
-		resp.ErrorCode = errorCode(err)
+		resp.ErrorCode = node.ErrorCode(err)
 		return done(resp), nil
 	}
 	for _, m := range r.Members {
 		rm := kmsg.NewLeaveGroupResponseMember()
 		rm.MemberID, rm.InstanceID = m.MemberID, m.InstanceID
-		rm.ErrorCode = errorCode(b.coord.Leave(r.Group, m.MemberID, derefString(m.InstanceID)))
+		rm.ErrorCode = node.ErrorCode(b.coord.Leave(r.Group, m.MemberID, derefString(m.InstanceID)))
 		resp.Members = append(resp.Members, rm)
 	}
 	return done(resp), nil

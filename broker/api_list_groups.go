@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -26,7 +27,7 @@ func handleListGroups(b *Broker, ctx context.Context, req *request) (reply, erro
 		return done(resp), nil
 	}
 	if err := b.coord.awaitPlaced(ctx); err != nil {
-		resp.ErrorCode = errorCode(err)
+		resp.ErrorCode = node.ErrorCode(err)
 		return done(resp), nil
 	}
 	for _, g := range b.coord.ListGroups() {

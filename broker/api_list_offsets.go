@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/wal"
@@ -43,15 +44,15 @@ func handleListOffsets(b *Broker, _ context.Context, req *request) (reply, error
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
-			p, err := b.partitionOf(rt.Topic, rp.Partition)
+			p, err := b.PartitionOf(rt.Topic, rp.Partition)
 			if err == nil {
-				err = checkServing(p, b.cfg.NodeID, rp.CurrentLeaderEpoch, r.ReplicaID != debuggingReplicaID)
+				err = checkServing(p, b.Cfg.NodeID, rp.CurrentLeaderEpoch, r.ReplicaID != debuggingReplicaID)
 			}
 			if err == nil {
 				sp.Offset, sp.Timestamp, sp.LeaderEpoch, err = b.listOffsetFor(p, rp.Timestamp, r.ReplicaID == consumerReplicaID)
 			}
 			if err != nil {
-				sp.ErrorCode = errorCode(err)
+				sp.ErrorCode = node.ErrorCode(err)
 				sp.Offset, sp.Timestamp, sp.LeaderEpoch = -1, -1, -1
 			}
 			st.Partitions = append(st.Partitions, sp)
@@ -82,7 +83,7 @@ func (b *Broker) listOffsetFor(p *partition.Partition, ts int64, client bool) (o
 		}
 		return end, -1, int32(p.LeaderEpoch()), nil
 	case listEarliest:
-		start := b.logStart(context.Background(), p)
+		start := b.LogStart(context.Background(), p)
 		return int64(start), -1, b.epochAt(p, start), nil
 	}
 	offset, timestamp, err = b.listOffset(p, ts)
@@ -100,10 +101,10 @@ func (b *Broker) listOffsetFor(p *partition.Partition, ts int64, client bool) (o
 // epochAt is the leader epoch of the batch holding off, from the local
 // chain or, below the local log, from the remote head's.
 func (b *Broker) epochAt(p *partition.Partition, off wal.Offset) int32 {
-	if e := epochAt(p.Log().Epochs(), off); e >= 0 || b.tiers == nil {
+	if e := epochAt(p.Log().Epochs(), off); e >= 0 || b.Tiers == nil {
 		return e
 	}
-	epochs, err := b.tiers.RemoteEpochs(context.Background(), p.TopicID(), p.Index())
+	epochs, err := b.Tiers.RemoteEpochs(context.Background(), p.TopicID(), p.Index())
 	if err != nil {
 		return -1
 	}
@@ -140,28 +141,28 @@ func (b *Broker) listOffset(p *partition.Partition, ts int64) (offset, timestamp
 	case ts == listLatest:
 		return int64(hw), -1, nil
 	case ts == listEarliest:
-		return int64(b.logStart(context.Background(), p)), -1, nil
+		return int64(b.LogStart(context.Background(), p)), -1, nil
 	case ts < 0:
-		return -1, -1, fmt.Errorf("%w: timestamp %d", errInvalidRequest, ts)
+		return -1, -1, fmt.Errorf("%w: timestamp %d", node.ErrInvalidRequest, ts)
 	}
 	if off, recTS, found, err := b.listRemoteOffset(p, ts); err != nil || found {
 		return off, recTS, err
 	}
 	batch, err := p.Log().FindTimestamp(ts)
 	if err != nil {
-		return -1, -1, fmt.Errorf("%w: find timestamp %d in %s-%d: %w", errStorage, ts, p.Topic(), p.Index(), err)
+		return -1, -1, fmt.Errorf("%w: find timestamp %d in %s-%d: %w", node.ErrStorage, ts, p.Topic(), p.Index(), err)
 	}
 	for batch != nil {
 		h, err := wal.ParseBatchHeader(batch)
 		if err != nil {
-			return -1, -1, fmt.Errorf("%w: %w", errStorage, err)
+			return -1, -1, fmt.Errorf("%w: %w", node.ErrStorage, err)
 		}
 		if h.BaseOffset >= hw {
 			break
 		}
-		off, recTS, found, err := firstOffsetAtOrAfter(batch, ts, int64(p.Log().StartOffset()))
+		off, recTS, found, err := node.FirstOffsetAtOrAfter(batch, ts, int64(p.Log().StartOffset()))
 		if err != nil {
-			return -1, -1, fmt.Errorf("%w: %w", errStorage, err)
+			return -1, -1, fmt.Errorf("%w: %w", node.ErrStorage, err)
 		}
 		if found && wal.Offset(off) < hw {
 			return off, recTS, nil
@@ -180,23 +181,23 @@ func (b *Broker) listOffset(p *partition.Partition, ts int64) (offset, timestamp
 // local log start: through the objects' footers to the first batch whose
 // max timestamp reaches ts, then to its first record at or after ts.
 func (b *Broker) listRemoteOffset(p *partition.Partition, ts int64) (offset, timestamp int64, found bool, err error) {
-	r := b.remoteRange(context.Background(), p)
+	r := b.RemoteRange(context.Background(), p)
 	local := p.Log().StartOffset()
 	if r.Empty() || r.LogStart >= local {
 		return -1, -1, false, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), remoteReadTimeout)
 	defer cancel()
-	batch, err := b.tiers.FindTimestamp(ctx, p.TopicID(), p.Index(), ts)
+	batch, err := b.Tiers.FindTimestamp(ctx, p.TopicID(), p.Index(), ts)
 	if err != nil {
-		return -1, -1, false, fmt.Errorf("%w: find timestamp %d in %s-%d: %w", errRemoteRead, ts, p.Topic(), p.Index(), err)
+		return -1, -1, false, fmt.Errorf("%w: find timestamp %d in %s-%d: %w", node.ErrRemoteRead, ts, p.Topic(), p.Index(), err)
 	}
 	if batch == nil {
 		return -1, -1, false, nil
 	}
-	off, recTS, found, err := firstOffsetAtOrAfter(batch, ts, int64(r.LogStart))
+	off, recTS, found, err := node.FirstOffsetAtOrAfter(batch, ts, int64(r.LogStart))
 	if err != nil {
-		return -1, -1, false, fmt.Errorf("%w: %w", errRemoteRead, err)
+		return -1, -1, false, fmt.Errorf("%w: %w", node.ErrRemoteRead, err)
 	}
 	return off, recTS, found && wal.Offset(off) < local, nil
 }
@@ -207,14 +208,14 @@ func nextBatch(p *partition.Partition, from, hw wal.Offset, ts int64) ([]byte, e
 	for from < hw {
 		data, err := p.Log().Read(from, hw, 1)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errStorage, err)
+			return nil, fmt.Errorf("%w: %w", node.ErrStorage, err)
 		}
 		if len(data) == 0 {
 			return nil, nil
 		}
 		h, err := wal.ParseBatchHeader(data)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errStorage, err)
+			return nil, fmt.Errorf("%w: %w", node.ErrStorage, err)
 		}
 		if h.MaxTimestamp >= ts {
 			return data[:h.Length+12], nil

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/meta"
 )
@@ -31,39 +32,39 @@ func handleMetadata(b *Broker, ctx context.Context, req *request) (reply, error)
 	resp := newResponse(req).(*kmsg.MetadataResponse)
 
 	resp.Brokers = b.metadataBrokers(req.interBroker)
-	clusterID := b.clusterID
+	clusterID := b.ClusterID
 	resp.ClusterID = &clusterID
 	resp.ControllerID = b.controllerID()
 
 	// v0 asks for every topic with an empty list; later versions with null.
 	all := r.Topics == nil || (req.version == 0 && len(r.Topics) == 0)
 	if all {
-		for _, t := range b.sortedTopics() {
+		for _, t := range b.SortedTopics() {
 			resp.Topics = append(resp.Topics, b.metadataTopic(t))
 		}
 		return done(resp), nil
 	}
-	allowCreate := b.cfg.AutoCreateTopics && (req.version < 4 || r.AllowAutoTopicCreation)
+	allowCreate := b.Cfg.AutoCreateTopics && (req.version < 4 || r.AllowAutoTopicCreation)
 	for _, rt := range r.Topics {
-		var t *topic
+		var t *node.Topic
 		name := ""
 		switch {
 		case rt.Topic != nil:
 			name = *rt.Topic
-			t = b.lookupTopic(name)
+			t = b.LookupTopic(name)
 		case rt.TopicID != [16]byte{}:
-			t = b.lookupTopicID(rt.TopicID)
+			t = b.LookupTopicID(rt.TopicID)
 		}
 		if t == nil && rt.Topic != nil {
-			if err := validateTopicName(name); err != nil {
+			if err := node.ValidateTopicName(name); err != nil {
 				resp.Topics = append(resp.Topics, metadataTopicError(rt, kerr.InvalidTopicException.Code))
 				continue
 			}
 			if allowCreate {
 				var err error
-				t, err = b.autoCreate(ctx, name)
-				if err != nil && !errors.Is(err, errUnknownTopic) {
-					b.logger.Warn().Err(err).Str("topic", name).Msg("auto-create topic")
+				t, err = b.AutoCreate(ctx, name)
+				if err != nil && !errors.Is(err, node.ErrUnknownTopic) {
+					b.Logger.Warn().Err(err).Str("topic", name).Msg("auto-create topic")
 				}
 			}
 		}
@@ -83,7 +84,7 @@ func handleMetadata(b *Broker, ctx context.Context, req *request) (reply, error)
 func (b *Broker) metadataBrokers(interBroker bool) []kmsg.MetadataResponseBroker {
 	live := b.brokers()
 	if len(live) == 0 {
-		live = []meta.BrokerInfo{{NodeID: b.cfg.NodeID, AZ: b.cfg.AZ, Kafka: b.advertise, InterBroker: b.ib.advertise}}
+		live = []meta.BrokerInfo{{NodeID: b.Cfg.NodeID, AZ: b.Cfg.AZ, Kafka: b.advertise, InterBroker: b.ib.advertise}}
 	}
 	out := make([]kmsg.MetadataResponseBroker, 0, len(live))
 	for _, bi := range live {
@@ -110,24 +111,24 @@ func metadataTopicError(rt kmsg.MetadataRequestTopic, code int16) kmsg.MetadataR
 	return t
 }
 
-func (b *Broker) metadataTopic(t *topic) kmsg.MetadataResponseTopic {
+func (b *Broker) metadataTopic(t *node.Topic) kmsg.MetadataResponseTopic {
 	mt := kmsg.NewMetadataResponseTopic()
-	name := t.meta.Name
+	name := t.Meta.Name
 	mt.Topic = &name
-	mt.TopicID = t.meta.ID
+	mt.TopicID = t.Meta.ID
 	live := make(map[int32]bool)
 	for _, bi := range b.metadataBrokers(false) {
 		live[bi.NodeID] = true
 	}
-	for i, st := range t.states {
+	for i, st := range t.States {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = int32(i)
 		mp.Leader = st.Leader
 		mp.LeaderEpoch = st.LeaderEpoch
 		mp.Replicas = slices.Clone(st.Replicas)
 		leading := false
-		if i < len(t.partitions) && t.partitions[i] != nil {
-			if rs := t.partitions[i].ReplicaStatus(); rs.Role == replica.RoleLeader {
+		if i < len(t.Partitions) && t.Partitions[i] != nil {
+			if rs := t.Partitions[i].ReplicaStatus(); rs.Role == replica.RoleLeader {
 				leading, mp.ISR = true, []int32{}
 				for _, id := range st.Replicas {
 					if slices.Contains(rs.InSync, replica.NodeID(id)) {

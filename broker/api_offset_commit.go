@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/node"
 )
 
 func handleOffsetCommit(b *Broker, ctx context.Context, req *request) (reply, error) {
@@ -40,7 +41,7 @@ func handleOffsetCommit(b *Broker, ctx context.Context, req *request) (reply, er
 			if perr == nil {
 				perr = perPartition[group.TopicPartition{Topic: t.Topic, Partition: p.Partition}]
 			}
-			rp.ErrorCode = errorCode(perr)
+			rp.ErrorCode = node.ErrorCode(perr)
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)

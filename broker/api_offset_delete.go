@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/node"
 )
 
 func handleOffsetDelete(b *Broker, ctx context.Context, req *request) (reply, error) {
@@ -22,7 +23,7 @@ func handleOffsetDelete(b *Broker, ctx context.Context, req *request) (reply, er
 	}
 	perPartition, err := b.coord.DeleteOffsets(ctx, r.Group, tps)
 	if err != nil {
-		resp.ErrorCode = errorCode(err)
+		resp.ErrorCode = node.ErrorCode(err)
 		return done(resp), nil
 	}
 	for _, t := range r.Topics {
@@ -31,7 +32,7 @@ func handleOffsetDelete(b *Broker, ctx context.Context, req *request) (reply, er
 		for _, p := range t.Partitions {
 			rp := kmsg.NewOffsetDeleteResponseTopicPartition()
 			rp.Partition = p.Partition
-			rp.ErrorCode = errorCode(perPartition[group.TopicPartition{Topic: t.Topic, Partition: p.Partition}])
+			rp.ErrorCode = node.ErrorCode(perPartition[group.TopicPartition{Topic: t.Topic, Partition: p.Partition}])
 			rt.Partitions = append(rt.Partitions, rp)
 		}
 		resp.Topics = append(resp.Topics, rt)

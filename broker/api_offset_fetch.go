@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/node"
 )
 
 // fetchedPartition is one partition's answer, before it takes a wire shape.
@@ -42,7 +43,7 @@ func handleOffsetFetch(b *Broker, _ context.Context, req *request) (reply, error
 			sg := kmsg.NewOffsetFetchResponseGroup()
 			sg.Group = rg.Group
 			res, err := b.fetchGroupOffsets(rg.Group, order, topics)
-			sg.ErrorCode = errorCode(err)
+			sg.ErrorCode = node.ErrorCode(err)
 			for _, t := range res.order {
 				st := kmsg.NewOffsetFetchResponseGroupTopic()
 				st.Topic = t
@@ -69,7 +70,7 @@ func handleOffsetFetch(b *Broker, _ context.Context, req *request) (reply, error
 	}
 	res, err := b.fetchGroupOffsets(r.Group, order, topics)
 	if req.version >= 2 {
-		resp.ErrorCode = errorCode(err)
+		resp.ErrorCode = node.ErrorCode(err)
 	}
 	for _, t := range res.order {
 		st := kmsg.NewOffsetFetchResponseTopic()
@@ -79,7 +80,7 @@ func handleOffsetFetch(b *Broker, _ context.Context, req *request) (reply, error
 			sp.Partition, sp.Offset, sp.LeaderEpoch = fp.partition, fp.offset, fp.leaderEpoch
 			sp.Metadata = &fp.metadata
 			if req.version < 2 {
-				sp.ErrorCode = errorCode(err)
+				sp.ErrorCode = node.ErrorCode(err)
 			}
 			st.Partitions = append(st.Partitions, sp)
 		}
@@ -106,7 +107,7 @@ func (b *Broker) fetchGroupOffsets(groupID string, order []string, topics map[st
 		tps = []group.TopicPartition{} // asked for nothing: not "all"
 	}
 	if groupID == "" {
-		return fetchedOffsets{}, errInvalidGroupID
+		return fetchedOffsets{}, node.ErrInvalidGroupID
 	}
 	got, err := b.coord.FetchOffsets(groupID, tps)
 	out := fetchedOffsets{byTopic: make(map[string][]fetchedPartition)}

@@ -35,6 +35,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/wal"
 )
 
@@ -47,12 +48,12 @@ func handleOffsetForLeaderEpoch(b *Broker, _ context.Context, req *request) (rep
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
-			p, err := b.partitionOf(rt.Topic, rp.Partition)
+			p, err := b.PartitionOf(rt.Topic, rp.Partition)
 			if err == nil {
-				err = checkServing(p, b.cfg.NodeID, rp.CurrentLeaderEpoch, true)
+				err = checkServing(p, b.Cfg.NodeID, rp.CurrentLeaderEpoch, true)
 			}
 			if err != nil {
-				sp.ErrorCode = errorCode(err)
+				sp.ErrorCode = node.ErrorCode(err)
 			} else {
 				e, end := endOffsetForEpoch(p.Log().Epochs(), p.LeaderEpoch(), p.Log().EndOffset(), wal.Epoch(rp.LeaderEpoch))
 				sp.LeaderEpoch, sp.EndOffset = int32(e), int64(end)

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/wal"
 )
@@ -39,11 +40,11 @@ func handleProduce(b *Broker, ctx context.Context, req *request) (reply, error) 
 	var reqErr error
 	switch {
 	case req.version < 3:
-		reqErr = fmt.Errorf("%w: produce v%d (message formats before v2)", errUnsupportedVersion, req.version)
+		reqErr = fmt.Errorf("%w: produce v%d (message formats before v2)", node.ErrUnsupportedVersion, req.version)
 	case r.Acks != -1 && r.Acks != 0 && r.Acks != 1:
-		reqErr = fmt.Errorf("%w: got %d", errInvalidRequiredAcks, r.Acks)
+		reqErr = fmt.Errorf("%w: got %d", node.ErrInvalidRequiredAcks, r.Acks)
 	case r.TransactionID != nil:
-		reqErr = fmt.Errorf("%w: transactions are not supported", errInvalidRecord)
+		reqErr = fmt.Errorf("%w: transactions are not supported", node.ErrInvalidRecord)
 	}
 
 	var pending []producePending
@@ -70,7 +71,7 @@ func handleProduce(b *Broker, ctx context.Context, req *request) (reply, error) 
 				setProduceError(b, sp, rt.Topic, err)
 				continue
 			}
-			b.m.recordsIn(rt.Topic, len(rp.Records), int(ap.Header().RecordCount))
+			b.M.RecordsIn(rt.Topic, len(rp.Records), int(ap.Header().RecordCount))
 			pending = append(pending, producePending{part: sp, res: ap.Result(), p: p})
 		}
 	}
@@ -126,7 +127,7 @@ func (r *produceReply) response() kmsg.Response {
 			select {
 			case res = <-r.pending[r.got].res:
 			default:
-				res.Err = errRequestTimedOut
+				res.Err = node.ErrRequestTimedOut
 			}
 			r.fill(res)
 			continue
@@ -134,7 +135,7 @@ func (r *produceReply) response() kmsg.Response {
 		select {
 		case res = <-r.pending[r.got].res:
 		case <-r.stop:
-			res.Err = errShuttingDown
+			res.Err = node.ErrShuttingDown
 		case <-timeout:
 			expired = true
 			continue
@@ -156,31 +157,31 @@ func (r *produceReply) fill(res partition.AppendResult) {
 }
 
 func setProduceError(b *Broker, sp *kmsg.ProduceResponseTopicPartition, topic string, err error) {
-	sp.ErrorCode = errorCode(err)
+	sp.ErrorCode = node.ErrorCode(err)
 	sp.BaseOffset = -1
 	msg := err.Error()
 	sp.ErrorMessage = &msg
-	level := b.logger.Debug()
+	level := b.Logger.Debug()
 	if sp.ErrorCode == kerr.UnknownServerError.Code || sp.ErrorCode == kerr.KafkaStorageError.Code {
-		level = b.logger.Error()
+		level = b.Logger.Error()
 	}
 	level.Err(err).Str("topic", topic).Int32("partition", sp.Partition).Int16("code", sp.ErrorCode).Msg("produce rejected")
 }
 
 // prepareAppend finds the partition and validates the batch for it.
 func (b *Broker) prepareAppend(topicName string, index int32, records []byte, acksAll bool) (*partition.Partition, *partition.AppendRequest, error) {
-	t := b.lookupTopic(topicName)
+	t := b.LookupTopic(topicName)
 	if t == nil {
-		return nil, nil, fmt.Errorf("%w: %s-%d", errUnknownTopic, topicName, index)
+		return nil, nil, fmt.Errorf("%w: %s-%d", node.ErrUnknownTopic, topicName, index)
 	}
-	p, err := t.local(index)
+	p, err := t.Local(index)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := b.checkDisk(); err != nil {
+	if err := b.CheckDisk(); err != nil {
 		return nil, nil, err
 	}
-	h, err := validateBatch(records, t.settings.MaxMessageBytes)
+	h, err := validateBatch(records, t.Settings.MaxMessageBytes)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -191,42 +192,42 @@ func (b *Broker) prepareAppend(topicName string, index int32, records []byte, ac
 // client may send, with a correct CRC, no larger than maxBytes.
 func validateBatch(records []byte, maxBytes int32) (wal.BatchHeader, error) {
 	if len(records) == 0 {
-		return wal.BatchHeader{}, fmt.Errorf("%w: no record batch", errInvalidRecord)
+		return wal.BatchHeader{}, fmt.Errorf("%w: no record batch", node.ErrInvalidRecord)
 	}
 	if len(records) > int(maxBytes) {
-		return wal.BatchHeader{}, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", errMessageTooLarge, len(records), maxBytes)
+		return wal.BatchHeader{}, fmt.Errorf("%w: batch of %d bytes exceeds max.message.bytes %d", node.ErrMessageTooLarge, len(records), maxBytes)
 	}
 	h, err := wal.ParseBatchHeader(records)
 	if err != nil {
-		return h, fmt.Errorf("%w: %w", errCorruptMessage, err)
+		return h, fmt.Errorf("%w: %w", node.ErrCorruptMessage, err)
 	}
 	switch size := int(h.Length) + 12; {
 	case h.Magic != 2:
-		return h, fmt.Errorf("%w: magic %d, only record batch v2 is accepted", errCorruptMessage, h.Magic)
+		return h, fmt.Errorf("%w: magic %d, only record batch v2 is accepted", node.ErrCorruptMessage, h.Magic)
 	case size > len(records):
-		return h, fmt.Errorf("%w: batch length %d runs past the %d bytes sent", errCorruptMessage, size, len(records))
+		return h, fmt.Errorf("%w: batch length %d runs past the %d bytes sent", node.ErrCorruptMessage, size, len(records))
 	case size < len(records):
-		return h, fmt.Errorf("%w: more than one batch for a partition", errInvalidRecord)
+		return h, fmt.Errorf("%w: more than one batch for a partition", node.ErrInvalidRecord)
 	}
 	// Checked here, on the connection's goroutine, so the partition owner
 	// only sees intact batches and can settle producer sequences before the
 	// group's single write (wal.AppendGroup checks again as it appends).
 	if err := wal.CheckCRC(records); err != nil {
-		return h, fmt.Errorf("%w: %w", errCorruptMessage, err)
+		return h, fmt.Errorf("%w: %w", node.ErrCorruptMessage, err)
 	}
 	switch {
 	case h.Attributes&attrControl != 0:
-		return h, fmt.Errorf("%w: clients may not send control batches", errInvalidRecord)
+		return h, fmt.Errorf("%w: clients may not send control batches", node.ErrInvalidRecord)
 	case h.Attributes&attrTransactional != 0:
-		return h, fmt.Errorf("%w: transactional batches are not supported", errInvalidRecord)
+		return h, fmt.Errorf("%w: transactional batches are not supported", node.ErrInvalidRecord)
 	case h.Attributes&attrCodecMask > maxCodec:
-		return h, fmt.Errorf("%w: unknown compression codec %d", errCorruptMessage, h.Attributes&attrCodecMask)
+		return h, fmt.Errorf("%w: unknown compression codec %d", node.ErrCorruptMessage, h.Attributes&attrCodecMask)
 	case h.BaseOffset != 0:
-		return h, fmt.Errorf("%w: base offset %d, producers send 0", errInvalidRecord, h.BaseOffset)
+		return h, fmt.Errorf("%w: base offset %d, producers send 0", node.ErrInvalidRecord, h.BaseOffset)
 	case h.RecordCount <= 0 || h.LastOffsetDelta != h.RecordCount-1:
-		return h, fmt.Errorf("%w: %d records with last offset delta %d", errInvalidRecord, h.RecordCount, h.LastOffsetDelta)
+		return h, fmt.Errorf("%w: %d records with last offset delta %d", node.ErrInvalidRecord, h.RecordCount, h.LastOffsetDelta)
 	case h.ProducerID >= 0 && (h.ProducerEpoch < 0 || h.BaseSequence < 0):
-		return h, fmt.Errorf("%w: producer %d with epoch %d and sequence %d", errInvalidRecord, h.ProducerID, h.ProducerEpoch, h.BaseSequence)
+		return h, fmt.Errorf("%w: producer %d with epoch %d and sequence %d", node.ErrInvalidRecord, h.ProducerID, h.ProducerEpoch, h.BaseSequence)
 	}
 	return h, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/node"
 )
 
 func handleSyncGroup(b *Broker, ctx context.Context, req *request) (reply, error) {
@@ -29,7 +30,7 @@ func handleSyncGroup(b *Broker, ctx context.Context, req *request) (reply, error
 		res := wait(ctx)
 		resp := newResponse(req).(*kmsg.SyncGroupResponse)
 		if res.Err != nil {
-			resp.ErrorCode = errorCode(res.Err)
+			resp.ErrorCode = node.ErrorCode(res.Err)
 			return resp
 		}
 		resp.ProtocolType = &res.ProtocolType

@@ -7,9 +7,9 @@ import (
 	"hash/crc32"
 	"testing"
 
-	"github.com/twmb/franz-go/pkg/kmsg"
-
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/records"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // testBatch builds an uncompressed v2 batch of n records as a producer
@@ -48,22 +48,22 @@ func TestValidateBatch(t *testing.T) {
 		want  error
 	}{
 		{"valid", func() []byte { return testBatch(3, -1, -1, -1, 1000) }, 1 << 20, nil},
-		{"empty", func() []byte { return nil }, 1 << 20, errInvalidRecord},
-		{"too large", func() []byte { return testBatch(3, -1, -1, -1, 1000) }, 20, errMessageTooLarge},
-		{"short header", func() []byte { return good[:40] }, 1 << 20, errCorruptMessage},
-		{"bad crc", func() []byte { b := testBatch(3, -1, -1, -1, 1000); b[len(b)-1] ^= 0xff; return b }, 1 << 20, errCorruptMessage},
-		{"truncated", func() []byte { return testBatch(3, -1, -1, -1, 1000)[:len(good)-2] }, 1 << 20, errCorruptMessage},
-		{"two batches", func() []byte { return append(testBatch(1, -1, -1, -1, 1), testBatch(1, -1, -1, -1, 1)...) }, 1 << 20, errInvalidRecord},
-		{"control", func() []byte { b := testBatch(1, -1, -1, -1, 1); b[22] |= attrControl; return recrc(b) }, 1 << 20, errInvalidRecord},
-		{"transactional", func() []byte { b := testBatch(1, -1, -1, -1, 1); b[22] |= attrTransactional; return recrc(b) }, 1 << 20, errInvalidRecord},
-		{"codec 7", func() []byte { b := testBatch(1, -1, -1, -1, 1); b[22] |= 7; return recrc(b) }, 1 << 20, errCorruptMessage},
-		{"magic 1", func() []byte { b := testBatch(1, -1, -1, -1, 1); b[16] = 1; return b }, 1 << 20, errCorruptMessage},
-		{"base offset", func() []byte { b := testBatch(1, -1, -1, -1, 1); b[7] = 5; return b }, 1 << 20, errInvalidRecord},
+		{"empty", func() []byte { return nil }, 1 << 20, node.ErrInvalidRecord},
+		{"too large", func() []byte { return testBatch(3, -1, -1, -1, 1000) }, 20, node.ErrMessageTooLarge},
+		{"short header", func() []byte { return good[:40] }, 1 << 20, node.ErrCorruptMessage},
+		{"bad crc", func() []byte { b := testBatch(3, -1, -1, -1, 1000); b[len(b)-1] ^= 0xff; return b }, 1 << 20, node.ErrCorruptMessage},
+		{"truncated", func() []byte { return testBatch(3, -1, -1, -1, 1000)[:len(good)-2] }, 1 << 20, node.ErrCorruptMessage},
+		{"two batches", func() []byte { return append(testBatch(1, -1, -1, -1, 1), testBatch(1, -1, -1, -1, 1)...) }, 1 << 20, node.ErrInvalidRecord},
+		{"control", func() []byte { b := testBatch(1, -1, -1, -1, 1); b[22] |= attrControl; return recrc(b) }, 1 << 20, node.ErrInvalidRecord},
+		{"transactional", func() []byte { b := testBatch(1, -1, -1, -1, 1); b[22] |= attrTransactional; return recrc(b) }, 1 << 20, node.ErrInvalidRecord},
+		{"codec 7", func() []byte { b := testBatch(1, -1, -1, -1, 1); b[22] |= 7; return recrc(b) }, 1 << 20, node.ErrCorruptMessage},
+		{"magic 1", func() []byte { b := testBatch(1, -1, -1, -1, 1); b[16] = 1; return b }, 1 << 20, node.ErrCorruptMessage},
+		{"base offset", func() []byte { b := testBatch(1, -1, -1, -1, 1); b[7] = 5; return b }, 1 << 20, node.ErrInvalidRecord},
 		{"count mismatch", func() []byte {
 			b := testBatch(2, -1, -1, -1, 1)
 			binary.BigEndian.PutUint32(b[57:], 5)
 			return recrc(b)
-		}, 1 << 20, errInvalidRecord},
+		}, 1 << 20, node.ErrInvalidRecord},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,7 +87,7 @@ func TestFirstOffsetAtOrAfter(t *testing.T) {
 		// The log start inside the batch (after DeleteRecords): records below it are gone.
 		{999, 42, 42, true}, {1003, 42, 43, true}, {999, 45, 0, false},
 	} {
-		off, _, found, err := firstOffsetAtOrAfter(b, tt.ts, tt.from)
+		off, _, found, err := node.FirstOffsetAtOrAfter(b, tt.ts, tt.from)
 		if err != nil || found != tt.found || (found && off != tt.off) {
 			t.Errorf("ts %d from %d: off %d found %v err %v; want %d %v", tt.ts, tt.from, off, found, err, tt.off, tt.found)
 		}
@@ -106,8 +106,8 @@ func FuzzEachRecord(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		n := 0
-		_ = eachRecord(b, func(_, _ int64, _ *kmsg.Record) bool { n++; return n < 100000 })
-		_, _, _, _ = firstOffsetAtOrAfter(b, 0, 0)
+		_ = node.EachRecord(b, func(_, _ int64, _ *kmsg.Record) bool { n++; return n < 100000 })
+		_, _, _, _ = node.FirstOffsetAtOrAfter(b, 0, 0)
 	})
 }
 

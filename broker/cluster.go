@@ -37,6 +37,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluice-mq/sluice/broker/controller"
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/wal/vfs"
@@ -60,29 +61,29 @@ const controllerPoll = 250 * time.Millisecond
 // over at once: the directory's lock proves that incarnation is gone.
 func (b *Broker) register(ctx context.Context) error {
 	info := meta.BrokerInfo{
-		NodeID: b.cfg.NodeID,
-		AZ:     b.cfg.AZ,
+		NodeID: b.Cfg.NodeID,
+		AZ:     b.Cfg.AZ,
 		Kafka:  b.advertise,
 		HTTP:   advertisedHTTP(b.httpLn.Addr().String(), b.advertise),
 
 		InterBroker: b.ib.advertise,
 	}
-	path := filepath.Join(b.cfg.DataDir, registrationFile)
+	path := filepath.Join(b.Cfg.DataDir, registrationFile)
 	prev, err := b.previousLease(path)
 	if err != nil {
 		return err
 	}
-	reg, err := b.store.RegisterTakingOver(ctx, info, b.cfg.RegistrationTTL, prev)
+	reg, err := b.Store.RegisterTakingOver(ctx, info, b.Cfg.RegistrationTTL, prev)
 	if err != nil {
-		return fmt.Errorf("broker: register node %d: %w", b.cfg.NodeID, err)
+		return fmt.Errorf("broker: register node %d: %w", b.Cfg.NodeID, err)
 	}
 	lease := strconv.FormatInt(int64(reg.Info().Lease), 16)
-	if err := vfs.WriteFileDurable(b.fs, path, []byte(lease+"\n")); err != nil {
+	if err := vfs.WriteFileDurable(b.FS, path, []byte(lease+"\n")); err != nil {
 		_ = reg.Close(context.WithoutCancel(ctx))
 		return fmt.Errorf("broker: record registration lease in %s: %w", path, err)
 	}
 	b.reg.Store(reg)
-	others := slices.DeleteFunc(slices.Clone(b.brokers()), func(x meta.BrokerInfo) bool { return x.NodeID == b.cfg.NodeID })
+	others := slices.DeleteFunc(slices.Clone(b.brokers()), func(x meta.BrokerInfo) bool { return x.NodeID == b.Cfg.NodeID })
 	b.setLiveBrokers(append(others, reg.Info()))
 	return nil
 }
@@ -104,13 +105,13 @@ func (b *Broker) keepRegistered(ctx context.Context) {
 			return
 		case <-reg.Lost():
 		}
-		b.logger.Error().Msg("registration lease lost; registering again")
+		b.Logger.Error().Msg("registration lease lost; registering again")
 		for ctx.Err() == nil {
 			if err := b.register(ctx); err == nil {
-				b.logger.Info().Msg("registered again")
+				b.Logger.Info().Msg("registered again")
 				break
 			} else if ctx.Err() == nil {
-				b.logger.Warn().Err(err).Msg("register again; retrying")
+				b.Logger.Warn().Err(err).Msg("register again; retrying")
 			}
 			sleepCtx(ctx, time.Second)
 		}
@@ -120,7 +121,7 @@ func (b *Broker) keepRegistered(ctx context.Context) {
 // previousLease reads the lease recorded by the data directory's previous
 // registration; 0 if there is none.
 func (b *Broker) previousLease(path string) (clientv3.LeaseID, error) {
-	data, err := vfs.ReadFile(b.fs, path, 64)
+	data, err := vfs.ReadFile(b.FS, path, 64)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
@@ -130,7 +131,7 @@ func (b *Broker) previousLease(path string) (clientv3.LeaseID, error) {
 	id, err := strconv.ParseInt(strings.TrimSpace(string(data)), 16, 64)
 	if err != nil {
 		// Only an optimisation is lost: the broker waits for the old lease's TTL.
-		b.logger.Warn().Err(err).Str("path", path).Msg("unreadable registration record ignored")
+		b.Logger.Warn().Err(err).Str("path", path).Msg("unreadable registration record ignored")
 		return 0, nil
 	}
 	return clientv3.LeaseID(id), nil
@@ -159,16 +160,16 @@ func (b *Broker) deregister(ctx context.Context) {
 		return
 	}
 	if err := reg.Close(ctx); err != nil {
-		b.logger.Warn().Err(err).Msg("deregister; the lease will expire")
+		b.Logger.Warn().Err(err).Msg("deregister; the lease will expire")
 	}
 }
 
 // startCluster starts the watchers of the live brokers, the controller and
 // the topics; they stop when ctx ends and are waited for by clusterWG.
 func (b *Broker) startCluster(ctx context.Context) {
-	brokers := b.store.WatchBrokers(ctx)
-	topics := b.store.WatchTopics(ctx)
-	partitions := b.store.WatchPartitions(ctx)
+	brokers := b.Store.WatchBrokers(ctx)
+	topics := b.Store.WatchTopics(ctx)
+	partitions := b.Store.WatchPartitions(ctx)
 	b.startReplicationTransport(ctx)
 	b.startFetchers(ctx)
 	b.startInSync(ctx)
@@ -206,7 +207,7 @@ func (b *Broker) startCluster(ctx context.Context) {
 // if a watch event raced ahead.
 func (b *Broker) setLiveBrokers(bs []meta.BrokerInfo) {
 	bs = slices.Clone(bs)
-	if reg := b.reg.Load(); reg != nil && !slices.ContainsFunc(bs, func(x meta.BrokerInfo) bool { return x.NodeID == b.cfg.NodeID }) {
+	if reg := b.reg.Load(); reg != nil && !slices.ContainsFunc(bs, func(x meta.BrokerInfo) bool { return x.NodeID == b.Cfg.NodeID }) {
 		select {
 		case <-reg.Lost():
 		default:
@@ -245,10 +246,10 @@ func (b *Broker) followController(ctx context.Context) {
 	t := time.NewTicker(controllerPoll)
 	defer t.Stop()
 	for {
-		if id, _, err := b.store.ControllerID(ctx); err == nil {
+		if id, _, err := b.Store.ControllerID(ctx); err == nil {
 			b.controller.Store(id)
 		} else if ctx.Err() == nil {
-			b.logger.Debug().Err(err).Msg("read controller id")
+			b.Logger.Debug().Err(err).Msg("read controller id")
 		}
 		select {
 		case <-ctx.Done():
@@ -262,26 +263,26 @@ func (b *Broker) followController(ctx context.Context) {
 // stands again.
 func (b *Broker) campaign(ctx context.Context) {
 	for ctx.Err() == nil {
-		c, err := b.store.Campaign(ctx, b.cfg.NodeID, b.cfg.ControllerTTL)
+		c, err := b.Store.Campaign(ctx, b.Cfg.NodeID, b.Cfg.ControllerTTL)
 		if err != nil {
 			if ctx.Err() == nil {
-				b.logger.Warn().Err(err).Msg("controller campaign failed; retrying")
+				b.Logger.Warn().Err(err).Msg("controller campaign failed; retrying")
 				sleepCtx(ctx, time.Second)
 			}
 			continue
 		}
-		b.controller.Store(b.cfg.NodeID)
+		b.controller.Store(b.Cfg.NodeID)
 		resigned := b.runController(ctx, c)
 		if ctx.Err() != nil || resigned {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 			if err := c.Resign(rctx); err != nil {
-				b.logger.Debug().Err(err).Msg("resign controller")
+				b.Logger.Debug().Err(err).Msg("resign controller")
 			}
 			cancel()
 		}
 		if resigned {
 			// Stand again only once another broker had time to win.
-			sleepCtx(ctx, b.cfg.ControllerTTL)
+			sleepCtx(ctx, b.Cfg.ControllerTTL)
 		}
 	}
 }
@@ -304,9 +305,9 @@ func (b *Broker) runController(ctx context.Context, c *meta.Controller) bool {
 	select {
 	case <-ctx.Done():
 	case <-c.Lost():
-		b.logger.Warn().Int64("epoch", c.Epoch()).Msg("controller tenure lost")
+		b.Logger.Warn().Int64("epoch", c.Epoch()).Msg("controller tenure lost")
 	case <-b.ctlResign:
-		b.logger.Warn().Int64("epoch", c.Epoch()).Msg("controller steps aside")
+		b.Logger.Warn().Int64("epoch", c.Epoch()).Msg("controller steps aside")
 		stop()
 		return true
 	}
@@ -327,30 +328,30 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // whichever broker made it. Changes this broker made itself are already
 // applied and are recognised by their revision.
 func (b *Broker) applyTopicEvent(ctx context.Context, ev meta.TopicEvent) {
-	b.adminMu.Lock()
-	defer b.adminMu.Unlock()
+	b.AdminMu.Lock()
+	defer b.AdminMu.Unlock()
 	t := ev.Topic
-	local := b.lookupTopic(t.Name)
+	local := b.LookupTopic(t.Name)
 	switch {
 	case ev.Kind == meta.EventDelete:
-		if local != nil && local.meta.ID == t.ID {
-			b.dropTopic(ctx, local)
+		if local != nil && local.Meta.ID == t.ID {
+			b.DropTopic(ctx, local)
 		}
-	case local == nil || local.meta.ID != t.ID:
+	case local == nil || local.Meta.ID != t.ID:
 		if local != nil {
 			// Deleted and recreated while this broker's watch lagged.
-			b.dropTopic(ctx, local)
+			b.DropTopic(ctx, local)
 		}
-		states, err := b.partitionStates(ctx, t)
+		states, err := b.PartitionStates(ctx, t)
 		if err == nil {
-			err = b.openTopic(t, states)
+			err = b.OpenTopic(t, states)
 		}
 		if err != nil {
-			b.logger.Error().Err(err).Str("topic", t.Name).Msg("open topic created by another broker")
+			b.Logger.Error().Err(err).Str("topic", t.Name).Msg("open topic created by another broker")
 		}
-	case t.Revision > local.meta.Revision:
-		if err := b.adoptTopic(ctx, local, t); err != nil {
-			b.logger.Error().Err(err).Str("topic", t.Name).Msg("apply topic change made by another broker")
+	case t.Revision > local.Meta.Revision:
+		if err := b.AdoptTopic(ctx, local, t); err != nil {
+			b.Logger.Error().Err(err).Str("topic", t.Name).Msg("apply topic change made by another broker")
 		}
 	}
 }
@@ -360,14 +361,14 @@ func (b *Broker) applyTopicEvent(ctx context.Context, ev meta.TopicEvent) {
 func (b *Broker) place(n, rf int) ([][]int32, error) {
 	brokers := b.placementBrokers()
 	if rf == -1 {
-		rf = b.defaultReplicationFactor(brokers)
+		rf = b.DefaultReplicationFactor(brokers)
 	}
 	assign, err := controller.Place(brokers, n, rf, b.placementLoad())
 	switch {
 	case errors.Is(err, controller.ErrInvalidReplicationFactor):
-		return nil, fmt.Errorf("%w: %w", errInvalidReplication, err)
+		return nil, fmt.Errorf("%w: %w", node.ErrInvalidReplication, err)
 	case errors.Is(err, controller.ErrInvalidPartitions):
-		return nil, fmt.Errorf("%w: %w", errInvalidPartitions, err)
+		return nil, fmt.Errorf("%w: %w", node.ErrInvalidPartitions, err)
 	case err != nil:
 		return nil, err
 	}
@@ -376,10 +377,10 @@ func (b *Broker) place(n, rf int) ([][]int32, error) {
 
 // placeMore assigns replicas to the partitions t gains in growing to count,
 // with t's replication factor.
-func (b *Broker) placeMore(t *topic, count int) ([][]int32, error) {
+func (b *Broker) placeMore(t *node.Topic, count int) ([][]int32, error) {
 	brokers := b.placementBrokers()
-	existing := make([][]controller.NodeID, len(t.states))
-	for i, st := range t.states {
+	existing := make([][]controller.NodeID, len(t.States))
+	for i, st := range t.States {
 		for _, id := range st.Replicas {
 			existing[i] = append(existing[i], controller.NodeID(id))
 		}
@@ -387,9 +388,9 @@ func (b *Broker) placeMore(t *topic, count int) ([][]int32, error) {
 	assign, err := controller.AddPartitions(brokers, existing, count-len(existing), b.placementLoad())
 	switch {
 	case errors.Is(err, controller.ErrInvalidReplicationFactor):
-		return nil, fmt.Errorf("%w: %w", errInvalidReplication, err)
+		return nil, fmt.Errorf("%w: %w", node.ErrInvalidReplication, err)
 	case errors.Is(err, controller.ErrInvalidPartitions):
-		return nil, fmt.Errorf("%w: %w", errInvalidPartitions, err)
+		return nil, fmt.Errorf("%w: %w", node.ErrInvalidPartitions, err)
 	case err != nil:
 		return nil, err
 	}
@@ -400,7 +401,7 @@ func (b *Broker) placeMore(t *topic, count int) ([][]int32, error) {
 func (b *Broker) placementBrokers() []controller.Broker {
 	live := b.brokers()
 	if len(live) == 0 {
-		live = []meta.BrokerInfo{{NodeID: b.cfg.NodeID, AZ: b.cfg.AZ}}
+		live = []meta.BrokerInfo{{NodeID: b.Cfg.NodeID, AZ: b.Cfg.AZ}}
 	}
 	brokers := make([]controller.Broker, len(live))
 	for i, bi := range live {
@@ -424,9 +425,9 @@ func toInt32s(assign [][]controller.NodeID) [][]int32 {
 // already holds, so new partitions even it out.
 func (b *Broker) placementLoad() controller.Load {
 	load := controller.Load{}
-	for _, t := range b.sortedTopics() {
-		assign := make([][]controller.NodeID, len(t.states))
-		for i, st := range t.states {
+	for _, t := range b.SortedTopics() {
+		assign := make([][]controller.NodeID, len(t.States))
+		for i, st := range t.States {
 			for _, id := range st.Replicas {
 				assign[i] = append(assign[i], controller.NodeID(id))
 			}
@@ -441,54 +442,34 @@ func (b *Broker) placementLoad() controller.Load {
 // States older than the one known, and keys of partitions the topic does
 // not have, are ignored.
 func (b *Broker) applyPartitionEvent(ev meta.PartitionEvent) {
-	b.adminMu.Lock()
-	defer b.adminMu.Unlock()
+	b.AdminMu.Lock()
+	defer b.AdminMu.Unlock()
 	st := ev.State
-	key := partitionKey{TopicID: st.TopicID, Partition: st.Partition}
+	key := PartitionKey{TopicID: st.TopicID, Partition: st.Partition}
 	if ev.Kind == meta.EventDelete {
-		delete(b.pendingStates, key) // the topic watch removes deleted topics
+		delete(b.PendingStates, key) // the topic watch removes deleted topics
 		return
 	}
-	t := b.lookupTopicID(st.TopicID)
-	if t == nil || st.Partition < 0 || int(st.Partition) >= len(t.states) {
+	t := b.LookupTopicID(st.TopicID)
+	if t == nil || st.Partition < 0 || int(st.Partition) >= len(t.States) {
 		// A topic (or partition) this broker is still opening: its states
 		// were read before this change, which must not be lost
 		// (mergePendingStates applies it when the topic is registered).
-		if old, ok := b.pendingStates[key]; st.Partition >= 0 && (!ok || st.Revision > old.Revision) {
-			b.pendingStates[key] = st
+		if old, ok := b.PendingStates[key]; st.Partition >= 0 && (!ok || st.Revision > old.Revision) {
+			b.PendingStates[key] = st
 		}
 		return
 	}
-	if st.Revision <= t.states[st.Partition].Revision {
+	if st.Revision <= t.States[st.Partition].Revision {
 		return
 	}
 	nt := *t
-	nt.states = slices.Clone(t.states)
-	nt.states[st.Partition] = st
-	b.replaceTopic(&nt)
-	if p := t.partitions[st.Partition]; p != nil {
-		p.SetState(coreState(st))
+	nt.States = slices.Clone(t.States)
+	nt.States[st.Partition] = st
+	b.ReplaceTopic(&nt)
+	if p := t.Partitions[st.Partition]; p != nil {
+		p.SetState(node.CoreState(st))
 	}
-}
-
-// mergePendingStates returns states with the newer states the partition
-// watch delivered while topic id was not yet registered here. The caller
-// holds adminMu.
-func (b *Broker) mergePendingStates(id [16]byte, states []meta.PartitionState) []meta.PartitionState {
-	cloned := false
-	for key, st := range b.pendingStates {
-		if key.TopicID != id || int(key.Partition) >= len(states) {
-			continue
-		}
-		if st.Revision > states[key.Partition].Revision {
-			if !cloned {
-				states, cloned = slices.Clone(states), true
-			}
-			states[key.Partition] = st
-		}
-		delete(b.pendingStates, key)
-	}
-	return states
 }
 
 // reconcilePartitionStates reads every known topic's partition states once
@@ -499,11 +480,11 @@ func (b *Broker) mergePendingStates(id [16]byte, states []meta.PartitionState) [
 // until the partition's next change, and its replica would follow the old
 // leader for as long.
 func (b *Broker) reconcilePartitionStates(ctx context.Context) {
-	for _, t := range b.sortedTopics() {
-		states, err := b.store.Partitions(ctx, t.meta.ID)
+	for _, t := range b.SortedTopics() {
+		states, err := b.Store.Partitions(ctx, t.Meta.ID)
 		if err != nil {
 			if ctx.Err() == nil {
-				b.logger.Warn().Err(err).Str("topic", t.meta.Name).Msg("re-read partition states after the watch started")
+				b.Logger.Warn().Err(err).Str("topic", t.Meta.Name).Msg("re-read partition states after the watch started")
 			}
 			continue
 		}
@@ -526,7 +507,7 @@ func (b *Broker) tickPartitions(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			for _, p := range b.allPartitions() {
+			for _, p := range b.AllPartitions() {
 				p.Tick()
 			}
 			if n%offerEvery == 0 {
@@ -535,10 +516,6 @@ func (b *Broker) tickPartitions(ctx context.Context) {
 		}
 	}
 }
-
-// topicLeaderWait bounds how long a topic's creation waits for its
-// partitions' first leaders.
-const topicLeaderWait = 5 * time.Second
 
 // awaitLeaders waits (up to d) until every partition of the topic has an
 // elected leader, and this broker's replicas lead the epochs they were
@@ -549,7 +526,7 @@ const topicLeaderWait = 5 * time.Second
 func (b *Broker) awaitLeaders(ctx context.Context, id [16]byte, d time.Duration) {
 	deadline := time.Now().Add(d)
 	for ctx.Err() == nil && time.Now().Before(deadline) {
-		t := b.lookupTopicID(id)
+		t := b.LookupTopicID(id)
 		if t == nil || b.leadersElected(t) {
 			return
 		}
@@ -557,15 +534,15 @@ func (b *Broker) awaitLeaders(ctx context.Context, id [16]byte, d time.Duration)
 	}
 }
 
-func (b *Broker) leadersElected(t *topic) bool {
-	for i, st := range t.states {
+func (b *Broker) leadersElected(t *node.Topic) bool {
+	for i, st := range t.States {
 		if st.LeaderEpoch < 1 || st.Leader < 0 {
 			return false
 		}
-		if st.Leader != b.cfg.NodeID || t.partitions[i] == nil {
+		if st.Leader != b.Cfg.NodeID || t.Partitions[i] == nil {
 			continue
 		}
-		rs := t.partitions[i].ReplicaStatus()
+		rs := t.Partitions[i].ReplicaStatus()
 		if rs.Role != replica.RoleLeader || int32(rs.Epoch) != st.LeaderEpoch {
 			return false
 		}
@@ -590,10 +567,10 @@ func (b *Broker) awaitOwnLeadership(ctx context.Context, d time.Duration) {
 		// admin requests (CreateTopics) there; -1 sends some of them to
 		// ":0" (kafka-go did, in a CI run).
 		done := b.controllerID() > 0
-		for _, t := range b.sortedTopics() {
-			for i, st := range t.states {
-				p := t.partitions[i]
-				if p == nil || st.Leader != b.cfg.NodeID {
+		for _, t := range b.SortedTopics() {
+			for i, st := range t.States {
+				p := t.Partitions[i]
+				if p == nil || st.Leader != b.Cfg.NodeID {
 					continue
 				}
 				if rs := p.ReplicaStatus(); rs.Role != replica.RoleLeader || int32(rs.Epoch) != st.LeaderEpoch {
@@ -606,5 +583,5 @@ func (b *Broker) awaitOwnLeadership(ctx context.Context, d time.Duration) {
 		}
 		sleepCtx(ctx, 5*time.Millisecond)
 	}
-	b.logger.Warn().Int64("waited_ms", d.Milliseconds()).Int32("controller", b.controllerID()).Msg("some partitions this broker led are not led again yet, or no controller is known; serving anyway")
+	b.Logger.Warn().Int64("waited_ms", d.Milliseconds()).Int32("controller", b.controllerID()).Msg("some partitions this broker led are not led again yet, or no controller is known; serving anyway")
 }

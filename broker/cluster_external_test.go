@@ -117,8 +117,8 @@ func TestClusterOnExternalEtcd(t *testing.T) {
 	})
 	// All three share one cluster id: the external etcd's.
 	for _, b := range c.brokers[1:] {
-		if b.clusterID != c.brokers[0].clusterID {
-			t.Fatalf("cluster ids %s and %s", b.clusterID, c.brokers[0].clusterID)
+		if b.ClusterID != c.brokers[0].ClusterID {
+			t.Fatalf("cluster ids %s and %s", b.ClusterID, c.brokers[0].ClusterID)
 		}
 	}
 	cl := testClient(t, c.brokers[2])

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/wal"
@@ -211,11 +212,11 @@ func TestClusterMembershipAndTopics(t *testing.T) {
 	perBroker := map[int32]int{}
 	eventuallyTrue(t, "every broker knows the topic and its leaders", func() (bool, string) {
 		for i, b := range c.brokers {
-			t := b.lookupTopic("spread")
+			t := b.LookupTopic("spread")
 			if t == nil {
 				return false, fmt.Sprintf("broker %d does not", i+1)
 			}
-			for _, st := range t.states {
+			for _, st := range t.States {
 				if st.Leader < 0 {
 					return false, fmt.Sprintf("broker %d: partition %d has no leader yet", i+1, st.Partition)
 				}
@@ -279,7 +280,7 @@ func TestClusterMembershipAndTopics(t *testing.T) {
 			other = c.brokers[1]
 		}
 	}
-	if _, err := other.partitionOf("spread", 0); !errorsIsCode(err, kerr.NotLeaderForPartition) {
+	if _, err := other.PartitionOf("spread", 0); !errorsIsCode(err, kerr.NotLeaderForPartition) {
 		t.Fatalf("partition 0 on a broker without it: %v", err)
 	}
 }
@@ -355,7 +356,7 @@ func TestClusterReplicationFactor(t *testing.T) {
 			t.Fatalf("replication factor %d: code %d", rf, got.ErrorCode)
 		}
 		// -1 is the default: three replicas over three AZs.
-		if n := len(c.brokers[0].lookupTopic(rt.Topic).states[0].Replicas); n != 3 {
+		if n := len(c.brokers[0].LookupTopic(rt.Topic).States[0].Replicas); n != 3 {
 			t.Fatalf("replication factor %d: %d replicas, want 3", rf, n)
 		}
 	}
@@ -363,7 +364,7 @@ func TestClusterReplicationFactor(t *testing.T) {
 
 // errorsIsCode reports whether err maps to the Kafka error code want.
 func errorsIsCode(err error, want *kerr.Error) bool {
-	return err != nil && errorCode(err) == want.Code
+	return err != nil && node.ErrorCode(err) == want.Code
 }
 
 // produceAll produces n records to topic through a client of the whole
@@ -424,7 +425,7 @@ func TestClusterReplicatedTopic(t *testing.T) {
 	}
 	for part := int32(0); part < 3; part++ {
 		for i, b := range c.brokers {
-			p, _ := b.partitionOf("r3", part)
+			p, _ := b.PartitionOf("r3", part)
 			t.Logf("partition %d on broker %d: %+v", part, i+1, p.ReplicaStatus())
 		}
 	}
@@ -439,7 +440,7 @@ func TestClusterReplicatedTopic(t *testing.T) {
 	for part := int32(0); part < 3; part++ {
 		var logs [][]byte
 		for _, b := range c.brokers {
-			p, err := b.partitionOf("r3", part)
+			p, err := b.PartitionOf("r3", part)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -468,7 +469,7 @@ func TestClusterReplicatedTopic(t *testing.T) {
 func (c *testCluster) leaderHW(t *testing.T, topic string, part int32) wal.Offset {
 	t.Helper()
 	for _, b := range c.brokers {
-		p, err := b.partitionOf(topic, part)
+		p, err := b.PartitionOf(topic, part)
 		if err != nil {
 			continue
 		}
@@ -496,10 +497,10 @@ func TestClusterLeaderThatLosesItsLeaseRegistersAgain(t *testing.T) {
 	cl := testClient(t, c.brokers[0])
 	createReplicatedTopic(t, cl, "lease", 1, 3)
 	produceAll(t, c, "lease", 50)
-	st := c.brokers[0].lookupTopic("lease").states[0]
+	st := c.brokers[0].LookupTopic("lease").States[0]
 	leader := c.brokers[st.Leader-1]
 	reg := leader.reg.Load()
-	if _, err := leader.store.Client().Revoke(context.Background(), reg.Info().Lease); err != nil {
+	if _, err := leader.Store.Client().Revoke(context.Background(), reg.Info().Lease); err != nil {
 		t.Fatal(err)
 	}
 	eventuallyTrue(t, "the broker registers again", func() (bool, string) {
@@ -528,7 +529,7 @@ func TestClusterProduceTimesOutThenNotEnoughReplicas(t *testing.T) {
 	cl := testClient(t, c.brokers[0])
 	createReplicatedTopic(t, cl, "lonely", 1, 3)
 	produceAll(t, c, "lonely", 20)
-	st := c.brokers[0].lookupTopic("lonely").states[0]
+	st := c.brokers[0].LookupTopic("lonely").States[0]
 	leader := c.brokers[st.Leader-1]
 	hwBefore, _ := mustPartition(t, leader, "lonely").HighWatermark()
 	for i, b := range c.brokers {
@@ -579,7 +580,7 @@ func TestClusterProduceTimesOutThenNotEnoughReplicas(t *testing.T) {
 
 func mustPartition(t *testing.T, b *Broker, topic string) *partition.Partition {
 	t.Helper()
-	p, err := b.partitionOf(topic, 0)
+	p, err := b.PartitionOf(topic, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -87,28 +87,28 @@ var errFrame = errors.New("bad frame")
 // serveKafka accepts client connections until the listener closes. mem is
 // the broker's request memory, which the inter-broker listener shares.
 func (b *Broker) serveKafka(ctx context.Context, mem *requestMemory) error {
-	limiter := newConnLimiter(b.cfg.MaxConnections, b.cfg.MaxConnectionsPerIP)
+	limiter := newConnLimiter(b.Cfg.MaxConnections, b.Cfg.MaxConnectionsPerIP)
 	// A flood of refused connections must not flood the log.
-	refusals := b.logger.Sample(&zerolog.BurstSampler{Burst: 5, Period: 10 * time.Second})
+	refusals := b.Logger.Sample(&zerolog.BurstSampler{Burst: 5, Period: 10 * time.Second})
 	for {
 		nc, err := b.kafkaLn.Accept()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			b.logger.Warn().Err(err).Msg("accept")
+			b.Logger.Warn().Err(err).Msg("accept")
 			continue
 		}
 		ip := remoteIP(nc.RemoteAddr())
 		if reason := limiter.admit(ip); reason != "" {
 			// Counted before the close, so whoever sees the close sees the count.
-			b.m.connsRefused.WithLabelValues(reason).Inc()
+			b.M.ConnsRefused.WithLabelValues(reason).Inc()
 			_ = nc.Close() // refused before any byte is read; nothing to report
 			refusals.Warn().Str("remote", nc.RemoteAddr().String()).Str("reason", reason).
 				Msg("refused connection (logged at most 5 times per 10s)")
 			continue
 		}
-		b.m.connsOpen.Inc()
+		b.M.ConnsOpen.Inc()
 		b.connMu.Lock()
 		b.openConns[nc] = struct{}{}
 		b.connMu.Unlock()
@@ -120,7 +120,7 @@ func (b *Broker) serveKafka(ctx context.Context, mem *requestMemory) error {
 			delete(b.openConns, nc)
 			b.connMu.Unlock()
 			limiter.leave(ip)
-			b.m.connsOpen.Dec()
+			b.M.ConnsOpen.Dec()
 		}()
 	}
 }
@@ -137,7 +137,7 @@ func (b *Broker) closeConns() {
 // serveConn serves one Kafka connection; interBroker: it came to the
 // inter-broker listener, whose dispatch table it is served from.
 func (b *Broker) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory, interBroker bool) {
-	logger := b.logger.With().Str("remote", nc.RemoteAddr().String()).Logger()
+	logger := b.Logger.With().Str("remote", nc.RemoteAddr().String()).Logger()
 	act := newConnActivity(time.Now())
 	out := make(chan outbound, maxPipelined)
 	writerDone := make(chan struct{})
@@ -152,13 +152,13 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory,
 	}()
 
 	remoteHost := "/" + remoteIP(nc.RemoteAddr()) // Kafka's form: "/host"
-	r := bufio.NewReaderSize(&idleReader{nc: nc, idle: b.cfg.ConnectionsMaxIdle, act: act}, 64<<10)
+	r := bufio.NewReaderSize(&idleReader{nc: nc, idle: b.Cfg.ConnectionsMaxIdle, act: act}, 64<<10)
 	for {
-		frame, res, err := mem.readFrame(ctx, r, b.cfg.MaxRequestBytes)
+		frame, res, err := mem.readFrame(ctx, r, b.Cfg.MaxRequestBytes)
 		if err != nil {
 			switch {
 			case errors.Is(err, errIdle):
-				b.m.connsIdle.Inc()
+				b.M.ConnsIdle.Inc()
 				logger.Debug().Err(err).Msg("closing idle connection")
 			case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil:
 				peerLevel(logger, interBroker).Err(err).Msg("closing connection")
@@ -190,7 +190,7 @@ func (b *Broker) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory,
 				Str("client", req.clientID).Msg("closing connection")
 			return
 		}
-		b.m.observeRequest(req.key, start)
+		b.M.ObserveRequest(req.key, start)
 		if rep == nil {
 			drop()
 			continue

@@ -251,7 +251,7 @@ func TestAcksZeroProduce(t *testing.T) {
 	if err := avResp.ReadFrom(rest); err != nil {
 		t.Fatal(err)
 	}
-	p := b.lookupTopic("fire").partitions[0]
+	p := b.LookupTopic("fire").Partitions[0]
 	eventually(t, 30*time.Second, "the acks=0 batch appended and its memory released", func() bool {
 		hw, _ := p.HighWatermark()
 		return hw == 3 && metricValue(t, b, "sluice_request_memory_bytes") == 0

@@ -24,6 +24,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-mq/sluice/broker/node"
 )
 
 // errIdle ends a connection that stayed idle too long.
@@ -31,8 +33,8 @@ var errIdle = errors.New("connection idle")
 
 // Refusal reasons, as labelled in sluice_connections_refused_total.
 const (
-	refusedMaxConnections = "max_connections"
-	refusedMaxPerIP       = "max_connections_per_ip"
+	refusedMaxConnections = node.RefusedMaxConnections
+	refusedMaxPerIP       = node.RefusedMaxPerIP
 )
 
 // connLimiter counts open connections, in all and per client IP.

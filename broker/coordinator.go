@@ -31,66 +31,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/meta"
 )
-
-// CoordinatorConfig tunes the group coordinator.
-type CoordinatorConfig struct {
-	// MinSessionTimeout and MaxSessionTimeout bound members' session
-	// timeouts (Kafka's group.min/max.session.timeout.ms: 6 s and 5 min).
-	MinSessionTimeout, MaxSessionTimeout time.Duration
-	// OffsetsRetention is how long offsets outlive the group's last member
-	// (Kafka's offsets.retention.minutes: 7 days).
-	OffsetsRetention time.Duration
-	// TickInterval is how often session, rebalance and sync deadlines are checked.
-	TickInterval time.Duration
-	// RetentionCheckInterval is how often expired offsets and empty groups
-	// are removed (Kafka's offsets.retention.check.interval.ms: 10 min).
-	RetentionCheckInterval time.Duration
-	// Tenant names the offsets' tenant in etcd.
-	Tenant string
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
-}
-
-// DefaultCoordinatorConfig returns Kafka's defaults.
-func DefaultCoordinatorConfig() CoordinatorConfig {
-	return CoordinatorConfig{
-		MinSessionTimeout:      group.DefaultMinSessionTimeout,
-		MaxSessionTimeout:      group.DefaultMaxSessionTimeout,
-		OffsetsRetention:       group.DefaultOffsetsRetention,
-		TickInterval:           250 * time.Millisecond,
-		RetentionCheckInterval: 10 * time.Minute,
-		Tenant:                 meta.DefaultTenant,
-	}
-}
-
-// Validate reports the first setting that cannot work.
-func (c CoordinatorConfig) Validate() error {
-	if err := c.groupConfig().Validate(); err != nil {
-		return fmt.Errorf("broker: coordinator: %w", err)
-	}
-	if c.TickInterval <= 0 || c.RetentionCheckInterval <= 0 {
-		return fmt.Errorf("broker: coordinator: tick %v and retention check %v must be positive", c.TickInterval, c.RetentionCheckInterval)
-	}
-	if c.Tenant == "" {
-		return fmt.Errorf("broker: coordinator: tenant is required")
-	}
-	return nil
-}
-
-func (c CoordinatorConfig) groupConfig() group.Config {
-	return group.Config{
-		MinSessionTimeout: c.MinSessionTimeout,
-		MaxSessionTimeout: c.MaxSessionTimeout,
-		OffsetsRetention:  c.OffsetsRetention,
-		NewMemberID:       func(clientID string) string { return clientID + "-" + uuid.NewString() },
-	}
-}
 
 // etcdTimeout bounds one etcd call made while holding a group's lock.
 const etcdTimeout = 10 * time.Second
@@ -100,7 +46,7 @@ type coordinator struct {
 	cfg    CoordinatorConfig
 	gcfg   group.Config
 	logger zerolog.Logger
-	// offsets writes committed offsets: b.store. It is read after a
+	// offsets writes committed offsets: b.Store. It is read after a
 	// request has taken mu (runner), so a test may swap in a fault double
 	// under mu before its group requests.
 	offsets offsetWriter
@@ -147,20 +93,20 @@ func (gr *groupRunner) serving() bool {
 }
 
 func (b *Broker) startCoordinator(ctx context.Context) error {
-	cfg := b.cfg.Coordinator
+	cfg := b.Cfg.Coordinator
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
 	c := &coordinator{
 		b:      b,
 		cfg:    cfg,
-		gcfg:   cfg.groupConfig(),
-		logger: b.nodeLog.With().Str("component", "coordinator").Logger(),
+		gcfg:   cfg.GroupConfig(),
+		logger: b.NodeLog.With().Str("component", "coordinator").Logger(),
 		placed: make(chan struct{}),
 		done:   make(chan struct{}),
 		groups: make(map[string]*groupRunner),
 	}
-	c.offsets = b.store
+	c.offsets = b.Store
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.stop = cancel
 	c.wg.Add(2)
@@ -211,13 +157,13 @@ func (c *coordinator) forget(id string, gr *groupRunner) {
 }
 
 // locked runs fn on the live group id under its lock, creating the group if
-// create; without create, an unknown group is errGroupNotFound. A group
+// create; without create, an unknown group is node.ErrGroupNotFound. A group
 // placed on another broker is errNotCoordinator; one this broker has not
 // served yet is first acquired (claimed and loaded; errCoordinatorLoading
 // while another broker still holds it).
 func (c *coordinator) locked(ctx context.Context, id string, create bool, fn func(gr *groupRunner) error) error {
 	if id == "" {
-		return fmt.Errorf("%w: empty", errInvalidGroupID)
+		return fmt.Errorf("%w: empty", node.ErrInvalidGroupID)
 	}
 	if err := c.checkPlacement(id); err != nil {
 		return err
@@ -245,7 +191,7 @@ func (c *coordinator) locked(ctx context.Context, id string, create bool, fn fun
 			_ = gr.g.MarkDead(c.now())
 			c.release(ctx, gr, "no such group")
 			gr.mu.Unlock()
-			return fmt.Errorf("group %q: %w", id, errGroupNotFound)
+			return fmt.Errorf("group %q: %w", id, node.ErrGroupNotFound)
 		}
 		err := fn(gr)
 		if derr := c.deliver(ctx, gr); derr != nil && err == nil {
@@ -267,7 +213,7 @@ func (c *coordinator) locked(ctx context.Context, id string, create bool, fn fun
 func (c *coordinator) deliver(ctx context.Context, gr *groupRunner) error {
 	if gen := gr.g.Generation(); gen > gr.savedGen {
 		wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
-		err := c.b.store.SaveGroupGeneration(wctx, gr.claim, int32(gen))
+		err := c.b.Store.SaveGroupGeneration(wctx, gr.claim, int32(gen))
 		cancel()
 		if err != nil {
 			gr.g.TakeCompletions()
@@ -304,9 +250,9 @@ func (c *coordinator) wait(ctx context.Context, ch <-chan group.Completion, gone
 	case <-gone:
 		return group.Completion{}, fmt.Errorf("group released while the request waited: %w", errNotCoordinator)
 	case <-ctx.Done():
-		return group.Completion{}, fmt.Errorf("%w: %w", errCoordinatorUnavailable, ctx.Err())
+		return group.Completion{}, fmt.Errorf("%w: %w", node.ErrCoordinatorUnavailable, ctx.Err())
 	case <-c.done:
-		return group.Completion{}, fmt.Errorf("%w: shutting down", errCoordinatorUnavailable)
+		return group.Completion{}, fmt.Errorf("%w: shutting down", node.ErrCoordinatorUnavailable)
 	}
 }
 
@@ -396,7 +342,7 @@ func (c *coordinator) Leave(groupID, memberID, instanceID string) error {
 // unknownGroupAsMember answers a member request to a group that does not
 // exist as Kafka does: the member is unknown.
 func unknownGroupAsMember(err error) error {
-	if err != nil && errors.Is(err, errGroupNotFound) {
+	if err != nil && errors.Is(err, node.ErrGroupNotFound) {
 		return fmt.Errorf("%w: %w", group.ErrUnknownMember, err)
 	}
 	return err
@@ -443,7 +389,7 @@ func (c *coordinator) snapshot() []*groupRunner {
 	return out
 }
 
-// groupAPIs returns the dispatch entries of the group coordinator. Topic-ID
+// groupAPIs returns the dispatch entries of the group coordinator. node.Topic-ID
 // forms of OffsetCommit and OffsetFetch (v10+) and KIP-848 are not served.
 func groupAPIs() map[int16]api {
 	return map[int16]api{

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -95,18 +96,18 @@ func TestStartRefusesDataDirOfAnotherCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := runUntilReadyOrError(t, cfg)
-	if !errors.Is(err, errForeignDataDir) {
+	if !errors.Is(err, node.ErrForeignDataDir) {
 		t.Fatalf("start against replaced metadata: %v, want a refusal", err)
 	}
-	props, rerr := os.ReadFile(filepath.Join(cfg.DataDir, identityFile))
+	props, rerr := os.ReadFile(filepath.Join(cfg.DataDir, node.IdentityFile))
 	if rerr != nil {
 		t.Fatal(rerr)
 	}
-	old, derr := decodeIdentity(props)
+	old, derr := node.DecodeIdentity(props)
 	if derr != nil {
 		t.Fatal(derr)
 	}
-	if !strings.Contains(err.Error(), old.clusterID) || strings.Count(err.Error(), "cluster ") < 2 {
+	if !strings.Contains(err.Error(), old.ClusterID) || strings.Count(err.Error(), "cluster ") < 2 {
 		t.Fatalf("refusal does not name both cluster ids: %v", err)
 	}
 	if after := walBytes(t, walDir); after != before {
@@ -119,7 +120,7 @@ func TestStartRefusesDataDirOfAnotherNode(t *testing.T) {
 	_, stop := startStoppableBroker(t, cfg)
 	stop()
 	cfg.NodeID = 7
-	if err := runUntilReadyOrError(t, cfg); !errors.Is(err, errForeignDataDir) || !strings.Contains(err.Error(), "node 1") {
+	if err := runUntilReadyOrError(t, cfg); !errors.Is(err, node.ErrForeignDataDir) || !strings.Contains(err.Error(), "node 1") {
 		t.Fatalf("start as another node: %v, want a refusal naming node 1", err)
 	}
 }
@@ -136,7 +137,7 @@ func TestUnknownTopicDataIsSetAsideNotDeleted(t *testing.T) {
 	cl.Close()
 	stop()
 	before := walBytes(t, filepath.Join(cfg.DataDir, "wal"))
-	for _, p := range []string{"etcd", identityFile} {
+	for _, p := range []string{"etcd", node.IdentityFile} {
 		if err := os.RemoveAll(filepath.Join(cfg.DataDir, p)); err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +148,7 @@ func TestUnknownTopicDataIsSetAsideNotDeleted(t *testing.T) {
 	if n := walBytes(t, filepath.Join(cfg.DataDir, "wal")); n != 0 {
 		t.Fatalf("%d bytes of unknown topics still under wal/", n)
 	}
-	set, err := filepath.Glob(filepath.Join(cfg.DataDir, orphansDir, "*", "wal"))
+	set, err := filepath.Glob(filepath.Join(cfg.DataDir, node.OrphansDir, "*", "wal"))
 	if err != nil || len(set) != 1 {
 		t.Fatalf("orphans: %v %v, want one wal directory set aside", set, err)
 	}
@@ -163,7 +164,7 @@ func TestSecondBrokerOnTheSameDataDirIsRefused(t *testing.T) {
 	second.DataDir = cfg.DataDir
 	began := time.Now()
 	err := runUntilReadyOrError(t, second)
-	if !errors.Is(err, errDataDirInUse) {
+	if !errors.Is(err, node.ErrDataDirInUse) {
 		t.Fatalf("a second broker on the same data directory: %v, want a refusal", err)
 	}
 	t.Logf("refused in %v: %v", time.Since(began), err)

@@ -45,6 +45,7 @@ import (
 	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/wal"
@@ -58,7 +59,7 @@ const (
 	// states at the start of a tenure.
 	electionLoadRetry = time.Second
 	// electionReadTimeout bounds one read of partition states.
-	electionReadTimeout = 2 * time.Second
+	electionReadTimeout = node.ElectionReadTimeout
 )
 
 // Results of a CAS, as metric labels; index into repl.elections.
@@ -88,7 +89,7 @@ type elector struct {
 // forceUnclean asks the loop to force an unclean election of key; the
 // loop answers on done (buffered) with nil or errUnknownPartition.
 type forceUnclean struct {
-	key  partitionKey
+	key  PartitionKey
 	done chan error
 }
 
@@ -121,7 +122,7 @@ type electedPartition struct {
 
 // casOutcome is the answer of a CAS goroutine to the loop.
 type casOutcome struct {
-	key     partitionKey
+	key     PartitionKey
 	seq     uint64
 	ok      bool
 	current meta.PartitionState // the state in etcd when known (Revision > 0)
@@ -135,7 +136,7 @@ type electorLoop struct {
 	b        *Broker
 	log      zerolog.Logger
 	ifLeader clientv3.Cmp
-	parts    map[partitionKey]*electedPartition
+	parts    map[PartitionKey]*electedPartition
 	live     []replica.NodeID // sorted
 	results  chan casOutcome
 	seq      uint64
@@ -156,9 +157,9 @@ func (b *Broker) electLoop(ctx context.Context, ifLeader clientv3.Cmp, lost <-ch
 	ctx, cancel := context.WithCancel(ctx)
 	l := &electorLoop{
 		b:        b,
-		log:      b.nodeLog.With().Str("component", "elector").Int64("controller_epoch", epoch).Logger(),
+		log:      b.NodeLog.With().Str("component", "elector").Int64("controller_epoch", epoch).Logger(),
 		ifLeader: ifLeader,
-		parts:    map[partitionKey]*electedPartition{},
+		parts:    map[PartitionKey]*electedPartition{},
 		live:     liveNodes(b.brokers()),
 		results:  make(chan casOutcome, 64),
 	}
@@ -167,7 +168,7 @@ func (b *Broker) electLoop(ctx context.Context, ifLeader clientv3.Cmp, lost <-ch
 		l.wg.Wait()
 		b.repl.offline.Store(0) // another controller reports them now
 	}()
-	watch := b.store.WatchPartitions(ctx)
+	watch := b.Store.WatchPartitions(ctx)
 	if !l.load(ctx, lost) {
 		return
 	}
@@ -209,7 +210,7 @@ func (b *Broker) electLoop(ctx context.Context, ifLeader clientv3.Cmp, lost <-ch
 func (l *electorLoop) load(ctx context.Context, lost <-chan struct{}) bool {
 	for {
 		rctx, cancel := context.WithTimeout(ctx, electionReadTimeout)
-		states, _, err := l.b.store.AllPartitions(rctx)
+		states, _, err := l.b.Store.AllPartitions(rctx)
 		cancel()
 		if err == nil {
 			for _, st := range states {
@@ -236,7 +237,7 @@ func (l *electorLoop) load(ctx context.Context, lost <-chan struct{}) bool {
 
 // apply follows one change of a partition state in etcd.
 func (l *electorLoop) apply(ctx context.Context, ev meta.PartitionEvent) {
-	key := partitionKey{TopicID: ev.State.TopicID, Partition: ev.State.Partition}
+	key := PartitionKey{TopicID: ev.State.TopicID, Partition: ev.State.Partition}
 	if ev.Kind == meta.EventDelete {
 		if p := l.parts[key]; p != nil && p.blocked != nil {
 			l.nBlocked--
@@ -303,7 +304,7 @@ func (l *electorLoop) tick(ctx context.Context) {
 }
 
 // flush carries out a core's Ready: fences to the replicas, and the CAS.
-func (l *electorLoop) flush(ctx context.Context, key partitionKey, p *electedPartition) {
+func (l *electorLoop) flush(ctx context.Context, key PartitionKey, p *electedPartition) {
 	l.noteBlocked(key, p)
 	if !p.ctrl.HasReady() {
 		return
@@ -342,7 +343,7 @@ func (l *electorLoop) flush(ctx context.Context, key partitionKey, p *electedPar
 
 // noteBlocked logs a partition that cannot elect for lost disks, and its
 // recovery, and keeps the offline gauge.
-func (l *electorLoop) noteBlocked(key partitionKey, p *electedPartition) {
+func (l *electorLoop) noteBlocked(key PartitionKey, p *electedPartition) {
 	now := p.ctrl.Blocked()
 	if slices.Equal(now, p.blocked) {
 		return
@@ -366,15 +367,15 @@ func (l *electorLoop) noteBlocked(key partitionKey, p *electedPartition) {
 }
 
 // partLog adds the partition's names to a log event.
-func (l *electorLoop) partLog(ev *zerolog.Event, key partitionKey) *zerolog.Event {
-	if t := l.b.lookupTopicID(key.TopicID); t != nil {
-		ev = ev.Str("topic", t.meta.Name)
+func (l *electorLoop) partLog(ev *zerolog.Event, key PartitionKey) *zerolog.Event {
+	if t := l.b.LookupTopicID(key.TopicID); t != nil {
+		ev = ev.Str("topic", t.Meta.Name)
 	}
-	return ev.Str("topic_id", uuidString(key.TopicID)).Int32("partition", key.Partition)
+	return ev.Str("topic_id", node.UuidString(key.TopicID)).Int32("partition", key.Partition)
 }
 
 // startCAS writes the core's choice to etcd on a goroutine of its own.
-func (l *electorLoop) startCAS(ctx context.Context, key partitionKey, p *electedPartition, cas replica.CAS, old replica.State) {
+func (l *electorLoop) startCAS(ctx context.Context, key PartitionKey, p *electedPartition, cas replica.CAS, old replica.State) {
 	l.seq++
 	p.casSeq = l.seq
 	next := metaStateOf(key, cas.New)
@@ -404,11 +405,11 @@ func (l *electorLoop) startCAS(ctx context.Context, key partitionKey, p *elected
 
 // writeElection is one CAS: it writes next if the partition is still at
 // next.Revision and ifLeader holds, and says what is in etcd otherwise.
-func (b *Broker) writeElection(ctx context.Context, key partitionKey, next meta.PartitionState, ifLeader clientv3.Cmp) casOutcome {
+func (b *Broker) writeElection(ctx context.Context, key PartitionKey, next meta.PartitionState, ifLeader clientv3.Cmp) casOutcome {
 	res := casOutcome{key: key}
 	cctx, cancel := context.WithTimeout(ctx, electionCASTimeout)
 	defer cancel()
-	written, err := b.store.UpdatePartition(cctx, next, ifLeader)
+	written, err := b.Store.UpdatePartition(cctx, next, ifLeader)
 	switch {
 	case err == nil:
 		res.ok, res.current = true, written
@@ -422,7 +423,7 @@ func (b *Broker) writeElection(ctx context.Context, key partitionKey, next meta.
 	// stored now, if it can be read in time.
 	rctx, rcancel := context.WithTimeout(ctx, electionReadTimeout)
 	defer rcancel()
-	states, rerr := b.store.Partitions(rctx, key.TopicID)
+	states, rerr := b.Store.Partitions(rctx, key.TopicID)
 	if rerr != nil {
 		return res
 	}
@@ -520,25 +521,13 @@ func replicaStateOf(st meta.PartitionState) replica.State {
 	for i, id := range st.Replicas {
 		s.Replicas[i] = replica.NodeID(id)
 	}
-	s.Incarnations = incarnationsOf(st.Incarnations)
+	s.Incarnations = node.IncarnationsOf(st.Incarnations)
 	return s
-}
-
-// incarnationsOf converts the incarnations stored in etcd (nil: none).
-func incarnationsOf(xs []uint64) []replica.Incarnation {
-	if len(xs) == 0 {
-		return nil
-	}
-	out := make([]replica.Incarnation, len(xs))
-	for i, x := range xs {
-		out[i] = replica.Incarnation(x)
-	}
-	return out
 }
 
 // metaStateOf is a core's state for partition key as etcd stores it; its
 // Revision is s.Version, which the caller sets to the revision to CAS on.
-func metaStateOf(key partitionKey, s replica.State) meta.PartitionState {
+func metaStateOf(key PartitionKey, s replica.State) meta.PartitionState {
 	st := meta.PartitionState{
 		TopicID: key.TopicID, Partition: key.Partition,
 		Leader: int32(s.Leader), LeaderEpoch: int32(s.Epoch), Revision: s.Version,

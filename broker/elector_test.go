@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/google/uuid"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/rs/zerolog"
 
@@ -30,12 +31,12 @@ type fakeReplica struct {
 	srv     *httptest.Server
 
 	mu sync.Mutex
-	rs map[partitionKey]*replica.Replica // guarded by mu
+	rs map[PartitionKey]*replica.Replica // guarded by mu
 }
 
 func newFakeReplica(t *testing.T, id int32, ctrlURL string) *fakeReplica {
 	t.Helper()
-	f := &fakeReplica{id: id, ctrlURL: ctrlURL, rs: map[partitionKey]*replica.Replica{}}
+	f := &fakeReplica{id: id, ctrlURL: ctrlURL, rs: map[PartitionKey]*replica.Replica{}}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -44,7 +45,7 @@ func newFakeReplica(t *testing.T, id int32, ctrlURL string) *fakeReplica {
 func (f *fakeReplica) addr() string { return strings.TrimPrefix(f.srv.URL, "http://") }
 
 // fenced is the epoch the replica of key promised; -1 if it heard nothing.
-func (f *fakeReplica) fenced(key partitionKey) int32 {
+func (f *fakeReplica) fenced(key PartitionKey) int32 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := f.rs[key]
@@ -109,12 +110,12 @@ type electorFixture struct {
 func newElectorFixture(t *testing.T) *electorFixture {
 	t.Helper()
 	b := idleBroker(t, 9)
-	store, err := meta.Open(context.Background(), b.cfg.Meta, zerolog.Nop())
+	store, err := meta.Open(context.Background(), b.Cfg.Meta, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = store.Close() })
-	b.store = store
+	b.Store = store
 	_, states, err := store.CreateTopicWithPartitions(context.Background(),
 		meta.Topic{Name: "elect", ReplicationFactor: 3}, [][]int32{{1, 2, 3}})
 	if err != nil {
@@ -146,8 +147,8 @@ func newElectorFixture(t *testing.T) *electorFixture {
 	return fx
 }
 
-func (fx *electorFixture) key() partitionKey {
-	return partitionKey{TopicID: fx.state.TopicID, Partition: fx.state.Partition}
+func (fx *electorFixture) key() PartitionKey {
+	return PartitionKey{TopicID: fx.state.TopicID, Partition: fx.state.Partition}
 }
 
 // stored reads the partition's state from etcd.
@@ -330,11 +331,11 @@ func TestElectorInClusterElectsLeaderlessPartition(t *testing.T) {
 	b := c.brokers[0]
 	var st meta.PartitionState
 	eventuallyTrue(t, "the partition state is stored", func() (bool, string) {
-		tp := b.lookupTopic("leaderless")
+		tp := b.LookupTopic("leaderless")
 		if tp == nil {
 			return false, "no topic yet"
 		}
-		ps, err := b.store.Partitions(context.Background(), tp.meta.ID)
+		ps, err := b.Store.Partitions(context.Background(), tp.Meta.ID)
 		if err != nil || len(ps) != 1 {
 			return false, fmt.Sprintf("%d states, %v", len(ps), err)
 		}
@@ -346,11 +347,11 @@ func TestElectorInClusterElectsLeaderlessPartition(t *testing.T) {
 	// it back as leader at a higher epoch.
 	next := st
 	next.Leader = meta.NoLeader
-	if _, err := b.store.UpdatePartition(context.Background(), next); err != nil {
+	if _, err := b.Store.UpdatePartition(context.Background(), next); err != nil {
 		t.Fatal(err)
 	}
 	eventuallyTrue(t, "the partition is led again", func() (bool, string) {
-		ps, err := b.store.Partitions(context.Background(), st.TopicID)
+		ps, err := b.Store.Partitions(context.Background(), st.TopicID)
 		if err != nil || len(ps) != 1 {
 			return false, fmt.Sprintf("%d states, %v", len(ps), err)
 		}
@@ -360,6 +361,6 @@ func TestElectorInClusterElectsLeaderlessPartition(t *testing.T) {
 	ctrl := c.brokers[b.controllerID()-1]
 	eventuallyTrue(t, "the controller counts the election", func() (bool, string) {
 		n := ctrl.repl.elections[0].Load()
-		return n >= 1, fmt.Sprintf("controller %d counts %d written elections", ctrl.cfg.NodeID, n)
+		return n >= 1, fmt.Sprintf("controller %d counts %d written elections", ctrl.Cfg.NodeID, n)
 	})
 }

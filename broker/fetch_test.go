@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -18,7 +19,7 @@ func fetchReq(b *Broker, topic string, offset int64, maxWait, minBytes, maxBytes
 	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = maxWait, minBytes, maxBytes
 	rt := kmsg.NewFetchRequestTopic()
 	rt.Topic = topic
-	rt.TopicID = b.lookupTopic(topic).meta.ID
+	rt.TopicID = b.LookupTopic(topic).Meta.ID
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch = 0, offset, partMax, -1
 	rt.Partitions = append(rt.Partitions, rp)
@@ -85,7 +86,9 @@ func TestFetchByteLimits(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	count := func(resp *kmsg.FetchResponse) int { return countRecords(resp.Topics[0].Partitions[0].RecordBatches) }
+	count := func(resp *kmsg.FetchResponse) int {
+		return node.CountRecords(resp.Topics[0].Partitions[0].RecordBatches)
+	}
 	for _, tt := range []struct {
 		name              string
 		maxBytes, partMax int32
@@ -135,11 +138,11 @@ func TestFetchBrokerMaxBytes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := countRecords(resp.Topics[0].Partitions[0].RecordBatches); got != tt.want {
+			if got := node.CountRecords(resp.Topics[0].Partitions[0].RecordBatches); got != tt.want {
 				t.Errorf("Kafka fetch: %d records, want %d", got, tt.want)
 			}
 
-			base := "http://" + b.cfg.HTTPListen
+			base := "http://" + b.Cfg.HTTPListen
 			code, joined := postJSON(t, base+"/v1/groups/g/members:join", `{"topics":["capped"],"session_timeout_ms":5000}`)
 			if code != 200 {
 				t.Fatalf("join: %d %v", code, joined)

@@ -141,10 +141,10 @@ func (f *fetcher) run(ctx context.Context) {
 			}
 			if addr != "" {
 				var err error
-				cl, err = kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(fmt.Sprintf("sluice-replica-%d", f.b.cfg.NodeID)),
+				cl, err = kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(fmt.Sprintf("sluice-replica-%d", f.b.Cfg.NodeID)),
 					kgo.RequestRetries(0))
 				if err != nil {
-					f.b.logger.Warn().Err(err).Int32("leader", f.leader).Msg("replica fetcher client")
+					f.b.Logger.Warn().Err(err).Int32("leader", f.leader).Msg("replica fetcher client")
 					cl = nil
 				}
 			}
@@ -226,10 +226,10 @@ func (f *fetcher) awaitDurable(ctx context.Context, set map[*partition.Partition
 // of whatever their leader appends meanwhile.
 func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingFetch) map[*partition.Partition]struct{} {
 	req := kmsg.NewPtrFetchRequest()
-	req.ReplicaID = f.b.cfg.NodeID
+	req.ReplicaID = f.b.Cfg.NodeID
 	// The leader serves replica fetches from v15 only, whose ReplicaState
 	// carries this registration's incarnation as the broker epoch.
-	req.ReplicaState.ID = f.b.cfg.NodeID
+	req.ReplicaState.ID = f.b.Cfg.NodeID
 	if reg := f.b.reg.Load(); reg != nil {
 		req.ReplicaState.Epoch = reg.Info().Incarnation
 	}
@@ -272,7 +272,7 @@ func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingF
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			f.b.logger.Debug().Err(err).Int32("leader", f.leader).Msg("replica fetch failed")
+			f.b.Logger.Debug().Err(err).Int32("leader", f.leader).Msg("replica fetch failed")
 		}
 		f.failAll(batch, err.Error())
 		sleepCtx(ctx, replicationTick)
@@ -300,11 +300,11 @@ func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingF
 			case kerr.OffsetMovedToTieredStorage.Code:
 				// The leader's local log starts above this replica's end:
 				// the replica restarts at the remote end (tiering.go).
-				f.b.restartBehindLeader(pf.p, wal.Offset(rp.LogStartOffset))
+				f.b.RestartBehindLeader(pf.p, wal.Offset(rp.LogStartOffset))
 			case kerr.OffsetOutOfRange.Code:
 				// The records this replica lacks are gone from the leader:
 				// it restarts at the leader's log start (replica_logstart.go).
-				f.b.restartAtLeaderStart(pf.p, wal.Offset(rp.LogStartOffset))
+				f.b.RestartAtLeaderStart(pf.p, wal.Offset(rp.LogStartOffset))
 			}
 			if rp.ErrorCode == 0 && rp.LogStartOffset > int64(pf.p.Log().StartOffset()) {
 				// Before the answer: the high watermark it may raise must
@@ -329,5 +329,5 @@ func (f *fetcher) failAll(batch []pendingFetch, why string) {
 	for _, pf := range batch {
 		pf.p.Step(replica.FailedAnswer(pf.msg))
 	}
-	f.b.logger.Debug().Int32("leader", f.leader).Int("partitions", len(batch)).Str("why", why).Msg("replica fetch not answered")
+	f.b.Logger.Debug().Int32("leader", f.leader).Int("partitions", len(batch)).Str("why", why).Msg("replica fetch not answered")
 }

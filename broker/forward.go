@@ -38,6 +38,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -66,7 +67,7 @@ func (b *Broker) producer() (*kgo.Client, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.closed {
-		return nil, errShuttingDown
+		return nil, node.ErrShuttingDown
 	}
 	if f.cl != nil {
 		return f.cl, nil
@@ -82,7 +83,7 @@ func (b *Broker) producer() (*kgo.Client, error) {
 	}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(seeds...),
-		kgo.ClientID("sluice-forward-"+strconv.Itoa(int(b.cfg.NodeID))),
+		kgo.ClientID("sluice-forward-"+strconv.Itoa(int(b.Cfg.NodeID))),
 		kgo.Dialer(b.dialPeer),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -116,7 +117,7 @@ func (b *Broker) closeForwarder() {
 func (b *Broker) dialPeer(ctx context.Context, network, addr string) (net.Conn, error) {
 	for _, bi := range b.brokers() {
 		if bi.InterBroker == addr {
-			if to, ok := b.cfg.PeerInterBroker[bi.NodeID]; ok {
+			if to, ok := b.Cfg.PeerInterBroker[bi.NodeID]; ok {
 				addr = to
 			}
 			break
@@ -142,7 +143,7 @@ func (b *Broker) peerHTTP() *http.Client {
 
 // forwardRecords produces the messages of pb through the forwarding
 // producer and fills their results.
-func (b *Broker) forwardRecords(ctx context.Context, t *topic, pb *publishBatch, results []publishResult) {
+func (b *Broker) forwardRecords(ctx context.Context, t *node.Topic, pb *publishBatch, results []publishResult) {
 	cl, err := b.producer()
 	if err != nil {
 		b.failPublish(pb, err, results)
@@ -152,7 +153,7 @@ func (b *Broker) forwardRecords(ctx context.Context, t *topic, pb *publishBatch,
 	for _, i := range pb.msgs {
 		rec := pb.recs[i]
 		kr := &kgo.Record{
-			Topic: t.meta.Name, Partition: pb.partition, Key: rec.Key, Value: rec.Value,
+			Topic: t.Meta.Name, Partition: pb.partition, Key: rec.Key, Value: rec.Value,
 			Timestamp: time.UnixMilli(rec.TimestampDelta64), Context: ctx,
 		}
 		for _, h := range rec.Headers {
@@ -178,9 +179,9 @@ func forwardError(err error) error {
 	switch {
 	case errors.Is(err, kgo.ErrRecordTimeout), errors.Is(err, kgo.ErrRecordRetries),
 		errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return fmt.Errorf("%w: forwarding to the partition leader: %w", errRequestTimedOut, err)
+		return fmt.Errorf("%w: forwarding to the partition leader: %w", node.ErrRequestTimedOut, err)
 	case errors.Is(err, kgo.ErrClientClosed):
-		return fmt.Errorf("%w: %w", errShuttingDown, err)
+		return fmt.Errorf("%w: %w", node.ErrShuttingDown, err)
 	}
 	return err
 }

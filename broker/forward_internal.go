@@ -36,6 +36,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/wal"
 )
@@ -64,22 +65,22 @@ func (b *Broker) registerInternalAPI(mux *http.ServeMux) {
 
 // internalLeader resolves the path's partition to its local replica, which
 // must be the leader.
-func (b *Broker) internalLeader(r *http.Request) (*topic, *partition.Partition, error) {
+func (b *Broker) internalLeader(r *http.Request) (*node.Topic, *partition.Partition, error) {
 	name := r.PathValue("topic")
 	n, err := strconv.ParseInt(r.PathValue("partition"), 10, 32)
 	if err != nil {
 		return nil, nil, badRequest("partition %q is not a number", r.PathValue("partition"))
 	}
-	t := b.lookupTopic(name)
+	t := b.LookupTopic(name)
 	if t == nil {
-		return nil, nil, fmt.Errorf("%w: %s", errUnknownTopic, name)
+		return nil, nil, fmt.Errorf("%w: %s", node.ErrUnknownTopic, name)
 	}
-	p, err := t.local(int32(n))
+	p, err := t.Local(int32(n))
 	if err != nil {
 		return nil, nil, err
 	}
 	if !b.leads(t, int32(n)) {
-		return nil, nil, fmt.Errorf("%w: node %d does not lead %s-%d", errNotLeader, b.cfg.NodeID, name, n)
+		return nil, nil, fmt.Errorf("%w: node %d does not lead %s-%d", node.ErrNotLeader, b.Cfg.NodeID, name, n)
 	}
 	return t, p, nil
 }
@@ -123,10 +124,10 @@ func splitBatches(body []byte, index int32) ([]*publishBatch, error) {
 	for len(body) > 0 {
 		h, err := wal.ParseBatchHeader(body)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", errCorruptMessage, err)
+			return nil, fmt.Errorf("%w: %w", node.ErrCorruptMessage, err)
 		}
 		if h.Size() > len(body) {
-			return nil, fmt.Errorf("%w: batch of %d bytes in %d", errCorruptMessage, h.Size(), len(body))
+			return nil, fmt.Errorf("%w: batch of %d bytes in %d", node.ErrCorruptMessage, h.Size(), len(body))
 		}
 		pbs = append(pbs, &publishBatch{partition: index, raw: body[:h.Size()], count: int(max(h.RecordCount, 0))})
 		body = body[h.Size():]
@@ -190,7 +191,7 @@ func (b *Broker) internalOffsets(w http.ResponseWriter, r *http.Request) {
 // localOffsets answers an offsets query from the local replica.
 func (b *Broker) localOffsets(ctx context.Context, p *partition.Partition, req internalOffsetsRequest) (partitionOffsets, error) {
 	hw, _ := p.HighWatermark()
-	out := partitionOffsets{LogStart: int64(b.logStart(ctx, p)), HighWatermark: int64(hw)}
+	out := partitionOffsets{LogStart: int64(b.LogStart(ctx, p)), HighWatermark: int64(hw)}
 	switch req.To {
 	case "earliest":
 		out.Offset = out.LogStart
@@ -213,7 +214,7 @@ func (b *Broker) localOffsets(ctx context.Context, p *partition.Partition, req i
 
 // partitionOffsetsOf answers an offsets query for any partition: here when
 // this broker leads it, else from its leader.
-func (b *Broker) partitionOffsetsOf(ctx context.Context, t *topic, index int32, req internalOffsetsRequest) (partitionOffsets, error) {
+func (b *Broker) partitionOffsetsOf(ctx context.Context, t *node.Topic, index int32, req internalOffsetsRequest) (partitionOffsets, error) {
 	var out partitionOffsets
 	err := b.atLeader(ctx, t, index, func(ctx context.Context, p *partition.Partition) error {
 		var err error
@@ -227,7 +228,7 @@ func (b *Broker) partitionOffsetsOf(ctx context.Context, t *topic, index int32, 
 
 // readAtLeader reads messages of any partition: here when this broker leads
 // it, else at its leader.
-func (b *Broker) readAtLeader(ctx context.Context, t *topic, index int32, from int64, maxBytes int, wait time.Duration) (fetchResponse, error) {
+func (b *Broker) readAtLeader(ctx context.Context, t *node.Topic, index int32, from int64, maxBytes int, wait time.Duration) (fetchResponse, error) {
 	var out fetchResponse
 	err := b.atLeader(ctx, t, index, func(ctx context.Context, p *partition.Partition) error {
 		var err error
@@ -243,23 +244,23 @@ func (b *Broker) readAtLeader(ctx context.Context, t *topic, index int32, from i
 // atLeader runs here when this broker leads the partition and remote
 // otherwise, trying again while the answer is that the leader moved, until
 // ctx ends or a short retry budget is spent.
-func (b *Broker) atLeader(ctx context.Context, t *topic, index int32,
+func (b *Broker) atLeader(ctx context.Context, t *node.Topic, index int32,
 	here func(context.Context, *partition.Partition) error, remote func(context.Context, int32) error,
 ) error {
-	if index < 0 || int(index) >= len(t.states) {
-		return fmt.Errorf("%w: %s-%d", errUnknownTopic, t.meta.Name, index)
+	if index < 0 || int(index) >= len(t.States) {
+		return fmt.Errorf("%w: %s-%d", node.ErrUnknownTopic, t.Meta.Name, index)
 	}
 	deadline := time.Now().Add(publishTimeout)
 	for attempt := 0; ; attempt++ {
-		cur := b.lookupTopic(t.meta.Name)
-		if cur == nil || cur.meta.ID != t.meta.ID {
-			return fmt.Errorf("%w: %s", errUnknownTopic, t.meta.Name)
+		cur := b.LookupTopic(t.Meta.Name)
+		if cur == nil || cur.Meta.ID != t.Meta.ID {
+			return fmt.Errorf("%w: %s", node.ErrUnknownTopic, t.Meta.Name)
 		}
 		var err error
 		if b.leads(cur, index) {
-			err = here(ctx, cur.partitions[index])
-		} else if leader := cur.states[index].Leader; leader < 0 || b.interBrokerAddr(leader) == "" {
-			err = fmt.Errorf("%w: %s-%d has no live leader", errNotLeader, t.meta.Name, index)
+			err = here(ctx, cur.Partitions[index])
+		} else if leader := cur.States[index].Leader; leader < 0 || b.interBrokerAddr(leader) == "" {
+			err = fmt.Errorf("%w: %s-%d has no live leader", node.ErrNotLeader, t.Meta.Name, index)
 		} else {
 			err = remote(ctx, leader)
 		}
@@ -277,13 +278,13 @@ func leaderMoved(err error) bool {
 	if errors.As(err, &ae) {
 		return ae.Code == kerr.NotLeaderForPartition.Message || ae.Code == "peer_unreachable"
 	}
-	return errors.Is(err, errNotLeader)
+	return errors.Is(err, node.ErrNotLeader)
 }
 
 // forwardBatches sends one partition's batches of an idempotent publish to
 // its leader, and sends again, in order, those that failed because the
 // leader moved, until they land or the context ends.
-func (b *Broker) forwardBatches(ctx context.Context, t *topic, pbs []*publishBatch) []partition.AppendResult {
+func (b *Broker) forwardBatches(ctx context.Context, t *node.Topic, pbs []*publishBatch) []partition.AppendResult {
 	out := make([]partition.AppendResult, len(pbs))
 	todo := make([]int, len(pbs))
 	for i := range todo {
@@ -315,7 +316,7 @@ func (b *Broker) forwardBatches(ctx context.Context, t *topic, pbs []*publishBat
 			return b.postPeer(ctx, leader, t, index, "batches", "application/octet-stream", body, &resp)
 		})
 		if err == nil && len(resp.Results) != len(todo) {
-			err = fmt.Errorf("%w: the leader answered %d results for %d batches", errStorage, len(resp.Results), len(todo))
+			err = fmt.Errorf("%w: the leader answered %d results for %d batches", node.ErrStorage, len(resp.Results), len(todo))
 		}
 		if err != nil {
 			for _, i := range todo {
@@ -343,21 +344,21 @@ func (b *Broker) forwardBatches(ctx context.Context, t *topic, pbs []*publishBat
 
 // callPeer posts a JSON request to a partition's internal endpoint on node
 // and decodes the answer into out.
-func (b *Broker) callPeer(ctx context.Context, node int32, t *topic, index int32, op string, in, out any) error {
+func (b *Broker) callPeer(ctx context.Context, peer int32, t *node.Topic, index int32, op string, in, out any) error {
 	body, err := json.Marshal(in)
 	if err != nil {
 		return err
 	}
-	return b.postPeer(ctx, node, t, index, op, "application/json", body, out)
+	return b.postPeer(ctx, peer, t, index, op, "application/json", body, out)
 }
 
 // postPeer posts body to a partition's internal endpoint on node. A
 // refusal comes back as the leader's *apiError; a broker that cannot be
 // reached as one with code peer_unreachable.
-func (b *Broker) postPeer(ctx context.Context, node int32, t *topic, index int32, op, contentType string, body []byte, out any) error {
-	path := internalPartitionPath + url.PathEscape(t.meta.Name) + "/" + strconv.Itoa(int(index)) + "/" + op
-	who := fmt.Sprintf("node %d, the leader of %s-%d,", node, t.meta.Name, index)
-	return b.peerCall(ctx, node, who, http.MethodPost, path, contentType, body, out)
+func (b *Broker) postPeer(ctx context.Context, peer int32, t *node.Topic, index int32, op, contentType string, body []byte, out any) error {
+	path := internalPartitionPath + url.PathEscape(t.Meta.Name) + "/" + strconv.Itoa(int(index)) + "/" + op
+	who := fmt.Sprintf("peer %d, the leader of %s-%d,", peer, t.Meta.Name, index)
+	return b.peerCall(ctx, peer, who, http.MethodPost, path, contentType, body, out)
 }
 
 // peerCall sends one internal request to node's inter-broker listener and
@@ -365,8 +366,8 @@ func (b *Broker) postPeer(ctx context.Context, node int32, t *topic, index int32
 // refusal comes back as the node's *apiError (its status kept); a node that
 // is not live or does not answer as one with code peer_unreachable (503);
 // an answer that is not ours as peer_error (502).
-func (b *Broker) peerCall(ctx context.Context, node int32, who, method, pathQuery, contentType string, body []byte, out any) error {
-	addr := b.interBrokerAddr(node)
+func (b *Broker) peerCall(ctx context.Context, peer int32, who, method, pathQuery, contentType string, body []byte, out any) error {
+	addr := b.interBrokerAddr(peer)
 	if addr == "" {
 		return &apiError{Status: http.StatusServiceUnavailable, Code: "peer_unreachable",
 			Message: fmt.Sprintf("%s is not live; retry", who)}
@@ -385,7 +386,7 @@ func (b *Broker) peerCall(ctx context.Context, node int32, who, method, pathQuer
 	resp, err := b.peerHTTP().Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w: call to node %d: %w", errRequestTimedOut, node, ctx.Err())
+			return fmt.Errorf("%w: call to peer %d: %w", node.ErrRequestTimedOut, peer, ctx.Err())
 		}
 		return &apiError{Status: http.StatusServiceUnavailable, Code: "peer_unreachable",
 			Message: fmt.Sprintf("%s did not answer: %v; retry", who, err)}

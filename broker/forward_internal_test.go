@@ -3,6 +3,7 @@ package broker
 import (
 	"testing"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -11,7 +12,7 @@ import (
 // exactly, batch after batch.
 func FuzzSplitBatches(f *testing.F) {
 	recs := []kmsg.Record{{Value: []byte("a")}, {Value: []byte("bc")}}
-	one := encodeBatch(recs, []int{0, 1}, 7, 0, 0)
+	one := node.EncodeBatch(recs, []int{0, 1}, 7, 0, 0)
 	f.Add(one)
 	f.Add(append(append([]byte{}, one...), one...))
 	f.Add(one[:len(one)-1])

@@ -21,17 +21,17 @@ func leaderOf(t *testing.T, c *testCluster, topic string, part int32) int32 {
 	eventuallyTrue(t, fmt.Sprintf("every broker knows the leader of %s-%d", topic, part), func() (bool, string) {
 		leader = -1
 		for _, b := range c.brokers {
-			tp := b.lookupTopic(topic)
-			if tp == nil || int(part) >= len(tp.states) || tp.states[part].Leader < 0 {
-				return false, fmt.Sprintf("node %d knows no leader", b.cfg.NodeID)
+			tp := b.LookupTopic(topic)
+			if tp == nil || int(part) >= len(tp.States) || tp.States[part].Leader < 0 {
+				return false, fmt.Sprintf("node %d knows no leader", b.Cfg.NodeID)
 			}
-			if leader >= 0 && tp.states[part].Leader != leader {
+			if leader >= 0 && tp.States[part].Leader != leader {
 				return false, "views differ"
 			}
-			leader = tp.states[part].Leader
+			leader = tp.States[part].Leader
 		}
 		lb := c.brokers[leader-1]
-		return lb.leads(lb.lookupTopic(topic), part), "the leader has not taken over yet"
+		return lb.leads(lb.LookupTopic(topic), part), "the leader has not taken over yet"
 	})
 	return leader
 }
@@ -67,14 +67,14 @@ func TestHTTPPublishFromAnyBroker(t *testing.T) {
 		}
 		code, body := postJSON(t, httpBase(b)+"/v1/topics/fw/messages:publish", `{"messages":[`+strings.Join(msgs, ",")+`]}`)
 		if code != http.StatusOK {
-			t.Fatalf("publish through node %d: %d %v", b.cfg.NodeID, code, body)
+			t.Fatalf("publish through node %d: %d %v", b.Cfg.NodeID, code, body)
 		}
 		results := body["results"].([]any)
 		for i, r := range results {
 			res := r.(map[string]any)
 			want := int32(part.Partition(&kgo.Record{Key: []byte(order[i].key)}, 6))
 			if res["status"] != "ok" || int32(res["partition"].(float64)) != want {
-				t.Fatalf("node %d message %d: %v, want ok on partition %d", b.cfg.NodeID, i, res, want)
+				t.Fatalf("node %d message %d: %v, want ok on partition %d", b.Cfg.NodeID, i, res, want)
 			}
 			byPartition[want] = append(byPartition[want], order[i])
 		}
@@ -117,7 +117,7 @@ func TestHTTPIdempotentPublishForwarded(t *testing.T) {
 	c := startTestCluster(t, 3)
 	createReplicatedTopic(t, testClient(t, c.brokers[0]), "solo", 1, 1)
 	host := hostOf(t, c, "solo", 0)
-	via := c.brokers[host.cfg.NodeID%3]
+	via := c.brokers[host.Cfg.NodeID%3]
 	_, pid := postJSON(t, httpBase(via)+"/v1/producers", `{}`)
 	body := fmt.Sprintf(`{"producer_id":%d,"producer_epoch":0,"messages":[{"payload":"a","sequence":0},{"payload":"b","sequence":1}]}`,
 		int64(pid["producer_id"].(float64)))
@@ -166,11 +166,11 @@ func TestHTTPGroupThroughAnyBroker(t *testing.T) {
 	for i := 0; via == nil; i++ {
 		groupID = fmt.Sprintf("g-%d", i)
 		co := host.groupCoordinator(groupID).NodeID
-		if co == host.cfg.NodeID {
+		if co == host.Cfg.NodeID {
 			continue
 		}
 		for _, b := range c.brokers {
-			if b.cfg.NodeID != co && b != host {
+			if b.Cfg.NodeID != co && b != host {
 				via = b
 			}
 		}
@@ -240,7 +240,7 @@ func TestHTTPGroupThroughAnyBroker(t *testing.T) {
 // was text and a wrong field type named Go types.
 func TestHTTPErrorsAreJSON(t *testing.T) {
 	b := startBroker(t, testBrokerConfig(t))
-	base := "http://" + b.cfg.HTTPListen
+	base := "http://" + b.Cfg.HTTPListen
 	code, body := getMap(t, base+"/v1/nothing-here")
 	if code != http.StatusNotFound || body["error"].(map[string]any)["code"] != "not_found" {
 		t.Fatalf("unknown path: %d %v", code, body)

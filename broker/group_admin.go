@@ -28,7 +28,7 @@ type GroupListing struct {
 	State        string
 }
 
-// DescribeGroup describes one group; errGroupNotFound if there is none.
+// DescribeGroup describes one group; node.ErrGroupNotFound if there is none.
 func (c *coordinator) DescribeGroup(groupID string) (GroupDescription, error) {
 	var d GroupDescription
 	err := c.locked(context.Background(), groupID, false, func(gr *groupRunner) error {
@@ -62,7 +62,7 @@ func (c *coordinator) ListGroups() []GroupListing {
 }
 
 // DeleteGroup deletes an Empty group and its committed offsets:
-// group.ErrNotEmpty while it has members, errGroupNotFound if absent.
+// group.ErrNotEmpty while it has members, node.ErrGroupNotFound if absent.
 func (c *coordinator) DeleteGroup(ctx context.Context, groupID string) error {
 	return c.locked(ctx, groupID, false, func(gr *groupRunner) error {
 		if gr.g.State() != group.Empty {
@@ -70,7 +70,7 @@ func (c *coordinator) DeleteGroup(ctx context.Context, groupID string) error {
 		}
 		wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 		defer cancel()
-		if err := c.b.store.DeleteGroupOffsetsIf(wctx, c.cfg.Tenant, groupID, gr.claimCond()); err != nil {
+		if err := c.b.Store.DeleteGroupOffsetsIf(wctx, c.cfg.Tenant, groupID, gr.claimCond()); err != nil {
 			return c.fenced(ctx, gr, err)
 		}
 		if err := gr.g.MarkDead(c.now()); err != nil {

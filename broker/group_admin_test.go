@@ -210,7 +210,7 @@ func TestGroupOffsetsExpireWhenEmpty(t *testing.T) {
 		return err == nil && len(l) == 0
 	})
 	wantOffsets(t, adm, "idle", "t", map[int32]int64{})
-	if got, err := b.store.GroupOffsets(ctx, "default", "idle"); err != nil || len(got) != 0 {
+	if got, err := b.Store.GroupOffsets(ctx, "default", "idle"); err != nil || len(got) != 0 {
 		t.Fatalf("etcd still holds %v (%v)", got, err)
 	}
 }

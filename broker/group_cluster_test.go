@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/meta"
 )
 
@@ -108,7 +109,7 @@ func findCoordinator(t *testing.T, b *Broker, group string) int32 {
 	if len(resp.Coordinators) == 1 { // v4+
 		c := resp.Coordinators[0]
 		if c.ErrorCode != 0 {
-			t.Fatalf("FindCoordinator on broker %d: code %d", b.cfg.NodeID, c.ErrorCode)
+			t.Fatalf("FindCoordinator on broker %d: code %d", b.Cfg.NodeID, c.ErrorCode)
 		}
 		return c.NodeID
 	}
@@ -123,7 +124,7 @@ func rawBrokerClient(t *testing.T, b *Broker) *kgo.Broker {
 	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(context.Background(), cl); err != nil {
 		t.Fatal(err)
 	}
-	return cl.Broker(int(b.cfg.NodeID))
+	return cl.Broker(int(b.Cfg.NodeID))
 }
 
 // commitDirect sends an admin OffsetCommit (generation -1) to broker b
@@ -148,7 +149,7 @@ func commitDirect(t *testing.T, b *Broker, group, topic string, offset int64) in
 // storedOffsets reads a group's committed offsets from etcd, by partition.
 func storedOffsets(t *testing.T, b *Broker, group string) map[int32]int64 {
 	t.Helper()
-	os, err := b.store.GroupOffsets(context.Background(), meta.DefaultTenant, group)
+	os, err := b.Store.GroupOffsets(context.Background(), meta.DefaultTenant, group)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,13 +202,13 @@ func TestGroupClusterCoordinatorFailover(t *testing.T) {
 	// Every broker names the same coordinator, in FindCoordinator v3 and v4.
 	for _, b := range c.brokers {
 		if got := findCoordinator(t, b, groupID); got != coord {
-			t.Fatalf("broker %d names coordinator %d, want %d", b.cfg.NodeID, got, coord)
+			t.Fatalf("broker %d names coordinator %d, want %d", b.Cfg.NodeID, got, coord)
 		}
 	}
 	// Group requests sent to another broker are refused with NOT_COORDINATOR.
 	other := c.brokers[coord%3] // not the coordinator
 	if code := commitDirect(t, other, groupID, topic, 1); code != kerr.NotCoordinator.Code {
-		t.Fatalf("commit on broker %d, not the coordinator: code %d", other.cfg.NodeID, code)
+		t.Fatalf("commit on broker %d, not the coordinator: code %d", other.Cfg.NodeID, code)
 	}
 
 	ends := make(map[int32]int64)
@@ -244,7 +245,7 @@ func TestGroupClusterCoordinatorFailover(t *testing.T) {
 	eventuallyTrue(t, "a Stable group of three on the coordinator", stable(coordBroker))
 	for _, b := range c.brokers {
 		if b != coordBroker && len(b.coord.ListGroups()) != 0 {
-			t.Fatalf("broker %d lists groups it does not coordinate: %v", b.cfg.NodeID, b.coord.ListGroups())
+			t.Fatalf("broker %d lists groups it does not coordinate: %v", b.Cfg.NodeID, b.coord.ListGroups())
 		}
 	}
 
@@ -276,7 +277,7 @@ func TestGroupClusterCoordinatorFailover(t *testing.T) {
 		res := b.coord.Join(context.Background(), genGroup, group.JoinRequest{ClientID: "gens", SessionTimeout: 10 * time.Second,
 			RebalanceTimeout: 10 * time.Second, ProtocolType: "consumer", Protocols: []group.Protocol{{Name: "range"}}})
 		if res.Err != nil {
-			t.Fatalf("join %s on broker %d: %v", genGroup, b.cfg.NodeID, res.Err)
+			t.Fatalf("join %s on broker %d: %v", genGroup, b.Cfg.NodeID, res.Err)
 		}
 		if err := b.coord.Leave(genGroup, res.MemberID, ""); err != nil {
 			t.Fatalf("leave %s: %v", genGroup, err)
@@ -295,7 +296,7 @@ func TestGroupClusterCoordinatorFailover(t *testing.T) {
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("lag through broker %d, not the coordinator: HTTP %d", other.cfg.NodeID, resp.StatusCode)
+		t.Fatalf("lag through broker %d, not the coordinator: HTTP %d", other.Cfg.NodeID, resp.StatusCode)
 	}
 
 	// The coordinator stops: the next broker by placement takes the group over.
@@ -389,8 +390,8 @@ func TestGroupClusterDeposedCoordinatorFenced(t *testing.T) {
 	createTopic(t, cl, "t", 1, nil)
 	eventuallyTrue(t, "every broker knows the topic", func() (bool, string) {
 		for _, b := range c.brokers {
-			if b.lookupTopic("t") == nil {
-				return false, fmt.Sprintf("broker %d does not", b.cfg.NodeID)
+			if b.LookupTopic("t") == nil {
+				return false, fmt.Sprintf("broker %d does not", b.Cfg.NodeID)
 			}
 		}
 		return true, ""
@@ -415,23 +416,23 @@ func TestGroupClusterDeposedCoordinatorFenced(t *testing.T) {
 	// Its claim is taken away and another broker claims the group, as
 	// happens when a coordinator's lease expires while it still runs: two
 	// brokers believe they coordinate it.
-	if err := owner.store.ReleaseGroup(ctx, claim); err != nil {
+	if err := owner.Store.ReleaseGroup(ctx, claim); err != nil {
 		t.Fatal(err)
 	}
 	// The rival's claim is bound to a lease of its own, not to the rival
 	// broker's registration: the rival's coordinator releases claims of its
 	// registration lease that none of its runners holds (reconcile), and
 	// would take this hand-made one away mid-test.
-	grant, err := rival.store.Client().Grant(ctx, 60)
+	grant, err := rival.Store.Client().Grant(ctx, 60)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rivalClaim, err := rival.store.ClaimGroup(ctx, meta.DefaultTenant, groupID, rival.cfg.NodeID, grant.ID)
+	rivalClaim, err := rival.Store.ClaimGroup(ctx, meta.DefaultTenant, groupID, rival.Cfg.NodeID, grant.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := rival.store.CommitOffsetsIf(ctx, meta.DefaultTenant, groupID, []meta.CommittedOffset{{
-		OffsetKey: meta.OffsetKey{TopicID: rival.lookupTopic("t").meta.ID}, Topic: "t", Offset: 9, LeaderEpoch: -1,
+	if err := rival.Store.CommitOffsetsIf(ctx, meta.DefaultTenant, groupID, []meta.CommittedOffset{{
+		OffsetKey: meta.OffsetKey{TopicID: rival.LookupTopic("t").Meta.ID}, Topic: "t", Offset: 9, LeaderEpoch: -1,
 		Generation: -1, CommitTime: time.Now()}}, rivalClaim.If()); err != nil {
 		t.Fatal(err)
 	}
@@ -440,7 +441,7 @@ func TestGroupClusterDeposedCoordinatorFenced(t *testing.T) {
 	// etcd keeps the rival's offset.
 	_, err = owner.coord.CommitOffsets(ctx, groupID, "", "", -1, map[group.TopicPartition]OffsetCommit{
 		{Topic: "t", Partition: 0}: {Offset: 3, LeaderEpoch: -1}})
-	if !errors.Is(err, errNotCoordinator) || !errors.Is(err, meta.ErrFenced) || errorCode(err) != kerr.NotCoordinator.Code {
+	if !errors.Is(err, errNotCoordinator) || !errors.Is(err, meta.ErrFenced) || node.ErrorCode(err) != kerr.NotCoordinator.Code {
 		t.Fatalf("commit by the deposed coordinator: %v", err)
 	}
 	if got := storedOffsets(t, owner, groupID); got[0] != 9 {
@@ -457,7 +458,7 @@ func TestGroupClusterDeposedCoordinatorFenced(t *testing.T) {
 
 	// Once the rival lets go, the coordinator takes the group over again and
 	// sees the rival's commit.
-	if err := rival.store.ReleaseGroup(ctx, rivalClaim); err != nil {
+	if err := rival.Store.ReleaseGroup(ctx, rivalClaim); err != nil {
 		t.Fatal(err)
 	}
 	offs, err := owner.coord.FetchOffsets(groupID, nil)

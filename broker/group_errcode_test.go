@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/node"
 )
 
 func TestGroupErrorCodes(t *testing.T) {
@@ -23,18 +24,18 @@ func TestGroupErrorCodes(t *testing.T) {
 		{group.ErrMemberIDRequired, kerr.MemberIDRequired},
 		{group.ErrNotEmpty, kerr.NonEmptyGroup},
 		{group.ErrDead, kerr.CoordinatorNotAvailable},
-		{errInvalidGroupID, kerr.InvalidGroupID},
-		{errGroupNotFound, kerr.GroupIDNotFound},
-		{fmt.Errorf("%w: %w", group.ErrUnknownMember, errGroupNotFound), kerr.UnknownMemberID},
-		{fmt.Errorf("%w: %w", group.ErrIllegalGeneration, errGroupNotFound), kerr.IllegalGeneration},
-		{errCoordinatorUnavailable, kerr.CoordinatorNotAvailable},
-		{errOffsetMetadataTooLarge, kerr.OffsetMetadataTooLarge},
-		{errGroupSubscribedToTopic, kerr.GroupSubscribedToTopic},
-		{errCoordinatorKeyType, kerr.InvalidRequest},
+		{node.ErrInvalidGroupID, kerr.InvalidGroupID},
+		{node.ErrGroupNotFound, kerr.GroupIDNotFound},
+		{fmt.Errorf("%w: %w", group.ErrUnknownMember, node.ErrGroupNotFound), kerr.UnknownMemberID},
+		{fmt.Errorf("%w: %w", group.ErrIllegalGeneration, node.ErrGroupNotFound), kerr.IllegalGeneration},
+		{node.ErrCoordinatorUnavailable, kerr.CoordinatorNotAvailable},
+		{node.ErrOffsetMetadataTooLarge, kerr.OffsetMetadataTooLarge},
+		{node.ErrGroupSubscribedToTopic, kerr.GroupSubscribedToTopic},
+		{node.ErrCoordinatorKeyType, kerr.InvalidRequest},
 	}
 	for _, tc := range tests {
 		t.Run(tc.err.Error(), func(t *testing.T) {
-			if got := errorCode(fmt.Errorf("wrapped: %w", tc.err)); got != tc.want.Code {
+			if got := node.ErrorCode(fmt.Errorf("wrapped: %w", tc.err)); got != tc.want.Code {
 				t.Fatalf("errorCode = %d, want %d (%s)", got, tc.want.Code, tc.want.Message)
 			}
 		})

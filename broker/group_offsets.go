@@ -32,6 +32,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/wal"
 )
@@ -68,7 +69,7 @@ func (c *coordinator) CommitOffsets(ctx context.Context, groupID, memberID, inst
 		}
 		return c.writeOffsets(ctx, gr, gen, offsets, perPartition)
 	})
-	if errors.Is(err, errGroupNotFound) {
+	if errors.Is(err, node.ErrGroupNotFound) {
 		err = fmt.Errorf("%w: %w", group.ErrIllegalGeneration, err)
 	}
 	return perPartition, err
@@ -81,22 +82,22 @@ func (c *coordinator) writeOffsets(ctx context.Context, gr *groupRunner, gen gro
 	durable := make([]meta.CommittedOffset, 0, len(offsets))
 	apply := make(map[group.TopicPartition]group.Offset, len(offsets))
 	for tp, o := range offsets {
-		t := c.b.lookupTopic(tp.Topic)
+		t := c.b.LookupTopic(tp.Topic)
 		switch {
-		case t == nil || tp.Partition < 0 || int(tp.Partition) >= len(t.states):
-			perPartition[tp] = fmt.Errorf("%w: %s-%d", errUnknownTopic, tp.Topic, tp.Partition)
+		case t == nil || tp.Partition < 0 || int(tp.Partition) >= len(t.States):
+			perPartition[tp] = fmt.Errorf("%w: %s-%d", node.ErrUnknownTopic, tp.Topic, tp.Partition)
 			continue
 		case len(o.Metadata) > maxOffsetMetadata:
-			perPartition[tp] = fmt.Errorf("%w: %d bytes", errOffsetMetadataTooLarge, len(o.Metadata))
+			perPartition[tp] = fmt.Errorf("%w: %d bytes", node.ErrOffsetMetadataTooLarge, len(o.Metadata))
 			continue
 		}
 		durable = append(durable, meta.CommittedOffset{
-			OffsetKey: meta.OffsetKey{TopicID: t.meta.ID, Partition: tp.Partition},
+			OffsetKey: meta.OffsetKey{TopicID: t.Meta.ID, Partition: tp.Partition},
 			Topic:     tp.Topic, Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata,
 			Generation: int32(gen), CommitTime: now,
 		})
 		apply[tp] = group.Offset{Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata,
-			Generation: gen, CommitTime: now, TopicID: t.meta.ID}
+			Generation: gen, CommitTime: now, TopicID: t.Meta.ID}
 	}
 	if len(durable) == 0 {
 		return nil
@@ -124,14 +125,14 @@ func (c *coordinator) FetchOffsets(groupID string, tps []group.TopicPartition) (
 			if !ok {
 				continue
 			}
-			if t := c.b.lookupTopic(tp.Topic); t == nil || t.meta.ID != o.TopicID {
+			if t := c.b.LookupTopic(tp.Topic); t == nil || t.Meta.ID != o.TopicID {
 				continue // the topic was deleted (and perhaps recreated)
 			}
 			out[tp] = o
 		}
 		return nil
 	})
-	if errors.Is(err, errGroupNotFound) {
+	if errors.Is(err, node.ErrGroupNotFound) {
 		return out, nil
 	}
 	return out, err
@@ -145,9 +146,9 @@ func (c *coordinator) ResetOffsets(ctx context.Context, groupID string, offsets 
 	commits := make(map[group.TopicPartition]OffsetCommit)
 	for topic, parts := range offsets {
 		for partition, off := range parts {
-			t := c.b.lookupTopic(topic)
+			t := c.b.LookupTopic(topic)
 			if t == nil {
-				return fmt.Errorf("reset offsets of group %q: %w: %s", groupID, errUnknownTopic, topic)
+				return fmt.Errorf("reset offsets of group %q: %w: %s", groupID, node.ErrUnknownTopic, topic)
 			}
 			// The partition's leader knows its range; it may be another broker.
 			pos, err := c.b.partitionOffsetsOf(ctx, t, partition, internalOffsetsRequest{To: "latest"})
@@ -194,9 +195,9 @@ func (c *coordinator) DeleteOffsets(ctx context.Context, groupID string, tps []g
 		for _, tp := range tps {
 			switch {
 			case subscribed[tp.Topic]:
-				perPartition[tp] = fmt.Errorf("%w: %s", errGroupSubscribedToTopic, tp.Topic)
-			case c.b.lookupTopic(tp.Topic) == nil:
-				perPartition[tp] = fmt.Errorf("%w: %s", errUnknownTopic, tp.Topic)
+				perPartition[tp] = fmt.Errorf("%w: %s", node.ErrGroupSubscribedToTopic, tp.Topic)
+			case c.b.LookupTopic(tp.Topic) == nil:
+				perPartition[tp] = fmt.Errorf("%w: %s", node.ErrUnknownTopic, tp.Topic)
 			default:
 				if o, ok := gr.g.Offset(tp); ok {
 					keys = append(keys, meta.OffsetKey{TopicID: o.TopicID, Partition: tp.Partition})
@@ -228,7 +229,7 @@ func (c *coordinator) unsure(ctx context.Context, gr *groupRunner, what string, 
 		return c.fenced(ctx, gr, err)
 	}
 	c.release(ctx, gr, what+": outcome unknown")
-	return fmt.Errorf("group %q: %s: %w: %w", gr.g.ID(), what, errCoordinatorUnavailable, err)
+	return fmt.Errorf("group %q: %s: %w: %w", gr.g.ID(), what, node.ErrCoordinatorUnavailable, err)
 }
 
 // consumerTopics decodes the topics of consumer-protocol member metadata.

@@ -86,7 +86,7 @@ func TestOffsetFetchAfterAnAmbiguousCommitIsNotBehindEtcd(t *testing.T) {
 	if code == 0 {
 		t.Fatal("a commit whose answer was lost succeeded")
 	}
-	stored, err := b.store.GroupOffsets(context.Background(), meta.DefaultTenant, "g")
+	stored, err := b.Store.GroupOffsets(context.Background(), meta.DefaultTenant, "g")
 	if err != nil || len(stored) != 1 || stored[0].Offset != 9 {
 		t.Fatalf("etcd after the lost answer: %+v %v, want offset 9 (the double applies the commit)", stored, err)
 	}

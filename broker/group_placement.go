@@ -48,6 +48,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/meta"
 )
 
@@ -95,7 +96,7 @@ func (b *Broker) groupCoordinator(groupID string) meta.BrokerInfo {
 	if bi, ok := placeGroup(groupID, b.groupPlacementBrokers()); ok {
 		return bi
 	}
-	return meta.BrokerInfo{NodeID: b.cfg.NodeID, AZ: b.cfg.AZ, Kafka: b.advertise}
+	return meta.BrokerInfo{NodeID: b.Cfg.NodeID, AZ: b.Cfg.AZ, Kafka: b.advertise}
 }
 
 // groupPlacementBrokers is the live brokers, without this one once its own
@@ -107,7 +108,7 @@ func (b *Broker) groupPlacementBrokers() []meta.BrokerInfo {
 	}
 	out := make([]meta.BrokerInfo, 0, len(bs))
 	for _, bi := range bs {
-		if bi.NodeID != b.cfg.NodeID {
+		if bi.NodeID != b.Cfg.NodeID {
 			out = append(out, bi)
 		}
 	}
@@ -152,7 +153,7 @@ func hostPort(addr string) (string, int32) {
 
 // checkPlacement fails with errNotCoordinator unless groupID is placed here.
 func (c *coordinator) checkPlacement(groupID string) error {
-	if co := c.b.groupCoordinator(groupID); co.NodeID != c.b.cfg.NodeID {
+	if co := c.b.groupCoordinator(groupID); co.NodeID != c.b.Cfg.NodeID {
 		return fmt.Errorf("group %q is coordinated by node %d: %w", groupID, co.NodeID, errNotCoordinator)
 	}
 	return nil
@@ -172,26 +173,26 @@ func (c *coordinator) acquire(ctx context.Context, gr *groupRunner) error {
 	}
 	wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
-	claim, err := c.b.store.ClaimGroup(wctx, c.cfg.Tenant, id, c.b.cfg.NodeID, reg.Info().Lease)
+	claim, err := c.b.Store.ClaimGroup(wctx, c.cfg.Tenant, id, c.b.Cfg.NodeID, reg.Info().Lease)
 	if errors.Is(err, meta.ErrGroupClaimed) {
 		return fmt.Errorf("group %q: %w: %w", id, errCoordinatorLoading, err)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: %w", errCoordinatorUnavailable, err)
+		return fmt.Errorf("%w: %w", node.ErrCoordinatorUnavailable, err)
 	}
 	// Let go rather than hold a claim no runner knows of; the next request
 	// or placement pass claims and loads again.
 	notLoaded := func(what string, err error) error {
-		if rerr := c.b.store.ReleaseGroup(wctx, claim); rerr != nil {
+		if rerr := c.b.Store.ReleaseGroup(wctx, claim); rerr != nil {
 			c.logger.Warn().Err(rerr).Str("group", id).Msg("release claim of a group not loaded; the placement loop retries")
 		}
-		return fmt.Errorf("%w: load %s of group %q: %w", errCoordinatorUnavailable, what, id, err)
+		return fmt.Errorf("%w: load %s of group %q: %w", node.ErrCoordinatorUnavailable, what, id, err)
 	}
-	stored, err := c.b.store.GroupOffsets(wctx, c.cfg.Tenant, id)
+	stored, err := c.b.Store.GroupOffsets(wctx, c.cfg.Tenant, id)
 	if err != nil {
 		return notLoaded("offsets", err)
 	}
-	gen, err := c.b.store.GroupGeneration(wctx, c.cfg.Tenant, id)
+	gen, err := c.b.Store.GroupGeneration(wctx, c.cfg.Tenant, id)
 	if err != nil {
 		return notLoaded("generation", err)
 	}
@@ -199,11 +200,11 @@ func (c *coordinator) acquire(ctx context.Context, gr *groupRunner) error {
 	gr.savedGen = group.Generation(gen)
 	set := make(map[group.TopicPartition]group.Offset, len(stored))
 	for _, o := range stored {
-		t := c.b.lookupTopicID(o.TopicID)
+		t := c.b.LookupTopicID(o.TopicID)
 		if t == nil {
 			continue // a deleted topic's offsets are ignored
 		}
-		set[group.TopicPartition{Topic: t.meta.Name, Partition: o.Partition}] = group.Offset{
+		set[group.TopicPartition{Topic: t.Meta.Name, Partition: o.Partition}] = group.Offset{
 			Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata,
 			Generation: group.Generation(o.Generation), CommitTime: o.CommitTime, TopicID: o.TopicID,
 		}
@@ -229,7 +230,7 @@ func (c *coordinator) release(ctx context.Context, gr *groupRunner, why string) 
 	}
 	wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
-	if err := c.b.store.ReleaseGroup(wctx, gr.claim); err != nil {
+	if err := c.b.Store.ReleaseGroup(wctx, gr.claim); err != nil {
 		c.logger.Warn().Err(err).Str("group", gr.g.ID()).Msg("release group claim; it ends with this broker's lease")
 	}
 	c.logger.Info().Str("group", gr.g.ID()).Str("why", why).Msg("no longer coordinating group")
@@ -239,7 +240,7 @@ func (c *coordinator) release(ctx context.Context, gr *groupRunner, why string) 
 // errNotCoordinator, releasing the group; gr.mu is held.
 func (c *coordinator) fenced(ctx context.Context, gr *groupRunner, err error) error {
 	if !errors.Is(err, meta.ErrFenced) {
-		return fmt.Errorf("%w: %w", errCoordinatorUnavailable, err)
+		return fmt.Errorf("%w: %w", node.ErrCoordinatorUnavailable, err)
 	}
 	c.release(ctx, gr, "claim lost")
 	return fmt.Errorf("group %q: %w: %w", gr.g.ID(), errNotCoordinator, err)
@@ -319,7 +320,7 @@ func (c *coordinator) reconcile(ctx context.Context) (listed, all bool) {
 		gr.mu.Unlock()
 	}
 	lctx, cancel := context.WithTimeout(ctx, etcdTimeout)
-	groups, err := c.b.store.OffsetGroups(lctx, c.cfg.Tenant)
+	groups, err := c.b.Store.OffsetGroups(lctx, c.cfg.Tenant)
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -333,7 +334,7 @@ func (c *coordinator) reconcile(ctx context.Context) (listed, all bool) {
 			continue
 		}
 		err := c.locked(ctx, id, false, func(*groupRunner) error { return nil })
-		if err != nil && !errors.Is(err, errGroupNotFound) && !errors.Is(err, errNotCoordinator) {
+		if err != nil && !errors.Is(err, node.ErrGroupNotFound) && !errors.Is(err, errNotCoordinator) {
 			c.logger.Debug().Err(err).Str("group", id).Msg("group not taken over yet; will retry")
 			all = false
 		}
@@ -350,7 +351,7 @@ func (c *coordinator) releaseOrphanClaims(ctx context.Context) bool {
 	}
 	lctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
-	claims, err := c.b.store.GroupClaims(lctx, c.cfg.Tenant)
+	claims, err := c.b.Store.GroupClaims(lctx, c.cfg.Tenant)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.logger.Warn().Err(err).Msg("list group claims; will retry")
@@ -371,7 +372,7 @@ func (c *coordinator) releaseOrphanClaims(ctx context.Context) bool {
 		if held {
 			continue
 		}
-		if err := c.b.store.ReleaseGroup(lctx, cl); err != nil {
+		if err := c.b.Store.ReleaseGroup(lctx, cl); err != nil {
 			c.logger.Warn().Err(err).Str("group", cl.Group).Msg("release orphan group claim; will retry")
 			clean = false
 		}

@@ -10,12 +10,13 @@ import (
 	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sluice-mq/sluice/broker/node"
 )
 
 func (b *Broker) httpHandler() http.Handler {
-	b.m.reg.MustRegister(newOffsetCollector(b), newLagCollector(b), newTierCollector(b))
+	b.M.Reg.MustRegister(node.NewOffsetCollector(b.Node), newLagCollector(b), node.NewTierCollector(b.Node))
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(b.m.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(b.M.Reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
@@ -26,7 +27,7 @@ func (b *Broker) httpHandler() http.Handler {
 		}
 		// An object store the broker cannot use keeps it out of a load
 		// balancer, with the store's own answer (tiering_probe.go).
-		if why := b.storeNotReady(); why != "" {
+		if why := b.StoreNotReady(); why != "" {
 			http.Error(w, "not ready: "+why+"\n", http.StatusServiceUnavailable)
 			return
 		}

@@ -47,13 +47,13 @@ func (b *Broker) httpElectUnclean(w http.ResponseWriter, r *http.Request) {
 		b.writeError(w, r, badRequest("partition %q is not a partition number", r.PathValue("partition")))
 		return
 	}
-	tp := b.lookupTopic(name)
-	if tp == nil || int(n) >= len(tp.states) {
+	tp := b.LookupTopic(name)
+	if tp == nil || int(n) >= len(tp.States) {
 		b.writeError(w, r, &apiError{Status: http.StatusNotFound, Code: "unknown_topic_or_partition",
 			Message: fmt.Sprintf("no partition %s-%d", name, n)})
 		return
 	}
-	key := partitionKey{TopicID: tp.meta.ID, Partition: int32(n)}
+	key := PartitionKey{TopicID: tp.Meta.ID, Partition: int32(n)}
 	if e := b.repl.elector.Load(); e != nil {
 		b.forceHere(w, r, e, name, key)
 		return
@@ -62,7 +62,7 @@ func (b *Broker) httpElectUnclean(w http.ResponseWriter, r *http.Request) {
 }
 
 // forceHere hands the request to this broker's elector loop.
-func (b *Broker) forceHere(w http.ResponseWriter, r *http.Request, e *elector, name string, key partitionKey) {
+func (b *Broker) forceHere(w http.ResponseWriter, r *http.Request, e *elector, name string, key PartitionKey) {
 	ctx, cancel := context.WithTimeout(r.Context(), forceWait)
 	defer cancel()
 	f := forceUnclean{key: key, done: make(chan error, 1)}
@@ -85,9 +85,9 @@ func (b *Broker) forceHere(w http.ResponseWriter, r *http.Request, e *elector, n
 			Message: "the elector did not answer in time; retry"})
 		return
 	}
-	b.logger.Warn().Str("topic", name).Int32("partition", key.Partition).Str("remote", r.RemoteAddr).
+	b.Logger.Warn().Str("topic", name).Int32("partition", key.Partition).Str("remote", r.RemoteAddr).
 		Msg("unclean election requested over the admin API")
-	writeJSON(w, http.StatusAccepted, forceResponse{Topic: name, Partition: key.Partition, Controller: b.cfg.NodeID,
+	writeJSON(w, http.StatusAccepted, forceResponse{Topic: name, Partition: key.Partition, Controller: b.Cfg.NodeID,
 		Message: "unclean election forced: the next fence round elects the most complete log among the replicas that answer"})
 }
 
@@ -101,16 +101,16 @@ func (b *Broker) forwardToController(w http.ResponseWriter, r *http.Request) {
 			addr = bi.HTTP
 		}
 	}
-	if ctrl < 0 || ctrl == b.cfg.NodeID || addr == "" || r.Header.Get(forwardedHeader) != "" {
+	if ctrl < 0 || ctrl == b.Cfg.NodeID || addr == "" || r.Header.Get(forwardedHeader) != "" {
 		b.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "controller_not_available",
-			Message: fmt.Sprintf("no running controller reachable from node %d (controller %d); retry", b.cfg.NodeID, ctrl)})
+			Message: fmt.Sprintf("no running controller reachable from node %d (controller %d); retry", b.Cfg.NodeID, ctrl)})
 		return
 	}
 	target := &url.URL{Scheme: "http", Host: addr}
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
-			pr.Out.Header.Set(forwardedHeader, strconv.Itoa(int(b.cfg.NodeID)))
+			pr.Out.Header.Set(forwardedHeader, strconv.Itoa(int(b.Cfg.NodeID)))
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			b.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "controller_unreachable",

@@ -10,7 +10,7 @@ import (
 func TestHTTPElectUnclean(t *testing.T) {
 	b := startBroker(t, testBrokerConfig(t))
 	createTopic(t, testClient(t, b), "adm", 2, nil)
-	base := "http://" + b.cfg.HTTPListen + "/v1/admin/partitions/"
+	base := "http://" + b.Cfg.HTTPListen + "/v1/admin/partitions/"
 	for _, tc := range []struct {
 		path string
 		want int

@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
@@ -38,7 +39,7 @@ func httpStatusFor(err error) *apiError {
 	if errors.As(err, &ae) {
 		return ae
 	}
-	code := errorCode(err)
+	code := node.ErrorCode(err)
 	status := http.StatusInternalServerError
 	switch code {
 	case kerr.UnknownTopicOrPartition.Code, kerr.GroupIDNotFound.Code:
@@ -86,11 +87,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // place for it; a failure of the broker's own is an ERROR.
 func (b *Broker) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	ae := httpStatusFor(err)
-	ev := b.logger.Debug()
+	ev := b.Logger.Debug()
 	if ae.Status >= 500 {
-		ev = b.logger.Warn()
+		ev = b.Logger.Warn()
 		if ae.Status == http.StatusInternalServerError {
-			ev = b.logger.Error()
+			ev = b.Logger.Error()
 		}
 	}
 	ev.Err(err).Str("method", r.Method).Str("path", r.URL.Path).Int("status", ae.Status).Msg("http request failed")

@@ -24,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/wal"
 )
@@ -82,9 +83,9 @@ func (b *Broker) fetchHTTP(ctx context.Context, groupID string, req fetchRequest
 	case req.MaxBytes < 0 || req.WaitMs < 0:
 		return fetchResponse{}, badRequest("max_bytes and wait_ms must not be negative")
 	}
-	t := b.lookupTopic(req.Topic)
-	if t == nil || *req.Partition < 0 || int(*req.Partition) >= len(t.states) {
-		return fetchResponse{}, fmt.Errorf("%w: %s-%d", errUnknownTopic, req.Topic, *req.Partition)
+	t := b.LookupTopic(req.Topic)
+	if t == nil || *req.Partition < 0 || int(*req.Partition) >= len(t.States) {
+		return fetchResponse{}, fmt.Errorf("%w: %s-%d", node.ErrUnknownTopic, req.Topic, *req.Partition)
 	}
 	if err := b.coord.Heartbeat(groupID, req.MemberID, "", group.Generation(*req.Generation)); err != nil {
 		return fetchResponse{}, err
@@ -115,7 +116,7 @@ func (b *Broker) fetchHTTP(ctx context.Context, groupID string, req fetchRequest
 	if maxBytes == 0 {
 		maxBytes = httpDefaultFetchBytes
 	}
-	maxBytes = min(maxBytes, httpMaxFetchBytes, int(b.cfg.FetchMaxBytes))
+	maxBytes = min(maxBytes, httpMaxFetchBytes, int(b.Cfg.FetchMaxBytes))
 	wait := min(time.Duration(req.WaitMs)*time.Millisecond, httpMaxFetchWait)
 	resp, err := b.readAtLeader(ctx, t, *req.Partition, from, maxBytes, wait)
 	if isCode(err, kerr.OffsetOutOfRange) {
@@ -126,7 +127,7 @@ func (b *Broker) fetchHTTP(ctx context.Context, groupID string, req fetchRequest
 
 // outOfRange rewrites an out-of-range read as a 410 that names the valid
 // range and the call that moves the group's offset into it.
-func (b *Broker) outOfRange(ctx context.Context, groupID string, t *topic, index int32, from int64, err error) error {
+func (b *Broker) outOfRange(ctx context.Context, groupID string, t *node.Topic, index int32, from int64, err error) error {
 	rng, rerr := b.partitionOffsetsOf(ctx, t, index, internalOffsetsRequest{To: "earliest"})
 	if rerr != nil {
 		return err
@@ -134,7 +135,7 @@ func (b *Broker) outOfRange(ctx context.Context, groupID string, t *topic, index
 	return &apiError{Status: http.StatusGone, Code: kerr.OffsetOutOfRange.Message, Message: fmt.Sprintf(
 		"offset %d of %s-%d is outside the readable range [%d, %d]; move the group there with "+
 			`POST /v1/groups/%s/offsets:reset {"topic": %q, "partition": %d, "to": "earliest"} (or "latest")`,
-		from, t.meta.Name, index, rng.LogStart, rng.HighWatermark, groupID, t.meta.Name, index)}
+		from, t.Meta.Name, index, rng.LogStart, rng.HighWatermark, groupID, t.Meta.Name, index)}
 }
 
 // isCode reports whether err carries the Kafka error code of ke, as an
@@ -147,7 +148,7 @@ func isCode(err error, ke *kerr.Error) bool {
 	if errors.As(err, &ae) {
 		return ae.Code == ke.Message
 	}
-	return errorCode(err) == ke.Code
+	return node.ErrorCode(err) == ke.Code
 }
 
 // checkAssigned fails unless the member's current assignment holds the
@@ -183,7 +184,7 @@ func (b *Broker) readMessages(ctx context.Context, p *partition.Partition, from 
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
-		hw, changed, err := b.position(ctx, p, wal.Offset(from))
+		hw, changed, err := b.Position(ctx, p, wal.Offset(from))
 		if err != nil {
 			return fetchResponse{}, err
 		}
@@ -202,20 +203,20 @@ func (b *Broker) readMessages(ctx context.Context, p *partition.Partition, from 
 
 func (b *Broker) decodeMessages(ctx context.Context, p *partition.Partition, from int64, hw wal.Offset, maxBytes int) (fetchResponse, error) {
 	resp := fetchResponse{Messages: []fetchedMessage{}, HighWatermark: int64(hw), NextOffset: from}
-	data, _, err := b.read(ctx, p, wal.Offset(from), maxBytes)
+	data, _, err := b.Read(ctx, p, wal.Offset(from), maxBytes)
 	if err != nil {
 		return resp, err
 	}
-	b.m.bytesOut(p.Topic(), len(data))
-	b.m.recordsOutN(p.Topic(), countRecords(data))
+	b.M.BytesOut(p.Topic(), len(data))
+	b.M.RecordsOutN(p.Topic(), node.CountRecords(data))
 	for len(data) > 0 && len(resp.Messages) < httpMaxMessagesPerPoll {
 		h, err := wal.ParseBatchHeader(data)
 		if err != nil || h.Size() > len(data) {
 			// err stays text: wrapping wal.ErrInvalidBatch would turn this
 			// storage fault into the client's CorruptMessage (HTTP 400).
-			return resp, fmt.Errorf("%w: stored batch at %d: %v", errStorage, resp.NextOffset, err) //nolint:errorlint // see above
+			return resp, fmt.Errorf("%w: stored batch at %d: %v", node.ErrStorage, resp.NextOffset, err) //nolint:errorlint // see above
 		}
-		err = eachRecord(data[:h.Size()], func(off, ts int64, rec *kmsg.Record) bool {
+		err = node.EachRecord(data[:h.Size()], func(off, ts int64, rec *kmsg.Record) bool {
 			if off < from {
 				return true
 			}
@@ -227,7 +228,7 @@ func (b *Broker) decodeMessages(ctx context.Context, p *partition.Partition, fro
 			return true
 		})
 		if err != nil {
-			return resp, fmt.Errorf("%w: %w", errStorage, err)
+			return resp, fmt.Errorf("%w: %w", node.ErrStorage, err)
 		}
 		data = data[h.Size():]
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/wal"
 )
 
@@ -64,7 +65,7 @@ func (b *Broker) toCoordinator(h http.HandlerFunc) http.HandlerFunc {
 		groupID := r.PathValue("group")
 		co := b.groupCoordinator(groupID)
 		switch {
-		case groupID == "" || co.NodeID == b.cfg.NodeID:
+		case groupID == "" || co.NodeID == b.Cfg.NodeID:
 			h(w, r)
 		case r.Header.Get(forwardedHeader) != "" || co.HTTP == "":
 			b.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "not_coordinator",
@@ -74,7 +75,7 @@ func (b *Broker) toCoordinator(h http.HandlerFunc) http.HandlerFunc {
 			proxy := &httputil.ReverseProxy{
 				Rewrite: func(pr *httputil.ProxyRequest) {
 					pr.SetURL(target)
-					pr.Out.Header.Set(forwardedHeader, strconv.Itoa(int(b.cfg.NodeID)))
+					pr.Out.Header.Set(forwardedHeader, strconv.Itoa(int(b.Cfg.NodeID)))
 				},
 				ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 					b.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "coordinator_unreachable",
@@ -154,8 +155,8 @@ func (b *Broker) joinHTTP(r *http.Request, groupID string, req joinRequest) (mem
 	sort.Strings(topics)
 	topics = slices.Compact(topics)
 	for _, t := range topics {
-		if b.lookupTopic(t) == nil {
-			return membership{}, fmt.Errorf("%w: %s", errUnknownTopic, t)
+		if b.LookupTopic(t) == nil {
+			return membership{}, fmt.Errorf("%w: %s", node.ErrUnknownTopic, t)
 		}
 	}
 	session := time.Duration(req.SessionTimeoutMs) * time.Millisecond
@@ -215,7 +216,7 @@ func (b *Broker) rangeAssign(members []group.MemberInfo) map[string][]byte {
 	for _, m := range members {
 		var md kmsg.ConsumerMemberMetadata
 		if err := md.ReadFrom(m.Metadata); err != nil {
-			b.logger.Warn().Err(err).Str("member", m.ID).Msg("undecodable subscription; the member gets nothing")
+			b.Logger.Warn().Err(err).Str("member", m.ID).Msg("undecodable subscription; the member gets nothing")
 			continue
 		}
 		for _, t := range md.Topics {
@@ -229,14 +230,14 @@ func (b *Broker) rangeAssign(members []group.MemberInfo) map[string][]byte {
 	}
 	sort.Strings(topics)
 	for _, t := range topics {
-		tp := b.lookupTopic(t)
+		tp := b.LookupTopic(t)
 		if tp == nil {
 			continue
 		}
 		ids := subscribers[t]
 		sort.Strings(ids)
 		ids = slices.Compact(ids)
-		n, k := len(tp.states), len(ids)
+		n, k := len(tp.States), len(ids)
 		for i, id := range ids {
 			start := i*(n/k) + min(i, n%k)
 			count := n / k
@@ -405,17 +406,17 @@ func (b *Broker) resetTargets(ctx context.Context, req resetRequest) (map[int32]
 	if req.To != "" && req.To != "earliest" && req.To != "latest" {
 		return nil, badRequest("to must be earliest or latest, not %q", req.To)
 	}
-	t := b.lookupTopic(req.Topic)
+	t := b.LookupTopic(req.Topic)
 	if t == nil {
-		return nil, fmt.Errorf("%w: %s", errUnknownTopic, req.Topic)
+		return nil, fmt.Errorf("%w: %s", node.ErrUnknownTopic, req.Topic)
 	}
-	parts := make([]int32, len(t.states))
+	parts := make([]int32, len(t.States))
 	for i := range parts {
 		parts[i] = int32(i)
 	}
 	if req.Partition != nil {
-		if *req.Partition < 0 || int(*req.Partition) >= len(t.states) {
-			return nil, fmt.Errorf("%w: %s-%d", errUnknownTopic, req.Topic, *req.Partition)
+		if *req.Partition < 0 || int(*req.Partition) >= len(t.States) {
+			return nil, fmt.Errorf("%w: %s-%d", node.ErrUnknownTopic, req.Topic, *req.Partition)
 		}
 		parts = []int32{*req.Partition}
 	}
@@ -454,9 +455,9 @@ func (b *Broker) resetTargets(ctx context.Context, req resetRequest) (map[int32]
 // partition.
 func (b *Broker) checkCommitRange(ctx context.Context, offsets map[group.TopicPartition]OffsetCommit) error {
 	for tp, o := range offsets {
-		t := b.lookupTopic(tp.Topic)
-		if t == nil || tp.Partition < 0 || int(tp.Partition) >= len(t.states) {
-			return fmt.Errorf("%w: %s-%d", errUnknownTopic, tp.Topic, tp.Partition)
+		t := b.LookupTopic(tp.Topic)
+		if t == nil || tp.Partition < 0 || int(tp.Partition) >= len(t.States) {
+			return fmt.Errorf("%w: %s-%d", node.ErrUnknownTopic, tp.Topic, tp.Partition)
 		}
 		pos, err := b.partitionOffsetsOf(ctx, t, tp.Partition, internalOffsetsRequest{To: "latest"})
 		if err != nil {

@@ -7,18 +7,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/meta"
 )
 
 func TestRangeAssign(t *testing.T) {
-	b := &Broker{topics: map[string]*topic{
-		"a": {states: make([]meta.PartitionState, 7), partitions: make([]*partition.Partition, 7)},
-		"b": {states: make([]meta.PartitionState, 2), partitions: make([]*partition.Partition, 2)},
-	}}
+	b := &Broker{Node: node.New(node.DefaultConfig(), zerolog.Nop())}
+	b.ReplaceTopic(&node.Topic{Meta: meta.Topic{Name: "a", ID: [16]byte{1}}, States: make([]meta.PartitionState, 7), Partitions: make([]*partition.Partition, 7)})
+	b.ReplaceTopic(&node.Topic{Meta: meta.Topic{Name: "b", ID: [16]byte{2}}, States: make([]meta.PartitionState, 2), Partitions: make([]*partition.Partition, 2)})
 	sub := func(topics ...string) []byte {
 		m := kmsg.ConsumerMemberMetadata{Topics: topics}
 		return m.AppendTo(nil)
@@ -79,7 +80,7 @@ func TestHTTPGroupBadInput(t *testing.T) {
 	cfg := testBrokerConfig(t)
 	cfg.Coordinator.MinSessionTimeout = 500 * time.Millisecond
 	b := startBroker(t, cfg)
-	base := "http://" + b.cfg.HTTPListen
+	base := "http://" + b.Cfg.HTTPListen
 	postJSON(t, base+"/v1/topics", `{"name":"bad","partitions":2}`)
 	code, joined := postJSON(t, base+"/v1/groups/g/members:join", `{"topics":["bad"],"session_timeout_ms":5000}`)
 	if code != 200 {

@@ -31,6 +31,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/node"
 )
 
 // registerListingAPI adds the listing routes to the public HTTP mux.
@@ -84,18 +85,18 @@ type topicConfig struct {
 
 func (b *Broker) httpListTopics(w http.ResponseWriter, _ *http.Request) {
 	out := []topicSummary{}
-	for _, t := range b.sortedTopics() {
-		out = append(out, topicSummary{Name: t.meta.Name, TopicID: uuidString(t.meta.ID), Partitions: int32(len(t.states)),
-			ReplicationFactor: t.meta.ReplicationFactor, Tiered: t.settings.Tiered})
+	for _, t := range b.SortedTopics() {
+		out = append(out, topicSummary{Name: t.Meta.Name, TopicID: node.UuidString(t.Meta.ID), Partitions: int32(len(t.States)),
+			ReplicationFactor: t.Meta.ReplicationFactor, Tiered: t.Settings.Tiered})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"topics": out})
 }
 
 func (b *Broker) httpDescribeTopic(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("topic")
-	t := b.lookupTopic(name)
+	t := b.LookupTopic(name)
 	if t == nil {
-		b.writeError(w, r, fmt.Errorf("%w: %s", errUnknownTopic, name))
+		b.writeError(w, r, fmt.Errorf("%w: %s", node.ErrUnknownTopic, name))
 		return
 	}
 	live := make(map[int32]bool)
@@ -103,9 +104,9 @@ func (b *Broker) httpDescribeTopic(w http.ResponseWriter, r *http.Request) {
 		live[bi.NodeID] = true
 	}
 	stats, errs := b.leaderStats(r.Context(), t)
-	out := topicDescription{Name: t.meta.Name, TopicID: uuidString(t.meta.ID), ReplicationFactor: t.meta.ReplicationFactor,
-		Tiered: t.settings.Tiered, Partitions: []partitionDescription{}, Configs: []topicConfig{}}
-	for i, st := range t.states {
+	out := topicDescription{Name: t.Meta.Name, TopicID: node.UuidString(t.Meta.ID), ReplicationFactor: t.Meta.ReplicationFactor,
+		Tiered: t.Settings.Tiered, Partitions: []partitionDescription{}, Configs: []topicConfig{}}
+	for i, st := range t.States {
 		pd := partitionDescription{Partition: int32(i), Leader: st.Leader, LeaderEpoch: st.LeaderEpoch,
 			Replicas: slices.Clone(st.Replicas), InSync: []int32{}, Offline: []int32{}}
 		if !live[st.Leader] {
@@ -124,7 +125,7 @@ func (b *Broker) httpDescribeTopic(w http.ResponseWriter, r *http.Request) {
 		}
 		out.Partitions = append(out.Partitions, pd)
 	}
-	for _, c := range describeTopicConfigs(t.meta.Configs, t.meta.ReplicationFactor, b.cfg.topicDefaults(), nil, false) {
+	for _, c := range describeTopicConfigs(t.Meta.Configs, t.Meta.ReplicationFactor, b.Cfg.TopicDefaults(), nil, false) {
 		out.Configs = append(out.Configs, topicConfig{Name: c.Name, Value: derefString(c.Value), IsDefault: c.IsDefault})
 	}
 	writeJSON(w, http.StatusOK, out)
@@ -161,11 +162,11 @@ func (b *Broker) httpListGroups(w http.ResponseWriter, r *http.Request) {
 	for _, bi := range b.brokers() {
 		ids = append(ids, bi.NodeID)
 	}
-	if !slices.Contains(ids, b.cfg.NodeID) {
-		ids = append(ids, b.cfg.NodeID)
+	if !slices.Contains(ids, b.Cfg.NodeID) {
+		ids = append(ids, b.Cfg.NodeID)
 	}
 	failed := fanOut(ids, func(id int32) error {
-		if id == b.cfg.NodeID {
+		if id == b.Cfg.NodeID {
 			gs, err := b.localGroups(r.Context())
 			if err == nil {
 				add(gs)
@@ -235,7 +236,7 @@ func (b *Broker) httpDescribeGroup(w http.ResponseWriter, r *http.Request) {
 		b.groupHTTPError(w, r, err)
 		return
 	}
-	out := groupDescription{Group: groupID, Coordinator: b.cfg.NodeID, State: d.State, ProtocolType: d.ProtocolType,
+	out := groupDescription{Group: groupID, Coordinator: b.Cfg.NodeID, State: d.State, ProtocolType: d.ProtocolType,
 		Protocol: d.Protocol, Members: []groupMember{}, Offsets: b.leaderLag(r.Context(), groupID, qs)}
 	for _, m := range d.Members {
 		gm := groupMember{MemberID: m.ID, InstanceID: m.InstanceID, ClientID: m.ClientID, ClientHost: m.ClientHost,
@@ -311,8 +312,8 @@ func (b *Broker) httpListBrokers(w http.ResponseWriter, _ *http.Request) {
 		out = append(out, bl)
 		seen[bi.NodeID] = true
 	}
-	for _, t := range b.sortedTopics() {
-		for _, st := range t.states {
+	for _, t := range b.SortedTopics() {
+		for _, st := range t.States {
 			for _, id := range st.Replicas {
 				if !seen[id] {
 					seen[id] = true

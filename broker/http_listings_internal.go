@@ -35,6 +35,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/tier"
@@ -108,11 +109,11 @@ func (b *Broker) registerListingInternal(mux *http.ServeMux) {
 }
 
 // leading returns the local replica of partition i of t if it leads it now.
-func leading(t *topic, i int32) *partition.Partition {
-	if i < 0 || int(i) >= len(t.partitions) || t.partitions[i] == nil {
+func leading(t *node.Topic, i int32) *partition.Partition {
+	if i < 0 || int(i) >= len(t.Partitions) || t.Partitions[i] == nil {
 		return nil
 	}
-	if p := t.partitions[i]; p.ReplicaStatus().Role == replica.RoleLeader {
+	if p := t.Partitions[i]; p.ReplicaStatus().Role == replica.RoleLeader {
 		return p
 	}
 	return nil
@@ -120,13 +121,13 @@ func leading(t *topic, i int32) *partition.Partition {
 
 func (b *Broker) httpInternalPartitions(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Query().Get("topic")
-	t := b.lookupTopic(name)
+	t := b.LookupTopic(name)
 	if t == nil {
-		b.writeError(w, r, fmt.Errorf("%w: %s", errUnknownTopic, name))
+		b.writeError(w, r, fmt.Errorf("%w: %s", node.ErrUnknownTopic, name))
 		return
 	}
-	out := partitionsAnswer{TopicID: uuidString(t.meta.ID), Partitions: []partitionStats{}}
-	for i := range t.partitions {
+	out := partitionsAnswer{TopicID: node.UuidString(t.Meta.ID), Partitions: []partitionStats{}}
+	for i := range t.Partitions {
 		if p := leading(t, int32(i)); p != nil {
 			out.Partitions = append(out.Partitions, b.localPartitionStats(r.Context(), p))
 		}
@@ -139,13 +140,13 @@ func (b *Broker) localPartitionStats(ctx context.Context, p *partition.Partition
 	rs := p.ReplicaStatus()
 	hw, _ := p.HighWatermark()
 	s := partitionStats{Partition: p.Index(), LeaderEpoch: int32(rs.Epoch), InSync: []int32{},
-		PartitionFigures: PartitionFigures{HighWatermark: int64(hw), LogStart: int64(b.logStart(ctx, p)),
+		PartitionFigures: PartitionFigures{HighWatermark: int64(hw), LogStart: int64(b.LogStart(ctx, p)),
 			LocalLogStart: int64(p.Log().StartOffset()), LocalBytes: p.Log().Size()}}
 	for _, id := range rs.InSync {
 		s.InSync = append(s.InSync, int32(id))
 	}
 	slices.Sort(s.InSync)
-	if b.tiers == nil {
+	if b.Tiers == nil {
 		return s
 	}
 	r, n, err := b.remoteBytes(ctx, p)
@@ -159,7 +160,7 @@ func (b *Broker) localPartitionStats(ctx context.Context, p *partition.Partition
 // remoteBytes is the partition's remote range and the size of the objects
 // that hold it, read from its remote index (etcd and the manifests).
 func (b *Broker) remoteBytes(ctx context.Context, p *partition.Partition) (tier.Range, int64, error) {
-	objs, h, err := b.tiers.Objects(ctx, p.TopicID(), p.Index())
+	objs, h, err := b.Tiers.Objects(ctx, p.TopicID(), p.Index())
 	if err != nil {
 		return tier.Range{}, 0, fmt.Errorf("read the remote index: %w", err)
 	}
@@ -192,7 +193,7 @@ func (b *Broker) localGroups(ctx context.Context) ([]groupListing, error) {
 	}
 	out := []groupListing{}
 	for _, g := range b.coord.ListGroups() {
-		out = append(out, groupListing{Group: g.Group, State: g.State, ProtocolType: g.ProtocolType, Coordinator: b.cfg.NodeID})
+		out = append(out, groupListing{Group: g.Group, State: g.State, ProtocolType: g.ProtocolType, Coordinator: b.Cfg.NodeID})
 	}
 	return out, nil
 }
@@ -215,12 +216,12 @@ func (b *Broker) httpInternalLag(w http.ResponseWriter, r *http.Request) {
 // rate (partitionBacklog), or an entry saying it does not lead it.
 func (b *Broker) localLag(groupID string, lq lagQuery, now time.Time) groupPartitionLag {
 	var p *partition.Partition
-	if t := b.lookupTopic(lq.Topic); t != nil {
+	if t := b.LookupTopic(lq.Topic); t != nil {
 		p = leading(t, lq.Partition)
 	}
 	if p == nil {
 		return groupPartitionLag{partitionLag: partitionLag{Topic: lq.Topic, Partition: lq.Partition, Committed: lq.Committed},
-			Error: fmt.Sprintf("node %d does not lead %s-%d", b.cfg.NodeID, lq.Topic, lq.Partition)}
+			Error: fmt.Sprintf("node %d does not lead %s-%d", b.Cfg.NodeID, lq.Topic, lq.Partition)}
 	}
 	return groupPartitionLag{partitionLag: partitionBacklog(p, lq.Committed, now)}
 }
@@ -264,32 +265,32 @@ func fanOut(ids []int32, ask func(id int32) error) map[int32]error {
 // leaderStats collects the stats of every partition of t from its leader:
 // this broker's own replicas where it leads, the other leaders' answers
 // otherwise. A partition missing from the result has its reason in errs.
-func (b *Broker) leaderStats(ctx context.Context, t *topic) (map[int32]partitionStats, map[int32]string) {
-	stats := make(map[int32]partitionStats, len(t.states))
+func (b *Broker) leaderStats(ctx context.Context, t *node.Topic) (map[int32]partitionStats, map[int32]string) {
+	stats := make(map[int32]partitionStats, len(t.States))
 	errs := make(map[int32]string)
 	byLeader := make(map[int32][]int32)
-	for i, st := range t.states {
+	for i, st := range t.States {
 		part := int32(i)
 		switch p := leading(t, part); {
 		case p != nil:
 			stats[part] = b.localPartitionStats(ctx, p)
 		case st.Leader < 0:
 			errs[part] = "the partition has no leader"
-		case st.Leader == b.cfg.NodeID:
+		case st.Leader == b.Cfg.NodeID:
 			errs[part] = fmt.Sprintf("node %d is taking the leadership over; retry", st.Leader)
 		default:
 			byLeader[st.Leader] = append(byLeader[st.Leader], part)
 		}
 	}
 	var mu sync.Mutex
-	q := internalPartitionsPath + "?topic=" + url.QueryEscape(t.meta.Name)
+	q := internalPartitionsPath + "?topic=" + url.QueryEscape(t.Meta.Name)
 	failed := fanOut(mapKeys(byLeader), func(id int32) error {
 		var ans partitionsAnswer
 		if err := b.askPeer(ctx, id, http.MethodGet, q, nil, &ans); err != nil {
 			return err
 		}
-		if ans.TopicID != uuidString(t.meta.ID) {
-			return fmt.Errorf("node %d knows topic %s as id %s, not %s", id, t.meta.Name, ans.TopicID, uuidString(t.meta.ID))
+		if ans.TopicID != node.UuidString(t.Meta.ID) {
+			return fmt.Errorf("node %d knows topic %s as id %s, not %s", id, t.Meta.Name, ans.TopicID, node.UuidString(t.Meta.ID))
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -324,16 +325,16 @@ func (b *Broker) leaderLag(ctx context.Context, groupID string, qs []lagQuery) [
 	byLeader := make(map[int32][]int) // indexes into qs
 	for i, lq := range qs {
 		out[i] = groupPartitionLag{partitionLag: partitionLag{Topic: lq.Topic, Partition: lq.Partition, Committed: lq.Committed}}
-		t := b.lookupTopic(lq.Topic)
+		t := b.LookupTopic(lq.Topic)
 		switch {
-		case t == nil || lq.Partition < 0 || int(lq.Partition) >= len(t.states):
+		case t == nil || lq.Partition < 0 || int(lq.Partition) >= len(t.States):
 			out[i].Error = "no such partition"
 		case leading(t, lq.Partition) != nil:
 			out[i] = b.localLag(groupID, lq, now)
-		case t.states[lq.Partition].Leader < 0:
+		case t.States[lq.Partition].Leader < 0:
 			out[i].Error = "the partition has no leader"
 		default:
-			l := t.states[lq.Partition].Leader
+			l := t.States[lq.Partition].Leader
 			byLeader[l] = append(byLeader[l], i)
 		}
 	}

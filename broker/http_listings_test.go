@@ -105,7 +105,7 @@ func TestHTTPListingsTieredCluster(t *testing.T) {
 		eventuallyTrue(t, "leaders elected", func() (bool, string) {
 			ok := true
 			for _, name := range []string{tiered, single} {
-				tp := b.lookupTopic(name)
+				tp := b.LookupTopic(name)
 				ok = ok && tp != nil && b.leadersElected(tp)
 			}
 			return ok, "not yet"
@@ -326,13 +326,13 @@ func TestHTTPListingsTieredCluster(t *testing.T) {
 func TestHTTPListingsLoneBroker(t *testing.T) {
 	b := startBroker(t, testBrokerConfig(t))
 	createTopic(t, testClient(t, b), "solo", 2, map[string]string{"retention.ms": "60000"})
-	base := "http://" + b.cfg.HTTPListen
+	base := "http://" + b.Cfg.HTTPListen
 	var d topicDescription
 	if code := getJSON(t, base+"/v1/topics/solo", &d); code != http.StatusOK || len(d.Partitions) != 2 {
 		t.Fatalf("describe: %d %+v", code, d)
 	}
 	for _, p := range d.Partitions {
-		if p.PartitionFigures == nil || p.Leader != b.cfg.NodeID || p.HighWatermark != 0 {
+		if p.PartitionFigures == nil || p.Leader != b.Cfg.NodeID || p.HighWatermark != 0 {
 			t.Fatalf("partition %+v (%s)", p, p.StatsError)
 		}
 	}

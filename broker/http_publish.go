@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/broker/replica"
 )
@@ -47,13 +48,13 @@ func (b *Broker) httpCreateTopic(w http.ResponseWriter, r *http.Request) {
 	if req.ReplicationFactor == 0 {
 		req.ReplicationFactor = -1
 	}
-	t, err := b.createTopic(r.Context(), req.Name, req.Partitions, req.ReplicationFactor, req.Configs, false)
+	t, err := b.CreateTopic(r.Context(), req.Name, req.Partitions, req.ReplicationFactor, req.Configs, false)
 	if err != nil {
 		b.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{
-		"name": t.Name, "topic_id": uuidString(t.ID), "partitions": t.Partitions,
+		"name": t.Name, "topic_id": node.UuidString(t.ID), "partitions": t.Partitions,
 		"replication_factor": t.ReplicationFactor, "configs": t.Configs,
 	})
 }
@@ -111,9 +112,9 @@ func (b *Broker) httpPublish(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	topicName := r.PathValue("topic")
-	t := b.lookupTopic(topicName)
+	t := b.LookupTopic(topicName)
 	if t == nil {
-		b.writeError(w, r, fmt.Errorf("%w: %s", errUnknownTopic, topicName))
+		b.writeError(w, r, fmt.Errorf("%w: %s", node.ErrUnknownTopic, topicName))
 		return
 	}
 	batches, err := b.buildPublishBatches(t, &req)
@@ -136,7 +137,7 @@ func (b *Broker) httpPublish(w http.ResponseWriter, r *http.Request) {
 // buildPublishBatches validates the messages, picks their partitions and
 // encodes the record batches: one per partition, or one per message when
 // the publisher is an idempotent producer (each carries its own sequence).
-func (b *Broker) buildPublishBatches(t *topic, req *publishRequest) ([]*publishBatch, error) {
+func (b *Broker) buildPublishBatches(t *node.Topic, req *publishRequest) ([]*publishBatch, error) {
 	if len(req.Messages) == 0 {
 		return nil, badRequest("messages must not be empty")
 	}
@@ -144,8 +145,8 @@ func (b *Broker) buildPublishBatches(t *topic, req *publishRequest) ([]*publishB
 	if idempotent && (req.ProducerEpoch == nil || *req.ProducerID < 0 || *req.ProducerEpoch < 0) {
 		return nil, badRequest("producer_id needs a non-negative producer_epoch")
 	}
-	n := int32(len(t.states))
-	part := kgo.StickyKeyPartitioner(nil).ForTopic(t.meta.Name)
+	n := int32(len(t.States))
+	part := kgo.StickyKeyPartitioner(nil).ForTopic(t.Meta.Name)
 	now := time.Now().UnixMilli()
 	byPartition := map[int32]*publishBatch{}
 	var out []*publishBatch
@@ -160,7 +161,7 @@ func (b *Broker) buildPublishBatches(t *topic, req *publishRequest) ([]*publishB
 		switch {
 		case m.Partition != nil:
 			if *m.Partition < 0 || *m.Partition >= n {
-				return nil, fmt.Errorf("%w: messages[%d]: partition %d of %d", errUnknownTopic, i, *m.Partition, n)
+				return nil, fmt.Errorf("%w: messages[%d]: partition %d of %d", node.ErrUnknownTopic, i, *m.Partition, n)
 			}
 			p = *m.Partition
 		case m.MessageKey != nil:
@@ -189,11 +190,11 @@ func (b *Broker) buildPublishBatches(t *topic, req *publishRequest) ([]*publishB
 		if idempotent {
 			pid, epoch, seq = *req.ProducerID, *req.ProducerEpoch, *req.Messages[pb.msgs[0]].Sequence
 		}
-		pb.raw = encodeBatch(records, pb.msgs, pid, epoch, seq)
+		pb.raw = node.EncodeBatch(records, pb.msgs, pid, epoch, seq)
 		pb.recs = records
-		if len(pb.raw) > int(t.settings.MaxMessageBytes) {
+		if len(pb.raw) > int(t.Settings.MaxMessageBytes) {
 			return nil, fmt.Errorf("%w: %d bytes for partition %d exceed max.message.bytes %d; payloads over the limit need object references",
-				errMessageTooLarge, len(pb.raw), pb.partition, t.settings.MaxMessageBytes)
+				node.ErrMessageTooLarge, len(pb.raw), pb.partition, t.Settings.MaxMessageBytes)
 		}
 	}
 	return out, nil
@@ -223,7 +224,7 @@ func recordFromMessage(i int, m publishMessage, now int64) (kmsg.Record, error) 
 		}
 		ts = *m.TimestampMs
 	}
-	rec.TimestampDelta64 = ts // made relative to the batch in encodeBatch
+	rec.TimestampDelta64 = ts // made relative to the batch in node.EncodeBatch
 	keys := make([]string, 0, len(m.Headers))
 	for k := range m.Headers {
 		keys = append(keys, k)
@@ -241,7 +242,7 @@ func recordFromMessage(i int, m publishMessage, now int64) (kmsg.Record, error) 
 // appendPublished appends or forwards each partition's batches, the
 // partitions concurrently and one partition's batches in order, and
 // collects per-message results once every batch is acknowledged or failed.
-func (b *Broker) appendPublished(ctx context.Context, t *topic, batches []*publishBatch, n int, idempotent bool) []publishResult {
+func (b *Broker) appendPublished(ctx context.Context, t *node.Topic, batches []*publishBatch, n int, idempotent bool) []publishResult {
 	results := make([]publishResult, n)
 	var parts [][]*publishBatch
 	at := map[int32]int{}
@@ -268,7 +269,7 @@ func (b *Broker) appendPublished(ctx context.Context, t *topic, batches []*publi
 
 // publishPart appends one partition's batches here when this broker leads
 // the partition, and otherwise forwards them to its leader.
-func (b *Broker) publishPart(ctx context.Context, t *topic, part []*publishBatch, idempotent bool, results []publishResult) {
+func (b *Broker) publishPart(ctx context.Context, t *node.Topic, part []*publishBatch, idempotent bool, results []publishResult) {
 	switch {
 	case b.leads(t, part[0].partition):
 		for j, out := range b.appendLocal(ctx, t, part) {
@@ -287,31 +288,31 @@ func (b *Broker) publishPart(ctx context.Context, t *topic, part []*publishBatch
 
 // leads reports whether this broker's replica of the partition is its
 // leader now.
-func (b *Broker) leads(t *topic, index int32) bool {
-	if index < 0 || int(index) >= len(t.partitions) || t.partitions[index] == nil {
+func (b *Broker) leads(t *node.Topic, index int32) bool {
+	if index < 0 || int(index) >= len(t.Partitions) || t.Partitions[index] == nil {
 		return false
 	}
-	return t.partitions[index].ReplicaStatus().Role == replica.RoleLeader
+	return t.Partitions[index].ReplicaStatus().Role == replica.RoleLeader
 }
 
 // appendLocal enqueues the batches of one partition in order on the local
 // replica and waits for each to be acknowledged or to fail.
-func (b *Broker) appendLocal(ctx context.Context, t *topic, pbs []*publishBatch) []partition.AppendResult {
+func (b *Broker) appendLocal(ctx context.Context, t *node.Topic, pbs []*publishBatch) []partition.AppendResult {
 	out := make([]partition.AppendResult, len(pbs))
 	waits := make([]<-chan partition.AppendResult, len(pbs))
 	for j, pb := range pbs {
-		h, err := validateBatch(pb.raw, t.settings.MaxMessageBytes)
+		h, err := validateBatch(pb.raw, t.Settings.MaxMessageBytes)
 		if err == nil {
-			err = b.checkDisk()
+			err = b.CheckDisk()
 		}
 		var p *partition.Partition
 		if err == nil {
-			p, err = t.local(pb.partition)
+			p, err = t.Local(pb.partition)
 		}
 		if err == nil {
 			ar := partition.NewAppendRequest(pb.raw, h, true)
 			if err = p.Enqueue(ar); err == nil {
-				b.m.recordsIn(t.meta.Name, len(pb.raw), pb.records())
+				b.M.RecordsIn(t.Meta.Name, len(pb.raw), pb.records())
 				waits[j] = ar.Result()
 				continue
 			}

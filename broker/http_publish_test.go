@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/meta"
 )
@@ -34,7 +35,7 @@ func postJSON(t *testing.T, url, body string) (int, map[string]any) {
 
 func TestHTTPPublish(t *testing.T) {
 	b := startBroker(t, testBrokerConfig(t))
-	base := "http://" + b.cfg.HTTPListen
+	base := "http://" + b.Cfg.HTTPListen
 	if code, body := postJSON(t, base+"/v1/topics", `{"name":"web","partitions":6}`); code != http.StatusCreated {
 		t.Fatalf("create topic: %d %v", code, body)
 	}
@@ -101,7 +102,7 @@ func TestHTTPPublish(t *testing.T) {
 
 func TestHTTPPublishIdempotent(t *testing.T) {
 	b := startBroker(t, testBrokerConfig(t))
-	base := "http://" + b.cfg.HTTPListen
+	base := "http://" + b.Cfg.HTTPListen
 	postJSON(t, base+"/v1/topics", `{"name":"idem","partitions":1}`)
 	_, prod := postJSON(t, base+"/v1/producers", `{}`)
 	pid := int64(prod["producer_id"].(float64))
@@ -131,7 +132,7 @@ func TestHTTPPublishIdempotent(t *testing.T) {
 func TestHTTPPublishBadInput(t *testing.T) {
 	cfg := testBrokerConfig(t)
 	b := startBroker(t, cfg)
-	base := "http://" + b.cfg.HTTPListen
+	base := "http://" + b.Cfg.HTTPListen
 	postJSON(t, base+"/v1/topics", `{"name":"small","partitions":1,"configs":{"max.message.bytes":"2048"}}`)
 	big := strings.Repeat("x", 4096)
 	tests := []struct {
@@ -178,8 +179,8 @@ func FuzzPublishRequest(f *testing.F) {
 	f.Add([]byte(`{"producer_id":1,"producer_epoch":0,"messages":[{"payload_base64":"AAE=","sequence":0,"partition":1}]}`))
 	f.Add([]byte(`{"messages":[{"timestamp_ms":-1}]}`))
 	b := &Broker{}
-	tp := &topic{states: make([]meta.PartitionState, 3), partitions: make([]*partition.Partition, 3), settings: parseSettings(nil)}
-	tp.meta.Name = "fuzz"
+	tp := &node.Topic{States: make([]meta.PartitionState, 3), Partitions: make([]*partition.Partition, 3), Settings: node.ParseSettings(nil)}
+	tp.Meta.Name = "fuzz"
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var req publishRequest
 		if err := json.Unmarshal(body, &req); err != nil {

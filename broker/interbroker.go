@@ -43,6 +43,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -106,17 +107,17 @@ func apisOf(req *request) map[int16]api {
 // brokers are given: the configured one, or the bound address (with the
 // Kafka advertised host when bound to all interfaces).
 func (b *Broker) listenInterBroker() error {
-	ln, err := net.Listen("tcp", b.cfg.InterBrokerListen)
+	ln, err := net.Listen("tcp", b.Cfg.InterBrokerListen)
 	if err != nil {
 		return err
 	}
 	b.ib.ln = ln
-	b.ib.advertise = b.cfg.InterBrokerAdvertise
-	if b.ib.advertise == "" || b.ib.advertise == b.cfg.InterBrokerListen {
+	b.ib.advertise = b.Cfg.InterBrokerAdvertise
+	if b.ib.advertise == "" || b.ib.advertise == b.Cfg.InterBrokerListen {
 		b.ib.advertise = advertisedHTTP(ln.Addr().String(), b.advertise)
 	}
 	b.ib.httpConns = &connQueue{ch: make(chan net.Conn), done: make(chan struct{}), addr: ln.Addr()}
-	b.ib.refusals = b.logger.Sample(&zerolog.BurstSampler{Burst: 5, Period: 10 * time.Second})
+	b.ib.refusals = b.Logger.Sample(&zerolog.BurstSampler{Burst: 5, Period: 10 * time.Second})
 	b.registerInterBrokerMetrics()
 	return nil
 }
@@ -140,7 +141,7 @@ func (b *Broker) serveInterBroker(ctx context.Context, mem *requestMemory) error
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			b.logger.Warn().Err(err).Msg("inter-broker accept")
+			b.Logger.Warn().Err(err).Msg("inter-broker accept")
 			continue
 		}
 		ip := remoteIP(nc.RemoteAddr())
@@ -229,7 +230,7 @@ func (b *Broker) authorizeReplicaFetch(req *request, r *kmsg.FetchRequest) (int3
 		return refuse(refuseNoReplicaState, kerr.ClusterAuthorizationFailed.Code)
 	}
 	for _, bi := range b.brokers() {
-		if bi.NodeID == id && bi.Incarnation == epoch && id != b.cfg.NodeID {
+		if bi.NodeID == id && bi.Incarnation == epoch && id != b.Cfg.NodeID {
 			return id, nil
 		}
 	}
@@ -243,12 +244,12 @@ func (b *Broker) authorizeReplicaFetch(req *request, r *kmsg.FetchRequest) (int3
 // from broker from, when from is not one of its assigned replicas as this
 // broker knows them (Kafka answers NOT_LEADER_OR_FOLLOWER), or 0. An
 // unknown partition is left to the lookup that follows.
-func (b *Broker) notReplicaCode(t *topic, part, from int32) int16 {
-	if part < 0 || int(part) >= len(t.states) || slices.Contains(t.states[part].Replicas, from) {
+func (b *Broker) notReplicaCode(t *node.Topic, part, from int32) int16 {
+	if part < 0 || int(part) >= len(t.States) || slices.Contains(t.States[part].Replicas, from) {
 		return 0
 	}
 	b.ib.countRefusal(refuseNotReplica)
-	b.ib.refusals.Warn().Str("reason", refuseNotReplica).Str("topic", t.meta.Name).Int32("partition", part).
+	b.ib.refusals.Warn().Str("reason", refuseNotReplica).Str("topic", t.Meta.Name).Int32("partition", part).
 		Int32("replica", from).Msg("replica fetch refused (logged at most 5 times per 10s)")
 	return kerr.NotLeaderForPartition.Code
 }
@@ -288,7 +289,7 @@ func (ib *interBroker) fetchesRefused(reason string) uint64 {
 
 func (b *Broker) registerInterBrokerMetrics() {
 	b.ib.metrics.Do(func() {
-		if b.m == nil {
+		if b.M == nil {
 			return
 		}
 		for i, reason := range fetchRefusals {
@@ -296,8 +297,8 @@ func (b *Broker) registerInterBrokerMetrics() {
 				Name: "sluice_replica_fetches_refused_total", Help: "Replica fetches (or partitions of one) refused, by reason.",
 				ConstLabels: prometheus.Labels{"reason": reason},
 			}, func() float64 { return float64(b.ib.refused[i].Load()) })
-			if err := b.m.reg.Register(c); err != nil {
-				b.logger.Warn().Err(err).Msg("register inter-broker metric")
+			if err := b.M.Reg.Register(c); err != nil {
+				b.Logger.Warn().Err(err).Msg("register inter-broker metric")
 			}
 		}
 	})
@@ -310,7 +311,7 @@ func (b *Broker) registerInterBrokerMetrics() {
 func (b *Broker) interBrokerAddr(id int32) string {
 	for _, bi := range b.brokers() {
 		if bi.NodeID == id {
-			if addr, ok := b.cfg.PeerInterBroker[id]; ok {
+			if addr, ok := b.Cfg.PeerInterBroker[id]; ok {
 				return addr
 			}
 			return bi.InterBroker

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/meta"
 )
@@ -34,13 +35,13 @@ func rawBroker(t *testing.T, addr string) *kgo.Broker {
 // replicaFetch is a fetch of partition 0 of t from offset, as follower id
 // with broker epoch brokerEpoch would send it (v15 puts both in
 // ReplicaState; older versions carry only the id).
-func replicaFetch(t *topic, id int32, brokerEpoch int64, leaderEpoch int32, offset int64, lastEpoch int32) *kmsg.FetchRequest {
+func replicaFetch(t *node.Topic, id int32, brokerEpoch int64, leaderEpoch int32, offset int64, lastEpoch int32) *kmsg.FetchRequest {
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID = id
 	req.ReplicaState.ID, req.ReplicaState.Epoch = id, brokerEpoch
 	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 0, 1, 1<<20
 	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic, rt.TopicID = t.meta.Name, t.meta.ID
+	rt.Topic, rt.TopicID = t.Meta.Name, t.Meta.ID
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.Partition, rp.CurrentLeaderEpoch, rp.FetchOffset, rp.LastFetchedEpoch = 0, leaderEpoch, offset, lastEpoch
 	rp.PartitionMaxBytes = 1 << 20
@@ -108,19 +109,19 @@ func TestForgedFenceAtLastEpochRefused(t *testing.T) {
 	if err := cl.ProduceSync(context.Background(), &kgo.Record{Value: []byte("before")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	tp := b.lookupTopic("fenced")
-	key := partitionKey{TopicID: tp.meta.ID, Partition: 0}
-	p, err := b.partitionOf("fenced", 0)
+	tp := b.LookupTopic("fenced")
+	key := PartitionKey{TopicID: tp.Meta.ID, Partition: 0}
+	p, err := b.PartitionOf("fenced", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := p.ReplicaStatus()
 	url := "http://" + b.ib.advertise + replicationPath
 	for _, m := range []replica.Message{
-		{Type: replica.MsgFence, From: replica.ControllerNode, To: replica.NodeID(b.cfg.NodeID), Epoch: math.MaxInt32},
-		{Type: replica.MsgFenceAck, From: replica.NodeID(b.cfg.NodeID), To: replica.ControllerNode, Epoch: math.MaxInt32,
+		{Type: replica.MsgFence, From: replica.ControllerNode, To: replica.NodeID(b.Cfg.NodeID), Epoch: math.MaxInt32},
+		{Type: replica.MsgFenceAck, From: replica.NodeID(b.Cfg.NodeID), To: replica.ControllerNode, Epoch: math.MaxInt32,
 			Err: replica.ErrCodeFencedLeaderEpoch},
-		{Type: replica.MsgLeaderUnreachable, From: replica.NodeID(b.cfg.NodeID), To: replica.ControllerNode,
+		{Type: replica.MsgLeaderUnreachable, From: replica.NodeID(b.Cfg.NodeID), To: replica.ControllerNode,
 			Epoch: before.Epoch, LastEpoch: math.MaxInt32},
 	} {
 		if got := postEnvelopes(t, url, []envelope{{Key: key, Msg: m}}); got != http.StatusBadRequest {
@@ -161,8 +162,8 @@ func TestReplicaFetchAuthorization(t *testing.T) {
 		t.Fatal("no leader")
 	}
 	leader := c.brokers[li]
-	tp := leader.lookupTopic("guarded")
-	lp, err := leader.partitionOf("guarded", 0)
+	tp := leader.LookupTopic("guarded")
+	lp, err := leader.PartitionOf("guarded", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,8 +174,8 @@ func TestReplicaFetchAuthorization(t *testing.T) {
 		infos[bi.NodeID] = bi
 	}
 	var followers []int32
-	for _, id := range tp.states[0].Replicas {
-		if id != leader.cfg.NodeID {
+	for _, id := range tp.States[0].Replicas {
+		if id != leader.Cfg.NodeID {
 			followers = append(followers, id)
 		}
 	}
@@ -210,25 +211,25 @@ func TestReplicaFetchAuthorization(t *testing.T) {
 	var stranger meta.BrokerInfo
 	eventuallyTrue(t, "the pair topic has a leader", func() (bool, string) {
 		for _, b := range c.brokers {
-			if p, err := b.partitionOf("pair", 0); err == nil && p.ReplicaStatus().Role == replica.RoleLeader {
+			if p, err := b.PartitionOf("pair", 0); err == nil && p.ReplicaStatus().Role == replica.RoleLeader {
 				pairLeader = b
 			}
 		}
 		return pairLeader != nil, "none yet"
 	})
-	pt := pairLeader.lookupTopic("pair")
+	pt := pairLeader.LookupTopic("pair")
 	for _, bi := range pairLeader.brokers() {
-		if !slices.Contains(pt.states[0].Replicas, bi.NodeID) {
+		if !slices.Contains(pt.States[0].Replicas, bi.NodeID) {
 			stranger = bi
 		}
 	}
-	pp, _ := pairLeader.partitionOf("pair", 0)
+	pp, _ := pairLeader.PartitionOf("pair", 0)
 	strangerBefore := pairLeader.ib.fetchesRefused(refuseNotReplica)
 	resp = doFetch(t, rawBroker(t, pairLeader.ib.advertise),
 		replicaFetch(pt, stranger.NodeID, stranger.Incarnation, int32(pp.ReplicaStatus().Epoch), 0, -1))
 	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.NotLeaderForPartition.Code {
 		t.Fatalf("replica fetch from node %d, no replica of %v: code %d, want NOT_LEADER_OR_FOLLOWER",
-			stranger.NodeID, pt.states[0].Replicas, code)
+			stranger.NodeID, pt.States[0].Replicas, code)
 	}
 	if n := pairLeader.ib.fetchesRefused(refuseNotReplica) - strangerBefore; n != 1 {
 		t.Fatalf("%d partitions refused to a non-replica, want 1", n)
@@ -268,7 +269,7 @@ func TestReplicaFetchAuthorization(t *testing.T) {
 	preq := kmsg.NewPtrProduceRequest()
 	preq.Acks, preq.TimeoutMillis = -1, 2000
 	pt0 := kmsg.NewProduceRequestTopic()
-	pt0.Topic, pt0.TopicID = tp.meta.Name, tp.meta.ID
+	pt0.Topic, pt0.TopicID = tp.Meta.Name, tp.Meta.ID
 	pp0 := kmsg.NewProduceRequestTopicPartition()
 	pp0.Partition, pp0.Records = 0, testBatch(1, -1, -1, -1, time.Now().UnixMilli())
 	pt0.Partitions = append(pt0.Partitions, pp0)
@@ -328,7 +329,7 @@ func createReplicatedWith(t *testing.T, c *testCluster, name string, configs map
 		if li < 0 {
 			return false, "no leader"
 		}
-		p, _ := c.brokers[li].partitionOf(name, 0)
+		p, _ := c.brokers[li].PartitionOf(name, 0)
 		st := p.ReplicaStatus()
 		return len(st.InSync) == 3, fmt.Sprintf("in sync %v", st.InSync)
 	})

@@ -36,7 +36,7 @@ const isolationCheck = 250 * time.Millisecond
 // isolationWait is how long a partition this controller leads must stay
 // unfollowed before it resigns: two controller leases (4 s by default), so
 // that a follower restarting or catching up does not move the controller.
-func (b *Broker) isolationWait() time.Duration { return 2 * b.cfg.ControllerTTL }
+func (b *Broker) isolationWait() time.Duration { return 2 * b.Cfg.ControllerTTL }
 
 // isolationLoop signals ctlResign while this broker is the controller and
 // leads a partition none of whose live followers is in sync.
@@ -50,7 +50,7 @@ func (b *Broker) isolationLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if b.controllerID() != b.cfg.NodeID || !b.leadsUnfollowed() {
+		if b.controllerID() != b.Cfg.NodeID || !b.leadsUnfollowed() {
 			since = time.Time{}
 			continue
 		}
@@ -61,7 +61,7 @@ func (b *Broker) isolationLoop(ctx context.Context) {
 		if time.Since(since) >= b.isolationWait() {
 			select {
 			case b.ctlResign <- struct{}{}:
-				b.logger.Warn().Int64("for_ms", time.Since(since).Milliseconds()).
+				b.Logger.Warn().Int64("for_ms", time.Since(since).Milliseconds()).
 					Msg("no live follower of a partition this controller leads is in sync; resigning the controller election so that a broker they reach can elect")
 			default:
 			}
@@ -74,11 +74,11 @@ func (b *Broker) isolationLoop(ctx context.Context) {
 // other live replicas, none of them in sync.
 func (b *Broker) leadsUnfollowed() bool {
 	live := liveNodes(b.brokers())
-	me := replica.NodeID(b.cfg.NodeID)
-	for _, t := range b.sortedTopics() {
-		for i, st := range t.states {
-			p := t.partitions[i]
-			if p == nil || st.Leader != b.cfg.NodeID {
+	me := replica.NodeID(b.Cfg.NodeID)
+	for _, t := range b.SortedTopics() {
+		for i, st := range t.States {
+			p := t.Partitions[i]
+			if p == nil || st.Leader != b.Cfg.NodeID {
 				continue
 			}
 			rs := p.ReplicaStatus()

@@ -63,7 +63,7 @@ type isrSnapshot struct {
 // this broker's; offerInSync feeds the writer from the partition tick.
 func (b *Broker) startInSync(ctx context.Context) {
 	b.isr.pending = make(chan isrSnapshot, 1)
-	published := b.store.WatchInSync(ctx)
+	published := b.Store.WatchInSync(ctx)
 	b.clusterWG.Add(2)
 	go func() {
 		defer b.clusterWG.Done()
@@ -101,13 +101,13 @@ func (b *Broker) offerInSync() {
 // forEachLed calls fn with the status of every partition this broker's
 // core leads.
 func (b *Broker) forEachLed(fn func(ref meta.PartitionRef, rs replica.Status)) {
-	for _, t := range b.sortedTopics() {
-		for i, p := range t.partitions {
+	for _, t := range b.SortedTopics() {
+		for i, p := range t.Partitions {
 			if p == nil {
 				continue
 			}
 			if rs := p.ReplicaStatus(); rs.Role == replica.RoleLeader {
-				fn(meta.PartitionRef{TopicID: t.meta.ID, Partition: int32(i)}, rs)
+				fn(meta.PartitionRef{TopicID: t.Meta.ID, Partition: int32(i)}, rs)
 			}
 		}
 	}
@@ -159,11 +159,11 @@ func (b *Broker) writeInSync(ctx context.Context) {
 		}
 		for {
 			wctx, cancel := context.WithTimeout(ctx, isrWriteTimeout)
-			err := b.store.PublishInSync(wctx, b.cfg.NodeID, snap.lease, snap.sets)
+			err := b.Store.PublishInSync(wctx, b.Cfg.NodeID, snap.lease, snap.sets)
 			cancel()
 			if err == nil {
 				if failing {
-					b.logger.Info().Msg("in-sync sets published again")
+					b.Logger.Info().Msg("in-sync sets published again")
 				}
 				failing = false
 				break
@@ -173,7 +173,7 @@ func (b *Broker) writeInSync(ctx context.Context) {
 			}
 			if !failing {
 				// Meanwhile the other brokers report the live replicas.
-				b.logger.Warn().Err(err).Msg("publish in-sync sets; retrying")
+				b.Logger.Warn().Err(err).Msg("publish in-sync sets; retrying")
 			}
 			failing = true
 			sleepCtx(ctx, isrPublishEvery)

@@ -27,7 +27,7 @@ func TestClusterDeadFollowerLeavesEveryISRBeforeItsLease(t *testing.T) {
 	cl := testClient(t, c.brokers[0])
 	createReplicatedTopic(t, cl, "isr-dead", 1, 3)
 	produceAll(t, c, "isr-dead", 20)
-	st := c.brokers[0].lookupTopic("isr-dead").states[0]
+	st := c.brokers[0].LookupTopic("isr-dead").States[0]
 	dead := st.Replicas[0]
 	if dead == st.Leader {
 		dead = st.Replicas[1]
@@ -67,8 +67,8 @@ func TestClusterDeadFollowerLeavesEveryISRBeforeItsLease(t *testing.T) {
 	// A clean stop revokes the registration lease at once; to look like
 	// kill -9, the dead broker's key is first moved to a lease of the
 	// test's that outlives the test's deadline, so it stays registered.
-	etcd := c.brokers[survivors[0]-1].store.Client()
-	key := c.brokers[0].store.Prefix() + "brokers/" + strconv.Itoa(int(dead))
+	etcd := c.brokers[survivors[0]-1].Store.Client()
+	key := c.brokers[0].Store.Prefix() + "brokers/" + strconv.Itoa(int(dead))
 	ctx := t.Context()
 	got, err := etcd.Get(ctx, key)
 	if err != nil || len(got.Kvs) != 1 {

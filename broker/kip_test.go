@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/wal"
@@ -139,13 +140,13 @@ func TestOffsetForLeaderEpochAnswers(t *testing.T) {
 			t.Fatalf("produce: error %d", code)
 		}
 	}
-	first := b.lookupTopic("epochs").partitions[0].LeaderEpoch()
+	first := b.LookupTopic("epochs").Partitions[0].LeaderEpoch()
 	cl.Close()
 	stop()
 
 	b = startBroker(t, cfg)
 	cl = testClient(t, b)
-	p := b.lookupTopic("epochs").partitions[0]
+	p := b.LookupTopic("epochs").Partitions[0]
 	eventuallyTrue(t, "the partition leads again", func() (bool, string) {
 		st := p.ReplicaStatus()
 		return st.Role == replica.RoleLeader, fmt.Sprintf("%+v", st)
@@ -216,7 +217,7 @@ func (c *testCluster) leaderOf(topic string, part int32, skip ...int) int {
 		if slices.Contains(skip, i) {
 			continue
 		}
-		p, err := b.partitionOf(topic, part)
+		p, err := b.PartitionOf(topic, part)
 		if err == nil && p.ReplicaStatus().Role == replica.RoleLeader {
 			return i
 		}
@@ -245,7 +246,7 @@ func createReplicated(t *testing.T, c *testCluster, topic string, partitions int
 		for part := range partitions {
 			var leaders, followers int
 			for _, b := range c.brokers {
-				p, err := b.partitionOf(topic, part)
+				p, err := b.PartitionOf(topic, part)
 				if err != nil {
 					return false, err.Error()
 				}
@@ -333,14 +334,14 @@ func TestClusterConsumerValidatesAfterLeaderChange(t *testing.T) {
 	got := readValues(t, cons, 30)
 
 	old := c.leaderOf("kip320", 0)
-	oldEpoch := c.brokers[old].lookupTopic("kip320").partitions[0].LeaderEpoch()
+	oldEpoch := c.brokers[old].LookupTopic("kip320").Partitions[0].LeaderEpoch()
 	c.stops[old]()
 	var next int
 	eventuallyTrue(t, "another broker leads", func() (bool, string) {
 		next = c.leaderOf("kip320", 0, old)
 		return next >= 0, fmt.Sprintf("leader index %d", next)
 	})
-	newEpoch := c.brokers[next].lookupTopic("kip320").partitions[0].LeaderEpoch()
+	newEpoch := c.brokers[next].LookupTopic("kip320").Partitions[0].LeaderEpoch()
 	t.Logf("leader moved from broker %d (epoch %d) to broker %d (epoch %d)", old+1, oldEpoch, next+1, newEpoch)
 	produceValues(30, 30)
 	got = append(got, readValues(t, cons, 30)...)
@@ -380,7 +381,7 @@ func TestClusterConsumerValidatesAfterLeaderChange(t *testing.T) {
 // consumerBytes is broker b's sluice_fetch_bytes_total for a client rack.
 func consumerBytes(t *testing.T, b *Broker, rack string) float64 {
 	t.Helper()
-	return metricValue(t, b, "sluice_fetch_bytes_total", "az", b.cfg.AZ, "client_rack", rack)
+	return metricValue(t, b, "sluice_fetch_bytes_total", "az", b.Cfg.AZ, "client_rack", rack)
 }
 
 // TestClusterFetchFromNearestReplica: a consumer in AZ b reads a whole
@@ -410,7 +411,7 @@ func TestClusterFetchFromNearestReplica(t *testing.T) {
 		t.Fatalf("no rack: read %d of %d", len(seen), n)
 	}
 	for _, b := range c.brokers {
-		t.Logf("no rack: broker in AZ %s served %v consumer bytes", b.cfg.AZ, consumerBytes(t, b, "none"))
+		t.Logf("no rack: broker in AZ %s served %v consumer bytes", b.Cfg.AZ, consumerBytes(t, b, "none"))
 	}
 
 	seen := consumeAll(t, c, "near", n, kgo.Rack("b"))
@@ -420,8 +421,8 @@ func TestClusterFetchFromNearestReplica(t *testing.T) {
 	var cross float64
 	for _, b := range c.brokers {
 		v := consumerBytes(t, b, "b")
-		t.Logf("rack b: broker in AZ %s served %v consumer bytes", b.cfg.AZ, v)
-		if b.cfg.AZ != "b" {
+		t.Logf("rack b: broker in AZ %s served %v consumer bytes", b.Cfg.AZ, v)
+		if b.Cfg.AZ != "b" {
 			cross += v
 		}
 	}
@@ -439,7 +440,7 @@ func TestClusterFetchFromNearestReplica(t *testing.T) {
 		}
 	}
 	leader, follower := c.brokers[c.leaderOf("near", part)], c.brokers[1]
-	epoch := int32(leader.lookupTopic("near").partitions[part].LeaderEpoch())
+	epoch := int32(leader.LookupTopic("near").Partitions[part].LeaderEpoch())
 	t.Run("leader names the replica in the client's rack", func(t *testing.T) {
 		got := askFetch(t, leader, 11, consumerFetchReq("near", part, 0, epoch, "b"))
 		if got.ErrorCode != 0 || got.PreferredReadReplica != 2 || len(got.RecordBatches) != 0 {
@@ -447,7 +448,7 @@ func TestClusterFetchFromNearestReplica(t *testing.T) {
 		}
 	})
 	t.Run("leader in the client's rack serves it", func(t *testing.T) {
-		got := askFetch(t, leader, 11, consumerFetchReq("near", part, 0, epoch, leader.cfg.AZ))
+		got := askFetch(t, leader, 11, consumerFetchReq("near", part, 0, epoch, leader.Cfg.AZ))
 		if got.ErrorCode != 0 || got.PreferredReadReplica != -1 || len(got.RecordBatches) == 0 {
 			t.Fatalf("error %d, preferred %d, %d record bytes", got.ErrorCode, got.PreferredReadReplica, len(got.RecordBatches))
 		}
@@ -465,7 +466,7 @@ func TestClusterFetchFromNearestReplica(t *testing.T) {
 		}
 	})
 	t.Run("follower: past its log is out of range", func(t *testing.T) {
-		fp, _ := follower.partitionOf("near", part)
+		fp, _ := follower.PartitionOf("near", part)
 		got := askFetch(t, follower, 12, consumerFetchReq("near", part, int64(fp.Log().EndOffset())+5, epoch, "b"))
 		if got.ErrorCode != kerr.OffsetOutOfRange.Code {
 			t.Fatalf("error %d, want OFFSET_OUT_OF_RANGE", got.ErrorCode)
@@ -473,8 +474,8 @@ func TestClusterFetchFromNearestReplica(t *testing.T) {
 	})
 	t.Run("stale epoch at a follower is fenced and names the leader", func(t *testing.T) {
 		got := askFetch(t, follower, 12, consumerFetchReq("near", part, 0, epoch-1, "b"))
-		if got.ErrorCode != kerr.FencedLeaderEpoch.Code || got.CurrentLeader.LeaderID != leader.cfg.NodeID || got.CurrentLeader.LeaderEpoch != epoch {
-			t.Fatalf("error %d, current leader %+v; want FENCED_LEADER_EPOCH, {%d %d}", got.ErrorCode, got.CurrentLeader, leader.cfg.NodeID, epoch)
+		if got.ErrorCode != kerr.FencedLeaderEpoch.Code || got.CurrentLeader.LeaderID != leader.Cfg.NodeID || got.CurrentLeader.LeaderEpoch != epoch {
+			t.Fatalf("error %d, current leader %+v; want FENCED_LEADER_EPOCH, {%d %d}", got.ErrorCode, got.CurrentLeader, leader.Cfg.NodeID, epoch)
 		}
 	})
 	t.Run("ListOffsets only at the leader, except for debugging", func(t *testing.T) {
@@ -486,7 +487,7 @@ func TestClusterFetchFromNearestReplica(t *testing.T) {
 			resp := askRaw(t, tc.b, listReq("near", part, tc.replica, listLatest, epoch), 6).(*kmsg.ListOffsetsResponse)
 			got := resp.Topics[0].Partitions[0]
 			if got.ErrorCode != tc.code || (tc.code == 0 && got.Offset <= 0) {
-				t.Errorf("node %d replica id %d: error %d offset %d, want error %d", tc.b.cfg.NodeID, tc.replica, got.ErrorCode, got.Offset, tc.code)
+				t.Errorf("node %d replica id %d: error %d offset %d, want error %d", tc.b.Cfg.NodeID, tc.replica, got.ErrorCode, got.Offset, tc.code)
 			}
 		}
 	})
@@ -497,7 +498,7 @@ func TestClusterFetchFromNearestReplica(t *testing.T) {
 				continue
 			}
 			mp := mt.Partitions[part]
-			if mp.Leader != leader.cfg.NodeID || mp.LeaderEpoch != epoch || len(mp.ISR) != 3 || len(mp.OfflineReplicas) != 0 {
+			if mp.Leader != leader.Cfg.NodeID || mp.LeaderEpoch != epoch || len(mp.ISR) != 3 || len(mp.OfflineReplicas) != 0 {
 				t.Fatalf("partition %d: leader %d epoch %d ISR %v offline %v", part, mp.Leader, mp.LeaderEpoch, mp.ISR, mp.OfflineReplicas)
 			}
 		}
@@ -526,14 +527,14 @@ func TestClusterNotLeaderNamesTheLeader(t *testing.T) {
 	})
 	other := c.brokers[(owner+1)%3]
 	eventuallyTrue(t, "the other broker knows the topic", func() (bool, string) {
-		t := other.lookupTopic("single")
-		return t != nil && t.states[0].Leader == c.brokers[owner].cfg.NodeID, "not yet"
+		t := other.LookupTopic("single")
+		return t != nil && t.States[0].Leader == c.brokers[owner].Cfg.NodeID, "not yet"
 	})
-	epoch := other.lookupTopic("single").states[0].LeaderEpoch
+	epoch := other.LookupTopic("single").States[0].LeaderEpoch
 	got := askFetch(t, other, 12, consumerFetchReq("single", 0, 0, -1, ""))
-	if got.ErrorCode != kerr.NotLeaderForPartition.Code || got.CurrentLeader.LeaderID != c.brokers[owner].cfg.NodeID || got.CurrentLeader.LeaderEpoch != epoch {
+	if got.ErrorCode != kerr.NotLeaderForPartition.Code || got.CurrentLeader.LeaderID != c.brokers[owner].Cfg.NodeID || got.CurrentLeader.LeaderEpoch != epoch {
 		t.Fatalf("fetch at a broker without the partition: error %d, current leader %+v; want NOT_LEADER_OR_FOLLOWER, {%d %d}",
-			got.ErrorCode, got.CurrentLeader, c.brokers[owner].cfg.NodeID, epoch)
+			got.ErrorCode, got.CurrentLeader, c.brokers[owner].Cfg.NodeID, epoch)
 	}
 	lresp := askRaw(t, other, listReq("single", 0, -1, listLatest, -1), 6).(*kmsg.ListOffsetsResponse)
 	if code := lresp.Topics[0].Partitions[0].ErrorCode; code != kerr.NotLeaderForPartition.Code {
@@ -546,7 +547,7 @@ func TestClusterNotLeaderNamesTheLeader(t *testing.T) {
 	lead := c.leaderOf("isr", 0)
 	gone := (lead + 1) % 3
 	c.stops[gone]()
-	goneID := c.brokers[gone].cfg.NodeID
+	goneID := c.brokers[gone].Cfg.NodeID
 	eventuallyTrue(t, "the leader's metadata drops the stopped replica", func() (bool, string) {
 		for _, mt := range metadataOf(t, c.brokers[lead]).Topics {
 			if *mt.Topic != "isr" {
@@ -589,7 +590,7 @@ func TestListOffsetsNewLeaderBehindItsEpoch(t *testing.T) {
 	}
 	p, err := partition.Open(l, partition.Options{
 		Topic: "lag", Self: 1, Queue: 16, FS: vfs.OS, SnapshotPath: filepath.Join(t.TempDir(), "p.producers"),
-		ProducerExpiry: time.Hour, Now: time.Now, Metrics: newMetrics(), Logger: zerolog.Nop(), Net: quietNet{},
+		ProducerExpiry: time.Hour, Now: time.Now, Metrics: node.NewMetrics(), Logger: zerolog.Nop(), Net: quietNet{},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -632,7 +633,7 @@ func TestListOffsetsNewLeaderBehindItsEpoch(t *testing.T) {
 		{"replica latest is the log end", listLatest, false, 0, 6},
 	} {
 		off, _, _, err := b.listOffsetFor(p, tc.ts, tc.client)
-		if errorCode(err) != tc.code || off != tc.offset {
+		if node.ErrorCode(err) != tc.code || off != tc.offset {
 			t.Errorf("%s: offset %d, error %v; want offset %d, code %d", tc.name, off, err, tc.offset, tc.code)
 		}
 	}

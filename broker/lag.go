@@ -29,6 +29,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/wal"
 )
@@ -106,7 +107,7 @@ func (b *Broker) groupLag(groupID string, now time.Time) ([]partitionLag, error)
 	}
 	out := make([]partitionLag, 0, len(qs))
 	for _, q := range qs {
-		p, err := b.partitionOf(q.Topic, q.Partition)
+		p, err := b.PartitionOf(q.Topic, q.Partition)
 		if err != nil {
 			continue // deleted since the commit, or not hosted here
 		}
@@ -129,7 +130,7 @@ func (b *Broker) assignedPartitions(groupID string) []group.TopicPartition {
 		}
 		var a kmsg.ConsumerMemberAssignment
 		if err := a.ReadFrom(m.Assignment); err != nil {
-			b.logger.Debug().Err(err).Str("group", groupID).Str("member", m.ID).Msg("lag: undecodable assignment")
+			b.Logger.Debug().Err(err).Str("group", groupID).Str("member", m.ID).Msg("lag: undecodable assignment")
 			continue
 		}
 		for _, t := range a.Topics {
@@ -191,7 +192,7 @@ func recordTimestamp(p *partition.Partition, off, hw wal.Offset) (int64, bool) {
 	}
 	var ts int64
 	found := false
-	_ = eachRecord(data[:h.Size()], func(o, t int64, _ *kmsg.Record) bool {
+	_ = node.EachRecord(data[:h.Size()], func(o, t int64, _ *kmsg.Record) bool {
 		if o >= int64(off) {
 			ts, found = t, true
 			return false

@@ -36,7 +36,7 @@ func getLag(t *testing.T, base, groupID string) []partitionLag {
 
 func TestLagOfAssignedPartitionsWithoutCommits(t *testing.T) {
 	b, _ := startGroupBroker(t, testBrokerConfig(t), groupTestConfig())
-	base := "http://" + b.cfg.HTTPListen
+	base := "http://" + b.Cfg.HTTPListen
 	const topic = "backlog"
 	admin := testClient(t, b, kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0))
@@ -71,7 +71,7 @@ func TestLagOfAssignedPartitionsWithoutCommits(t *testing.T) {
 		})
 		for _, l := range lags {
 			w := want[l.Partition]
-			p, err := b.partitionOf(topic, l.Partition)
+			p, err := b.PartitionOf(topic, l.Partition)
 			if err != nil {
 				t.Fatal(err)
 			}

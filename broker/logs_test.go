@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -142,11 +143,11 @@ func TestClusterLogsOneInfoLinePerElectionAndNoRepeatedKeys(t *testing.T) {
 	led := map[int32][]int32{} // broker → partitions it leads
 	eventuallyTrue(t, "every partition has a leader", func() (bool, string) {
 		clear(led)
-		tp := c.brokers[ctl-1].lookupTopic(topic)
+		tp := c.brokers[ctl-1].LookupTopic(topic)
 		if tp == nil {
 			return false, "topic not known yet"
 		}
-		for i, st := range tp.states {
+		for i, st := range tp.States {
 			if st.Leader <= 0 {
 				return false, fmt.Sprintf("partition %d has no leader", i)
 			}
@@ -169,9 +170,9 @@ func TestClusterLogsOneInfoLinePerElectionAndNoRepeatedKeys(t *testing.T) {
 	}
 	c.stops[victim-1]()
 	eventuallyTrue(t, "the victim's partitions have other leaders", func() (bool, string) {
-		tp := c.brokers[ctl-1].lookupTopic(topic)
+		tp := c.brokers[ctl-1].LookupTopic(topic)
 		for _, i := range led[victim] {
-			if l := tp.states[i].Leader; l <= 0 || l == victim {
+			if l := tp.States[i].Leader; l <= 0 || l == victim {
 				return false, fmt.Sprintf("partition %d led by %d", i, l)
 			}
 		}
@@ -333,7 +334,7 @@ func TestReaderLevel(t *testing.T) {
 		{errors.New("s3: 503"), "warn"},
 	} {
 		var logs logCapture
-		readerLevel(zerolog.New(&logs), tt.err).Err(tt.err).Msg("remote read failed")
+		node.ReaderLevel(zerolog.New(&logs), tt.err).Err(tt.err).Msg("remote read failed")
 		m, err := decodeLogLine(logs.since(0)[0])
 		if err != nil || m["level"] != tt.want {
 			t.Errorf("%v: logged %v (%v), want %s", tt.err, m, err, tt.want)

@@ -58,7 +58,7 @@ func (c *restartableCluster) start(i int) {
 func (c *restartableCluster) state(up int, topicID [16]byte) (meta.PartitionState, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	states, err := c.brokers[up].store.Partitions(ctx, topicID)
+	states, err := c.brokers[up].Store.Partitions(ctx, topicID)
 	if err != nil || len(states) == 0 {
 		return meta.PartitionState{}, fmt.Errorf("read partition state: %w (%d states)", err, len(states))
 	}
@@ -87,7 +87,7 @@ func TestLostDiskReplicaDoesNotVote(t *testing.T) {
 	const topic = "lost"
 	createReplicatedTopic(t, testClient(t, c.brokers[0]), topic, 1, 3)
 	produceAll(t, &c.testCluster, topic, 10)
-	id := c.brokers[0].lookupTopic(topic).meta.ID
+	id := c.brokers[0].LookupTopic(topic).Meta.ID
 	// Every replica's incarnation is recorded (by the first election, or by
 	// its catch-up notice), and everyone follows one leader.
 	var st meta.PartitionState
@@ -130,7 +130,7 @@ func TestLostDiskReplicaDoesNotVote(t *testing.T) {
 	c.stops[a]()
 	c.start(b) // an empty data directory: a new incarnation
 	c.start(cc)
-	if inc := c.brokers[b].incarnation; uint64(inc) == st.Incarnations[slices.Index(st.Replicas, int32(b+1))] {
+	if inc := c.brokers[b].Incarnation; uint64(inc) == st.Incarnations[slices.Index(st.Replicas, int32(b+1))] {
 		t.Fatalf("broker %d kept incarnation %x on an empty data directory", b+1, uint64(inc))
 	}
 
@@ -170,6 +170,6 @@ func TestLostDiskReplicaDoesNotVote(t *testing.T) {
 			return false, err.Error()
 		}
 		i := slices.Index(now.Replicas, int32(b+1))
-		return i < len(now.Incarnations) && now.Incarnations[i] == uint64(c.brokers[b].incarnation), fmt.Sprintf("%+v", now)
+		return i < len(now.Incarnations) && now.Incarnations[i] == uint64(c.brokers[b].Incarnation), fmt.Sprintf("%+v", now)
 	})
 }

@@ -24,7 +24,7 @@ func TestClusterMinInsyncReplicasAppliesToRunningPartitions(t *testing.T) {
 	cl := testClient(t, c.brokers[0])
 	createReplicatedTopic(t, cl, "minisr", 1, 3)
 	produceAll(t, c, "minisr", 10)
-	st := c.brokers[0].lookupTopic("minisr").states[0]
+	st := c.brokers[0].LookupTopic("minisr").States[0]
 	leader := c.brokers[st.Leader-1]
 	other := -1 // the follower that stays up
 	for i, b := range c.brokers {

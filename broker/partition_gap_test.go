@@ -18,17 +18,17 @@ func TestPendingPartitionStateAppliedWhenTopicOpens(t *testing.T) {
 
 	older := newer
 	older.Leader, older.LeaderEpoch, older.Revision = 98, 6, 90
-	b.adminMu.Lock()
-	err := b.openTopic(meta.Topic{ID: id, Name: "opening", Partitions: 1, ReplicationFactor: 1}, []meta.PartitionState{older})
-	b.adminMu.Unlock()
+	b.AdminMu.Lock()
+	err := b.OpenTopic(meta.Topic{ID: id, Name: "opening", Partitions: 1, ReplicationFactor: 1}, []meta.PartitionState{older})
+	b.AdminMu.Unlock()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := b.lookupTopic("opening").states[0]; st.Revision != 100 || st.Leader != 99 || st.LeaderEpoch != 7 {
+	if st := b.LookupTopic("opening").States[0]; st.Revision != 100 || st.Leader != 99 || st.LeaderEpoch != 7 {
 		t.Fatalf("registered with state %+v, want the watched one at revision 100 (leader 99, epoch 7)", st)
 	}
-	if len(b.pendingStates) != 0 {
-		t.Fatalf("pending states left behind: %v", b.pendingStates)
+	if len(b.PendingStates) != 0 {
+		t.Fatalf("pending states left behind: %v", b.PendingStates)
 	}
 }
 
@@ -37,17 +37,17 @@ func TestPendingPartitionStateAppliedWhenTopicOpens(t *testing.T) {
 func TestReconcilePartitionStatesCatchesUp(t *testing.T) {
 	b := startBroker(t, testBrokerConfig(t))
 	createTopic(t, testClient(t, b), "gap", 1, nil)
-	tp := b.lookupTopic("gap")
-	cur := tp.states[0]
+	tp := b.LookupTopic("gap")
+	cur := tp.States[0]
 	stale := *tp
-	stale.states = []meta.PartitionState{cur}
-	stale.states[0].Revision, stale.states[0].Leader, stale.states[0].LeaderEpoch = 1, -1, 0
-	b.adminMu.Lock()
-	b.replaceTopic(&stale)
-	b.adminMu.Unlock()
+	stale.States = []meta.PartitionState{cur}
+	stale.States[0].Revision, stale.States[0].Leader, stale.States[0].LeaderEpoch = 1, -1, 0
+	b.AdminMu.Lock()
+	b.ReplaceTopic(&stale)
+	b.AdminMu.Unlock()
 
 	b.reconcilePartitionStates(context.Background())
-	if st := b.lookupTopic("gap").states[0]; st.Revision != cur.Revision || st.Leader != cur.Leader || st.LeaderEpoch != cur.LeaderEpoch {
+	if st := b.LookupTopic("gap").States[0]; st.Revision != cur.Revision || st.Leader != cur.Leader || st.LeaderEpoch != cur.LeaderEpoch {
 		t.Fatalf("after reconciling: %+v, want etcd's %+v", st, cur)
 	}
 }

@@ -101,7 +101,7 @@ func (c *rawConn) waitClosed(timeout time.Duration) {
 // labels include the given name=value pairs; 0 if there is none.
 func metricValue(t testing.TB, b *Broker, name string, labels ...string) float64 {
 	t.Helper()
-	mfs, err := b.m.reg.Gather()
+	mfs, err := b.M.Reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/gzip"
-	"github.com/twmb/franz-go/pkg/kmsg"
-
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/records"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // gzipBatch is testBatch(n, ...) with its records gzipped.
@@ -53,7 +53,7 @@ func TestDecompressionSlots(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := eachRecord(batch, func(_, _ int64, _ *kmsg.Record) bool {
+			err := node.EachRecord(batch, func(_, _ int64, _ *kmsg.Record) bool {
 				n := inside.Add(1)
 				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 				}
@@ -70,7 +70,7 @@ func TestDecompressionSlots(t *testing.T) {
 
 	// With every slot taken, an uncompressed batch is still decoded.
 	n := 0
-	if err := eachRecord(testBatch(3, -1, -1, -1, 1000), func(_, _ int64, _ *kmsg.Record) bool { n++; return true }); err != nil || n != 3 {
+	if err := node.EachRecord(testBatch(3, -1, -1, -1, 1000), func(_, _ int64, _ *kmsg.Record) bool { n++; return true }); err != nil || n != 3 {
 		t.Fatalf("uncompressed batch while the slots are taken: %d records, %v", n, err)
 	}
 	free()

@@ -27,19 +27,19 @@ const registerRetry = 250 * time.Millisecond
 // a little more, for etcd's own lease rounding) while another lease holds
 // the node id.
 func (b *Broker) registerAtStart(ctx context.Context) error {
-	wait := 2*b.cfg.RegistrationTTL + 2*time.Second
+	wait := 2*b.Cfg.RegistrationTTL + 2*time.Second
 	deadline := time.Now().Add(wait)
 	warned := false
 	for {
 		err := b.register(ctx)
 		if err == nil || !errors.Is(err, meta.ErrNodeIDInUse) || time.Now().After(deadline) {
 			if err != nil && warned {
-				return fmt.Errorf("%w (waited %v for the holder's lease to lapse: is another broker running as node %d?)", err, wait, b.cfg.NodeID)
+				return fmt.Errorf("%w (waited %v for the holder's lease to lapse: is another broker running as node %d?)", err, wait, b.Cfg.NodeID)
 			}
 			return err
 		}
 		if !warned {
-			b.logger.Warn().Err(err).Int64("max_wait_ms", wait.Milliseconds()).
+			b.Logger.Warn().Err(err).Int64("max_wait_ms", wait.Milliseconds()).
 				Msg("node id held by a lease this data directory does not know (a lost or replaced disk?); waiting for it to lapse")
 			warned = true
 		}

@@ -44,6 +44,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/replica"
 )
 
@@ -134,7 +135,7 @@ func (r *replication) dropped(reason string) uint64 {
 func (b *Broker) registerReplicationMetrics() {
 	r := &b.repl
 	r.metrics.Do(func() {
-		if b.m == nil {
+		if b.M == nil {
 			return
 		}
 		cs := []prometheus.Collector{
@@ -165,8 +166,8 @@ func (b *Broker) registerReplicationMetrics() {
 			}, func() float64 { return float64(r.elections[i].Load()) }))
 		}
 		for _, c := range cs {
-			if err := b.m.reg.Register(c); err != nil {
-				b.logger.Warn().Err(err).Msg("register replication metric")
+			if err := b.M.Reg.Register(c); err != nil {
+				b.Logger.Warn().Err(err).Msg("register replication metric")
 			}
 		}
 	})
@@ -184,7 +185,7 @@ func (b *Broker) sendToController(env envelope) {
 	switch ctrl := b.controllerID(); {
 	case ctrl < 0:
 		b.dropEnvelope(env, dropNoRoute)
-	case ctrl == b.cfg.NodeID:
+	case ctrl == b.Cfg.NodeID:
 		b.toElector(env)
 	default:
 		b.enqueue(ctrl, env)
@@ -202,7 +203,7 @@ func (b *Broker) sendToReplica(node int32, env envelope) {
 		b.dropEnvelope(env, dropNoRoute)
 		return
 	}
-	if node == b.cfg.NodeID {
+	if node == b.Cfg.NodeID {
 		b.dispatchEnvelope(env)
 		return
 	}
@@ -227,9 +228,9 @@ func (b *Broker) enqueue(node int32, env envelope) {
 
 func (b *Broker) dropEnvelope(env envelope, reason string) {
 	b.repl.drop(reason)
-	b.logger.Debug().Str("reason", reason).Stringer("type", env.Msg.Type).
+	b.Logger.Debug().Str("reason", reason).Stringer("type", env.Msg.Type).
 		Int32("from", int32(env.Msg.From)).Int32("to", int32(env.Msg.To)).
-		Str("topic_id", uuidString(env.Key.TopicID)).Int32("partition", env.Key.Partition).
+		Str("topic_id", node.UuidString(env.Key.TopicID)).Int32("partition", env.Key.Partition).
 		Msg("replication message dropped")
 }
 
@@ -239,7 +240,7 @@ func (b *Broker) dispatchEnvelope(env envelope) {
 	switch env.Msg.To {
 	case replica.ControllerNode:
 		b.toElector(env)
-	case replica.NodeID(b.cfg.NodeID):
+	case replica.NodeID(b.Cfg.NodeID):
 		if !b.deliverToPartition(env) {
 			b.dropEnvelope(env, dropNoPartition)
 		}
@@ -323,7 +324,7 @@ func (b *Broker) managePeers(ctx context.Context) {
 	for {
 		live := map[int32]bool{}
 		for _, bi := range b.brokers() {
-			if bi.NodeID != b.cfg.NodeID {
+			if bi.NodeID != b.Cfg.NodeID {
 				live[bi.NodeID] = true
 			}
 		}
@@ -384,7 +385,7 @@ func (b *Broker) runSender(ctx context.Context, q *peerQueue) {
 				b.repl.drop(dropSendFailed)
 			}
 			if ctx.Err() == nil {
-				b.logger.Debug().Err(err).Int32("to", q.node).Int("messages", len(batch)).Msg("replication messages not delivered")
+				b.Logger.Debug().Err(err).Int32("to", q.node).Int("messages", len(batch)).Msg("replication messages not delivered")
 			}
 			continue
 		}

@@ -50,8 +50,8 @@ func installElector(b *Broker, capacity int) *elector {
 	return e
 }
 
-func testKey() partitionKey {
-	return partitionKey{TopicID: [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, Partition: 3}
+func testKey() PartitionKey {
+	return PartitionKey{TopicID: [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, Partition: 3}
 }
 
 func TestReplicationTransportRejectsBadBodies(t *testing.T) {
@@ -244,7 +244,7 @@ func TestReplicationTransportBetweenBrokers(t *testing.T) {
 // in b's registry.
 func gathered(t *testing.T, b *Broker, name, label string) float64 {
 	t.Helper()
-	mfs, err := b.m.reg.Gather()
+	mfs, err := b.M.Reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

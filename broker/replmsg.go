@@ -17,8 +17,8 @@ import (
 // controller's election core; their timeouts are counted in ticks.
 const replicationTick = 50 * time.Millisecond
 
-// partitionKey names a partition by topic ID (replica.PartitionKey).
-type partitionKey = replica.PartitionKey
+// PartitionKey names a partition by topic ID (replica.PartitionKey).
+type PartitionKey = replica.PartitionKey
 
 // envelope is one replica.Message about one partition; its JSON form is
 // replica's (EncodeEnvelopes, DecodeEnvelopes), which the simulator also
@@ -29,7 +29,7 @@ type envelope = replica.Envelope
 // (partition.Net): through this broker's transport and follower fetchers.
 type partitionNet struct {
 	b   *Broker
-	key partitionKey
+	key PartitionKey
 }
 
 // SendToController queues m for the controller; never blocks.
@@ -53,11 +53,11 @@ func (n partitionNet) LeaseHeld() bool {
 // when this broker hosts no such replica (the message is dropped; the
 // sender's core retries what matters).
 func (b *Broker) deliverToPartition(env envelope) bool {
-	t := b.lookupTopicID(env.Key.TopicID)
+	t := b.LookupTopicID(env.Key.TopicID)
 	if t == nil {
 		return false
 	}
-	p, err := t.local(env.Key.Partition)
+	p, err := t.Local(env.Key.Partition)
 	if err != nil {
 		return false
 	}

@@ -65,7 +65,7 @@ func produceRaw(t *testing.T, b *Broker, cl *kgo.Client, topic string, partition
 	req := kmsg.NewPtrProduceRequest()
 	req.Acks, req.TimeoutMillis = -1, 10000
 	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic, rt.TopicID = topic, b.lookupTopic(topic).meta.ID
+	rt.Topic, rt.TopicID = topic, b.LookupTopic(topic).Meta.ID
 	rp := kmsg.NewProduceRequestTopicPartition()
 	rp.Partition, rp.Records = partition, batch
 	rt.Partitions = append(rt.Partitions, rp)
@@ -234,7 +234,7 @@ func TestLeaderEpochChecked(t *testing.T) {
 	b := startBroker(t, testBrokerConfig(t))
 	cl := testClient(t, b)
 	createTopic(t, cl, "epochs", 1, nil)
-	p := b.lookupTopic("epochs").partitions[0]
+	p := b.LookupTopic("epochs").Partitions[0]
 	eventually(t, 20*time.Second, "the partition led", func() bool { return p.ReplicaStatus().Role == replica.RoleLeader })
 	e := int32(p.LeaderEpoch())
 	if e < 1 {
@@ -337,7 +337,7 @@ func TestRetentionUnlinkFailureKeepsTheLog(t *testing.T) {
 		}
 		end = p.BaseOffset + 2
 	}
-	dir := b.walDir(b.lookupTopic("trim").meta.ID, 0)
+	dir := b.WalDir(b.LookupTopic("trim").Meta.ID, 0)
 	segments := func() int {
 		m, err := filepath.Glob(filepath.Join(dir, "*.log"))
 		if err != nil {

@@ -97,7 +97,7 @@ func BenchmarkTieredReplay(b *testing.B) {
 			br, stop = startStoppableBroker(cleanupOn{b, parent}, cfg)
 			b.StartTimer()
 			took += replay(b, br, replayRemoteTopic, n)
-			st := br.rcache.Stats()
+			st := br.Rcache.Stats()
 			sum.Hits, sum.Misses = sum.Hits+st.Hits, sum.Misses+st.Misses
 			sum.Fills, sum.PrefetchesStarted = sum.Fills+st.Fills, sum.PrefetchesStarted+st.PrefetchesStarted
 		}
@@ -111,7 +111,7 @@ func BenchmarkTieredReplay(b *testing.B) {
 	b.Run("remote-warm", func(b *testing.B) {
 		b.StopTimer()
 		replay(b, br, replayRemoteTopic, n) // every chunk in the cache
-		before := br.rcache.Stats()
+		before := br.Rcache.Stats()
 		b.SetBytes(n * replayRecordBytes)
 		b.StartTimer()
 		var took time.Duration
@@ -119,7 +119,7 @@ func BenchmarkTieredReplay(b *testing.B) {
 			took += replay(b, br, replayRemoteTopic, n)
 		}
 		b.StopTimer()
-		after := br.rcache.Stats()
+		after := br.Rcache.Stats()
 		b.ReportMetric(float64(n)*float64(b.N)/took.Seconds(), "records/s")
 		reportCache(b, cache.Stats{Hits: after.Hits - before.Hits, Misses: after.Misses - before.Misses,
 			Fills: after.Fills - before.Fills, PrefetchesStarted: after.PrefetchesStarted - before.PrefetchesStarted})
@@ -142,7 +142,7 @@ func reportCache(b *testing.B, st cache.Stats) {
 // checkRemote fails the benchmark if a remote read failed or the replays
 // did not read everything from object storage, and logs the counters.
 func checkRemote(b *testing.B, br *Broker, records int64) {
-	st, cs := br.tiers.Stats(), br.rcache.Stats()
+	st, cs := br.Tiers.Stats(), br.Rcache.Stats()
 	if st.ReadErrors > 0 || cs.FillErrors > 0 {
 		b.Fatalf("remote reads failed: tier %+v, cache %+v", st, cs)
 	}
@@ -186,22 +186,22 @@ func replaySetup(b *testing.B, br *Broker) replayUploads {
 	if err := cl.Flush(ctx); err != nil {
 		b.Fatal(err)
 	}
-	p, err := br.partitionOf(replayRemoteTopic, 0)
+	p, err := br.PartitionOf(replayRemoteTopic, 0)
 	if err != nil {
 		b.Fatal(err)
 	}
 	eventuallyWhy(b, 5*time.Minute, "the remote topic uploaded and deleted locally down to its active segment", func() (bool, string) {
-		r := br.remoteRange(ctx, p)
+		r := br.RemoteRange(ctx, p)
 		end, segs := p.Log().EndOffset(), len(p.Log().Segments())
 		return r.RemoteEnd == end && segs == 1, fmt.Sprintf("remote [%d, %d), local [%d, %d) in %d segments",
 			r.LogStart, r.RemoteEnd, p.Log().StartOffset(), end, segs)
 	})
 	up := replayUploads{records: int64(p.Log().StartOffset()), took: time.Since(start)}
-	_, h, err := br.tiers.Objects(ctx, p.TopicID(), 0)
+	_, h, err := br.Tiers.Objects(ctx, p.TopicID(), 0)
 	if err != nil {
 		b.Fatal(err)
 	}
-	st := br.tiers.Stats()
+	st := br.Tiers.Stats()
 	up.objects, up.manifests, up.bytes = st.ObjectsUploaded, int64(len(h.Manifests)), st.BytesUploaded
 	if st.UploadErrors > 0 {
 		b.Fatalf("%d uploads failed", st.UploadErrors)

@@ -52,8 +52,8 @@ func TestTieringClusterLeaderChangeMidUpload(t *testing.T) {
 			if b == stopped {
 				continue
 			}
-			if t := b.lookupTopic(topic); t != nil && len(t.states) > 0 && t.states[0].Leader > 0 {
-				return c.brokers[t.states[0].Leader-1]
+			if t := b.LookupTopic(topic); t != nil && len(t.States) > 0 && t.States[0].Leader > 0 {
+				return c.brokers[t.States[0].Leader-1]
 			}
 		}
 		return nil
@@ -86,9 +86,9 @@ func TestTieringClusterLeaderChangeMidUpload(t *testing.T) {
 	}
 	produce(0, 300)
 	old := leaderOf()
-	p, _ := old.partitionOf(topic, 0)
+	p, _ := old.PartitionOf(topic, 0)
 	eventuallyTrue(t, "uploads under the first leader", func() (bool, string) {
-		r := old.remoteRange(context.Background(), p)
+		r := old.RemoteRange(context.Background(), p)
 		return r.RemoteEnd > 0, fmt.Sprintf("remote end %d", r.RemoteEnd)
 	})
 	// The leader stops while its uploads go on; records keep arriving.
@@ -96,20 +96,20 @@ func TestTieringClusterLeaderChangeMidUpload(t *testing.T) {
 	wg.Add(1)
 	go func() { defer wg.Done(); produce(300, 300) }()
 	stopped = old
-	c.stops[old.cfg.NodeID-1]()
+	c.stops[old.Cfg.NodeID-1]()
 	wg.Wait()
 	var next *Broker
 	eventuallyTrue(t, "a new leader", func() (bool, string) {
 		next = leaderOf()
 		return next != nil && next != old, "none yet"
 	})
-	np, _ := next.partitionOf(topic, 0)
+	np, _ := next.PartitionOf(topic, 0)
 	eventuallyTrue(t, "uploads under the new leader past the records of both", func() (bool, string) {
-		r := next.remoteRange(context.Background(), np)
+		r := next.RemoteRange(context.Background(), np)
 		hw, _ := np.HighWatermark()
 		return r.RemoteEnd >= hw-20 && r.RemoteEnd > 300, fmt.Sprintf("remote end %d, hw %d", r.RemoteEnd, hw)
 	})
-	objs, h, err := next.tiers.Objects(context.Background(), np.TopicID(), 0)
+	objs, h, err := next.Tiers.Objects(context.Background(), np.TopicID(), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestTieringClusterLeaderChangeMidUpload(t *testing.T) {
 		}
 		seen[v] = true
 	}
-	if next.tiers.Stats().RemoteReadBytes == 0 {
+	if next.Tiers.Stats().RemoteReadBytes == 0 {
 		t.Fatal("the replay read nothing from object storage")
 	}
 }

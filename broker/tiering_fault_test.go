@@ -46,7 +46,7 @@ func TestTieringStoreDownDiskWatermark(t *testing.T) {
 		kgo.RecordRetries(1), kgo.RecordDeliveryTimeout(3*time.Second))
 	const topic = "down"
 	createTopic(t, cl, topic, 1, tieringConfigs)
-	p, err := b.partitionOf(topic, 0)
+	p, err := b.PartitionOf(topic, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,16 +82,16 @@ func TestTieringStoreDownDiskWatermark(t *testing.T) {
 	if p.Log().StartOffset() != 0 {
 		t.Fatalf("local start %d: data deleted before it was uploaded", p.Log().StartOffset())
 	}
-	if st := b.tiers.Stats(); st.UploadErrors == 0 || b.remoteRange(context.Background(), p).RemoteEnd != 0 {
-		t.Fatalf("with the store down: %+v, remote %+v", st, b.remoteRange(context.Background(), p))
+	if st := b.Tiers.Stats(); st.UploadErrors == 0 || b.RemoteRange(context.Background(), p).RemoteEnd != 0 {
+		t.Fatalf("with the store down: %+v, remote %+v", st, b.RemoteRange(context.Background(), p))
 	}
-	t.Logf("%d records accepted, then refused at %d local bytes; %d upload errors", len(want), p.Log().Size(), b.tiers.Stats().UploadErrors)
+	t.Logf("%d records accepted, then refused at %d local bytes; %d upload errors", len(want), p.Log().Size(), b.Tiers.Stats().UploadErrors)
 
 	// The store comes back: the backlog uploads, the local log shrinks
 	// and produce is accepted again.
 	store.SetDown(false)
 	eventuallyTrue(t, "the backlog uploaded and deleted locally", func() (bool, string) {
-		r := b.remoteRange(context.Background(), p)
+		r := b.RemoteRange(context.Background(), p)
 		hw, _ := p.HighWatermark()
 		return r.RemoteEnd >= hw-10 && p.Log().Size() < limit/2, fmt.Sprintf("remote end %d, hw %d, local %d bytes", r.RemoteEnd, hw, p.Log().Size())
 	})

@@ -53,7 +53,7 @@ func TestTieringRetentionThroughDays(t *testing.T) {
 		}
 	}
 	createTopic(t, cl, topic, 1, configs)
-	p, _ := b.partitionOf(topic, 0)
+	p, _ := b.PartitionOf(topic, 0)
 	dayStart := make([]int64, days) // first offset of each day
 	keyOfDay := map[int]string{}    // the object that starts with it
 	for d := range days {
@@ -68,10 +68,10 @@ func TestTieringRetentionThroughDays(t *testing.T) {
 		dayStart[d] = res[0].Record.Offset
 		hw, _ := p.HighWatermark()
 		eventuallyTrue(t, fmt.Sprintf("day %d uploaded", d), func() (bool, string) {
-			r := b.remoteRange(context.Background(), p)
+			r := b.RemoteRange(context.Background(), p)
 			return r.RemoteEnd == hw, fmt.Sprintf("remote end %d, hw %d", r.RemoteEnd, hw)
 		})
-		objs, _, err := b.tiers.Objects(context.Background(), p.TopicID(), 0)
+		objs, _, err := b.Tiers.Objects(context.Background(), p.TopicID(), 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +99,7 @@ func TestTieringRetentionThroughDays(t *testing.T) {
 		return earliest() == dayStart[10], fmt.Sprintf("earliest %d, day 10 starts at %d", earliest(), dayStart[10])
 	})
 	exists := func(key string) bool {
-		_, err := b.objects.Head(context.Background(), key)
+		_, err := b.Objects.Head(context.Background(), key)
 		if err != nil && !errors.Is(err, objstore.ErrNotFound) {
 			t.Fatal(err)
 		}
@@ -133,7 +133,7 @@ func TestTieringRetentionThroughDays(t *testing.T) {
 		}
 	}
 	// A read below the log start fails clearly; from it, every record.
-	if _, err := b.readRemote(context.Background(), p, wal.Offset(dayStart[5]), 1<<20); !errors.Is(err, wal.ErrOffsetOutOfRange) {
+	if _, err := b.ReadRemote(context.Background(), p, wal.Offset(dayStart[5]), 1<<20); !errors.Is(err, wal.ErrOffsetOutOfRange) {
 		t.Fatalf("read below the log start: %v, want OFFSET_OUT_OF_RANGE", err)
 	}
 	hw, _ := p.HighWatermark()
@@ -196,14 +196,14 @@ func TestTieringReaderOutlivesDeleteRecords(t *testing.T) {
 	const topic = "read-while-deleted"
 	createTopic(t, cl, topic, 1, tieringConfigs)
 	produceValues(t, cl, topic, 60)
-	p, _ := b.partitionOf(topic, 0)
+	p, _ := b.PartitionOf(topic, 0)
 	hw, _ := p.HighWatermark()
 	clock.Advance(time.Minute) // the records are past local.retention.ms=0
 	eventuallyTrue(t, "everything uploaded and gone locally", func() (bool, string) {
-		r := b.remoteRange(context.Background(), p)
+		r := b.RemoteRange(context.Background(), p)
 		return r.RemoteEnd == hw && p.Log().StartOffset() > 0, fmt.Sprintf("remote end %d, hw %d, local start %d", r.RemoteEnd, hw, p.Log().StartOffset())
 	})
-	objs, _, err := b.tiers.Objects(context.Background(), p.TopicID(), 0)
+	objs, _, err := b.Tiers.Objects(context.Background(), p.TopicID(), 0)
 	if err != nil || len(objs) == 0 || objs[0].Base != 0 {
 		t.Fatalf("objects %+v, %v", objs, err)
 	}
@@ -223,7 +223,7 @@ func TestTieringReaderOutlivesDeleteRecords(t *testing.T) {
 		req := kmsg.NewPtrFetchRequest()
 		req.ReplicaID, req.MaxBytes, req.MaxWaitMillis = -1, 1<<20, 100
 		rt := kmsg.NewFetchRequestTopic()
-		rt.Topic, rt.TopicID = topic, b.lookupTopic(topic).meta.ID
+		rt.Topic, rt.TopicID = topic, b.LookupTopic(topic).Meta.ID
 		rp := kmsg.NewFetchRequestTopicPartition()
 		rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = 0, 0, 1<<20
 		rt.Partitions = append(rt.Partitions, rp)
@@ -253,7 +253,7 @@ func TestTieringReaderOutlivesDeleteRecords(t *testing.T) {
 		t.Fatalf("DeleteRecords to %d: %+v", hw, r)
 	}
 	eventuallyTrue(t, "a grace period for the objects below the new start", func() (bool, string) {
-		h, err := b.store.RemoteHead(context.Background(), p.TopicID(), 0)
+		h, err := b.Store.RemoteHead(context.Background(), p.TopicID(), 0)
 		return err == nil && h.PendingClean == int64(hw), fmt.Sprintf("head %+v, %v", h, err)
 	})
 	// Two more uploads, each a maintenance pass: the retention step of at
@@ -262,7 +262,7 @@ func TestTieringReaderOutlivesDeleteRecords(t *testing.T) {
 		produceValues(t, cl, topic, 1)
 		end, _ := p.HighWatermark()
 		eventuallyTrue(t, fmt.Sprintf("upload %d after DeleteRecords", i), func() (bool, string) {
-			r := b.remoteRange(context.Background(), p)
+			r := b.RemoteRange(context.Background(), p)
 			return r.RemoteEnd == end, fmt.Sprintf("remote end %d, hw %d", r.RemoteEnd, end)
 		})
 	}

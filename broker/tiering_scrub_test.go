@@ -56,28 +56,28 @@ func TestTieringScrubKeepsFreshKeyWhenClockAhead(t *testing.T) {
 	const topic = "skewed"
 	createTopic(t, cl, topic, 1, tieringConfigs)
 	produceValues(t, cl, topic, 100)
-	p, _ := b.partitionOf(topic, 0)
+	p, _ := b.PartitionOf(topic, 0)
 	eventuallyTrue(t, "an upload", func() (bool, string) {
-		r := b.remoteRange(context.Background(), p)
+		r := b.RemoteRange(context.Background(), p)
 		return r.RemoteEnd > 0, fmt.Sprintf("remote end %d", r.RemoteEnd)
 	})
-	objs, _, err := b.tiers.Objects(context.Background(), p.TopicID(), 0)
+	objs, _, err := b.Tiers.Objects(context.Background(), p.TopicID(), 0)
 	if err != nil || len(objs) == 0 {
 		t.Fatalf("objects %v, %v", objs, err)
 	}
 	fresh := wellFormedOrphan(objs[0].Key)
-	if err := b.objects.Put(context.Background(), fresh, []byte("head write under way")); err != nil {
+	if err := b.Objects.Put(context.Background(), fresh, []byte("head write under way")); err != nil {
 		t.Fatal(err)
 	}
 	from := store.n.Load()
 	eventuallyTrue(t, "three scrub passes over the fresh key", func() (bool, string) {
-		if _, err := b.objects.Head(context.Background(), fresh); err != nil {
+		if _, err := b.Objects.Head(context.Background(), fresh); err != nil {
 			t.Fatalf("a key PUT moments ago was scrubbed after %d passes: %v", store.n.Load()-from, err)
 		}
 		n := store.n.Load() - from
 		return n >= 4, fmt.Sprintf("%d passes", n)
 	})
-	if _, err := b.objects.Head(context.Background(), fresh); err != nil {
+	if _, err := b.Objects.Head(context.Background(), fresh); err != nil {
 		t.Fatalf("a key PUT moments ago was scrubbed: %v", err)
 	}
 	if _, ok := tier.ParseKey(fresh); !ok {

@@ -92,11 +92,11 @@ func replayRecords(t *testing.T, b *Broker, topic string, from int64, done func(
 		if err := ctx.Err(); err != nil {
 			// What the broker thinks of the offset the replay waits at.
 			var state string
-			if p, perr := b.partitionOf(topic, 0); perr == nil {
+			if p, perr := b.PartitionOf(topic, 0); perr == nil {
 				rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
-				hw, _, posErr := b.position(rctx, p, wal.Offset(next))
+				hw, _, posErr := b.Position(rctx, p, wal.Offset(next))
 				state = fmt.Sprintf("local log [%d, %d), remote %+v, position(%d): hw %d, err %v", p.Log().StartOffset(),
-					p.Log().EndOffset(), b.remoteRange(rctx, p), next, hw, posErr)
+					p.Log().EndOffset(), b.RemoteRange(rctx, p), next, hw, posErr)
 				rcancel()
 			}
 			t.Fatalf("replay stopped at %d records (next offset %d): %v; %s", len(vals), next, err, state)
@@ -120,7 +120,7 @@ func fetchRaw(t *testing.T, b *Broker, cl *kgo.Client, topic string, offset int6
 	req := kmsg.NewPtrFetchRequest()
 	req.ReplicaID, req.MaxBytes, req.MaxWaitMillis = -1, 1<<20, 100
 	rt := kmsg.NewFetchRequestTopic()
-	rt.Topic, rt.TopicID = topic, b.lookupTopic(topic).meta.ID
+	rt.Topic, rt.TopicID = topic, b.LookupTopic(topic).Meta.ID
 	rp := kmsg.NewFetchRequestTopicPartition()
 	rp.Partition, rp.FetchOffset, rp.PartitionMaxBytes = 0, offset, 1<<20
 	rt.Partitions = append(rt.Partitions, rp)
@@ -157,12 +157,12 @@ func TestTieringReplayFromObjectStorage(t *testing.T) {
 	want := produceValues(t, cl, topic, n)
 
 	// Uploads run and the local log is deleted below the remote end.
-	p, err := b.partitionOf(topic, 0)
+	p, err := b.PartitionOf(topic, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	eventuallyTrue(t, "most of the log uploaded and deleted locally", func() (bool, string) {
-		r := b.remoteRange(context.Background(), p)
+		r := b.RemoteRange(context.Background(), p)
 		local := p.Log().StartOffset()
 		return r.RemoteEnd >= n/2 && local >= n/2, fmt.Sprintf("remote [%d, %d), local start %d", r.LogStart, r.RemoteEnd, local)
 	})
@@ -183,11 +183,11 @@ func TestTieringReplayFromObjectStorage(t *testing.T) {
 		t.Fatalf("ListOffsets by timestamp over remote data: %+v, want offset 0", o)
 	}
 	equalValues(t, replayAll(t, b, topic, n), want)
-	st := b.tiers.Stats()
+	st := b.Tiers.Stats()
 	if st.RemoteReadBytes == 0 || st.ObjectsUploaded == 0 {
 		t.Fatalf("no remote reads or uploads: %+v", st)
 	}
-	t.Logf("after the first replay: %+v, cache %+v", st, b.rcache.Stats())
+	t.Logf("after the first replay: %+v, cache %+v", st, b.Rcache.Stats())
 
 	// The HTTP API reads the same log: a group reset to earliest lands on
 	// the remote log start, and a fetch from it returns the first records.
@@ -233,11 +233,11 @@ func TestTieringReplayFromObjectStorage(t *testing.T) {
 		}
 	}
 	b = startBroker(t, cfg)
-	p, err = b.partitionOf(topic, 0)
+	p, err = b.PartitionOf(topic, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := b.remoteRange(context.Background(), p)
+	r := b.RemoteRange(context.Background(), p)
 	got := replayAll(t, b, topic, int(r.RemoteEnd))
 	equalValues(t, got, want[:r.RemoteEnd])
 }
@@ -258,11 +258,11 @@ func TestTieringCorruptObjectIsRetriable(t *testing.T) {
 	const topic, n = "corrupt", 200
 	createTopic(t, cl, topic, 1, tieringConfigs)
 	want := produceValues(t, cl, topic, n)
-	p, _ := b.partitionOf(topic, 0)
+	p, _ := b.PartitionOf(topic, 0)
 	eventuallyTrue(t, "uploaded and deleted locally", func() (bool, string) {
 		return p.Log().StartOffset() > 40, fmt.Sprintf("local start %d", p.Log().StartOffset())
 	})
-	objs, _, err := b.tiers.Objects(context.Background(), p.TopicID(), 0)
+	objs, _, err := b.Tiers.Objects(context.Background(), p.TopicID(), 0)
 	if err != nil || len(objs) == 0 {
 		t.Fatalf("objects: %v %v", objs, err)
 	}
@@ -283,7 +283,7 @@ func TestTieringCorruptObjectIsRetriable(t *testing.T) {
 	if sp.ErrorCode != kerr.KafkaStorageError.Code || len(sp.RecordBatches) != 0 {
 		t.Fatalf("fetch over a corrupt object: code %d, %d bytes; want KAFKA_STORAGE_ERROR and nothing", sp.ErrorCode, len(sp.RecordBatches))
 	}
-	if b.tiers.Stats().ReadErrors == 0 {
+	if b.Tiers.Stats().ReadErrors == 0 {
 		t.Fatal("the read error was not counted")
 	}
 	if err := os.WriteFile(path, orig, 0o644); err != nil {
@@ -302,12 +302,12 @@ func TestTieringScrubRemovesOrphans(t *testing.T) {
 	const topic = "scrubbed"
 	createTopic(t, cl, topic, 1, tieringConfigs)
 	produceValues(t, cl, topic, 100)
-	p, _ := b.partitionOf(topic, 0)
+	p, _ := b.PartitionOf(topic, 0)
 	eventuallyTrue(t, "an upload", func() (bool, string) {
-		r := b.remoteRange(context.Background(), p)
+		r := b.RemoteRange(context.Background(), p)
 		return r.RemoteEnd > 0, fmt.Sprintf("remote end %d", r.RemoteEnd)
 	})
-	objs, _, err := b.tiers.Objects(context.Background(), p.TopicID(), 0)
+	objs, _, err := b.Tiers.Objects(context.Background(), p.TopicID(), 0)
 	if err != nil || len(objs) == 0 {
 		t.Fatalf("objects %v, %v", objs, err)
 	}
@@ -315,19 +315,19 @@ func TestTieringScrubRemovesOrphans(t *testing.T) {
 	// deposed leader's upload would leave.
 	orphan := strings.Replace(objs[0].Key, ".obj", "", 1)
 	orphan = orphan[:strings.LastIndex(orphan, "-")] + "-00000000-0000-4000-8000-000000000000.obj"
-	if err := b.objects.Put(context.Background(), orphan, []byte("orphan")); err != nil {
+	if err := b.Objects.Put(context.Background(), orphan, []byte("orphan")); err != nil {
 		t.Fatal(err)
 	}
 	foreign := "not-sluice/readme.txt"
-	if err := b.objects.Put(context.Background(), foreign, []byte("keep me")); err != nil {
+	if err := b.Objects.Put(context.Background(), foreign, []byte("keep me")); err != nil {
 		t.Fatal(err)
 	}
 	eventuallyTrue(t, "the orphan removed", func() (bool, string) {
-		_, err := b.objects.Head(context.Background(), orphan)
+		_, err := b.Objects.Head(context.Background(), orphan)
 		return errors.Is(err, objstore.ErrNotFound), fmt.Sprint(err)
 	})
 	for _, k := range []string{objs[0].Key, foreign} {
-		if _, err := b.objects.Head(context.Background(), k); err != nil {
+		if _, err := b.Objects.Head(context.Background(), k); err != nil {
 			t.Fatalf("%s after the scrub: %v", k, err)
 		}
 	}
@@ -359,10 +359,10 @@ func TestTieringProducerStateSurvivesLocalLoss(t *testing.T) {
 		}
 		batches, offsets = append(batches, bt), append(offsets, sp.BaseOffset)
 	}
-	p, _ := b.partitionOf(topic, 0)
+	p, _ := b.PartitionOf(topic, 0)
 	hw, _ := p.HighWatermark()
 	eventuallyTrue(t, "everything uploaded", func() (bool, string) {
-		r := b.remoteRange(context.Background(), p)
+		r := b.RemoteRange(context.Background(), p)
 		return r.RemoteEnd == hw, fmt.Sprintf("remote end %d, hw %d", r.RemoteEnd, hw)
 	})
 	stop()
@@ -395,19 +395,19 @@ func TestTieringDeleteTopicRemovesObjects(t *testing.T) {
 		produceValues(t, cl, topic, 60)
 	}
 	remoteEnd := func(topic string) int64 {
-		p, err := b.partitionOf(topic, 0)
+		p, err := b.PartitionOf(topic, 0)
 		if err != nil {
 			return -1
 		}
-		return int64(b.remoteRange(context.Background(), p).RemoteEnd)
+		return int64(b.RemoteRange(context.Background(), p).RemoteEnd)
 	}
 	eventuallyTrue(t, "both topics uploaded", func() (bool, string) {
 		return remoteEnd("doomed") > 0 && remoteEnd("kept") > 0, fmt.Sprintf("remote ends %d, %d", remoteEnd("doomed"), remoteEnd("kept"))
 	})
-	doomedID, keptID := b.lookupTopic("doomed").meta.ID, b.lookupTopic("kept").meta.ID
+	doomedID, keptID := b.LookupTopic("doomed").Meta.ID, b.LookupTopic("kept").Meta.ID
 	countKeys := func(id [16]byte) int {
 		n := 0
-		if err := b.objects.List(context.Background(), "", func(info objstore.Info) error {
+		if err := b.Objects.List(context.Background(), "", func(info objstore.Info) error {
 			if k, ok := tier.ParseKey(info.Key); ok && k.TopicID == id {
 				n++
 			}
@@ -425,7 +425,7 @@ func TestTieringDeleteTopicRemovesObjects(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventuallyTrue(t, "the deleted topic's objects and head gone", func() (bool, string) {
-		h, err := b.store.RemoteHead(context.Background(), doomedID, 0)
+		h, err := b.Store.RemoteHead(context.Background(), doomedID, 0)
 		n := countKeys(doomedID)
 		return err == nil && h.Revision == 0 && n == 0, fmt.Sprintf("%d objects left, head revision %d (%v)", n, h.Revision, err)
 	})

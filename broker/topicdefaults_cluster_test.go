@@ -1,6 +1,6 @@
 package broker
 
-// Topic defaults set by broker flags, and DescribeConfigs of what is in
+// node.Topic defaults set by broker flags, and DescribeConfigs of what is in
 // force, on a three-broker cluster: min.insync.replicas of a topic with
 // three replicas describes as the two the replica core requires, and
 // default.replication.factor as the replication a new topic gets.
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -24,12 +25,12 @@ func describeOn(t *testing.T, b *Broker, typ kmsg.ConfigResourceType, name strin
 	req.Resources = append(req.Resources, rr)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, cl.Broker(int(b.cfg.NodeID)))
+	resp, err := req.RequestWith(ctx, cl.Broker(int(b.Cfg.NodeID)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(resp.Resources) != 1 || resp.Resources[0].ErrorCode != 0 {
-		t.Fatalf("describe %s on broker %d: %+v", name, b.cfg.NodeID, resp.Resources)
+		t.Fatalf("describe %s on broker %d: %+v", name, b.Cfg.NodeID, resp.Resources)
 	}
 	out := map[string]kmsg.DescribeConfigsResponseResourceConfig{}
 	for _, c := range resp.Resources[0].Configs {
@@ -50,12 +51,12 @@ func createOn(t *testing.T, b *Broker, name string, rf int16) kmsg.CreateTopicsR
 	req.TimeoutMillis = 10000
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	resp, err := req.RequestWith(ctx, cl.Broker(int(b.cfg.NodeID)))
+	resp, err := req.RequestWith(ctx, cl.Broker(int(b.Cfg.NodeID)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
-		t.Fatalf("create %s on broker %d: %+v", name, b.cfg.NodeID, resp.Topics)
+		t.Fatalf("create %s on broker %d: %+v", name, b.Cfg.NodeID, resp.Topics)
 	}
 	return resp.Topics[0]
 }
@@ -104,30 +105,30 @@ func TestTopicDefaultsAndEnforcedConfigs(t *testing.T) {
 		t.Fatalf("rf3 created with %d replicas", rf3.ReplicationFactor)
 	}
 	for _, cc := range rf3.Configs {
-		if cc.Name == cfgMinInsyncReplicas && (cc.Value == nil || *cc.Value != "2") {
+		if cc.Name == node.CfgMinInsyncReplicas && (cc.Value == nil || *cc.Value != "2") {
 			t.Errorf("CreateTopics answers min.insync.replicas %v for three replicas, want 2", describeValue(cc.Value))
 		}
 	}
-	check("rf3 on broker 3", describeOn(t, b3, kmsg.ConfigResourceTypeTopic, "rf3"), cfgMinInsyncReplicas, "2", def)
-	check("rf3 on broker 3", describeOn(t, b3, kmsg.ConfigResourceTypeTopic, "rf3"), cfgRetentionMs, "86400000", def)
+	check("rf3 on broker 3", describeOn(t, b3, kmsg.ConfigResourceTypeTopic, "rf3"), node.CfgMinInsyncReplicas, "2", def)
+	check("rf3 on broker 3", describeOn(t, b3, kmsg.ConfigResourceTypeTopic, "rf3"), node.CfgRetentionMs, "86400000", def)
 	// Broker 2's default of 3 is above the majority: it is what counts there.
-	check("rf3 on broker 2", describeOn(t, b2, kmsg.ConfigResourceTypeTopic, "rf3"), cfgMinInsyncReplicas, "3", static)
+	check("rf3 on broker 2", describeOn(t, b2, kmsg.ConfigResourceTypeTopic, "rf3"), node.CfgMinInsyncReplicas, "3", static)
 	eventuallyTrue(t, "broker 2 opened rf3 with its default min.insync.replicas", func() (bool, string) {
-		tp := b2.lookupTopic("rf3")
-		return tp != nil && tp.settings.MinInsyncReplicas == 3, "not yet"
+		tp := b2.LookupTopic("rf3")
+		return tp != nil && tp.Settings.MinInsyncReplicas == 3, "not yet"
 	})
 	// An explicit setting below the majority describes as the majority.
 	alter := kmsg.NewPtrIncrementalAlterConfigsRequest()
 	res := kmsg.NewIncrementalAlterConfigsRequestResource()
 	res.ResourceType, res.ResourceName = kmsg.ConfigResourceTypeTopic, "rf3"
 	op := kmsg.NewIncrementalAlterConfigsRequestResourceConfig()
-	op.Name, op.Value, op.Op = cfgMinInsyncReplicas, kmsg.StringPtr("1"), kmsg.IncrementalAlterConfigOpSet
+	op.Name, op.Value, op.Op = node.CfgMinInsyncReplicas, kmsg.StringPtr("1"), kmsg.IncrementalAlterConfigOpSet
 	res.Configs = append(res.Configs, op)
 	alter.Resources = append(alter.Resources, res)
 	if resp, err := alter.RequestWith(context.Background(), testClient(t, b3).Broker(3)); err != nil || resp.Resources[0].ErrorCode != 0 {
 		t.Fatalf("set min.insync.replicas=1: %v %+v", err, resp)
 	}
-	check("rf3 with min.insync.replicas=1 set", describeOn(t, b3, kmsg.ConfigResourceTypeTopic, "rf3"), cfgMinInsyncReplicas, "2", dynamic)
+	check("rf3 with min.insync.replicas=1 set", describeOn(t, b3, kmsg.ConfigResourceTypeTopic, "rf3"), node.CfgMinInsyncReplicas, "2", dynamic)
 
 	// default.replication.factor is what a new topic gets: one per AZ (3
 	// here) without the flag, the flag's value with it.
@@ -143,9 +144,9 @@ func TestTopicDefaultsAndEnforcedConfigs(t *testing.T) {
 	if auto1.ReplicationFactor != 2 || auto3.ReplicationFactor != 3 {
 		t.Fatalf("default replication: %d through broker 1 (flag 2), %d through broker 3 (no flag, 3 AZs)", auto1.ReplicationFactor, auto3.ReplicationFactor)
 	}
-	check("auto1 on broker 1", describeOn(t, b1, kmsg.ConfigResourceTypeTopic, "auto1"), cfgRetentionMs, "3600000", static)
-	check("auto1 on broker 1", describeOn(t, b1, kmsg.ConfigResourceTypeTopic, "auto1"), cfgMinInsyncReplicas, "2", def)
-	if tp := b1.lookupTopic("auto1"); tp == nil || tp.settings.RetentionMs != 3600000 || tp.settings.policy(0).RetentionMs != 3600000 {
+	check("auto1 on broker 1", describeOn(t, b1, kmsg.ConfigResourceTypeTopic, "auto1"), node.CfgRetentionMs, "3600000", static)
+	check("auto1 on broker 1", describeOn(t, b1, kmsg.ConfigResourceTypeTopic, "auto1"), node.CfgMinInsyncReplicas, "2", def)
+	if tp := b1.LookupTopic("auto1"); tp == nil || tp.Settings.RetentionMs != 3600000 || tp.Settings.Policy(0).RetentionMs != 3600000 {
 		t.Fatalf("auto1 on broker 1: settings %+v, want retention.ms 3600000 in force", tp)
 	}
 }

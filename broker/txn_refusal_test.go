@@ -53,7 +53,7 @@ func TestTransactionalRequestsRefused(t *testing.T) {
 			req := kmsg.NewPtrFindCoordinatorRequest()
 			req.CoordinatorType = coordinatorKeyTransaction
 			req.CoordinatorKey, req.CoordinatorKeys = "x", []string{"x"}
-			resp, err := cl.Broker(int(b.cfg.NodeID)).RetriableRequest(ctx, req)
+			resp, err := cl.Broker(int(b.Cfg.NodeID)).RetriableRequest(ctx, req)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,7 +83,7 @@ func TestTransactionalRequestsRefused(t *testing.T) {
 			req := kmsg.NewPtrInitProducerIDRequest()
 			req.TransactionalID = kmsg.StringPtr("x")
 			req.TransactionTimeoutMillis = 60000
-			resp, err := cl.Broker(int(b.cfg.NodeID)).RetriableRequest(ctx, req)
+			resp, err := cl.Broker(int(b.Cfg.NodeID)).RetriableRequest(ctx, req)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package broker
+package node
 
 // This file owns the broker's questions about the records inside a stored
 // batch (timestamp lookups for ListOffsets, lag, HTTP fetches); the
@@ -10,17 +10,17 @@ import (
 	"github.com/sluice-mq/sluice/broker/records"
 )
 
-// eachRecord calls fn with the offset and timestamp of every record of a
+// EachRecord calls fn with the offset and timestamp of every record of a
 // stored batch, in order, until fn returns false (records.Each).
-func eachRecord(batch []byte, fn func(offset, timestamp int64, rec *kmsg.Record) bool) error {
+func EachRecord(batch []byte, fn func(offset, timestamp int64, rec *kmsg.Record) bool) error {
 	return records.Each(batch, fn)
 }
 
-// firstOffsetAtOrAfter returns the offset and timestamp of the first record
+// FirstOffsetAtOrAfter returns the offset and timestamp of the first record
 // in batch at or above offset from whose timestamp is at least ts (from is
 // the log start: a batch may straddle it after DeleteRecords).
-func firstOffsetAtOrAfter(batch []byte, ts, from int64) (offset, recordTS int64, found bool, err error) {
-	err = eachRecord(batch, func(off, recTS int64, _ *kmsg.Record) bool {
+func FirstOffsetAtOrAfter(batch []byte, ts, from int64) (offset, recordTS int64, found bool, err error) {
+	err = EachRecord(batch, func(off, recTS int64, _ *kmsg.Record) bool {
 		if recTS >= ts && off >= from {
 			offset, recordTS, found = off, recTS, true
 			return false

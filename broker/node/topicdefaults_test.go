@@ -1,4 +1,4 @@
-package broker
+package node
 
 import (
 	"strings"
@@ -10,30 +10,30 @@ import (
 func TestTopicDefaultsEnforced(t *testing.T) {
 	cfg := DefaultConfig()
 	cfg.DefaultRetentionMs = 3600000
-	d := cfg.topicDefaults()
+	d := cfg.TopicDefaults()
 	const def, static, dynamic = kmsg.ConfigSourceDefaultConfig, kmsg.ConfigSourceStaticBrokerConfig, kmsg.ConfigSourceDynamicTopicConfig
 	tests := []struct {
 		name    string
-		d       topicDefaults
+		d       TopicDefaults
 		configs map[string]string
 		rf      int16
 		key     string
 		value   string
 		source  kmsg.ConfigSource
 	}{
-		{"built-in", nil, nil, 1, cfgRetentionMs, "86400000", def},
-		{"flag", d, nil, 1, cfgRetentionMs, "3600000", static},
-		{"flag at the built-in value", DefaultConfig().topicDefaults(), nil, 1, cfgRetentionMs, "86400000", def},
-		{"topic wins", d, map[string]string{cfgRetentionMs: "5"}, 1, cfgRetentionMs, "5", dynamic},
-		{"one replica", d, nil, 1, cfgMinInsyncReplicas, "1", def},
-		{"majority of three", d, nil, 3, cfgMinInsyncReplicas, "2", def},
-		{"majority of five", d, nil, 5, cfgMinInsyncReplicas, "3", def},
-		{"explicit below the majority", d, map[string]string{cfgMinInsyncReplicas: "1"}, 3, cfgMinInsyncReplicas, "2", dynamic},
-		{"explicit above the majority", d, map[string]string{cfgMinInsyncReplicas: "3"}, 3, cfgMinInsyncReplicas, "3", dynamic},
+		{"built-in", nil, nil, 1, CfgRetentionMs, "86400000", def},
+		{"flag", d, nil, 1, CfgRetentionMs, "3600000", static},
+		{"flag at the built-in value", DefaultConfig().TopicDefaults(), nil, 1, CfgRetentionMs, "86400000", def},
+		{"topic wins", d, map[string]string{CfgRetentionMs: "5"}, 1, CfgRetentionMs, "5", dynamic},
+		{"one replica", d, nil, 1, CfgMinInsyncReplicas, "1", def},
+		{"majority of three", d, nil, 3, CfgMinInsyncReplicas, "2", def},
+		{"majority of five", d, nil, 5, CfgMinInsyncReplicas, "3", def},
+		{"explicit below the majority", d, map[string]string{CfgMinInsyncReplicas: "1"}, 3, CfgMinInsyncReplicas, "2", dynamic},
+		{"explicit above the majority", d, map[string]string{CfgMinInsyncReplicas: "3"}, 3, CfgMinInsyncReplicas, "3", dynamic},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			v, src := tc.d.enforced(tc.configs, tc.rf, tc.key)
+			v, src := tc.d.Enforced(tc.configs, tc.rf, tc.key)
 			if v != tc.value || src != tc.source {
 				t.Fatalf("%s = %q (%v), want %q (%v)", tc.key, v, src, tc.value, tc.source)
 			}

@@ -1,4 +1,4 @@
-package broker
+package node
 
 // diskguard.go owns the local disk watermarks: when uploads to object
 // storage fail for long enough that local logs keep growing, produce is
@@ -27,7 +27,7 @@ import (
 const diskGuardInterval = 50 * time.Millisecond
 
 // diskGuardLoop refreshes the guard until ctx ends.
-func (b *Broker) diskGuardLoop(ctx context.Context) {
+func (b *Node) DiskGuardLoop(ctx context.Context) {
 	t := time.NewTicker(diskGuardInterval)
 	defer t.Stop()
 	for {
@@ -45,20 +45,20 @@ var errDiskFull = errors.New("local disk watermark reached: uploads to object st
 
 // refreshDiskGuard measures the local logs and the data dir's free space
 // against the watermarks and records whether produce is refused, and why.
-func (b *Broker) refreshDiskGuard() {
+func (b *Node) refreshDiskGuard() {
 	var why string
-	if max := b.cfg.LocalMaxBytes; max > 0 {
+	if max := b.Cfg.LocalMaxBytes; max > 0 {
 		var total int64
-		for _, p := range b.allPartitions() {
+		for _, p := range b.AllPartitions() {
 			total += p.Log().Size()
 		}
 		if total >= max {
 			why = fmt.Sprintf("local logs hold %d bytes, the limit is %d", total, max)
 		}
 	}
-	if min := b.cfg.DiskMinFreeBytes; why == "" && min > 0 {
+	if min := b.Cfg.DiskMinFreeBytes; why == "" && min > 0 {
 		var st syscall.Statfs_t
-		if err := syscall.Statfs(b.cfg.DataDir, &st); err == nil {
+		if err := syscall.Statfs(b.Cfg.DataDir, &st); err == nil {
 			if free := int64(st.Bavail) * int64(st.Bsize); free < min {
 				why = fmt.Sprintf("the data dir's file system has %d bytes free, the floor is %d", free, min)
 			}
@@ -67,14 +67,14 @@ func (b *Broker) refreshDiskGuard() {
 	prev := b.diskFull.Swap(&why)
 	switch {
 	case why != "" && (prev == nil || *prev == ""):
-		b.logger.Warn().Str("why", why).Msg("produce refused: disk watermark reached")
+		b.Logger.Warn().Str("why", why).Msg("produce refused: disk watermark reached")
 	case why == "" && prev != nil && *prev != "":
-		b.logger.Info().Msg("produce accepted again: below the disk watermarks")
+		b.Logger.Info().Msg("produce accepted again: below the disk watermarks")
 	}
 }
 
 // checkDisk returns errDiskFull while a watermark is reached.
-func (b *Broker) checkDisk() error {
+func (b *Node) CheckDisk() error {
 	if why := b.diskFull.Load(); why != nil && *why != "" {
 		return fmt.Errorf("%w: %s", errDiskFull, *why)
 	}

@@ -1,4 +1,4 @@
-package broker
+package node
 
 import (
 	"errors"
@@ -22,8 +22,8 @@ func TestValidateTopicConfig(t *testing.T) {
 		{"segment.bytes", "1048576", true},
 		{"segment.bytes", "4294967296", false},
 		{"max.message.bytes", "1024", true},
-		{"cleanup.policy", "delete", true},
-		{"cleanup.policy", "compact", false},
+		{"cleanup.Policy", "delete", true},
+		{"cleanup.Policy", "compact", false},
 		{"remote.storage.enable", "false", true},
 		{"remote.storage.enable", "maybe", false},
 		{"local.retention.ms", "-2", true},
@@ -44,29 +44,29 @@ func TestValidateTopicConfig(t *testing.T) {
 }
 
 func TestParseSettingsDefaults(t *testing.T) {
-	s := parseSettings(nil)
+	s := ParseSettings(nil)
 	if s.RetentionMs != 86400000 || s.SegmentBytes != 64<<20 || s.RetentionBytes != -1 {
 		t.Fatalf("defaults = %+v", s)
 	}
-	s = parseSettings(map[string]string{"retention.ms": "-1", "segment.ms": "100"})
-	b := &Broker{cfg: DefaultConfig()}
+	s = ParseSettings(map[string]string{"retention.ms": "-1", "segment.ms": "100"})
+	b := &Node{Cfg: DefaultConfig()}
 	cfg := b.walConfig(s)
 	if cfg.SegmentAge.Milliseconds() != 100 {
 		t.Fatalf("segment age = %v, want 100ms", cfg.SegmentAge)
 	}
-	if cfg.CacheTailBytes != b.cfg.PageCacheTailBytes || cfg.CacheTailBytes <= 0 {
-		t.Fatalf("cache tail = %d, want the broker's %d", cfg.CacheTailBytes, b.cfg.PageCacheTailBytes)
+	if cfg.CacheTailBytes != b.Cfg.PageCacheTailBytes || cfg.CacheTailBytes <= 0 {
+		t.Fatalf("cache tail = %d, want the broker's %d", cfg.CacheTailBytes, b.Cfg.PageCacheTailBytes)
 	}
 }
 
 func TestValidateTopicName(t *testing.T) {
 	for _, name := range []string{"orders", "a.b_c-D9", strings.Repeat("x", 249)} {
-		if err := validateTopicName(name); err != nil {
+		if err := ValidateTopicName(name); err != nil {
 			t.Errorf("%q rejected: %v", name, err)
 		}
 	}
 	for _, name := range []string{"", ".", "..", "bad/name", "sp ace", strings.Repeat("x", 250), "ünï"} {
-		if err := validateTopicName(name); !errors.Is(err, errInvalidTopic) {
+		if err := ValidateTopicName(name); !errors.Is(err, errInvalidTopic) {
 			t.Errorf("%q: got %v, want errInvalidTopic", name, err)
 		}
 	}
@@ -93,11 +93,11 @@ func TestSettingsToPolicy(t *testing.T) {
 			if err := validateTopicConfigs(tt.configs); err != nil {
 				t.Fatal(err)
 			}
-			s := parseSettings(tt.configs)
-			if got := s.policy(0); got != tt.want {
+			s := ParseSettings(tt.configs)
+			if got := s.Policy(0); got != tt.want {
 				t.Errorf("policy = %+v, want %+v", got, tt.want)
 			}
-			cfg := (&Broker{cfg: DefaultConfig()}).walConfig(s)
+			cfg := (&Node{Cfg: DefaultConfig()}).walConfig(s)
 			if err := cfg.Validate(); err != nil {
 				t.Fatalf("wal config %+v: %v", cfg, err)
 			}

@@ -1,4 +1,4 @@
-package broker
+package node
 
 // tiering.go wires tier/ into the broker: it opens the object store (and
 // starts its probe, tiering_probe.go) and the read cache, runs the tiering manager on the maintenance ticks (uploads on
@@ -31,11 +31,11 @@ import (
 
 // objectStoreURL is the configured store, by default a directory in the
 // data dir.
-func (b *Broker) objectStoreURL() (string, error) {
-	if b.cfg.ObjectStore != "" {
-		return b.cfg.ObjectStore, nil
+func (b *Node) objectStoreURL() (string, error) {
+	if b.Cfg.ObjectStore != "" {
+		return b.Cfg.ObjectStore, nil
 	}
-	abs, err := filepath.Abs(filepath.Join(b.cfg.DataDir, "objects"))
+	abs, err := filepath.Abs(filepath.Join(b.Cfg.DataDir, "objects"))
 	if err != nil {
 		return "", fmt.Errorf("broker: object store directory: %w", err)
 	}
@@ -43,30 +43,30 @@ func (b *Broker) objectStoreURL() (string, error) {
 }
 
 // startTiering opens the object store, the read cache and the manager.
-func (b *Broker) startTiering(ctx context.Context) error {
+func (b *Node) StartTiering(ctx context.Context) error {
 	url, err := b.objectStoreURL()
 	if err != nil {
 		return err
 	}
-	store := b.cfg.Objects
+	store := b.Cfg.Objects
 	if store == nil {
-		opts := b.cfg.ObjectStoreOptions
-		opts.Logger = b.nodeLog // each store names its own component
+		opts := b.Cfg.ObjectStoreOptions
+		opts.Logger = b.NodeLog // each store names its own component
 		if store, err = objopen.URL(ctx, url, opts); err != nil {
 			return fmt.Errorf("broker: object store %s: %w", url, err)
 		}
 	}
-	c, err := cache.New(cache.Config{MaxBytes: b.cfg.ReadCacheBytes})
+	c, err := cache.New(cache.Config{MaxBytes: b.Cfg.ReadCacheBytes})
 	if err != nil {
 		return fmt.Errorf("broker: read cache: %w", err)
 	}
-	m, err := tier.New(tier.Config{Store: store, Index: b.store, Cache: c, Now: b.now,
-		Logger: b.nodeLog, ChunkBytes: b.cfg.TierChunkBytes})
+	m, err := tier.New(tier.Config{Store: store, Index: b.Store, Cache: c, Now: b.now,
+		Logger: b.NodeLog, ChunkBytes: b.Cfg.TierChunkBytes})
 	if err != nil {
 		c.Close()
 		return err
 	}
-	b.objects, b.rcache, b.tiers = store, c, m
+	b.Objects, b.Rcache, b.Tiers = store, c, m
 	// "tiering ready" is logged once the store passed its probe
 	// (tiering_probe.go); until then the broker is not ready.
 	b.startStoreProbe(store, url)
@@ -75,39 +75,39 @@ func (b *Broker) startTiering(ctx context.Context) error {
 
 // stopTiering waits for the manager's work (its context is already
 // cancelled) and closes the cache.
-func (b *Broker) stopTiering() {
+func (b *Node) StopTiering() {
 	b.stopStoreProbe()
-	if b.tiers != nil {
-		b.tiers.Wait()
+	if b.Tiers != nil {
+		b.Tiers.Wait()
 	}
-	if b.rcache != nil {
-		b.rcache.Close()
+	if b.Rcache != nil {
+		b.Rcache.Close()
 	}
 }
 
-func (b *Broker) now() time.Time {
-	if b.cfg.Now != nil {
-		return b.cfg.Now()
+func (b *Node) now() time.Time {
+	if b.Cfg.Now != nil {
+		return b.Cfg.Now()
 	}
 	return time.Now()
 }
 
 // tierTargets lists the partitions this broker hosts with their policies,
 // and the fence of those it leads.
-func (b *Broker) tierTargets() []tier.Target {
+func (b *Node) TierTargets() []tier.Target {
 	b.mu.RLock()
 	defer b.mu.RUnlock()
 	var out []tier.Target
 	for _, t := range b.topics {
-		pol := t.settings.policy(b.cfg.TierGrace)
-		for i, p := range t.partitions {
+		pol := t.Settings.Policy(b.Cfg.TierGrace)
+		for i, p := range t.Partitions {
 			if p == nil {
 				continue
 			}
-			tg := tier.Target{P: p, Policy: pol, UploadBytes: t.settings.UploadBytes,
-				UploadMaxDelay: millis(t.settings.UploadMaxDelayMs)}
-			if i < len(t.states) {
-				if st := t.states[i]; st.Leader == b.cfg.NodeID && int32(p.LeaderEpoch()) == st.LeaderEpoch && st.Revision > 0 {
+			tg := tier.Target{P: p, Policy: pol, UploadBytes: t.Settings.UploadBytes,
+				UploadMaxDelay: millis(t.Settings.UploadMaxDelayMs)}
+			if i < len(t.States) {
+				if st := t.States[i]; st.Leader == b.Cfg.NodeID && int32(p.LeaderEpoch()) == st.LeaderEpoch && st.Revision > 0 {
 					fence := st
 					tg.Fence = &fence
 				}
@@ -120,13 +120,13 @@ func (b *Broker) tierTargets() []tier.Target {
 
 // remoteRange is the partition's tiered range, empty if nothing is tiered
 // or the head cannot be read (then the local log is all there is to serve).
-func (b *Broker) remoteRange(ctx context.Context, p *partition.Partition) tier.Range {
-	if b.tiers == nil {
+func (b *Node) RemoteRange(ctx context.Context, p *partition.Partition) tier.Range {
+	if b.Tiers == nil {
 		return tier.Range{}
 	}
-	r, err := b.tiers.Range(ctx, p.TopicID(), p.Index())
+	r, err := b.Tiers.Range(ctx, p.TopicID(), p.Index())
 	if err != nil {
-		readerLevel(b.logger, err).Err(err).Str("topic", p.Topic()).Int32("partition", p.Index()).Msg("read remote index head")
+		ReaderLevel(b.Logger, err).Err(err).Str("topic", p.Topic()).Int32("partition", p.Index()).Msg("read remote index head")
 		return tier.Range{}
 	}
 	return r
@@ -134,9 +134,9 @@ func (b *Broker) remoteRange(ctx context.Context, p *partition.Partition) tier.R
 
 // logStart is the partition's log start offset as clients see it: the
 // remote log start when anything is tiered below the local log.
-func (b *Broker) logStart(ctx context.Context, p *partition.Partition) wal.Offset {
+func (b *Node) LogStart(ctx context.Context, p *partition.Partition) wal.Offset {
 	local := p.Log().StartOffset()
-	if r := b.remoteRange(ctx, p); !r.Empty() && r.LogStart < local && r.RemoteEnd >= local {
+	if r := b.RemoteRange(ctx, p); !r.Empty() && r.LogStart < local && r.RemoteEnd >= local {
 		return r.LogStart
 	}
 	return local
@@ -144,23 +144,23 @@ func (b *Broker) logStart(ctx context.Context, p *partition.Partition) wal.Offse
 
 // readRemote reads batches from object storage at from, which is below the
 // local log start.
-func (b *Broker) readRemote(ctx context.Context, p *partition.Partition, from wal.Offset, maxBytes int) ([]byte, error) {
-	data, err := b.tiers.Read(ctx, p.TopicID(), p.Index(), from, maxBytes)
+func (b *Node) ReadRemote(ctx context.Context, p *partition.Partition, from wal.Offset, maxBytes int) ([]byte, error) {
+	data, err := b.Tiers.Read(ctx, p.TopicID(), p.Index(), from, maxBytes)
 	switch {
 	case err == nil:
 		return data, nil
 	case errors.Is(err, tier.ErrOffsetOutOfRange):
 		return nil, fmt.Errorf("%w: %w", wal.ErrOffsetOutOfRange, err)
 	}
-	readerLevel(b.logger, err).Err(err).Str("topic", p.Topic()).Int32("partition", p.Index()).Int64("offset", int64(from)).Msg("remote read failed")
-	return nil, fmt.Errorf("%w: %w", errRemoteRead, err)
+	ReaderLevel(b.Logger, err).Err(err).Str("topic", p.Topic()).Int32("partition", p.Index()).Int64("offset", int64(from)).Msg("remote read failed")
+	return nil, fmt.Errorf("%w: %w", ErrRemoteRead, err)
 }
 
-// readerLevel is the level of a failed read for a client: debug when the
+// ReaderLevel is the level of a failed read for a client: debug when the
 // client gave up (its request's context was cancelled: a consumer that
 // ends its long poll, a closed connection), which is not the operator's
 // concern; a warning otherwise.
-func readerLevel(logger zerolog.Logger, err error) *zerolog.Event {
+func ReaderLevel(logger zerolog.Logger, err error) *zerolog.Event {
 	if errors.Is(err, context.Canceled) {
 		return logger.Debug()
 	}
@@ -169,9 +169,9 @@ func readerLevel(logger zerolog.Logger, err error) *zerolog.Event {
 
 // position is Partition.Position over the whole log, local and remote:
 // an offset below the local log start but in the remote range is readable.
-func (b *Broker) position(ctx context.Context, p *partition.Partition, from wal.Offset) (wal.Offset, <-chan struct{}, error) {
+func (b *Node) Position(ctx context.Context, p *partition.Partition, from wal.Offset) (wal.Offset, <-chan struct{}, error) {
 	hw, wait, err := p.Position(from)
-	if errors.Is(err, wal.ErrOffsetOutOfRange) && from < p.Log().StartOffset() && from >= b.logStart(ctx, p) {
+	if errors.Is(err, wal.ErrOffsetOutOfRange) && from < p.Log().StartOffset() && from >= b.LogStart(ctx, p) {
 		return hw, nil, nil
 	}
 	return hw, wait, err
@@ -179,10 +179,10 @@ func (b *Broker) position(ctx context.Context, p *partition.Partition, from wal.
 
 // read is Partition.Read over the whole log: below the local log start it
 // reads object storage.
-func (b *Broker) read(ctx context.Context, p *partition.Partition, from wal.Offset, maxBytes int) ([]byte, wal.Offset, error) {
-	if from < p.Log().StartOffset() && from >= b.logStart(ctx, p) {
+func (b *Node) Read(ctx context.Context, p *partition.Partition, from wal.Offset, maxBytes int) ([]byte, wal.Offset, error) {
+	if from < p.Log().StartOffset() && from >= b.LogStart(ctx, p) {
 		hw, _ := p.HighWatermark()
-		data, err := b.readRemote(ctx, p, from, maxBytes)
+		data, err := b.ReadRemote(ctx, p, from, maxBytes)
 		return data, hw, err
 	}
 	return p.Read(from, maxBytes)
@@ -192,15 +192,15 @@ func (b *Broker) read(ctx context.Context, p *partition.Partition, from wal.Offs
 // removed, or a new replica) continue at the remote end: everything below
 // it is committed and in object storage, and new records must not reuse its
 // offsets. A local tail below the remote end is dropped (it is uploaded).
-func (b *Broker) alignWithRemote(tp *topic, i int32, l *wal.Log) error {
-	if b.tiers == nil || !tp.settings.Tiered {
+func (b *Node) alignWithRemote(tp *Topic, i int32, l *wal.Log) error {
+	if b.Tiers == nil || !tp.Settings.Tiered {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, epochs, err := b.tiers.FreshRange(ctx, tp.meta.ID, i)
+	r, epochs, err := b.Tiers.FreshRange(ctx, tp.Meta.ID, i)
 	if err != nil {
-		return fmt.Errorf("broker: remote index of %s-%d: %w", tp.meta.Name, i, err)
+		return fmt.Errorf("broker: remote index of %s-%d: %w", tp.Meta.Name, i, err)
 	}
 	if r.RemoteEnd <= l.EndOffset() {
 		return nil
@@ -212,24 +212,24 @@ func (b *Broker) alignWithRemote(tp *topic, i int32, l *wal.Log) error {
 	// Everything local goes, also bytes below a log start inside the first
 	// segment (a follower adopts its leader's log start).
 	if err := l.TruncateFullyAndStartAt(r.RemoteEnd, last); err != nil {
-		return fmt.Errorf("broker: restart %s-%d at the remote end %d: %w", tp.meta.Name, i, r.RemoteEnd, err)
+		return fmt.Errorf("broker: restart %s-%d at the remote end %d: %w", tp.Meta.Name, i, r.RemoteEnd, err)
 	}
 	// The producer state comes from the last object: idempotent producers
 	// keep their deduplication window across the loss of the local log.
-	snap, at, err := b.tiers.LastSnapshot(ctx, tp.meta.ID, i)
+	snap, at, err := b.Tiers.LastSnapshot(ctx, tp.Meta.ID, i)
 	switch {
 	case err != nil:
-		b.logger.Warn().Err(err).Str("topic", tp.meta.Name).Int32("partition", i).Msg("read the last object's producer snapshot; producer state starts empty")
+		b.Logger.Warn().Err(err).Str("topic", tp.Meta.Name).Int32("partition", i).Msg("read the last object's producer snapshot; producer state starts empty")
 	case snap != nil && at == r.RemoteEnd:
 		data, err := partition.SnapshotAt(snap, at)
 		if err == nil {
-			err = vfs.WriteFileDurable(b.fs, b.snapshotPath(tp.meta.ID, i), data)
+			err = vfs.WriteFileDurable(b.FS, b.snapshotPath(tp.Meta.ID, i), data)
 		}
 		if err != nil {
-			return fmt.Errorf("broker: install the producer snapshot of %s-%d: %w", tp.meta.Name, i, err)
+			return fmt.Errorf("broker: install the producer snapshot of %s-%d: %w", tp.Meta.Name, i, err)
 		}
 	}
-	b.logger.Warn().Str("topic", tp.meta.Name).Int32("partition", i).Int64("remote_end", int64(r.RemoteEnd)).
+	b.Logger.Warn().Str("topic", tp.Meta.Name).Int32("partition", i).Int64("remote_end", int64(r.RemoteEnd)).
 		Msg("the local log ended below the remote end; it continues there, older records are read from object storage")
 	return nil
 }
@@ -238,11 +238,11 @@ func (b *Broker) alignWithRemote(tp *topic, i int32, l *wal.Log) error {
 // seen unnamed for the grace period) on the controller, every
 // ScrubInterval, at a bounded rate: the same classification tierctl diff
 // shows.
-func (b *Broker) scrubLoop(ctx context.Context) {
-	if b.tiers == nil || b.cfg.ScrubInterval <= 0 {
+func (b *Node) ScrubLoop(ctx context.Context) {
+	if b.Tiers == nil || b.Cfg.ScrubInterval <= 0 {
 		return
 	}
-	t := time.NewTicker(b.cfg.ScrubInterval)
+	t := time.NewTicker(b.Cfg.ScrubInterval)
 	defer t.Stop()
 	lim := tier.NewTokenBucket(scrubDeletesPerSecond, 1)
 	// The wall clock's monotonic readings, not b.now(): how long an orphan
@@ -255,7 +255,7 @@ func (b *Broker) scrubLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if b.controllerID() != b.cfg.NodeID {
+		if b.Hooks.ControllerID() != b.Cfg.NodeID {
 			continue
 		}
 		b.scrubOnce(ctx, seen, lim)
@@ -265,27 +265,27 @@ func (b *Broker) scrubLoop(ctx context.Context) {
 // scrubOnce is one pass of the scrub: Diff lists the bucket before it reads
 // the heads (tier/scrub.go says why), then the topics deleted while a
 // broker was down are swept and the removable orphans deleted.
-func (b *Broker) scrubOnce(ctx context.Context, seen *tier.Sightings, lim tier.Limiter) {
+func (b *Node) scrubOnce(ctx context.Context, seen *tier.Sightings, lim tier.Limiter) {
 	var heads []meta.RemoteHead
 	readHeads := func(ctx context.Context) ([]meta.RemoteHead, error) {
 		var err error
-		heads, err = b.store.RemoteHeads(ctx)
+		heads, err = b.Store.RemoteHeads(ctx)
 		return heads, err
 	}
-	rep, err := tier.Diff(ctx, b.objects, readHeads, tier.DiffConfig{Grace: b.cfg.TierGrace, Now: b.now(), Seen: seen})
+	rep, err := tier.Diff(ctx, b.Objects, readHeads, tier.DiffConfig{Grace: b.Cfg.TierGrace, Now: b.now(), Seen: seen})
 	if err != nil {
-		b.logger.Warn().Err(err).Msg("orphan scrub")
+		b.Logger.Warn().Err(err).Msg("orphan scrub")
 		return
 	}
 	b.sweepDeletedTopics(ctx, heads)
-	n, err := tier.Scrub(ctx, b.objects, rep, lim)
+	n, err := tier.Scrub(ctx, b.Objects, rep, lim)
 	if err != nil && ctx.Err() == nil {
-		b.logger.Warn().Err(err).Msg("orphan scrub")
+		b.Logger.Warn().Err(err).Msg("orphan scrub")
 	}
-	b.m.orphansRemoved.Add(float64(n))
-	b.m.orphans.Set(float64(len(rep.Orphans) - n))
+	b.M.orphansRemoved.Add(float64(n))
+	b.M.orphans.Set(float64(len(rep.Orphans) - n))
 	if n > 0 || len(rep.Missing) > 0 {
-		b.logger.Info().Int("orphans_removed", n).Int("orphans_left", len(rep.Orphans)-n).Int("missing", len(rep.Missing)).Msg("orphan scrub")
+		b.Logger.Info().Int("orphans_removed", n).Int("orphans_left", len(rep.Orphans)-n).Int("missing", len(rep.Missing)).Msg("orphan scrub")
 	}
 }
 
@@ -294,23 +294,23 @@ const scrubDeletesPerSecond = 20
 
 // deleteRemoteRecords moves the remote log start to offset (-1: the high
 // watermark) for DeleteRecords, on the partition's leader.
-func (b *Broker) deleteRemoteRecords(ctx context.Context, p *partition.Partition, offset int64) error {
-	if b.tiers == nil || b.remoteRange(ctx, p).Empty() {
+func (b *Node) DeleteRemoteRecords(ctx context.Context, p *partition.Partition, offset int64) error {
+	if b.Tiers == nil || b.RemoteRange(ctx, p).Empty() {
 		return nil
 	}
 	to := wal.Offset(offset)
 	if offset < 0 {
 		to, _ = p.HighWatermark()
 	}
-	for _, tg := range b.tierTargets() {
+	for _, tg := range b.TierTargets() {
 		if tg.P == p && tg.Fence != nil {
-			if err := b.tiers.AdvanceLogStart(ctx, *tg.Fence, to); err != nil {
-				return fmt.Errorf("%w: move the remote log start to %d: %w", errStorage, to, err)
+			if err := b.Tiers.AdvanceLogStart(ctx, *tg.Fence, to); err != nil {
+				return fmt.Errorf("%w: move the remote log start to %d: %w", ErrStorage, to, err)
 			}
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: %s-%d", errNotLeader, p.Topic(), p.Index())
+	return fmt.Errorf("%w: %s-%d", ErrNotLeader, p.Topic(), p.Index())
 }
 
 // restartBehindLeader reopens a follower replica whose end is below its
@@ -319,31 +319,31 @@ func (b *Broker) deleteRemoteRecords(ctx context.Context, p *partition.Partition
 // that ends below the remote end restarts it there (alignWithRemote), from
 // where the leader's local tail is copied. Everything older stays in object
 // storage. At most one restart of a partition runs at a time.
-func (b *Broker) restartBehindLeader(p *partition.Partition, leaderStart wal.Offset) {
-	if b.tiers == nil || p.Log().EndOffset() >= leaderStart {
+func (b *Node) RestartBehindLeader(p *partition.Partition, leaderStart wal.Offset) {
+	if b.Tiers == nil || p.Log().EndOffset() >= leaderStart {
 		return
 	}
 	b.reopenReplica(p, leaderStart, "at the remote end", func() error { p.StopAndClose(); return nil })
 }
 
-// errRemoteRead marks a failed read of object storage: retriable for the
+// ErrRemoteRead marks a failed read of object storage: retriable for the
 // client (KAFKA_STORAGE_ERROR), never an empty or shifted answer.
-var errRemoteRead = errors.New("object storage read failed")
+var ErrRemoteRead = errors.New("object storage read failed")
 
 // deleteTopicObjects removes a deleted topic's objects and heads through the
 // retention machine, in the background; a crash leaves the heads, which
 // sweepDeletedTopics finishes.
-func (b *Broker) deleteTopicObjects(id [16]byte, partitions int32) {
-	if b.tiers == nil {
+func (b *Node) deleteTopicObjects(id [16]byte, partitions int32) {
+	if b.Tiers == nil {
 		return
 	}
-	b.partWG.Add(1)
+	b.PartWG.Add(1)
 	go func() {
-		defer b.partWG.Done()
-		ctx, cancel := context.WithTimeout(b.partCtx, 10*time.Minute)
+		defer b.PartWG.Done()
+		ctx, cancel := context.WithTimeout(b.PartCtx, 10*time.Minute)
 		defer cancel()
-		if err := b.tiers.DeleteTopic(ctx, id, partitions); err != nil {
-			b.logger.Warn().Err(err).Msg("delete a deleted topic's objects; retried by the next sweep")
+		if err := b.Tiers.DeleteTopic(ctx, id, partitions); err != nil {
+			b.Logger.Warn().Err(err).Msg("delete a deleted topic's objects; retried by the next sweep")
 		}
 	}()
 }
@@ -352,20 +352,20 @@ func (b *Broker) deleteTopicObjects(id [16]byte, partitions int32) {
 // a broker was down (DeleteTopics deletes at once otherwise): heads whose
 // topic no longer exists. The controller's scrub loop runs it, with the
 // heads it read anyway.
-func (b *Broker) sweepDeletedTopics(ctx context.Context, heads []meta.RemoteHead) {
+func (b *Node) sweepDeletedTopics(ctx context.Context, heads []meta.RemoteHead) {
 	parts := map[[16]byte]int32{}
 	for _, h := range heads {
 		parts[h.TopicID] = max(parts[h.TopicID], h.Partition+1)
 	}
 	for id, n := range parts {
-		if b.lookupTopicID(id) != nil {
+		if b.LookupTopicID(id) != nil {
 			continue
 		}
-		if sts, err := b.store.Partitions(ctx, id); err != nil || len(sts) > 0 {
+		if sts, err := b.Store.Partitions(ctx, id); err != nil || len(sts) > 0 {
 			continue // unknown, or created elsewhere and not seen here yet
 		}
-		if err := b.tiers.DeleteTopic(ctx, id, n); err != nil {
-			b.logger.Warn().Err(err).Msg("sweep a deleted topic's objects")
+		if err := b.Tiers.DeleteTopic(ctx, id, n); err != nil {
+			b.Logger.Warn().Err(err).Msg("sweep a deleted topic's objects")
 		}
 	}
 }

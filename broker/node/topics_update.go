@@ -1,8 +1,8 @@
-package broker
+package node
 
 // This file owns changes to existing topics: configs and partition counts.
 // Topic values in the registry are replaced, never mutated, so readers that
-// took a *topic keep a consistent view.
+// took a *Topic keep a consistent view.
 
 import (
 	"context"
@@ -24,19 +24,19 @@ const alterConflictRetries = 5
 // read from etcd, not from this broker's view, which may not have caught up
 // with a change made through another broker a moment ago; a lost swap reads
 // again and retries.
-func (b *Broker) alterTopicConfigs(ctx context.Context, name string, validateOnly bool, fn func(map[string]string) error) error {
-	b.adminMu.Lock()
-	defer b.adminMu.Unlock()
-	t := b.lookupTopic(name)
+func (b *Node) AlterTopicConfigs(ctx context.Context, name string, validateOnly bool, fn func(map[string]string) error) error {
+	b.AdminMu.Lock()
+	defer b.AdminMu.Unlock()
+	t := b.LookupTopic(name)
 	if t == nil {
 		return fmt.Errorf("topic %q: %w", name, meta.ErrTopicNotFound)
 	}
 	for attempt := 1; ; attempt++ {
-		mt, err := b.store.Topic(ctx, name)
+		mt, err := b.Store.Topic(ctx, name)
 		if err != nil {
 			return err
 		}
-		if mt.ID != t.meta.ID {
+		if mt.ID != t.Meta.ID {
 			return fmt.Errorf("topic %q was deleted and created again: %w", name, meta.ErrConflict)
 		}
 		configs := maps.Clone(mt.Configs)
@@ -53,50 +53,50 @@ func (b *Broker) alterTopicConfigs(ctx context.Context, name string, validateOnl
 			return nil
 		}
 		mt.Configs = configs
-		updated, err := b.store.UpdateTopic(ctx, mt)
+		updated, err := b.Store.UpdateTopic(ctx, mt)
 		if errors.Is(err, meta.ErrConflict) && attempt < alterConflictRetries {
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		if err := b.adoptTopic(ctx, t, updated); err != nil {
+		if err := b.AdoptTopic(ctx, t, updated); err != nil {
 			return err
 		}
-		b.logger.Info().Str("topic", name).Interface("configs", configs).Msg("altered topic configs")
+		b.Logger.Info().Str("topic", name).Interface("configs", configs).Msg("altered topic configs")
 		return nil
 	}
 }
 
 // addPartitions grows a topic to count partitions.
-func (b *Broker) addPartitions(ctx context.Context, name string, count int32, validateOnly bool) error {
-	b.adminMu.Lock()
-	defer b.adminMu.Unlock()
-	t := b.lookupTopic(name)
+func (b *Node) AddPartitions(ctx context.Context, name string, count int32, validateOnly bool) error {
+	b.AdminMu.Lock()
+	defer b.AdminMu.Unlock()
+	t := b.LookupTopic(name)
 	if t == nil {
 		return fmt.Errorf("topic %q: %w", name, meta.ErrTopicNotFound)
 	}
-	if count <= t.meta.Partitions {
-		return fmt.Errorf("%w: topic %q has %d partitions; the count can only grow", errInvalidPartitions, name, t.meta.Partitions)
+	if count <= t.Meta.Partitions {
+		return fmt.Errorf("%w: topic %q has %d partitions; the count can only grow", ErrInvalidPartitions, name, t.Meta.Partitions)
 	}
 	if count > 100000 {
-		return fmt.Errorf("%w: %d", errInvalidPartitions, count)
+		return fmt.Errorf("%w: %d", ErrInvalidPartitions, count)
 	}
 	if validateOnly {
 		return nil
 	}
-	replicas, err := b.placeMore(t, int(count))
+	replicas, err := b.Hooks.PlaceMore(t, int(count))
 	if err != nil {
 		return err
 	}
-	updated, _, err := b.store.AddTopicPartitions(ctx, t.meta, replicas)
+	updated, _, err := b.Store.AddTopicPartitions(ctx, t.Meta, replicas)
 	if err != nil {
 		return err
 	}
-	if err := b.adoptTopic(ctx, t, updated); err != nil {
+	if err := b.AdoptTopic(ctx, t, updated); err != nil {
 		return err
 	}
-	b.logger.Info().Str("topic", name).Int32("partitions", count).Msg("added partitions")
+	b.Logger.Info().Str("topic", name).Int32("partitions", count).Msg("added partitions")
 	return nil
 }
 
@@ -104,18 +104,18 @@ func (b *Broker) addPartitions(ctx context.Context, name string, count int32, va
 // (written by this broker or, through the topic watch, by another): new
 // settings are applied to every partition and added partitions are opened.
 // The caller holds adminMu.
-func (b *Broker) adoptTopic(ctx context.Context, t *topic, mt meta.Topic) error {
-	states := t.states
+func (b *Node) AdoptTopic(ctx context.Context, t *Topic, mt meta.Topic) error {
+	states := t.States
 	if int(mt.Partitions) > len(states) {
 		var err error
-		if states, err = b.partitionStates(ctx, mt); err != nil {
+		if states, err = b.PartitionStates(ctx, mt); err != nil {
 			return err
 		}
 		states = b.mergePendingStates(mt.ID, states)
 	}
-	nt := &topic{meta: mt, settings: parseSettingsWith(mt.Configs, b.cfg.topicDefaults()), states: states, partitions: slices.Clone(t.partitions)}
+	nt := &Topic{Meta: mt, Settings: parseSettingsWith(mt.Configs, b.Cfg.TopicDefaults()), States: states, Partitions: slices.Clone(t.Partitions)}
 	var fresh []*partition.Partition
-	for i := len(t.partitions); i < len(states); i++ {
+	for i := len(t.Partitions); i < len(states); i++ {
 		var p *partition.Partition
 		if b.hosts(states[i]) {
 			var err error
@@ -127,30 +127,50 @@ func (b *Broker) adoptTopic(ctx context.Context, t *topic, mt meta.Topic) error 
 			}
 			fresh = append(fresh, p)
 		}
-		nt.partitions = append(nt.partitions, p)
+		nt.Partitions = append(nt.Partitions, p)
 	}
-	b.replaceTopic(nt)
-	if !maps.Equal(t.meta.Configs, mt.Configs) {
-		cfg := b.walConfig(nt.settings)
-		for _, p := range t.hosted() {
+	b.ReplaceTopic(nt)
+	if !maps.Equal(t.Meta.Configs, mt.Configs) {
+		cfg := b.walConfig(nt.Settings)
+		for _, p := range t.Hosted() {
 			p.Reconfigure(cfg)
 			// The replica core keeps min.insync.replicas from its open; a
 			// change counts for the running partition, as Kafka's does.
-			if nt.settings.MinInsyncReplicas != t.settings.MinInsyncReplicas {
-				p.SetMinISR(nt.settings.MinInsyncReplicas)
+			if nt.Settings.MinInsyncReplicas != t.Settings.MinInsyncReplicas {
+				p.SetMinISR(nt.Settings.MinInsyncReplicas)
 			}
 		}
 	}
 	for _, p := range fresh {
 		b.startPartition(p)
-		p.SetState(coreState(states[p.Index()]))
+		p.SetState(CoreState(states[p.Index()]))
 	}
 	return nil
 }
 
-func (b *Broker) replaceTopic(t *topic) {
+func (b *Node) ReplaceTopic(t *Topic) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.topics[t.meta.Name] = t
-	b.byID[t.meta.ID] = t
+	b.topics[t.Meta.Name] = t
+	b.byID[t.Meta.ID] = t
+}
+
+// mergePendingStates returns states with the newer states the partition
+// watch delivered while topic id was not yet registered here. The caller
+// holds adminMu.
+func (b *Node) mergePendingStates(id [16]byte, states []meta.PartitionState) []meta.PartitionState {
+	cloned := false
+	for key, st := range b.PendingStates {
+		if key.TopicID != id || int(key.Partition) >= len(states) {
+			continue
+		}
+		if st.Revision > states[key.Partition].Revision {
+			if !cloned {
+				states, cloned = slices.Clone(states), true
+			}
+			states[key.Partition] = st
+		}
+		delete(b.PendingStates, key)
+	}
+	return states
 }

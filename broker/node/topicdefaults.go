@@ -1,4 +1,4 @@
-package broker
+package node
 
 // topicdefaults.go owns the broker-wide defaults of topic settings
 // (--default-retention-ms, --default-min-insync-replicas,
@@ -7,7 +7,7 @@ package broker
 //
 // Only a topic's explicitly set configs are stored in etcd. Every other
 // config takes this broker's default (a flag, as Kafka's server.properties
-// does), else the built-in one (topicConfigDefs). A flag changed on restart
+// does), else the built-in one (TopicConfigDefs). A flag changed on restart
 // therefore changes every topic that sets none, as in Kafka; brokers of one
 // cluster are meant to run with the same flags.
 //
@@ -24,26 +24,26 @@ import (
 	"github.com/sluice-mq/sluice/broker/controller"
 )
 
-// topicDefaults are a broker's defaults of topic configs that differ from
+// TopicDefaults are a broker's defaults of topic configs that differ from
 // the built-in ones, by config key. A nil map is the built-in defaults.
-type topicDefaults map[string]string
+type TopicDefaults map[string]string
 
-// topicDefaults returns the topic config defaults cfg's flags set.
-func (c Config) topicDefaults() topicDefaults {
-	return topicDefaults{
-		cfgRetentionMs:       strconv.FormatInt(c.DefaultRetentionMs, 10),
-		cfgMinInsyncReplicas: strconv.Itoa(c.DefaultMinInsyncReplicas),
+// TopicDefaults returns the topic config defaults cfg's flags set.
+func (c Config) TopicDefaults() TopicDefaults {
+	return TopicDefaults{
+		CfgRetentionMs:       strconv.FormatInt(c.DefaultRetentionMs, 10),
+		CfgMinInsyncReplicas: strconv.Itoa(c.DefaultMinInsyncReplicas),
 	}
 }
 
 // value returns key's value for a topic with the explicit configs, and
 // where it comes from: the topic, this broker's flags, or the built-in
 // default.
-func (d topicDefaults) value(configs map[string]string, key string) (string, kmsg.ConfigSource) {
+func (d TopicDefaults) Value(configs map[string]string, key string) (string, kmsg.ConfigSource) {
 	if v, ok := configs[key]; ok {
 		return v, kmsg.ConfigSourceDynamicTopicConfig
 	}
-	builtin := topicConfigDefs[key].def
+	builtin := TopicConfigDefs[key].def
 	if v, ok := d[key]; ok && v != builtin {
 		return v, kmsg.ConfigSourceStaticBrokerConfig
 	}
@@ -52,9 +52,9 @@ func (d topicDefaults) value(configs map[string]string, key string) (string, kms
 
 // enforced is value with min.insync.replicas raised to the majority of
 // replicationFactor replicas that the replica core requires anyway.
-func (d topicDefaults) enforced(configs map[string]string, replicationFactor int16, key string) (string, kmsg.ConfigSource) {
-	v, src := d.value(configs, key)
-	if key != cfgMinInsyncReplicas {
+func (d TopicDefaults) Enforced(configs map[string]string, replicationFactor int16, key string) (string, kmsg.ConfigSource) {
+	v, src := d.Value(configs, key)
+	if key != CfgMinInsyncReplicas {
 		return v, src
 	}
 	n, err := strconv.Atoi(v)
@@ -67,7 +67,7 @@ func (d topicDefaults) enforced(configs map[string]string, replicationFactor int
 // validateTopicDefaults checks the topic defaults of cfg as the topic
 // configs they stand for are checked.
 func (c Config) validateTopicDefaults() error {
-	for key, v := range c.topicDefaults() {
+	for key, v := range c.TopicDefaults() {
 		if err := validateTopicConfig(key, v); err != nil {
 			return fmt.Errorf("broker: default of topic config %s: %w", key, err)
 		}
@@ -88,9 +88,9 @@ const maxReplicationFactor = 32767
 // defaultReplicationFactor is the replication factor of a new topic that
 // asks for the default: the flag, or one replica per AZ of brokers, at most
 // three (controller.DefaultReplicationFactor).
-func (b *Broker) defaultReplicationFactor(brokers []controller.Broker) int {
-	if b.cfg.DefaultReplicationFactor > 0 {
-		return b.cfg.DefaultReplicationFactor
+func (b *Node) DefaultReplicationFactor(brokers []controller.Broker) int {
+	if b.Cfg.DefaultReplicationFactor > 0 {
+		return b.Cfg.DefaultReplicationFactor
 	}
 	return controller.DefaultReplicationFactor(brokers)
 }

@@ -1,4 +1,4 @@
-package broker
+package node
 
 // metrics_tier.go exports tiering's counters and per-partition upload lag
 // at scrape time: objects uploaded and deleted, remote reads, the read
@@ -13,7 +13,7 @@ import (
 )
 
 type tierCollector struct {
-	b *Broker
+	b *Node
 
 	uploaded, uploadedBytes, uploadErrors, deleted, localDeleted *prometheus.Desc
 	remoteReads, remoteReadBytes, readErrors                     *prometheus.Desc
@@ -21,7 +21,7 @@ type tierCollector struct {
 	lagBytes, lagSeconds, remoteStart, remoteEnd                 *prometheus.Desc
 }
 
-func newTierCollector(b *Broker) *tierCollector {
+func NewTierCollector(b *Node) *tierCollector {
 	labels := []string{"topic", "partition"}
 	d := func(name, help string, l ...string) *prometheus.Desc { return prometheus.NewDesc(name, help, l, nil) }
 	return &tierCollector{
@@ -53,13 +53,13 @@ func (c *tierCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
-	if c.b.tiers == nil {
+	if c.b.Tiers == nil {
 		return
 	}
 	counter := func(d *prometheus.Desc, v int64) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
 	}
-	s := c.b.tiers.Stats()
+	s := c.b.Tiers.Stats()
 	counter(c.uploaded, s.ObjectsUploaded)
 	counter(c.uploadedBytes, s.BytesUploaded)
 	counter(c.uploadErrors, s.UploadErrors)
@@ -68,23 +68,23 @@ func (c *tierCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.remoteReads, s.RemoteReads)
 	counter(c.remoteReadBytes, s.RemoteReadBytes)
 	counter(c.readErrors, s.ReadErrors)
-	cs := c.b.rcache.Stats()
+	cs := c.b.Rcache.Stats()
 	counter(c.cacheHits, int64(cs.Hits))
 	counter(c.cacheMisses, int64(cs.Misses))
 	ch <- prometheus.MustNewConstMetric(c.cacheBytes, prometheus.GaugeValue, float64(cs.Bytes))
 	now := c.b.now()
-	for _, tg := range c.b.tierTargets() {
+	for _, tg := range c.b.TierTargets() {
 		if tg.Fence == nil || !tg.Policy.Tiered {
 			continue
 		}
 		p := tg.P
 		part := strconv.Itoa(int(p.Index()))
-		t := c.b.lookupTopicID(p.TopicID())
+		t := c.b.LookupTopicID(p.TopicID())
 		if t == nil {
 			continue
 		}
-		topic := t.meta.Name
-		lag := c.b.tiers.UploadLag(context.Background(), p, now)
+		topic := t.Meta.Name
+		lag := c.b.Tiers.UploadLag(context.Background(), p, now)
 		ch <- prometheus.MustNewConstMetric(c.lagBytes, prometheus.GaugeValue, float64(lag.Bytes), topic, part)
 		ch <- prometheus.MustNewConstMetric(c.lagSeconds, prometheus.GaugeValue, lag.Age.Seconds(), topic, part)
 		ch <- prometheus.MustNewConstMetric(c.remoteStart, prometheus.GaugeValue, float64(lag.Range.LogStart), topic, part)

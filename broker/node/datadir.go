@@ -1,4 +1,4 @@
-package broker
+package node
 
 // This file owns the identity of the data directory and what the broker does
 // with local data that the metadata does not know.
@@ -53,21 +53,22 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/broker/replica"
+	"github.com/sluice-mq/sluice/wal"
 	"github.com/sluice-mq/sluice/wal/vfs"
 )
 
 const (
-	identityFile    = "sluice.properties"
+	IdentityFile    = "sluice.properties"
 	identityVersion = 1
-	orphansDir      = "orphans"
+	OrphansDir      = "orphans"
 	maxIdentitySize = 64 << 10
 )
 
 var (
-	// errForeignDataDir marks a data directory that belongs to another cluster or node.
-	errForeignDataDir = errors.New("data directory belongs to another cluster or node")
-	// errDataDirInUse marks a data directory another broker process holds.
-	errDataDirInUse = errors.New("data directory is in use")
+	// ErrForeignDataDir marks a data directory that belongs to another cluster or node.
+	ErrForeignDataDir = errors.New("data directory belongs to another cluster or node")
+	// ErrDataDirInUse marks a data directory another broker process holds.
+	ErrDataDirInUse = errors.New("data directory is in use")
 )
 
 // lockFile is the data directory's lock (vfs.Lock: flock on the OS). It is
@@ -78,30 +79,30 @@ const lockFile = ".lock"
 // started on the same directory (a copied unit file, a typo in --data-dir)
 // stops at once instead of writing the same logs, or waiting forever on the
 // embedded etcd's database.
-func (b *Broker) lockDataDir() (io.Closer, error) {
-	if err := vfs.MkdirAllDurable(b.fs, b.cfg.DataDir); err != nil {
-		return nil, fmt.Errorf("broker: create data directory %s: %w", b.cfg.DataDir, err)
+func (b *Node) LockDataDir() (io.Closer, error) {
+	if err := vfs.MkdirAllDurable(b.FS, b.Cfg.DataDir); err != nil {
+		return nil, fmt.Errorf("broker: create data directory %s: %w", b.Cfg.DataDir, err)
 	}
-	l, err := vfs.Lock(b.fs, filepath.Join(b.cfg.DataDir, lockFile))
+	l, err := vfs.Lock(b.FS, filepath.Join(b.Cfg.DataDir, lockFile))
 	if errors.Is(err, vfs.ErrLocked) {
 		return nil, fmt.Errorf("broker: %w: %s is held by another broker process (its %s is locked); brokers must not share a data directory",
-			errDataDirInUse, b.cfg.DataDir, lockFile)
+			ErrDataDirInUse, b.Cfg.DataDir, lockFile)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("broker: lock data directory %s: %w", b.cfg.DataDir, err)
+		return nil, fmt.Errorf("broker: lock data directory %s: %w", b.Cfg.DataDir, err)
 	}
 	return l, nil
 }
 
 type dataDirIdentity struct {
-	clusterID   string
+	ClusterID   string
 	nodeID      int32
 	incarnation replica.Incarnation // 0: none recorded (an older file)
 }
 
 func (id dataDirIdentity) encode() []byte {
 	return fmt.Appendf(nil, "version=%d\ncluster.id=%s\nnode.id=%d\nincarnation=%016x\n",
-		identityVersion, id.clusterID, id.nodeID, uint64(id.incarnation))
+		identityVersion, id.ClusterID, id.nodeID, uint64(id.incarnation))
 }
 
 // newIncarnation draws a random, non-zero incarnation.
@@ -117,7 +118,7 @@ func newIncarnation() (replica.Incarnation, error) {
 	}
 }
 
-func decodeIdentity(data []byte) (dataDirIdentity, error) {
+func DecodeIdentity(data []byte) (dataDirIdentity, error) {
 	var id dataDirIdentity
 	kv := map[string]string{}
 	for _, line := range strings.Split(string(data), "\n") {
@@ -134,8 +135,8 @@ func decodeIdentity(data []byte) (dataDirIdentity, error) {
 	if v := kv["version"]; v != strconv.Itoa(identityVersion) {
 		return id, fmt.Errorf("version %q, this broker reads version %d", v, identityVersion)
 	}
-	id.clusterID = kv["cluster.id"]
-	if id.clusterID == "" {
+	id.ClusterID = kv["cluster.id"]
+	if id.ClusterID == "" {
 		return id, errors.New("no cluster.id")
 	}
 	n, err := strconv.ParseInt(kv["node.id"], 10, 32)
@@ -155,38 +156,38 @@ func decodeIdentity(data []byte) (dataDirIdentity, error) {
 
 // checkDataDir compares the data directory's identity with the cluster id
 // etcd reports and this broker's node id, writing the identity on first use,
-// and sets b.incarnation.
-func (b *Broker) checkDataDir(ctx context.Context, clusterID string) error {
-	path := filepath.Join(b.cfg.DataDir, identityFile)
-	want := dataDirIdentity{clusterID: clusterID, nodeID: b.cfg.NodeID}
-	data, err := vfs.ReadFile(b.fs, path, maxIdentitySize)
+// and sets b.Incarnation.
+func (b *Node) CheckDataDir(ctx context.Context, clusterID string) error {
+	path := filepath.Join(b.Cfg.DataDir, IdentityFile)
+	want := dataDirIdentity{ClusterID: clusterID, nodeID: b.Cfg.NodeID}
+	data, err := vfs.ReadFile(b.FS, path, maxIdentitySize)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
 		if want.incarnation, err = newIncarnation(); err != nil {
 			return err
 		}
-		if err := vfs.WriteFileDurable(b.fs, path, want.encode()); err != nil {
+		if err := vfs.WriteFileDurable(b.FS, path, want.encode()); err != nil {
 			return fmt.Errorf("broker: write %s: %w", path, err)
 		}
-		b.incarnation = want.incarnation
-		b.logger.Info().Str("cluster_id", clusterID).Str("path", path).Str("incarnation", fmt.Sprintf("%016x", uint64(want.incarnation))).
+		b.Incarnation = want.incarnation
+		b.Logger.Info().Str("cluster_id", clusterID).Str("path", path).Str("incarnation", fmt.Sprintf("%016x", uint64(want.incarnation))).
 			Msg("data directory joined the cluster")
 		b.warnIfRemembered(ctx)
 		return nil
 	case err != nil:
 		return fmt.Errorf("broker: read %s: %w", path, err)
 	}
-	have, err := decodeIdentity(data)
+	have, err := DecodeIdentity(data)
 	if err != nil {
 		return fmt.Errorf("broker: %s is damaged (%w); it records which cluster the data belongs to, so the broker will not guess", path, err)
 	}
-	if have.clusterID != clusterID {
+	if have.ClusterID != clusterID {
 		return fmt.Errorf("broker: %w: %s says cluster %s, but the metadata store (etcd) reports cluster %s; "+
-			"check --etcd-endpoints and the etcd prefix, or restore etcd's data; nothing was changed", errForeignDataDir, path, have.clusterID, clusterID)
+			"check --etcd-endpoints and the etcd prefix, or restore etcd's data; nothing was changed", ErrForeignDataDir, path, have.ClusterID, clusterID)
 	}
-	if have.nodeID != b.cfg.NodeID {
+	if have.nodeID != b.Cfg.NodeID {
 		return fmt.Errorf("broker: %w: %s says node %d, but this broker runs as --node-id %d; nothing was changed",
-			errForeignDataDir, path, have.nodeID, b.cfg.NodeID)
+			ErrForeignDataDir, path, have.nodeID, b.Cfg.NodeID)
 	}
 	if have.incarnation == 0 {
 		// Written before incarnations: the logs are this directory's own,
@@ -194,11 +195,11 @@ func (b *Broker) checkDataDir(ctx context.Context, clusterID string) error {
 		if have.incarnation, err = newIncarnation(); err != nil {
 			return err
 		}
-		if err := vfs.WriteFileDurable(b.fs, path, have.encode()); err != nil {
+		if err := vfs.WriteFileDurable(b.FS, path, have.encode()); err != nil {
 			return fmt.Errorf("broker: write %s: %w", path, err)
 		}
 	}
-	b.incarnation = have.incarnation
+	b.Incarnation = have.incarnation
 	return nil
 }
 
@@ -207,21 +208,24 @@ func (b *Broker) checkDataDir(ctx context.Context, clusterID string) error {
 // replaced, and those replicas start empty under a new incarnation. They
 // do not count in elections or for the high watermark until they have
 // caught up; a partition whose other replicas are gone too stays offline.
-func (b *Broker) warnIfRemembered(ctx context.Context) {
-	rctx, cancel := context.WithTimeout(ctx, electionReadTimeout)
+// ElectionReadTimeout bounds one read of partition states from etcd.
+const ElectionReadTimeout = 2 * time.Second
+
+func (b *Node) warnIfRemembered(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(ctx, ElectionReadTimeout)
 	defer cancel()
-	states, _, err := b.store.AllPartitions(rctx)
+	states, _, err := b.Store.AllPartitions(rctx)
 	if err != nil {
 		return // only a log line is at stake
 	}
 	n := 0
 	for _, st := range states {
-		if slices.Contains(st.Replicas, b.cfg.NodeID) {
+		if slices.Contains(st.Replicas, b.Cfg.NodeID) {
 			n++
 		}
 	}
 	if n > 0 {
-		b.logger.Warn().Int("partitions", n).
+		b.Logger.Warn().Int("partitions", n).
 			Msg("new data directory, but the metadata names this node a replica: its disk was lost or replaced; " +
 				"its replicas start empty and count again only once they have caught up with their leaders")
 	}
@@ -229,11 +233,11 @@ func (b *Broker) warnIfRemembered(ctx context.Context) {
 
 // setAsideUnknown moves topic directories under wal/ and state/ whose topic
 // id is not in known into <data-dir>/orphans/<time>/, durably, and logs each.
-func (b *Broker) setAsideUnknown(known map[string]bool) error {
+func (b *Node) setAsideUnknown(known map[string]bool) error {
 	stamp := time.Now().UTC().Format("20060102T150405.000000000Z")
 	for _, sub := range []string{"wal", "state"} {
-		root := filepath.Join(b.cfg.DataDir, sub)
-		names, err := b.fs.ReadDir(root)
+		root := filepath.Join(b.Cfg.DataDir, sub)
+		names, err := b.FS.ReadDir(root)
 		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
@@ -245,25 +249,65 @@ func (b *Broker) setAsideUnknown(known map[string]bool) error {
 			if known[name] {
 				continue
 			}
-			dest := filepath.Join(b.cfg.DataDir, orphansDir, stamp, sub)
-			if err := vfs.MkdirAllDurable(b.fs, dest); err != nil {
+			dest := filepath.Join(b.Cfg.DataDir, OrphansDir, stamp, sub)
+			if err := vfs.MkdirAllDurable(b.FS, dest); err != nil {
 				return fmt.Errorf("broker: set aside %s: %w", name, err)
 			}
-			if err := b.fs.Rename(filepath.Join(root, name), filepath.Join(dest, name)); err != nil {
+			if err := b.FS.Rename(filepath.Join(root, name), filepath.Join(dest, name)); err != nil {
 				return fmt.Errorf("broker: set aside %s: %w", filepath.Join(sub, name), err)
 			}
-			if err := b.fs.SyncDir(dest); err != nil {
+			if err := b.FS.SyncDir(dest); err != nil {
 				return fmt.Errorf("broker: set aside %s: %w", name, err)
 			}
 			moved = true
-			b.logger.Warn().Str("dir", filepath.Join(sub, name)).Str("moved_to", filepath.Join(dest, name)).
+			b.Logger.Warn().Str("dir", filepath.Join(sub, name)).Str("moved_to", filepath.Join(dest, name)).
 				Msg("local data of a topic the metadata does not know was set aside, not deleted; remove it once sure it is not needed")
 		}
 		if moved {
-			if err := b.fs.SyncDir(root); err != nil {
+			if err := b.FS.SyncDir(root); err != nil {
 				return fmt.Errorf("broker: set aside in %s: %w", root, err)
 			}
 		}
 	}
 	return nil
+}
+
+// snapshotPath is where a partition's producer state is snapshotted. It is
+// outside the wal directory, which the wal owns entirely.
+func (b *Node) snapshotPath(id [16]byte, partition int32) string {
+	return filepath.Join(b.Cfg.DataDir, "state", UuidString(id), fmt.Sprintf("%d.producers", partition))
+}
+
+// openJournal opens (and recovers) the broker journal in <data-dir>/journal.
+func (b *Node) OpenJournal() error {
+	if b.Cfg.PerPartitionFsync {
+		return nil
+	}
+	jcfg := b.Cfg.Journal
+	jcfg.ObserveSync = b.M.observeJournalSync
+	j, err := wal.OpenJournal(b.FS, filepath.Join(b.Cfg.DataDir, "journal"), jcfg, b.NodeLog)
+	if err != nil {
+		return fmt.Errorf("broker: open journal: %w", err)
+	}
+	b.Journal = j
+	return nil
+}
+
+// closeJournal closes the journal once every log is closed.
+func (b *Node) CloseJournal() {
+	if b.Journal == nil {
+		return
+	}
+	if err := b.Journal.Close(); err != nil {
+		b.Logger.Warn().Err(err).Msg("close journal")
+	}
+}
+
+// trashDir is where deleted directories are renamed before their removal,
+// so a deletion is durable at once and a crash mid-removal leaves nothing
+// that looks like live data; startup empties it.
+func (b *Node) TrashDir() string { return filepath.Join(b.Cfg.DataDir, "trash") }
+
+func (b *Node) WalDir(id [16]byte, partition int32) string {
+	return filepath.Join(b.Cfg.DataDir, "wal", UuidString(id), fmt.Sprint(partition))
 }

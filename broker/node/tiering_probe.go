@@ -1,4 +1,4 @@
-package broker
+package node
 
 // tiering_probe.go owns the broker's check of its object store: a broker
 // whose store cannot be reached, has no such bucket, or refuses these
@@ -47,7 +47,7 @@ type storeProbe struct {
 
 // storeNotReady is why the object store keeps the broker from being ready,
 // or "" when it does not.
-func (b *Broker) storeNotReady() string {
+func (b *Node) StoreNotReady() string {
 	if why := b.probe.problem.Load(); why != nil {
 		return *why
 	}
@@ -56,7 +56,7 @@ func (b *Broker) storeNotReady() string {
 
 // startStoreProbe starts probing store (named url in messages) until a
 // probe passes; stopStoreProbe ends it.
-func (b *Broker) startStoreProbe(store objstore.Store, url string) {
+func (b *Node) startStoreProbe(store objstore.Store, url string) {
 	name := redactStoreURL(url)
 	pending := fmt.Sprintf("object store %s: not checked yet", name)
 	b.probe.problem.Store(&pending)
@@ -68,7 +68,7 @@ func (b *Broker) startStoreProbe(store objstore.Store, url string) {
 	}()
 }
 
-func (b *Broker) stopStoreProbe() {
+func (b *Node) stopStoreProbe() {
 	if b.probe.cancel != nil {
 		b.probe.cancel()
 		<-b.probe.done
@@ -76,8 +76,8 @@ func (b *Broker) stopStoreProbe() {
 }
 
 // probeStoreUntilUsable probes until a probe passes or ctx ends.
-func (b *Broker) probeStoreUntilUsable(ctx context.Context, store objstore.Store, name string) {
-	key := tier.ProbeKey(b.cfg.NodeID)
+func (b *Node) probeStoreUntilUsable(ctx context.Context, store objstore.Store, name string) {
+	key := tier.ProbeKey(b.Cfg.NodeID)
 	wait := storeProbeFirstWait
 	failures := 0
 	for {
@@ -89,7 +89,7 @@ func (b *Broker) probeStoreUntilUsable(ctx context.Context, store objstore.Store
 		}
 		if err == nil {
 			b.probe.problem.Store(nil)
-			ev := b.logger.Info().Str("object_store", name).Int64("read_cache_bytes", b.cfg.ReadCacheBytes)
+			ev := b.Logger.Info().Str("object_store", name).Int64("read_cache_bytes", b.Cfg.ReadCacheBytes)
 			if failures > 0 {
 				ev.Int("failed_probes", failures).Msg("object store usable again; tiering ready, and the broker with it")
 			} else {
@@ -101,10 +101,10 @@ func (b *Broker) probeStoreUntilUsable(ctx context.Context, store objstore.Store
 		b.probe.problem.Store(&why)
 		failures++
 		if failures == 1 {
-			b.logger.Error().Err(err).Str("object_store", name).
+			b.Logger.Error().Err(err).Str("object_store", name).
 				Msg("object store not usable (unreachable, no such bucket, or these credentials may not write it): the broker is not ready (/readyz) and checks again in the background")
 		} else {
-			b.logger.Debug().Err(err).Str("object_store", name).Int("failed_probes", failures).Msg("object store still not usable")
+			b.Logger.Debug().Err(err).Str("object_store", name).Int("failed_probes", failures).Msg("object store still not usable")
 		}
 		select {
 		case <-ctx.Done():

@@ -1,4 +1,4 @@
-package broker
+package node
 
 // This file owns building record batches for messages that arrive over
 // HTTP. Encoding is kmsg's; this only fills the fields and the CRC.
@@ -12,10 +12,10 @@ import (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// encodeBatch encodes records[idx...] as one uncompressed v2 batch, as a
+// EncodeBatch encodes records[idx...] as one uncompressed v2 batch, as a
 // producer would send it. Each record's TimestampDelta64 holds its absolute
 // timestamp on entry.
-func encodeBatch(records []kmsg.Record, idx []int, producerID int64, epoch int16, seq int32) []byte {
+func EncodeBatch(records []kmsg.Record, idx []int, producerID int64, epoch int16, seq int32) []byte {
 	first := records[idx[0]].TimestampDelta64
 	maxTS := first
 	for _, i := range idx {

@@ -1,4 +1,4 @@
-package broker
+package node
 
 // This file owns the broker's Prometheus metrics. Each Broker has its own
 // registry, so several brokers can run in one test process.
@@ -15,8 +15,8 @@ import (
 	"github.com/sluice-mq/sluice/wal"
 )
 
-type metrics struct {
-	reg        *prometheus.Registry
+type Metrics struct {
+	Reg        *prometheus.Registry
 	requests   *prometheus.CounterVec
 	latency    *prometheus.HistogramVec
 	bytesInC   *prometheus.CounterVec
@@ -28,18 +28,25 @@ type metrics struct {
 	// the client's rack (KIP-392), so cross-AZ reads can be seen.
 	consumerBytes *prometheus.CounterVec
 
-	connsOpen    prometheus.Gauge       // connlimit.go
-	connsRefused *prometheus.CounterVec // connlimit.go
-	connsIdle    prometheus.Counter     // connlimit.go
-	requestMem   prometheus.Gauge       // reqmem.go
+	ConnsOpen    prometheus.Gauge       // connlimit.go
+	ConnsRefused *prometheus.CounterVec // connlimit.go
+	ConnsIdle    prometheus.Counter     // connlimit.go
+	RequestMem   prometheus.Gauge       // reqmem.go
 
 	orphans        prometheus.Gauge   // tiering.go: orphans left after the last scrub
 	orphansRemoved prometheus.Counter // tiering.go
 }
 
-func newMetrics() *metrics {
-	m := &metrics{
-		reg: prometheus.NewRegistry(),
+// Refusal reasons, as labelled in sluice_connections_refused_total.
+const (
+	RefusedMaxConnections = "max_connections"
+	RefusedMaxPerIP       = "max_connections_per_ip"
+)
+
+// NewMetrics registers the broker's metrics.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		Reg: prometheus.NewRegistry(),
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_kafka_requests_total", Help: "Kafka requests handled, by API.",
 		}, []string{"api"}),
@@ -70,19 +77,19 @@ func newMetrics() *metrics {
 			"(client_rack: an AZ of the cluster, \"none\" when the client sent none, \"other\" for any other); " +
 			"bytes where az and client_rack differ crossed AZs.",
 	}, []string{"az", "client_rack"})
-	m.connsOpen = prometheus.NewGauge(prometheus.GaugeOpts{
+	m.ConnsOpen = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "sluice_connections_open", Help: "Open Kafka connections.",
 	})
-	m.connsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
+	m.ConnsRefused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_connections_refused_total", Help: "Kafka connections closed at accept, by the limit they were over.",
 	}, []string{"reason"})
-	for _, reason := range []string{refusedMaxConnections, refusedMaxPerIP} {
-		m.connsRefused.WithLabelValues(reason) // export zeros
+	for _, reason := range []string{RefusedMaxConnections, RefusedMaxPerIP} {
+		m.ConnsRefused.WithLabelValues(reason) // export zeros
 	}
-	m.connsIdle = prometheus.NewCounter(prometheus.CounterOpts{
+	m.ConnsIdle = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sluice_connections_idle_closed_total", Help: "Kafka connections closed after connections max idle without a request.",
 	})
-	m.requestMem = prometheus.NewGauge(prometheus.GaugeOpts{
+	m.RequestMem = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "sluice_request_memory_bytes", Help: "Request bytes held (read and not yet answered), over all Kafka connections; bounded by queued max request bytes.",
 	})
 	m.orphans = prometheus.NewGauge(prometheus.GaugeOpts{
@@ -91,39 +98,39 @@ func newMetrics() *metrics {
 	m.orphansRemoved = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sluice_tier_orphans_removed_total", Help: "Orphaned objects removed by the scrub.",
 	})
-	m.reg.MustRegister(m.connsOpen, m.connsRefused, m.connsIdle, m.requestMem, m.consumerBytes, m.orphans, m.orphansRemoved)
-	m.reg.MustRegister(m.requests, m.latency, m.bytesInC, m.recordsInC, m.bytesOutC, m.recordsOut, m.fsync,
+	m.Reg.MustRegister(m.ConnsOpen, m.ConnsRefused, m.ConnsIdle, m.RequestMem, m.consumerBytes, m.orphans, m.orphansRemoved)
+	m.Reg.MustRegister(m.requests, m.latency, m.bytesInC, m.recordsInC, m.bytesOutC, m.recordsOut, m.fsync,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
-func (m *metrics) observeRequest(key int16, start time.Time) {
+func (m *Metrics) ObserveRequest(key int16, start time.Time) {
 	name := kmsg.NameForKey(key)
 	m.requests.WithLabelValues(name).Inc()
 	m.latency.WithLabelValues(name).Observe(time.Since(start).Seconds())
 }
 
-func (m *metrics) recordsIn(topic string, bytes, records int) {
+func (m *Metrics) RecordsIn(topic string, bytes, records int) {
 	m.bytesInC.WithLabelValues(topic).Add(float64(bytes))
 	m.recordsInC.WithLabelValues(topic).Add(float64(records))
 }
 
-func (m *metrics) bytesOut(topic string, bytes int) {
+func (m *Metrics) BytesOut(topic string, bytes int) {
 	m.bytesOutC.WithLabelValues(topic).Add(float64(bytes))
 }
 
 // consumerFetched counts bytes served to a consumer fetch; rack is the
 // client's rack label (rackLabel).
-func (m *metrics) consumerFetched(az, rack string, bytes int) {
+func (m *Metrics) ConsumerFetched(az, rack string, bytes int) {
 	m.consumerBytes.WithLabelValues(az, rack).Add(float64(bytes))
 }
 
-func (m *metrics) recordsOutN(topic string, records int) {
+func (m *Metrics) RecordsOutN(topic string, records int) {
 	m.recordsOut.WithLabelValues(topic).Add(float64(records))
 }
 
-// countRecords adds up the record counts of whole batches in data.
-func countRecords(data []byte) int {
+// CountRecords adds up the record counts of whole batches in data.
+func CountRecords(data []byte) int {
 	n := 0
 	for len(data) >= wal.BatchHeaderSize {
 		h, err := wal.ParseBatchHeader(data)
@@ -138,12 +145,12 @@ func countRecords(data []byte) int {
 
 // observeJournalSync records one journal round's fsync, in the same
 // histogram as the per-partition fsyncs it replaces.
-func (m *metrics) observeJournalSync(took time.Duration, _ int) {
+func (m *Metrics) observeJournalSync(took time.Duration, _ int) {
 	m.fsync.Observe(took.Seconds())
 }
 
 // StartFsync (partition.Metrics) starts timing one fsync; call the result when it ends.
-func (m *metrics) StartFsync() func() {
+func (m *Metrics) StartFsync() func() {
 	start := time.Now()
 	return func() { m.fsync.Observe(time.Since(start).Seconds()) }
 }
@@ -151,11 +158,11 @@ func (m *metrics) StartFsync() func() {
 // offsetCollector reports log start, log end and high watermark per
 // partition at scrape time.
 type offsetCollector struct {
-	b                    *Broker
+	b                    *Node
 	start, end, hwm, siz *prometheus.Desc
 }
 
-func newOffsetCollector(b *Broker) *offsetCollector {
+func NewOffsetCollector(b *Node) *offsetCollector {
 	labels := []string{"topic", "partition"}
 	return &offsetCollector{
 		b:     b,
@@ -174,10 +181,10 @@ func (c *offsetCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *offsetCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, p := range c.b.allPartitions() {
+	for _, p := range c.b.AllPartitions() {
 		part := strconv.Itoa(int(p.Index()))
 		hw, _ := p.HighWatermark()
-		ch <- prometheus.MustNewConstMetric(c.start, prometheus.GaugeValue, float64(c.b.logStart(context.Background(), p)), p.Topic(), part)
+		ch <- prometheus.MustNewConstMetric(c.start, prometheus.GaugeValue, float64(c.b.LogStart(context.Background(), p)), p.Topic(), part)
 		ch <- prometheus.MustNewConstMetric(c.end, prometheus.GaugeValue, float64(p.Log().EndOffset()), p.Topic(), part)
 		ch <- prometheus.MustNewConstMetric(c.hwm, prometheus.GaugeValue, float64(hw), p.Topic(), part)
 		ch <- prometheus.MustNewConstMetric(c.siz, prometheus.GaugeValue, float64(p.Log().Size()), p.Topic(), part)

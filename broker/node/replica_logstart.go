@@ -1,4 +1,4 @@
-package broker
+package node
 
 // This file owns the broker's part in replicating the log start: whether a
 // follower below its leader's log start is sent to object storage
@@ -29,14 +29,14 @@ import (
 // it restarts at the leader's log start (OFFSET_OUT_OF_RANGE, Kafka's
 // answer). Restarting at a remote end below the leader's local start would
 // only bring it back here.
-func (b *Broker) belowLogStartCode(p *partition.Partition) int16 {
-	t := b.lookupTopicID(p.TopicID())
-	if b.tiers == nil || t == nil || !t.settings.Tiered {
+func (b *Node) BelowLogStartCode(p *partition.Partition) int16 {
+	t := b.LookupTopicID(p.TopicID())
+	if b.Tiers == nil || t == nil || !t.Settings.Tiered {
 		return kerr.OffsetOutOfRange.Code
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), remoteRangeTimeout)
 	defer cancel()
-	if b.logStart(ctx, p) < p.Log().StartOffset() {
+	if b.LogStart(ctx, p) < p.Log().StartOffset() {
 		return kerr.OffsetMovedToTieredStorage.Code
 	}
 	return kerr.OffsetOutOfRange.Code
@@ -50,10 +50,10 @@ const remoteRangeTimeout = 2 * time.Second
 // leader's log start and restarts it at leaderStart (the base of the
 // leader's first batch), from where it copies the leader's log; nothing
 // below it exists on the leader any more.
-func (b *Broker) restartAtLeaderStart(p *partition.Partition, leaderStart wal.Offset) {
+func (b *Node) RestartAtLeaderStart(p *partition.Partition, leaderStart wal.Offset) {
 	if end := p.Log().EndOffset(); end >= leaderStart {
 		if end > leaderStart {
-			b.logger.Warn().Str("topic", p.Topic()).Int32("partition", p.Index()).Int64("end", int64(end)).
+			b.Logger.Warn().Str("topic", p.Topic()).Int32("partition", p.Index()).Int64("end", int64(end)).
 				Int64("leader_start", int64(leaderStart)).Msg("out of range at the leader although the log ends past its start")
 		}
 		return
@@ -64,22 +64,22 @@ func (b *Broker) restartAtLeaderStart(p *partition.Partition, leaderStart wal.Of
 // reopenReplica stops follower replica p with stop (which closes its log),
 // opens it again and starts it, in the background. where names where the
 // reopened log continues, for the logs.
-func (b *Broker) reopenReplica(p *partition.Partition, leaderStart wal.Offset, where string, stop func() error) {
-	key := partitionKey{TopicID: p.TopicID(), Partition: p.Index()}
+func (b *Node) reopenReplica(p *partition.Partition, leaderStart wal.Offset, where string, stop func() error) {
+	key := PartitionKey{TopicID: p.TopicID(), Partition: p.Index()}
 	if _, busy := b.restarting.LoadOrStore(key, true); busy {
 		return
 	}
-	b.partWG.Add(1)
+	b.PartWG.Add(1)
 	go func() {
-		defer b.partWG.Done()
+		defer b.PartWG.Done()
 		defer b.restarting.Delete(key)
-		b.adminMu.Lock()
-		defer b.adminMu.Unlock()
-		t := b.lookupTopicID(p.TopicID())
-		if t == nil || int(p.Index()) >= len(t.partitions) || t.partitions[p.Index()] != p {
+		b.AdminMu.Lock()
+		defer b.AdminMu.Unlock()
+		t := b.LookupTopicID(p.TopicID())
+		if t == nil || int(p.Index()) >= len(t.Partitions) || t.Partitions[p.Index()] != p {
 			return // the topic or the replica changed meanwhile
 		}
-		logger := b.logger.With().Str("topic", p.Topic()).Int32("partition", p.Index()).Logger()
+		logger := b.Logger.With().Str("topic", p.Topic()).Int32("partition", p.Index()).Logger()
 		logger.Warn().Int64("end", int64(p.Log().EndOffset())).Int64("leader_local_start", int64(leaderStart)).
 			Msg("replica is behind its leader's local log; restarting it " + where)
 		if err := stop(); err != nil {
@@ -93,11 +93,11 @@ func (b *Broker) reopenReplica(p *partition.Partition, leaderStart wal.Offset, w
 			return
 		}
 		nt := *t
-		nt.partitions = append([]*partition.Partition(nil), t.partitions...)
-		nt.partitions[p.Index()] = np
-		b.replaceTopic(&nt)
+		nt.Partitions = append([]*partition.Partition(nil), t.Partitions...)
+		nt.Partitions[p.Index()] = np
+		b.ReplaceTopic(&nt)
 		b.startPartition(np)
-		np.SetState(coreState(nt.states[p.Index()]))
+		np.SetState(CoreState(nt.States[p.Index()]))
 		logger.Info().Int64("end", int64(np.Log().EndOffset())).Msg("replica restarted " + where)
 	}()
 }

@@ -1,0 +1,263 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/sluice-mq/sluice/meta"
+	"github.com/sluice-mq/sluice/tier/objstore"
+	"github.com/sluice-mq/sluice/wal"
+	"github.com/sluice-mq/sluice/wal/vfs"
+)
+
+// MinQueuedRequestBytes is the smallest request memory a broker accepts:
+// one frame chunk.
+const MinQueuedRequestBytes = 64 << 10
+
+// Config is everything a broker needs to run. cmd/sluiced fills it from flags
+// and an optional YAML file; tests fill it directly.
+type Config struct {
+	NodeID         int32
+	AZ             string
+	DataDir        string
+	KafkaListen    string // host:port the Kafka listener binds
+	KafkaAdvertise string // host:port given to clients; defaults to KafkaListen
+	HTTPListen     string
+	// InterBrokerListen is the host:port of the inter-broker listener
+	// (interbroker.go): replica fetches and election messages are served
+	// there and nowhere else. It is registered in etcd for the other
+	// brokers and never given to clients.
+	InterBrokerListen string
+	// InterBrokerAdvertise is the host:port the other brokers dial for it;
+	// defaults to InterBrokerListen (the bound address when that is the
+	// same, so port 0 works).
+	InterBrokerAdvertise string
+	ObjectStore          string // object store URL (tiering); "" means file://<data dir>/objects
+	// ObjectStoreOptions tune the store's calls (timeout, attempts) and may
+	// carry S3 credentials; without them the standard AWS chain is used.
+	ObjectStoreOptions objstore.Options
+	// ReadCacheBytes bounds the read cache of remote object ranges.
+	ReadCacheBytes int64
+	// PageCacheTailBytes is how much of each partition's newest durable log
+	// the broker leaves in the kernel's page cache; older bytes are dropped
+	// from it once fsynced (wal.Config.CacheTailBytes). 0 or less leaves
+	// the page cache to the kernel.
+	PageCacheTailBytes int64
+	// TierGrace is how long an object stays after the log start passed it,
+	// for readers still streaming it.
+	TierGrace time.Duration
+	// LocalMaxBytes and DiskMinFreeBytes are the local disk watermarks:
+	// produce is refused (retriable) while the local logs hold at least
+	// LocalMaxBytes, or the data dir's file system has less than
+	// DiskMinFreeBytes free; 0 turns either off.
+	LocalMaxBytes    int64
+	DiskMinFreeBytes int64
+	// PeerInterBroker, when it names a node, is the address this broker
+	// dials for that node's inter-broker listener (replica fetches and
+	// election messages) instead of the one it registered: a route of its
+	// own per link, as the chaos suite's per-link proxies need.
+	PeerInterBroker map[int32]string
+	// Objects, when set, is the object store itself instead of opening
+	// ObjectStore; tests pass a fault-injecting one, as FS for the disk.
+	Objects objstore.Store
+	// ScrubInterval is how often the controller removes orphaned objects
+	// (named by no head, manifest or intent, seen so for TierGrace); 0: never.
+	ScrubInterval time.Duration
+	// TierChunkBytes is the chunk size of uploaded objects (0: 4 MiB).
+	TierChunkBytes int
+	// Now is the clock of tiering and retention decisions; nil is the wall
+	// clock. Tests inject one to drive retention through days.
+	Now func() time.Time
+
+	AutoCreateTopics  bool
+	DefaultPartitions int32
+	// DefaultReplicationFactor is the replication factor of a topic created
+	// without one (auto-created, or CreateTopics asking for the default);
+	// 0 is one replica per AZ of the live brokers, at most 3.
+	DefaultReplicationFactor int
+	// DefaultRetentionMs is retention.ms of a topic that sets none
+	// (Kafka's log.retention.ms); 24 h by default.
+	DefaultRetentionMs int64
+	// DefaultMinInsyncReplicas is min.insync.replicas of a topic that sets
+	// none (Kafka's broker-level min.insync.replicas). A write is committed
+	// on at least a majority of a partition's replicas whatever it says.
+	DefaultMinInsyncReplicas int
+
+	// RetentionCheckInterval is how often each partition rolls aged
+	// segments and applies retention.
+	RetentionCheckInterval time.Duration
+	// MaxRequestBytes bounds one request frame (Kafka's socket.request.max.bytes).
+	MaxRequestBytes int32
+	// QueuedMaxRequestBytes bounds the request bytes the broker holds at
+	// once, over all connections, from the first byte read until the reply
+	// is written (Kafka's queued.max.request.bytes). When it is spent the
+	// broker stops reading requests (reqmem.go). A frame larger than it is
+	// refused.
+	QueuedMaxRequestBytes int64
+	// FetchMaxBytes caps the MaxBytes of a Kafka fetch and the max_bytes of
+	// an HTTP fetch (Kafka's fetch.max.bytes). The first batch is still
+	// returned whole when it alone is larger.
+	FetchMaxBytes int32
+	// MaxConnections bounds open Kafka connections (Kafka's max.connections);
+	// connections over it are closed at accept.
+	MaxConnections int
+	// MaxConnectionsPerIP bounds open Kafka connections from one client IP
+	// (Kafka's max.connections.per.ip); 0 means no per-IP bound.
+	MaxConnectionsPerIP int
+	// ConnectionsMaxIdle closes a Kafka connection that has no request in
+	// flight and has sent no request bytes for this long (Kafka's
+	// connections.max.idle.ms).
+	ConnectionsMaxIdle time.Duration
+	// ProducerIDExpiration is how long an idle idempotent producer's state
+	// is kept (Kafka's producer.id.expiration.ms).
+	ProducerIDExpiration time.Duration
+	// PartitionQueue bounds the produce batches waiting for one partition owner.
+	PartitionQueue int
+
+	// PerPartitionFsync makes each partition fsync its own segments for
+	// every group commit, as Sluice did before the broker journal; by
+	// default all partitions share the journal's group commits
+	// (docs/durability.md). Kept for comparisons and as a fallback.
+	PerPartitionFsync bool
+	// Journal tunes the broker journal (file size, checkpoint interval).
+	Journal wal.JournalConfig
+
+	// RegistrationTTL is the lease of the broker's registration: a broker
+	// that stops renewing it (crashed, paused, cut off from etcd) leaves the
+	// cluster's view this long after.
+	RegistrationTTL time.Duration
+	// ControllerTTL is the lease of the controller's election key: how long
+	// after the controller's loss another broker takes over.
+	ControllerTTL time.Duration
+
+	Meta        meta.Config
+	Coordinator CoordinatorConfig
+
+	// FS is the file system every broker-owned file goes through (logs,
+	// producer snapshots, the data-dir identity, deletions). Nil means the
+	// operating system's; tests pass a vfs.Mem or a vfs.Faulty.
+	FS vfs.FS
+}
+
+// DefaultConfig returns the settings of a lone broker started with no flags.
+func DefaultConfig() Config {
+	return Config{
+		NodeID:                   1,
+		AZ:                       "az1",
+		DataDir:                  "data",
+		KafkaListen:              "127.0.0.1:9092",
+		HTTPListen:               "127.0.0.1:8080",
+		InterBrokerListen:        "127.0.0.1:9093",
+		AutoCreateTopics:         true,
+		DefaultPartitions:        1,
+		DefaultRetentionMs:       24 * time.Hour.Milliseconds(),
+		DefaultMinInsyncReplicas: 1,
+		RetentionCheckInterval:   30 * time.Second,
+		ReadCacheBytes:           256 << 20,
+		PageCacheTailBytes:       64 << 20,
+		TierGrace:                10 * time.Minute,
+		DiskMinFreeBytes:         64 << 20,
+		ScrubInterval:            time.Hour,
+		MaxRequestBytes:          100 << 20,
+		QueuedMaxRequestBytes:    100 << 20,
+		FetchMaxBytes:            55 << 20,
+		MaxConnections:           10000,
+		MaxConnectionsPerIP:      0,
+		ConnectionsMaxIdle:       10 * time.Minute,
+		PartitionQueue:           256,
+		ProducerIDExpiration:     24 * time.Hour,
+		Meta: meta.Config{
+			ListenClient: "127.0.0.1:2379",
+			ListenPeer:   "127.0.0.1:2380",
+		},
+		Coordinator:     DefaultCoordinatorConfig(),
+		RegistrationTTL: meta.DefaultRegistrationTTL,
+		ControllerTTL:   meta.DefaultControllerTTL,
+	}
+}
+
+// Validate reports the first setting that cannot work.
+func (c Config) Validate() error {
+	if c.NodeID < 0 {
+		return fmt.Errorf("broker: node id %d must not be negative", c.NodeID)
+	}
+	if c.DataDir == "" {
+		return errors.New("broker: data dir is required")
+	}
+	listens := map[string]string{"kafka-listen": c.KafkaListen, "http-listen": c.HTTPListen,
+		"inter-broker-listen": c.InterBrokerListen}
+	for name, addr := range listens {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("broker: --%s %q: %w", name, addr, err)
+		}
+	}
+	if err := distinctListeners(listens); err != nil {
+		return err
+	}
+	for name, addr := range map[string]string{"kafka-advertise": c.KafkaAdvertise, "inter-broker-advertise": c.InterBrokerAdvertise} {
+		if addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return fmt.Errorf("broker: --%s %q: %w", name, addr, err)
+		}
+	}
+	if c.DefaultPartitions < 1 {
+		return fmt.Errorf("broker: default partitions %d must be at least 1", c.DefaultPartitions)
+	}
+	if err := c.validateTopicDefaults(); err != nil {
+		return err
+	}
+	if c.RetentionCheckInterval <= 0 {
+		return fmt.Errorf("broker: retention check interval %v must be positive", c.RetentionCheckInterval)
+	}
+	if c.MaxRequestBytes < 1024 {
+		return fmt.Errorf("broker: max request bytes %d is too small", c.MaxRequestBytes)
+	}
+	if c.QueuedMaxRequestBytes < MinQueuedRequestBytes {
+		return fmt.Errorf("broker: queued max request bytes %d is below %d", c.QueuedMaxRequestBytes, MinQueuedRequestBytes)
+	}
+	if c.FetchMaxBytes < 1024 {
+		return fmt.Errorf("broker: fetch max bytes %d is below 1024", c.FetchMaxBytes)
+	}
+	if c.MaxConnections < 1 {
+		return fmt.Errorf("broker: max connections %d must be at least 1", c.MaxConnections)
+	}
+	if c.MaxConnectionsPerIP < 0 {
+		return fmt.Errorf("broker: max connections per ip %d must not be negative (0: no per-IP bound)", c.MaxConnectionsPerIP)
+	}
+	if c.ConnectionsMaxIdle < time.Millisecond {
+		return fmt.Errorf("broker: connections max idle %v must be at least 1ms", c.ConnectionsMaxIdle)
+	}
+	if c.ProducerIDExpiration <= 0 {
+		return fmt.Errorf("broker: producer id expiration %v must be positive", c.ProducerIDExpiration)
+	}
+	if err := c.Coordinator.Validate(); err != nil {
+		return err
+	}
+	if c.PartitionQueue < 1 {
+		return fmt.Errorf("broker: partition queue %d must be at least 1", c.PartitionQueue)
+	}
+	return nil
+}
+
+// distinctListeners refuses two listeners on one fixed port of one host:
+// the inter-broker listener in particular must not be the client one, or
+// clients could reach replication. Port 0 (any free port) never clashes.
+func distinctListeners(listens map[string]string) error {
+	seen := map[string]string{}
+	for _, name := range []string{"kafka-listen", "http-listen", "inter-broker-listen"} {
+		addr := listens[name]
+		_, port, _ := net.SplitHostPort(addr)
+		if port == "0" {
+			continue
+		}
+		if other, ok := seen[addr]; ok {
+			return fmt.Errorf("broker: --%s and --%s are both %q; each listener needs its own port", other, name, addr)
+		}
+		seen[addr] = name
+	}
+	return nil
+}
