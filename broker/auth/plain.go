@@ -24,12 +24,14 @@ var plainOrder = [...]string{MechanismScramSHA512, MechanismScramSHA256}
 // standInPlain is verified when the user does not exist, so that the
 // answer takes about as long as a wrong password's. Its keys are zero: no
 // password derives them.
-var standInPlain = ScramCredential{
-	Mechanism:  MechanismScramSHA512,
-	Salt:       make([]byte, saltLen),
-	Iterations: DefaultIterations,
-	StoredKey:  make([]byte, 64),
-	ServerKey:  make([]byte, 64),
+func standInPlain() ScramCredential {
+	return ScramCredential{
+		Mechanism:  MechanismScramSHA512,
+		Salt:       make([]byte, saltLen),
+		Iterations: DefaultIterations,
+		StoredKey:  make([]byte, 64),
+		ServerKey:  make([]byte, 64),
+	}
 }
 
 // verifyPassword checks user's password; on failure it returns the reason
@@ -48,7 +50,7 @@ func verifyPassword(lookup CredentialLookup, user, password string) (Principal, 
 		}
 		return Principal{Tenant: tenant, User: user}, "", true
 	}
-	standInPlain.VerifyPassword(password)
+	standInPlain().VerifyPassword(password)
 	return Principal{}, "unknown user or no SCRAM credential", false
 }
 

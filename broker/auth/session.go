@@ -212,10 +212,11 @@ func (s *Session) Step(authBytes []byte) (resp []byte, done bool, err error) {
 }
 
 // Principal is the authenticated principal. While a re-authentication is
-// under way it is still the one established before; after a failure there
-// is none.
+// under way it is still the one established before; after a failure, and
+// once the session lifetime has run out (Expired at the clock's now), there
+// is none, so a caller that forgets to check Expired still serves nothing.
 func (s *Session) Principal() (Principal, bool) {
-	if !s.authenticated {
+	if !s.authenticated || s.Expired(s.now()) {
 		return Principal{}, false
 	}
 	return s.principal, true

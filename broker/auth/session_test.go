@@ -366,6 +366,20 @@ func TestReauthentication(t *testing.T) {
 			t.Fatal("expired before the renewed lifetime")
 		}
 	})
+	t.Run("after expiry, as Kafka allows", func(t *testing.T) {
+		s := newTestSession(t, withClock)
+		if err := xdgExchange(t, s, MechanismScramSHA256, "bob", "bob-secret"); err != nil {
+			t.Fatal(err)
+		}
+		clock.Advance(2 * time.Minute)
+		if _, ok := s.Principal(); ok || !s.Expired(clock.Now()) {
+			t.Fatal("not expired")
+		}
+		if err := xdgExchange(t, s, MechanismScramSHA256, "bob", "bob-secret"); err != nil {
+			t.Fatalf("re-authentication after expiry: %v", err)
+		}
+		mustPrincipal(t, s, Principal{"acme", "bob"})
+	})
 	t.Run("another user is refused", func(t *testing.T) {
 		s := newTestSession(t, withClock)
 		if err := xdgExchange(t, s, MechanismScramSHA256, "alice", "alice-secret"); err != nil {
@@ -427,6 +441,11 @@ func TestSessionLifetime(t *testing.T) {
 	}
 	if !s.Expired(start.Add(30 * time.Second)) {
 		t.Fatal("not expired at the lifetime")
+	}
+	mustPrincipal(t, s, Principal{"acme", "bob"})
+	clock.Advance(30 * time.Second)
+	if p, ok := s.Principal(); ok {
+		t.Fatalf("expired session still has principal %v", p)
 	}
 	clock.Advance(time.Hour)
 	if got := s.SessionLifetimeMs(); got != 1 {
