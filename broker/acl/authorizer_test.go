@@ -2,6 +2,7 @@ package acl
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -343,6 +344,42 @@ func TestCanManage(t *testing.T) {
 	for _, c := range cases {
 		if got := CanManage(c.caller, c.super, c.target); got != c.want {
 			t.Errorf("CanManage(%q, %v, %q) = %v, want %v", c.caller, c.super, c.target, got, c.want)
+		}
+	}
+}
+
+// TestReplaceConcurrent swaps sets while readers decide (run with -race):
+// every decision is the one of a whole set, never of a half-built one.
+func TestReplaceConcurrent(t *testing.T) {
+	a, err := NewAuthorizer(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allow := []Binding{b(t, "t1 topic prefixed o User:a * read allow")}
+	deny := append(slices.Clone(allow), b(t, "t1 topic literal orders User:* * read deny"))
+	req := r(t, "t1 User:a 10.0.0.1 read topic orders")
+	if err := a.Replace(deny); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 500 {
+			if err := a.Replace([][]Binding{allow, deny}[i%2]); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	for finished := false; !finished; {
+		select {
+		case <-done:
+			finished = true
+		default:
+		}
+		d := a.Authorize(req)
+		if d.Allowed != strings.Contains(d.Reason, "ALLOW") || d.Reason == reasonNoAllow {
+			t.Fatalf("decision %+v belongs to neither set", d)
 		}
 	}
 }

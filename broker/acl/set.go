@@ -36,9 +36,12 @@ type tenantIndex struct {
 
 type typeIndex struct {
 	literal    map[string][]entry // by name; AnyName holds the wildcard entries
+	wildcard   []entry            // literal[AnyName], read on every lookup
 	prefixed   map[string][]entry // by prefix
 	prefixLens []int              // distinct len of the keys of prefixed, ascending
-	bindings   []Binding          // every binding of this tenant and type, for AuthorizeAny
+	// byPrincipal holds every binding of this tenant and type by principal
+	// (AnyPrincipal among them), for AuthorizeAny.
+	byPrincipal map[string][]Binding
 }
 
 // entry is the access part of one binding, with the text a Decision cites.
@@ -77,12 +80,13 @@ func NewSet(bindings []Binding) (*Set, error) {
 		}
 		xi := ti.byType[b.ResourceType]
 		if xi == nil {
-			xi = &typeIndex{literal: make(map[string][]entry), prefixed: make(map[string][]entry)}
+			xi = &typeIndex{literal: make(map[string][]entry), prefixed: make(map[string][]entry),
+				byPrincipal: make(map[string][]Binding)}
 			ti.byType[b.ResourceType] = xi
 		}
 		e := entry{principal: b.Principal, host: b.Host, op: b.Operation, permission: b.Permission,
 			reason: "matched binding " + b.String()}
-		xi.bindings = append(xi.bindings, b)
+		xi.byPrincipal[b.Principal] = append(xi.byPrincipal[b.Principal], b)
 		if b.PatternType == PatternLiteral {
 			xi.literal[b.ResourceName] = append(xi.literal[b.ResourceName], e)
 			continue
@@ -95,6 +99,7 @@ func NewSet(bindings []Binding) (*Set, error) {
 	for _, ti := range s.tenants {
 		for _, xi := range ti.byType {
 			if xi != nil {
+				xi.wildcard = xi.literal[AnyName]
 				slices.Sort(xi.prefixLens)
 				xi.prefixLens = slices.Compact(xi.prefixLens)
 			}
@@ -217,7 +222,7 @@ func (s *Set) evaluate(req *Request) verdict {
 	if v.visit(xi.literal[name], req.Principal, req.Host, req.Operation) {
 		return v
 	}
-	if name != AnyName && v.visit(xi.literal[AnyName], req.Principal, req.Host, req.Operation) {
+	if name != AnyName && v.visit(xi.wildcard, req.Principal, req.Host, req.Operation) {
 		return v
 	}
 	for _, n := range xi.prefixLens {
@@ -277,26 +282,32 @@ func (s *Set) authorizeAny(tenant, principal, host string, op Operation, rtype R
 	if xi == nil {
 		return allowEveryone
 	}
-	if allowEveryone && len(xi.literal[AnyName]) == 0 {
+	if allowEveryone && len(xi.wildcard) == 0 {
 		return true
+	}
+	// The bindings that can apply: the principal's own and User:*'s.
+	mine, everyone := xi.byPrincipal[principal], xi.byPrincipal[AnyPrincipal]
+	if principal == AnyPrincipal {
+		everyone = nil
 	}
 	var denyLiteral map[string]bool
 	var denyPrefix []string
-	for _, b := range xi.bindings {
-		if b.Permission != PermissionDeny || !appliesTo(b.Principal, b.Host, principal, host) ||
-			!denies(b.Operation, op) {
-			continue
-		}
-		if b.PatternType == PatternLiteral {
-			if b.ResourceName == AnyName {
+	for _, list := range [2][]Binding{mine, everyone} {
+		for _, b := range list {
+			if b.Permission != PermissionDeny || (b.Host != host && b.Host != AnyHost) || !denies(b.Operation, op) {
+				continue
+			}
+			switch {
+			case b.PatternType == PatternPrefixed:
+				denyPrefix = append(denyPrefix, b.ResourceName)
+			case b.ResourceName == AnyName:
 				return false
+			default:
+				if denyLiteral == nil {
+					denyLiteral = make(map[string]bool)
+				}
+				denyLiteral[b.ResourceName] = true
 			}
-			if denyLiteral == nil {
-				denyLiteral = make(map[string]bool)
-			}
-			denyLiteral[b.ResourceName] = true
-		} else {
-			denyPrefix = append(denyPrefix, b.ResourceName)
 		}
 	}
 	underDenyPrefix := func(name string) bool {
@@ -307,18 +318,21 @@ func (s *Set) authorizeAny(tenant, principal, host string, op Operation, rtype R
 		}
 		return false
 	}
-	for _, b := range xi.bindings {
-		if b.Permission != PermissionAllow || !appliesTo(b.Principal, b.Host, principal, host) ||
-			!allows(b.Operation, op) {
-			continue
-		}
-		switch {
-		case b.PatternType == PatternLiteral && b.ResourceName == AnyName:
-			return true
-		case b.PatternType == PatternLiteral && !denyLiteral[b.ResourceName] && !underDenyPrefix(b.ResourceName):
-			return true
-		case b.PatternType == PatternPrefixed && !underDenyPrefix(b.ResourceName):
-			return true
+	for _, list := range [2][]Binding{mine, everyone} {
+		for _, b := range list {
+			if b.Permission != PermissionAllow || (b.Host != host && b.Host != AnyHost) || !allows(b.Operation, op) {
+				continue
+			}
+			switch {
+			case b.PatternType == PatternPrefixed:
+				if !underDenyPrefix(b.ResourceName) {
+					return true
+				}
+			case b.ResourceName == AnyName:
+				return true
+			case !denyLiteral[b.ResourceName] && !underDenyPrefix(b.ResourceName):
+				return true
+			}
 		}
 	}
 	return false
