@@ -243,8 +243,6 @@ func encodeRecord(what string, r any) (string, error) {
 	return string(b), nil
 }
 
-func unixMilli(ms int64) time.Time { return time.UnixMilli(ms) }
-
 func createdOrNow(t time.Time) time.Time {
 	if t.IsZero() {
 		return time.UnixMilli(time.Now().UnixMilli())
@@ -264,7 +262,7 @@ func (s *Store) decodeTenant(key string, val []byte) (Tenant, error) {
 	if ValidateTenantName(r.Name) != nil || s.tenantKey(r.Name) != key {
 		return Tenant{}, fmt.Errorf("meta: decode %s: tenant %q: %w", key, r.Name, ErrCorrupt)
 	}
-	return Tenant{Name: r.Name, Created: unixMilli(r.CreatedMs)}, nil
+	return Tenant{Name: r.Name, Created: time.UnixMilli(r.CreatedMs)}, nil
 }
 
 func (s *Store) encodeUser(u User) (string, error) {
@@ -283,7 +281,7 @@ func (s *Store) decodeUser(key string, val []byte) (User, error) {
 	if err != nil {
 		return User{}, err
 	}
-	u := User{Name: r.Name, Tenant: r.Tenant, Role: r.Role, Created: unixMilli(r.CreatedMs), Scram: make(map[string]ScramKeys, len(r.Scram))}
+	u := User{Name: r.Name, Tenant: r.Tenant, Role: r.Role, Created: time.UnixMilli(r.CreatedMs), Scram: make(map[string]ScramKeys, len(r.Scram))}
 	for mech, k := range r.Scram {
 		u.Scram[mech] = ScramKeys(k)
 	}

@@ -171,7 +171,7 @@ func (s *Store) decodeAPIKey(key string, val []byte) (APIKey, error) {
 	if err != nil {
 		return APIKey{}, err
 	}
-	k := APIKey{ID: r.ID, User: r.User, Hash: r.Hash, Created: unixMilli(r.CreatedMs), Description: r.Description}
+	k := APIKey{ID: r.ID, User: r.User, Hash: r.Hash, Created: time.UnixMilli(r.CreatedMs), Description: r.Description}
 	if validateAPIKey(k) != nil || s.apiKeyKey(k.ID) != key {
 		return APIKey{}, fmt.Errorf("meta: decode %s: API key %q: %w", key, k.ID, ErrCorrupt)
 	}
@@ -398,8 +398,13 @@ func (s *Store) ListACLs(ctx context.Context, tenant string) ([]ACL, error) {
 // returns those it deleted. Each is deleted only if it is still the
 // binding read (same mod revision): one deleted by someone else meanwhile
 // is not returned, and one created again meanwhile stays. Undecodable
-// bindings are logged and left alone.
+// bindings are logged and left alone. Matches are deleted in transactions
+// of up to half the store's MaxTxnOps; after an error, those already
+// deleted are returned with it.
 func (s *Store) DeleteACLs(ctx context.Context, match func(ACL) bool) ([]ACL, error) {
+	if match == nil {
+		return nil, fmt.Errorf("meta: delete ACLs: %w: no filter", ErrInvalidACL)
+	}
 	resp, err := s.client.Get(ctx, s.aclsRoot(), clientv3.WithPrefix())
 	if err != nil {
 		return nil, fmt.Errorf("meta: delete ACLs: %w", err)

@@ -79,6 +79,8 @@ func (v *SecurityView) Snapshot() SecuritySnapshot {
 //	ch := v.Changed()
 //	rebuild(v.Snapshot())
 //	<-ch // then loop
+//
+// Once the view is Done the channel is never closed: wait on both.
 func (v *SecurityView) Changed() <-chan struct{} {
 	v.mu.Lock()
 	defer v.mu.Unlock()
