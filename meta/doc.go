@@ -4,7 +4,9 @@
 // metadata every broker agrees on: topics, committed offsets, producer ids,
 // the registry of live brokers (registry.go) and the controller election
 // (election.go) and partition state with leader epochs (partition.go) today;
-// tenants and quotas in later steps. It imports nothing else of Sluice's.
+// tenants, users, credentials, API keys and ACL bindings (security.go,
+// security_acl.go), and quotas in a later step. It imports nothing else of
+// Sluice's.
 //
 // # Key layout, version 1
 //
@@ -71,7 +73,29 @@
 //	                                        epoch it leads; written only by that broker,
 //	                                        when a set changes, bound to its registration
 //	                                        lease (gone with the registration)
-//	<prefix>tenants/<name>                  reserved: tenant and quota settings
+//	<prefix>security/tenants/<name>         {"v":1,"name","created_ms"} (security.go): a
+//	                                        tenant; created only if absent; "system" and
+//	                                        "default" are created at start-up (EnsureTenant)
+//	<prefix>security/users/<user>           {"v":1,"name","tenant","role","scram":{
+//	                                         "<mechanism>":{"salt","stored_key","server_key",
+//	                                         "iterations"}},"created_ms"}: <user> path-escaped;
+//	                                        one key per username in the cluster; created only
+//	                                        while its tenant exists; SCRAM salted keys only,
+//	                                        never a password
+//	<prefix>security/api-keys/<id>          {"v":1,"id","user","hash","created_ms",
+//	                                         "description"} (security_acl.go): a hash of an
+//	                                        HTTP API key, never the key; deleted with its user
+//	                                        in one transaction
+//	<prefix>security/acls/<tenant>/<hash>   {"v":1,"tenant","resource_type","resource_name",
+//	                                         "pattern_type","principal","host","operation",
+//	                                         "permission"}: one ACL binding in Kafka's wire
+//	                                        codes; <hash> is 32 hex digits of SHA-256 over
+//	                                        the binding, so an identical binding is one key;
+//	                                        deleted with its tenant
+//
+// Everything under <prefix>security/ is followed by one watch
+// (WatchSecurity, security_watch.go), so brokers see a consistent state of
+// tenants, users, keys and ACLs at one revision.
 //
 // <topicID> is the topic's UUID in its canonical 36-character text form; <n>
 // is the partition number in decimal. Partition and offset keys hang off the
@@ -95,6 +119,8 @@
 // except by revoking that lease when the caller names it (RegisterTakingOver).
 // Invariant: an isr key exists only while the registration lease that wrote
 // it lives, and its sets are read only for the leader and epoch they name.
+// Invariant: usernames are unique in the cluster; a user, API key or ACL
+// binding exists only while what it belongs to (tenant, user, tenant) does.
 // Invariant: controller epochs strictly increase, and every controller
 // write carries Controller.IfLeader (its election key at its epoch), so a
 // deposed controller's writes fail even before it notices it lost.
@@ -102,8 +128,8 @@
 // # Concurrency
 //
 // A Store is safe for concurrent use; all of its state is either immutable
-// after Open or guarded by Store.mu. Goroutines it starts (topic, partition
-// and broker watchers, registration keep-alives, controller watchdogs, and
+// after Open or guarded by Store.mu. Goroutines it starts (topic, partition,
+// broker and security watchers, registration keep-alives, controller watchdogs, and
 // the embedded server's error logger) are owned by the Store and waited for in Close.
 // Closing the Store does not revoke registration or controller leases (it
 // is what a crash looks like to the cluster): they expire after their TTL.

@@ -42,3 +42,26 @@ var (
 	// wrote nothing (see CommitOffsetsIf for commits of several).
 	ErrFenced = errors.New("meta: fenced")
 )
+
+// Sentinel errors of tenants, users, credentials, API keys and ACLs
+// (security.go, security_acl.go).
+var (
+	// ErrExists: a tenant, user or API key of that name or id already exists.
+	ErrExists = errors.New("meta: already exists")
+	// ErrNotFound: no tenant, user, credential or API key of that name or id.
+	ErrNotFound = errors.New("meta: not found")
+	// ErrNotEmpty: a tenant still has users and cannot be deleted.
+	ErrNotEmpty = errors.New("meta: not empty")
+	// ErrReserved: a tenant that exists implicitly (SystemTenant,
+	// DefaultTenant) cannot be created or deleted by hand.
+	ErrReserved = errors.New("meta: reserved name")
+	// ErrInvalidName: a tenant, user or API key id, SCRAM mechanism or role
+	// this package does not accept.
+	ErrInvalidName = errors.New("meta: invalid name")
+	// ErrInvalidCredential: SCRAM keys or an API key hash of the wrong shape.
+	ErrInvalidCredential = errors.New("meta: invalid credential")
+	// ErrInvalidACL: an ACL binding with an empty or invalid field.
+	ErrInvalidACL = errors.New("meta: invalid ACL binding")
+	// ErrLimit: a user already has MaxAPIKeysPerUser API keys.
+	ErrLimit = errors.New("meta: limit reached")
+)
