@@ -6,7 +6,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -141,10 +143,7 @@ func startServer(t *testing.T, cfg *tls.Config) *tlsServer {
 					s.seen <- handshake{err: err}
 					return
 				}
-				user, ok := PeerPrincipal(tc.ConnectionState())
-				if !ok {
-					user = ""
-				}
+				user, _ := PeerPrincipal(tc.ConnectionState()) // "" without one
 				s.seen <- handshake{user: user}
 				_, _ = tc.Write([]byte("user=" + user + "\n"))
 			})
@@ -543,5 +542,60 @@ func TestNewTLSSourceErrors(t *testing.T) {
 				t.Fatalf("err %v does not wrap ErrNotExist", err)
 			}
 		})
+	}
+}
+
+// The HTTP listener: net/http serves over ServerConfig (HTTP/1.1, as it
+// negotiates no ALPN), and a handler finds the client certificate's user.
+func TestTLSSourceServesHTTP(t *testing.T) {
+	p := newPKI(t)
+	p.writeServer("broker-1")
+	src, err := NewTLSSource(p.certFile(), p.keyFile(), p.caFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{
+		TLSConfig:         src.ServerConfig(),
+		ReadHeaderTimeout: waitFor,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			user, ok := PeerPrincipal(*r.TLS)
+			if !ok {
+				user = "anonymous"
+			}
+			_, _ = io.WriteString(w, r.Proto+" "+user)
+		}),
+	}
+	done := make(chan error, 1)
+	go func() { done <- hs.ServeTLS(ln, "", "") }()
+	t.Cleanup(func() {
+		_ = hs.Close()
+		select {
+		case <-done:
+		case <-time.After(waitFor):
+			t.Error("the HTTP server did not stop")
+		}
+	})
+	for _, tc := range []struct {
+		cfg  *tls.Config
+		want string
+	}{
+		{p.clientConfig(), "HTTP/1.1 anonymous"},
+		{p.clientConfig(p.clientCert(p.ca, "alice", certgen.Client)), "HTTP/1.1 alice"},
+	} {
+		client := &http.Client{Timeout: waitFor, Transport: &http.Transport{TLSClientConfig: tc.cfg, ForceAttemptHTTP2: true}}
+		resp, err := client.Get("https://" + ln.Addr().String() + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		client.CloseIdleConnections()
+		if err != nil || string(body) != tc.want {
+			t.Fatalf("body %q (%v), want %q", body, err, tc.want)
+		}
 	}
 }
