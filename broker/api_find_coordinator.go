@@ -32,7 +32,7 @@ func handleFindCoordinator(b *Broker, _ context.Context, req *request) (reply, e
 		case r.CoordinatorType != coordinatorKeyGroup:
 			c.ErrorCode = node.ErrorCode(node.ErrCoordinatorKeyType)
 		default:
-			co := b.groupCoordinator(key)
+			co := b.GroupCoordinator(key)
 			if host, port := hostPort(co.Kafka); port > 0 {
 				c.NodeID, c.Host, c.Port = co.NodeID, host, port
 			} else {

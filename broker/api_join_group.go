@@ -32,7 +32,7 @@ func handleJoinGroup(b *Broker, ctx context.Context, req *request) (reply, error
 	for _, p := range r.Protocols {
 		jr.Protocols = append(jr.Protocols, group.Protocol{Name: p.Name, Metadata: p.Metadata})
 	}
-	wait := b.coord.startJoin(r.Group, jr)
+	wait := b.coord.StartJoin(r.Group, jr)
 	return waitReply(func() kmsg.Response {
 		res := wait(ctx)
 		resp := newResponse(req).(*kmsg.JoinGroupResponse)

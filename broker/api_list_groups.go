@@ -26,7 +26,7 @@ func handleListGroups(b *Broker, ctx context.Context, req *request) (reply, erro
 	if !matches(r.TypesFilter, classicGroupType) {
 		return done(resp), nil
 	}
-	if err := b.coord.awaitPlaced(ctx); err != nil {
+	if err := b.coord.AwaitPlaced(ctx); err != nil {
 		resp.ErrorCode = node.ErrorCode(err)
 		return done(resp), nil
 	}

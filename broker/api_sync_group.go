@@ -25,7 +25,7 @@ func handleSyncGroup(b *Broker, ctx context.Context, req *request) (reply, error
 	for _, a := range r.GroupAssignment {
 		sr.Assignments[a.MemberID] = a.MemberAssignment
 	}
-	wait := b.coord.startSync(r.Group, sr)
+	wait := b.coord.StartSync(r.Group, sr)
 	return waitReply(func() kmsg.Response {
 		res := wait(ctx)
 		resp := newResponse(req).(*kmsg.SyncGroupResponse)

@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/coordinator"
+
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-mq/sluice/broker/node"
@@ -27,7 +29,7 @@ import (
 type Broker struct {
 	*node.Node
 
-	coord       *coordinator                      // consumer groups and committed offsets
+	coord       *coordinator.Coordinator          // consumer groups and committed offsets
 	reg         atomic.Pointer[meta.Registration] // set by register before serving; replaced after a lost lease
 	liveBrokers atomic.Pointer[[]meta.BrokerInfo] // cluster.go
 	controller  atomic.Int32                      // node id of the controller; -1: unknown
@@ -83,7 +85,7 @@ func New(cfg Config, logger zerolog.Logger) (*Broker, error) {
 		ControllerID: b.controllerID,
 		ForgetTopic: func(ctx context.Context, name string, id [16]byte) {
 			if b.coord != nil {
-				b.coord.forgetTopic(ctx, name, id)
+				b.coord.ForgetTopic(ctx, name, id)
 			}
 		},
 		Net: func(key node.PartitionKey) partition.Net { return partitionNet{b: b, key: key} },

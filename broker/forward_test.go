@@ -165,7 +165,7 @@ func TestHTTPGroupThroughAnyBroker(t *testing.T) {
 	var via *Broker
 	for i := 0; via == nil; i++ {
 		groupID = fmt.Sprintf("g-%d", i)
-		co := host.groupCoordinator(groupID).NodeID
+		co := host.GroupCoordinator(groupID).NodeID
 		if co == host.Cfg.NodeID {
 			continue
 		}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/coordinator"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -33,13 +35,13 @@ func TestGroupPlacement(t *testing.T) {
 	const groups = 30_000
 	three := placementBrokers(1, 2, 3)
 	place := func(id string, bs []meta.BrokerInfo) int32 {
-		bi, ok := placeGroup(id, bs)
+		bi, ok := coordinator.PlaceGroup(id, bs)
 		if !ok {
 			t.Fatalf("no coordinator for %q among %d brokers", id, len(bs))
 		}
 		return bi.NodeID
 	}
-	if _, ok := placeGroup("g", nil); ok {
+	if _, ok := coordinator.PlaceGroup("g", nil); ok {
 		t.Fatal("a coordinator among no brokers")
 	}
 	if got := place("g", placementBrokers(7)); got != 7 {
@@ -127,7 +129,7 @@ func rawBrokerClient(t *testing.T, b *Broker) *kgo.Broker {
 	return cl.Broker(int(b.Cfg.NodeID))
 }
 
-// commitDirect sends an admin OffsetCommit (generation -1) to broker b
+// commitDirect sends an admin coordinator.OffsetCommit (generation -1) to broker b
 // itself and returns the partition's error code.
 func commitDirect(t *testing.T, b *Broker, group, topic string, offset int64) int16 {
 	t.Helper()
@@ -166,7 +168,7 @@ func groupPlacedOn(t *testing.T, c *testCluster, prefix string, avoid int32) (st
 	t.Helper()
 	for i := range 100 {
 		id := fmt.Sprintf("%s-%d", prefix, i)
-		if co := c.brokers[0].groupCoordinator(id); co.NodeID != avoid {
+		if co := c.brokers[0].GroupCoordinator(id); co.NodeID != avoid {
 			return id, co.NodeID
 		}
 	}
@@ -267,7 +269,7 @@ func TestGroupClusterCoordinatorFailover(t *testing.T) {
 	// coordinator starting from scratch would hand out.
 	genGroup := ""
 	for i := range 1000 {
-		if id := fmt.Sprintf("gens-%d", i); c.brokers[0].groupCoordinator(id).NodeID == coord {
+		if id := fmt.Sprintf("gens-%d", i); c.brokers[0].GroupCoordinator(id).NodeID == coord {
 			genGroup = id
 			break
 		}
@@ -325,7 +327,7 @@ func TestGroupClusterCoordinatorFailover(t *testing.T) {
 		t.Logf("generation %d on the old coordinator, %d on the new", genBefore, genAfter)
 	}
 	genNext := c.brokers[next-1]
-	if co := live[0].groupCoordinator(genGroup).NodeID; co != next {
+	if co := live[0].GroupCoordinator(genGroup).NodeID; co != next {
 		genNext = c.brokers[co-1]
 	}
 	var first group.Generation
@@ -405,10 +407,7 @@ func TestGroupClusterDeposedCoordinatorFenced(t *testing.T) {
 	if code := commitDirect(t, owner, groupID, "t", 5); code != 0 {
 		t.Fatalf("commit on the coordinator: code %d", code)
 	}
-	gr := owner.coord.runner(groupID, false)
-	gr.mu.Lock()
-	claim := gr.claim
-	gr.mu.Unlock()
+	claim, _, _ := owner.coord.GroupState(groupID)
 	if claim.Revision == 0 || claim.NodeID != coord {
 		t.Fatalf("the coordinator's claim: %+v", claim)
 	}
@@ -439,9 +438,9 @@ func TestGroupClusterDeposedCoordinatorFenced(t *testing.T) {
 
 	// The deposed coordinator's commit path is fenced: NOT_COORDINATOR, and
 	// etcd keeps the rival's offset.
-	_, err = owner.coord.CommitOffsets(ctx, groupID, "", "", -1, map[group.TopicPartition]OffsetCommit{
+	_, err = owner.coord.CommitOffsets(ctx, groupID, "", "", -1, map[group.TopicPartition]coordinator.OffsetCommit{
 		{Topic: "t", Partition: 0}: {Offset: 3, LeaderEpoch: -1}})
-	if !errors.Is(err, errNotCoordinator) || !errors.Is(err, meta.ErrFenced) || node.ErrorCode(err) != kerr.NotCoordinator.Code {
+	if !errors.Is(err, coordinator.ErrNotCoordinator) || !errors.Is(err, meta.ErrFenced) || node.ErrorCode(err) != kerr.NotCoordinator.Code {
 		t.Fatalf("commit by the deposed coordinator: %v", err)
 	}
 	if got := storedOffsets(t, owner, groupID); got[0] != 9 {
@@ -476,11 +475,6 @@ func TestGroupClusterDeposedCoordinatorFenced(t *testing.T) {
 // groupGeneration is the group's current generation on b (-1 when b does
 // not hold the group).
 func groupGeneration(b *Broker, id string) group.Generation {
-	gr := b.coord.runner(id, false)
-	if gr == nil {
-		return -1
-	}
-	gr.mu.Lock()
-	defer gr.mu.Unlock()
-	return gr.g.Generation()
+	_, gen, _ := b.coord.GroupState(id)
+	return gen
 }

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/sluice-mq/sluice/broker/coordinator"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -13,16 +15,16 @@ import (
 	"github.com/sluice-mq/sluice/meta"
 )
 
-// lostAnswerWriter is an offsetWriter whose commits, while armed, reach
+// lostAnswerWriter is an OffsetWriter whose commits, while armed, reach
 // etcd and are applied there, but whose answers are lost: the coordinator
 // sees a timeout, as when etcd's reply does not arrive in time.
 type lostAnswerWriter struct {
-	offsetWriter
+	coordinator.OffsetWriter
 	armed atomic.Bool
 }
 
 func (w *lostAnswerWriter) CommitOffsetsIf(ctx context.Context, tenant, group string, offsets []meta.CommittedOffset, conds ...clientv3.Cmp) error {
-	err := w.offsetWriter.CommitOffsetsIf(ctx, tenant, group, offsets, conds...)
+	err := w.OffsetWriter.CommitOffsetsIf(ctx, tenant, group, offsets, conds...)
 	if err == nil && w.armed.Load() {
 		return fmt.Errorf("meta: commit %d offsets of group %q: the answer was lost: %w", len(offsets), group, context.DeadlineExceeded)
 	}
@@ -37,10 +39,10 @@ func TestOffsetFetchAfterAnAmbiguousCommitIsNotBehindEtcd(t *testing.T) {
 	b, _ := startGroupBroker(t, testBrokerConfig(t), groupTestConfig())
 	createTopic(t, testClient(t, b), "t", 1, nil)
 	w := &lostAnswerWriter{}
-	b.coord.mu.Lock() // requests read the writer after taking mu (runner)
-	w.offsetWriter = b.coord.offsets
-	b.coord.offsets = w
-	b.coord.mu.Unlock()
+	b.coord.WrapOffsets(func(cur coordinator.OffsetWriter) coordinator.OffsetWriter {
+		w.OffsetWriter = cur
+		return w
+	})
 
 	conn := dialRaw(t, b, "")
 	commit := func(offset int64) int16 {

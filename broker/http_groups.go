@@ -22,6 +22,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/coordinator"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/group"
@@ -63,7 +65,7 @@ const forwardedHeader = "X-Sluice-Forwarded-By"
 func (b *Broker) toCoordinator(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		groupID := r.PathValue("group")
-		co := b.groupCoordinator(groupID)
+		co := b.GroupCoordinator(groupID)
 		switch {
 		case groupID == "" || co.NodeID == b.Cfg.NodeID:
 			h(w, r)
@@ -91,7 +93,7 @@ func (b *Broker) toCoordinator(h http.HandlerFunc) http.HandlerFunc {
 // coordinator, taking the group over) a 503, as the HTTP API's other
 // retriable errors; anything else is writeError's.
 func (b *Broker) groupHTTPError(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(err, errNotCoordinator) || errors.Is(err, errCoordinatorLoading) {
+	if errors.Is(err, coordinator.ErrNotCoordinator) || errors.Is(err, coordinator.ErrCoordinatorLoading) {
 		err = &apiError{Status: http.StatusServiceUnavailable, Code: "coordinator_not_available", Message: err.Error() + "; retry"}
 	}
 	b.writeError(w, r, err)
@@ -327,13 +329,13 @@ func (b *Broker) httpCommit(w http.ResponseWriter, r *http.Request) {
 		b.groupHTTPError(w, r, err)
 		return
 	}
-	offsets := make(map[group.TopicPartition]OffsetCommit, len(req.Offsets))
+	offsets := make(map[group.TopicPartition]coordinator.OffsetCommit, len(req.Offsets))
 	for _, o := range req.Offsets {
 		if o.Offset < 0 {
 			b.writeError(w, r, badRequest("offset %d of %s-%d is negative", o.Offset, o.Topic, o.Partition))
 			return
 		}
-		offsets[group.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = OffsetCommit{Offset: o.Offset, LeaderEpoch: -1}
+		offsets[group.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = coordinator.OffsetCommit{Offset: o.Offset, LeaderEpoch: -1}
 	}
 	if err := b.checkCommitRange(r.Context(), offsets); err != nil {
 		b.groupHTTPError(w, r, err)
@@ -453,7 +455,7 @@ func (b *Broker) resetTargets(ctx context.Context, req resetRequest) (map[int32]
 // checkCommitRange refuses a commit of an offset beyond a partition's log
 // end (every later fetch would find nothing there) or of an unknown
 // partition.
-func (b *Broker) checkCommitRange(ctx context.Context, offsets map[group.TopicPartition]OffsetCommit) error {
+func (b *Broker) checkCommitRange(ctx context.Context, offsets map[group.TopicPartition]coordinator.OffsetCommit) error {
 	for tp, o := range offsets {
 		t := b.LookupTopic(tp.Topic)
 		if t == nil || tp.Partition < 0 || int(tp.Partition) >= len(t.States) {

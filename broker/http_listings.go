@@ -153,7 +153,7 @@ func (b *Broker) httpListGroups(w http.ResponseWriter, r *http.Request) {
 		for _, g := range gs {
 			// A group moving between coordinators can be listed by both for
 			// a moment; the placement's choice wins.
-			if prev, ok := byGroup[g.Group]; !ok || prev.Coordinator != b.groupCoordinator(g.Group).NodeID {
+			if prev, ok := byGroup[g.Group]; !ok || prev.Coordinator != b.GroupCoordinator(g.Group).NodeID {
 				byGroup[g.Group] = g
 			}
 		}

@@ -35,6 +35,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/coordinator"
+
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/broker/replica"
@@ -186,9 +188,9 @@ func (b *Broker) httpInternalGroups(w http.ResponseWriter, r *http.Request) {
 // them over after starting.
 func (b *Broker) localGroups(ctx context.Context) ([]groupListing, error) {
 	if b.coord == nil {
-		return nil, errCoordinatorLoading
+		return nil, coordinator.ErrCoordinatorLoading
 	}
-	if err := b.coord.awaitPlaced(ctx); err != nil {
+	if err := b.coord.AwaitPlaced(ctx); err != nil {
 		return nil, err
 	}
 	out := []groupListing{}

@@ -178,7 +178,7 @@ func FuzzPublishRequest(f *testing.F) {
 	f.Add([]byte(`{"messages":[{"message_key":"k","payload":"v","headers":{"a":"b"}}]}`))
 	f.Add([]byte(`{"producer_id":1,"producer_epoch":0,"messages":[{"payload_base64":"AAE=","sequence":0,"partition":1}]}`))
 	f.Add([]byte(`{"messages":[{"timestamp_ms":-1}]}`))
-	b := &Broker{}
+	b := &Broker{Node: &node.Node{}}
 	tp := &node.Topic{States: make([]meta.PartitionState, 3), Partitions: make([]*partition.Partition, 3), Settings: node.ParseSettings(nil)}
 	tp.Meta.Name = "fuzz"
 	f.Fuzz(func(t *testing.T, body []byte) {

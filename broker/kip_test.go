@@ -619,7 +619,7 @@ func TestListOffsetsNewLeaderBehindItsEpoch(t *testing.T) {
 	if st.Role != replica.RoleLeader || epochStart(l.Epochs(), 2) != 5 || hw != 0 {
 		t.Fatalf("status %+v, chain %+v, HW %d: want a leader of epoch 2 from offset 5 with HW 0", st, l.Epochs(), hw)
 	}
-	b := &Broker{}
+	b := &Broker{Node: &node.Node{}}
 	for _, tc := range []struct {
 		name   string
 		ts     int64

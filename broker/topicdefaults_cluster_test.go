@@ -1,6 +1,6 @@
 package broker
 
-// node.Topic defaults set by broker flags, and DescribeConfigs of what is in
+// Topic defaults set by broker flags, and DescribeConfigs of what is in
 // force, on a three-broker cluster: min.insync.replicas of a topic with
 // three replicas describes as the two the replica core requires, and
 // default.replication.factor as the replication a new topic gets.

@@ -1,4 +1,4 @@
-package broker
+package coordinator
 
 // This file owns the group coordinator's runtime: one group.Group state
 // machine per group id, each behind its own lock, a ticker that feeds the
@@ -41,15 +41,32 @@ import (
 // etcdTimeout bounds one etcd call made while holding a group's lock.
 const etcdTimeout = 10 * time.Second
 
-type coordinator struct {
-	b      *Broker
-	cfg    CoordinatorConfig
-	gcfg   group.Config
-	logger zerolog.Logger
+// Cluster is what the coordinator needs of the broker around it.
+type Cluster interface {
+	// Registration is this broker's registration once it has registered.
+	Registration() (*meta.Registration, bool)
+	// GroupCoordinator is the broker that coordinates groupID in this
+	// broker's view; GroupPlacementBrokers the brokers groups are placed on.
+	GroupCoordinator(groupID string) meta.BrokerInfo
+	GroupPlacementBrokers() []meta.BrokerInfo
+	// PartitionRange is the log start and high watermark of a partition at
+	// its leader, which may be another broker.
+	PartitionRange(ctx context.Context, t *node.Topic, index int32) (logStart, hw int64, err error)
+}
+
+// Coordinator runs the consumer groups this broker coordinates.
+type Coordinator struct {
+	node    *node.Node
+	cluster Cluster
+	store   *meta.Store
+	nodeID  int32
+	cfg     node.CoordinatorConfig
+	gcfg    group.Config
+	logger  zerolog.Logger
 	// offsets writes committed offsets: b.Store. It is read after a
 	// request has taken mu (runner), so a test may swap in a fault double
 	// under mu before its group requests.
-	offsets offsetWriter
+	offsets OffsetWriter
 
 	ticket atomic.Uint64
 	placed chan struct{} // closed once the placement loop has taken over this broker's groups
@@ -92,21 +109,26 @@ func (gr *groupRunner) serving() bool {
 	return gr.claim.Revision != 0 && !gr.released && gr.g.State() != group.Dead
 }
 
-func (b *Broker) startCoordinator(ctx context.Context) error {
-	cfg := b.Cfg.Coordinator
+// Start runs the coordinator of the broker whose state is n, in cluster.
+// Its loops run until Stop.
+func Start(ctx context.Context, n *node.Node, cluster Cluster) *Coordinator {
+	cfg := n.Cfg.Coordinator
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	c := &coordinator{
-		b:      b,
-		cfg:    cfg,
-		gcfg:   cfg.GroupConfig(),
-		logger: b.NodeLog.With().Str("component", "coordinator").Logger(),
-		placed: make(chan struct{}),
-		done:   make(chan struct{}),
-		groups: make(map[string]*groupRunner),
+	c := &Coordinator{
+		node:    n,
+		cluster: cluster,
+		store:   n.Store,
+		nodeID:  n.Cfg.NodeID,
+		cfg:     cfg,
+		gcfg:    cfg.GroupConfig(),
+		logger:  n.NodeLog.With().Str("component", "coordinator").Logger(),
+		placed:  make(chan struct{}),
+		done:    make(chan struct{}),
+		groups:  make(map[string]*groupRunner),
 	}
-	c.offsets = b.Store
+	c.offsets = n.Store
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.stop = cancel
 	c.wg.Add(2)
@@ -118,13 +140,12 @@ func (b *Broker) startCoordinator(ctx context.Context) error {
 		defer c.wg.Done()
 		c.placeLoop(loopCtx)
 	}()
-	b.coord = c
-	return nil
+	return c
 }
 
-func (b *Broker) stopCoordinator() {
-	c := b.coord
-	if c == nil || c.stop == nil {
+// Stop ends the coordinator's loops; parked requests end too.
+func (c *Coordinator) Stop() {
+	if c.stop == nil {
 		return
 	}
 	c.stop()
@@ -132,10 +153,32 @@ func (b *Broker) stopCoordinator() {
 	close(c.done)
 }
 
-func (c *coordinator) now() time.Time { return c.cfg.Now() }
+func (c *Coordinator) now() time.Time { return c.cfg.Now() }
+
+// WrapOffsets replaces the writer of committed offsets by wrap's answer
+// for the current one: the seam through which tests put a fault double
+// between the coordinator and etcd. Requests read the writer after taking
+// the coordinator's lock, so the swap is safe while they run.
+func (c *Coordinator) WrapOffsets(wrap func(OffsetWriter) OffsetWriter) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offsets = wrap(c.offsets)
+}
+
+// GroupState is the claim and generation of a group this broker holds;
+// ok is false when it does not hold the group.
+func (c *Coordinator) GroupState(id string) (claim meta.GroupClaim, gen group.Generation, ok bool) {
+	gr := c.runner(id, false)
+	if gr == nil {
+		return meta.GroupClaim{}, -1, false
+	}
+	gr.mu.Lock()
+	defer gr.mu.Unlock()
+	return gr.claim, gr.g.Generation(), true
+}
 
 // runner returns the group's runner, creating an Empty group if create.
-func (c *coordinator) runner(id string, create bool) *groupRunner {
+func (c *Coordinator) runner(id string, create bool) *groupRunner {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	gr := c.groups[id]
@@ -148,7 +191,7 @@ func (c *coordinator) runner(id string, create bool) *groupRunner {
 
 // forget removes a Dead or released group's runner from the map; the
 // caller holds gr.mu.
-func (c *coordinator) forget(id string, gr *groupRunner) {
+func (c *Coordinator) forget(id string, gr *groupRunner) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.groups[id] == gr {
@@ -158,10 +201,10 @@ func (c *coordinator) forget(id string, gr *groupRunner) {
 
 // locked runs fn on the live group id under its lock, creating the group if
 // create; without create, an unknown group is node.ErrGroupNotFound. A group
-// placed on another broker is errNotCoordinator; one this broker has not
-// served yet is first acquired (claimed and loaded; errCoordinatorLoading
+// placed on another broker is ErrNotCoordinator; one this broker has not
+// served yet is first acquired (claimed and loaded; ErrCoordinatorLoading
 // while another broker still holds it).
-func (c *coordinator) locked(ctx context.Context, id string, create bool, fn func(gr *groupRunner) error) error {
+func (c *Coordinator) locked(ctx context.Context, id string, create bool, fn func(gr *groupRunner) error) error {
 	if id == "" {
 		return fmt.Errorf("%w: empty", node.ErrInvalidGroupID)
 	}
@@ -210,16 +253,16 @@ func (c *coordinator) locked(ctx context.Context, id string, create bool, fn fun
 // it cannot be stored, nobody learns it: the completions are dropped and
 // the group is released (its waiters get NOT_COORDINATOR and rejoin, at this
 // broker or the next coordinator, which reads the stored generation).
-func (c *coordinator) deliver(ctx context.Context, gr *groupRunner) error {
+func (c *Coordinator) deliver(ctx context.Context, gr *groupRunner) error {
 	if gen := gr.g.Generation(); gen > gr.savedGen {
 		wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
-		err := c.b.Store.SaveGroupGeneration(wctx, gr.claim, int32(gen))
+		err := c.store.SaveGroupGeneration(wctx, gr.claim, int32(gen))
 		cancel()
 		if err != nil {
 			gr.g.TakeCompletions()
 			c.logger.Warn().Err(err).Str("group", gr.g.ID()).Int32("generation", int32(gen)).Msg("generation not stored; releasing the group")
 			c.release(ctx, gr, "generation not stored")
-			return fmt.Errorf("group %q: store generation %d: %w: %w", gr.g.ID(), gen, errNotCoordinator, err)
+			return fmt.Errorf("group %q: store generation %d: %w: %w", gr.g.ID(), gen, ErrNotCoordinator, err)
 		}
 		gr.savedGen = gen
 	}
@@ -239,16 +282,16 @@ func (gr *groupRunner) park(t group.Ticket) <-chan group.Completion {
 	return ch
 }
 
-func (c *coordinator) nextTicket() group.Ticket { return group.Ticket(c.ticket.Add(1)) }
+func (c *Coordinator) nextTicket() group.Ticket { return group.Ticket(c.ticket.Add(1)) }
 
 // wait returns a parked request's completion, or an error when ctx ends,
 // the group is released (gone) or the coordinator stops first.
-func (c *coordinator) wait(ctx context.Context, ch <-chan group.Completion, gone <-chan struct{}) (group.Completion, error) {
+func (c *Coordinator) wait(ctx context.Context, ch <-chan group.Completion, gone <-chan struct{}) (group.Completion, error) {
 	select {
 	case comp := <-ch:
 		return comp, nil
 	case <-gone:
-		return group.Completion{}, fmt.Errorf("group released while the request waited: %w", errNotCoordinator)
+		return group.Completion{}, fmt.Errorf("group released while the request waited: %w", ErrNotCoordinator)
 	case <-ctx.Done():
 		return group.Completion{}, fmt.Errorf("%w: %w", node.ErrCoordinatorUnavailable, ctx.Err())
 	case <-c.done:
@@ -258,7 +301,7 @@ func (c *coordinator) wait(ctx context.Context, ch <-chan group.Completion, gone
 
 // startJoin registers a JoinGroup and returns the wait for its answer, so a
 // Kafka handler can park the reply without blocking its reader.
-func (c *coordinator) startJoin(groupID string, req group.JoinRequest) func(context.Context) group.JoinResult {
+func (c *Coordinator) StartJoin(groupID string, req group.JoinRequest) func(context.Context) group.JoinResult {
 	var res group.JoinResult
 	var ch <-chan group.Completion
 	var gone <-chan struct{}
@@ -287,12 +330,12 @@ func (c *coordinator) startJoin(groupID string, req group.JoinRequest) func(cont
 
 // Join runs a JoinGroup and waits for its answer; the answer's Err is
 // group.ErrMemberIDRequired (with MemberID set), another group error, or nil.
-func (c *coordinator) Join(ctx context.Context, groupID string, req group.JoinRequest) group.JoinResult {
-	return c.startJoin(groupID, req)(ctx)
+func (c *Coordinator) Join(ctx context.Context, groupID string, req group.JoinRequest) group.JoinResult {
+	return c.StartJoin(groupID, req)(ctx)
 }
 
 // startSync registers a SyncGroup and returns the wait for its answer.
-func (c *coordinator) startSync(groupID string, req group.SyncRequest) func(context.Context) group.SyncResult {
+func (c *Coordinator) StartSync(groupID string, req group.SyncRequest) func(context.Context) group.SyncResult {
 	var res group.SyncResult
 	var ch <-chan group.Completion
 	var gone <-chan struct{}
@@ -320,20 +363,20 @@ func (c *coordinator) startSync(groupID string, req group.SyncRequest) func(cont
 }
 
 // Sync runs a SyncGroup and waits for the member's assignment.
-func (c *coordinator) Sync(ctx context.Context, groupID string, req group.SyncRequest) group.SyncResult {
-	return c.startSync(groupID, req)(ctx)
+func (c *Coordinator) Sync(ctx context.Context, groupID string, req group.SyncRequest) group.SyncResult {
+	return c.StartSync(groupID, req)(ctx)
 }
 
 // Heartbeat keeps a member's session alive; group.ErrRebalanceInProgress
 // tells it to rejoin.
-func (c *coordinator) Heartbeat(groupID, memberID, instanceID string, gen group.Generation) error {
+func (c *Coordinator) Heartbeat(groupID, memberID, instanceID string, gen group.Generation) error {
 	return unknownGroupAsMember(c.locked(context.Background(), groupID, false, func(gr *groupRunner) error {
 		return gr.g.Heartbeat(c.now(), memberID, instanceID, gen)
 	}))
 }
 
 // Leave removes a member (by member id, or instance id for a static member).
-func (c *coordinator) Leave(groupID, memberID, instanceID string) error {
+func (c *Coordinator) Leave(groupID, memberID, instanceID string) error {
 	return unknownGroupAsMember(c.locked(context.Background(), groupID, false, func(gr *groupRunner) error {
 		return gr.g.Leave(c.now(), memberID, instanceID)
 	}))
@@ -350,7 +393,7 @@ func unknownGroupAsMember(err error) error {
 
 // tickLoop feeds the clock to every group and, less often, removes expired
 // offsets and empty groups.
-func (c *coordinator) tickLoop(ctx context.Context) {
+func (c *Coordinator) tickLoop(ctx context.Context) {
 	tick := time.NewTicker(c.cfg.TickInterval)
 	defer tick.Stop()
 	lastCheck := c.now()
@@ -379,7 +422,7 @@ func (c *coordinator) tickLoop(ctx context.Context) {
 	}
 }
 
-func (c *coordinator) snapshot() []*groupRunner {
+func (c *Coordinator) snapshot() []*groupRunner {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]*groupRunner, 0, len(c.groups))
@@ -387,22 +430,4 @@ func (c *coordinator) snapshot() []*groupRunner {
 		out = append(out, gr)
 	}
 	return out
-}
-
-// groupAPIs returns the dispatch entries of the group coordinator. node.Topic-ID
-// forms of OffsetCommit and OffsetFetch (v10+) and KIP-848 are not served.
-func groupAPIs() map[int16]api {
-	return map[int16]api{
-		8:  {min: 0, max: 9, handle: handleOffsetCommit},
-		9:  {min: 0, max: 9, handle: handleOffsetFetch},
-		10: {min: 0, max: 5, handle: handleFindCoordinator},
-		11: {min: 0, max: 9, handle: handleJoinGroup},
-		12: {min: 0, max: 4, handle: handleHeartbeat},
-		13: {min: 0, max: 5, handle: handleLeaveGroup},
-		14: {min: 0, max: 5, handle: handleSyncGroup},
-		15: {min: 0, max: 6, handle: handleDescribeGroups},
-		16: {min: 0, max: 5, handle: handleListGroups},
-		42: {min: 0, max: 3, handle: handleDeleteGroups},
-		47: {min: 0, max: 0, handle: handleOffsetDelete},
-	}
 }

@@ -1,4 +1,4 @@
-package broker
+package coordinator
 
 // This file owns the coordinator's administrative views and actions:
 // describing, listing and deleting groups. They are shared by the Kafka
@@ -29,7 +29,7 @@ type GroupListing struct {
 }
 
 // DescribeGroup describes one group; node.ErrGroupNotFound if there is none.
-func (c *coordinator) DescribeGroup(groupID string) (GroupDescription, error) {
+func (c *Coordinator) DescribeGroup(groupID string) (GroupDescription, error) {
 	var d GroupDescription
 	err := c.locked(context.Background(), groupID, false, func(gr *groupRunner) error {
 		d = GroupDescription{
@@ -48,7 +48,7 @@ func (c *coordinator) DescribeGroup(groupID string) (GroupDescription, error) {
 
 // ListGroups lists every live group this broker coordinates, sorted by id
 // (Kafka's brokers do the same; clients merge the lists of all brokers).
-func (c *coordinator) ListGroups() []GroupListing {
+func (c *Coordinator) ListGroups() []GroupListing {
 	var out []GroupListing
 	for _, gr := range c.snapshot() {
 		gr.mu.Lock()
@@ -63,14 +63,14 @@ func (c *coordinator) ListGroups() []GroupListing {
 
 // DeleteGroup deletes an Empty group and its committed offsets:
 // group.ErrNotEmpty while it has members, node.ErrGroupNotFound if absent.
-func (c *coordinator) DeleteGroup(ctx context.Context, groupID string) error {
+func (c *Coordinator) DeleteGroup(ctx context.Context, groupID string) error {
 	return c.locked(ctx, groupID, false, func(gr *groupRunner) error {
 		if gr.g.State() != group.Empty {
 			return fmt.Errorf("delete group %q in state %s: %w", groupID, gr.g.State(), group.ErrNotEmpty)
 		}
 		wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 		defer cancel()
-		if err := c.b.Store.DeleteGroupOffsetsIf(wctx, c.cfg.Tenant, groupID, gr.claimCond()); err != nil {
+		if err := c.store.DeleteGroupOffsetsIf(wctx, c.cfg.Tenant, groupID, gr.claimCond()); err != nil {
 			return c.fenced(ctx, gr, err)
 		}
 		if err := gr.g.MarkDead(c.now()); err != nil {

@@ -1,4 +1,4 @@
-package broker
+package coordinator
 
 // This file owns which broker coordinates which consumer group, and this
 // broker's tenure over the groups it coordinates.
@@ -39,8 +39,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"net"
-	"strconv"
 	"strings"
 	"time"
 
@@ -53,12 +51,12 @@ import (
 )
 
 var (
-	// errNotCoordinator: the group is placed on another broker, or this
+	// ErrNotCoordinator: the group is placed on another broker, or this
 	// broker's claim on it is gone. Clients look the coordinator up again.
-	errNotCoordinator = fmt.Errorf("this broker is not the group's coordinator: %w", kerr.NotCoordinator)
-	// errCoordinatorLoading: the group is placed here but its claim is still
+	ErrNotCoordinator = fmt.Errorf("this broker is not the group's coordinator: %w", kerr.NotCoordinator)
+	// ErrCoordinatorLoading: the group is placed here but its claim is still
 	// held elsewhere, or this broker has not registered yet. Clients retry.
-	errCoordinatorLoading = fmt.Errorf("this broker is taking the group over: %w", kerr.CoordinatorLoadInProgress)
+	ErrCoordinatorLoading = fmt.Errorf("this broker is taking the group over: %w", kerr.CoordinatorLoadInProgress)
 )
 
 // rendezvousScore is the weight of node for groupID; the highest wins.
@@ -75,9 +73,9 @@ func rendezvousScore(groupID string, node int32) uint64 {
 	return x
 }
 
-// placeGroup picks the coordinator of groupID among brokers: the highest
+// PlaceGroup picks the coordinator of groupID among brokers: the highest
 // rendezvous score, ties to the lower node id. false if brokers is empty.
-func placeGroup(groupID string, brokers []meta.BrokerInfo) (meta.BrokerInfo, bool) {
+func PlaceGroup(groupID string, brokers []meta.BrokerInfo) (meta.BrokerInfo, bool) {
 	var best meta.BrokerInfo
 	var bestScore uint64
 	found := false
@@ -90,71 +88,10 @@ func placeGroup(groupID string, brokers []meta.BrokerInfo) (meta.BrokerInfo, boo
 	return best, found
 }
 
-// groupCoordinator is the broker that coordinates groupID in this broker's
-// view of the cluster. Before the broker has registered it is itself.
-func (b *Broker) groupCoordinator(groupID string) meta.BrokerInfo {
-	if bi, ok := placeGroup(groupID, b.groupPlacementBrokers()); ok {
-		return bi
-	}
-	return meta.BrokerInfo{NodeID: b.Cfg.NodeID, AZ: b.Cfg.AZ, Kafka: b.advertise}
-}
-
-// groupPlacementBrokers is the live brokers, without this one once its own
-// registration is lost (its claims went with the lease).
-func (b *Broker) groupPlacementBrokers() []meta.BrokerInfo {
-	bs := b.brokers()
-	if len(bs) == 0 || !b.registrationLost() {
-		return bs
-	}
-	out := make([]meta.BrokerInfo, 0, len(bs))
-	for _, bi := range bs {
-		if bi.NodeID != b.Cfg.NodeID {
-			out = append(out, bi)
-		}
-	}
-	return out
-}
-
-// registration returns this broker's current registration once it has
-// registered (a lost lease is replaced by a new registration: cluster.go).
-func (b *Broker) registration() (*meta.Registration, bool) {
-	reg := b.reg.Load()
-	if len(b.brokers()) == 0 || reg == nil {
-		return nil, false
-	}
-	return reg, true
-}
-
-func (b *Broker) registrationLost() bool {
-	reg, ok := b.registration()
-	if !ok {
-		return false
-	}
-	select {
-	case <-reg.Lost():
-		return true
-	default:
-		return false
-	}
-}
-
-// hostPort splits a broker's advertised Kafka address for FindCoordinator.
-func hostPort(addr string) (string, int32) {
-	host, portStr, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", -1
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		return "", -1
-	}
-	return host, int32(port)
-}
-
-// checkPlacement fails with errNotCoordinator unless groupID is placed here.
-func (c *coordinator) checkPlacement(groupID string) error {
-	if co := c.b.groupCoordinator(groupID); co.NodeID != c.b.Cfg.NodeID {
-		return fmt.Errorf("group %q is coordinated by node %d: %w", groupID, co.NodeID, errNotCoordinator)
+// checkPlacement fails with ErrNotCoordinator unless groupID is placed here.
+func (c *Coordinator) checkPlacement(groupID string) error {
+	if co := c.cluster.GroupCoordinator(groupID); co.NodeID != c.nodeID {
+		return fmt.Errorf("group %q is coordinated by node %d: %w", groupID, co.NodeID, ErrNotCoordinator)
 	}
 	return nil
 }
@@ -162,20 +99,20 @@ func (c *coordinator) checkPlacement(groupID string) error {
 // acquire makes gr servable: it takes the group's claim and loads the
 // group's committed offsets (read after the claim, so no commit of a
 // predecessor is missed). gr.mu is held; gr is fresh (never served).
-func (c *coordinator) acquire(ctx context.Context, gr *groupRunner) error {
+func (c *Coordinator) acquire(ctx context.Context, gr *groupRunner) error {
 	id := gr.g.ID()
 	if err := c.checkPlacement(id); err != nil {
 		return err
 	}
-	reg, ok := c.b.registration()
+	reg, ok := c.cluster.Registration()
 	if !ok {
-		return fmt.Errorf("group %q: not registered yet: %w", id, errCoordinatorLoading)
+		return fmt.Errorf("group %q: not registered yet: %w", id, ErrCoordinatorLoading)
 	}
 	wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
-	claim, err := c.b.Store.ClaimGroup(wctx, c.cfg.Tenant, id, c.b.Cfg.NodeID, reg.Info().Lease)
+	claim, err := c.store.ClaimGroup(wctx, c.cfg.Tenant, id, c.nodeID, reg.Info().Lease)
 	if errors.Is(err, meta.ErrGroupClaimed) {
-		return fmt.Errorf("group %q: %w: %w", id, errCoordinatorLoading, err)
+		return fmt.Errorf("group %q: %w: %w", id, ErrCoordinatorLoading, err)
 	}
 	if err != nil {
 		return fmt.Errorf("%w: %w", node.ErrCoordinatorUnavailable, err)
@@ -183,16 +120,16 @@ func (c *coordinator) acquire(ctx context.Context, gr *groupRunner) error {
 	// Let go rather than hold a claim no runner knows of; the next request
 	// or placement pass claims and loads again.
 	notLoaded := func(what string, err error) error {
-		if rerr := c.b.Store.ReleaseGroup(wctx, claim); rerr != nil {
+		if rerr := c.store.ReleaseGroup(wctx, claim); rerr != nil {
 			c.logger.Warn().Err(rerr).Str("group", id).Msg("release claim of a group not loaded; the placement loop retries")
 		}
 		return fmt.Errorf("%w: load %s of group %q: %w", node.ErrCoordinatorUnavailable, what, id, err)
 	}
-	stored, err := c.b.Store.GroupOffsets(wctx, c.cfg.Tenant, id)
+	stored, err := c.store.GroupOffsets(wctx, c.cfg.Tenant, id)
 	if err != nil {
 		return notLoaded("offsets", err)
 	}
-	gen, err := c.b.Store.GroupGeneration(wctx, c.cfg.Tenant, id)
+	gen, err := c.store.GroupGeneration(wctx, c.cfg.Tenant, id)
 	if err != nil {
 		return notLoaded("generation", err)
 	}
@@ -200,7 +137,7 @@ func (c *coordinator) acquire(ctx context.Context, gr *groupRunner) error {
 	gr.savedGen = group.Generation(gen)
 	set := make(map[group.TopicPartition]group.Offset, len(stored))
 	for _, o := range stored {
-		t := c.b.LookupTopicID(o.TopicID)
+		t := c.node.LookupTopicID(o.TopicID)
 		if t == nil {
 			continue // a deleted topic's offsets are ignored
 		}
@@ -218,7 +155,7 @@ func (c *coordinator) acquire(ctx context.Context, gr *groupRunner) error {
 
 // release ends this broker's tenure over gr: it leaves the map, its parked
 // requests end with NOT_COORDINATOR, and its claim is deleted. gr.mu is held.
-func (c *coordinator) release(ctx context.Context, gr *groupRunner, why string) {
+func (c *Coordinator) release(ctx context.Context, gr *groupRunner, why string) {
 	if gr.released {
 		return
 	}
@@ -230,20 +167,20 @@ func (c *coordinator) release(ctx context.Context, gr *groupRunner, why string) 
 	}
 	wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
-	if err := c.b.Store.ReleaseGroup(wctx, gr.claim); err != nil {
+	if err := c.store.ReleaseGroup(wctx, gr.claim); err != nil {
 		c.logger.Warn().Err(err).Str("group", gr.g.ID()).Msg("release group claim; it ends with this broker's lease")
 	}
 	c.logger.Info().Str("group", gr.g.ID()).Str("why", why).Msg("no longer coordinating group")
 }
 
 // fenced turns a write refused by the claim's condition into
-// errNotCoordinator, releasing the group; gr.mu is held.
-func (c *coordinator) fenced(ctx context.Context, gr *groupRunner, err error) error {
+// ErrNotCoordinator, releasing the group; gr.mu is held.
+func (c *Coordinator) fenced(ctx context.Context, gr *groupRunner, err error) error {
 	if !errors.Is(err, meta.ErrFenced) {
 		return fmt.Errorf("%w: %w", node.ErrCoordinatorUnavailable, err)
 	}
 	c.release(ctx, gr, "claim lost")
-	return fmt.Errorf("group %q: %w: %w", gr.g.ID(), errNotCoordinator, err)
+	return fmt.Errorf("group %q: %w: %w", gr.g.ID(), ErrNotCoordinator, err)
 }
 
 // placeLoop keeps this broker's tenures matching the placement: whenever
@@ -251,7 +188,7 @@ func (c *coordinator) fenced(ctx context.Context, gr *groupRunner, err error) er
 // and takes over the groups with committed offsets placed here (so offsets
 // expire and ListGroups lists them even before a client asks); groups it
 // could not take yet are retried every tick.
-func (c *coordinator) placeLoop(ctx context.Context) {
+func (c *Coordinator) placeLoop(ctx context.Context) {
 	tick := time.NewTicker(c.cfg.TickInterval)
 	defer tick.Stop()
 	seen, retry, first := "", false, true
@@ -261,10 +198,10 @@ func (c *coordinator) placeLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		if _, ok := c.b.registration(); !ok {
+		if _, ok := c.cluster.Registration(); !ok {
 			continue
 		}
-		view := viewOf(c.b.groupPlacementBrokers())
+		view := viewOf(c.cluster.GroupPlacementBrokers())
 		if view == seen && !retry && !first {
 			continue
 		}
@@ -283,8 +220,8 @@ func (c *coordinator) placeLoop(ctx context.Context) {
 const placedWait = 5 * time.Second
 
 // awaitPlaced waits until the placement loop has taken over this broker's
-// groups once (so ListGroups lists them), or fails with errCoordinatorLoading.
-func (c *coordinator) awaitPlaced(ctx context.Context) error {
+// groups once (so ListGroups lists them), or fails with ErrCoordinatorLoading.
+func (c *Coordinator) AwaitPlaced(ctx context.Context) error {
 	t := time.NewTimer(placedWait)
 	defer t.Stop()
 	select {
@@ -294,7 +231,7 @@ func (c *coordinator) awaitPlaced(ctx context.Context) error {
 	case <-t.C:
 	case <-c.done:
 	}
-	return fmt.Errorf("groups not loaded yet: %w", errCoordinatorLoading)
+	return fmt.Errorf("groups not loaded yet: %w", ErrCoordinatorLoading)
 }
 
 // viewOf names a broker list by its members' incarnations.
@@ -310,7 +247,7 @@ func viewOf(bs []meta.BrokerInfo) string {
 // (a release whose delete failed), and takes the groups with committed
 // offsets placed here. It reports whether it could list those groups, and
 // whether every one was taken.
-func (c *coordinator) reconcile(ctx context.Context) (listed, all bool) {
+func (c *Coordinator) reconcile(ctx context.Context) (listed, all bool) {
 	orphansGone := c.releaseOrphanClaims(ctx)
 	for _, gr := range c.snapshot() {
 		gr.mu.Lock()
@@ -320,7 +257,7 @@ func (c *coordinator) reconcile(ctx context.Context) (listed, all bool) {
 		gr.mu.Unlock()
 	}
 	lctx, cancel := context.WithTimeout(ctx, etcdTimeout)
-	groups, err := c.b.Store.OffsetGroups(lctx, c.cfg.Tenant)
+	groups, err := c.store.OffsetGroups(lctx, c.cfg.Tenant)
 	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
@@ -334,7 +271,7 @@ func (c *coordinator) reconcile(ctx context.Context) (listed, all bool) {
 			continue
 		}
 		err := c.locked(ctx, id, false, func(*groupRunner) error { return nil })
-		if err != nil && !errors.Is(err, node.ErrGroupNotFound) && !errors.Is(err, errNotCoordinator) {
+		if err != nil && !errors.Is(err, node.ErrGroupNotFound) && !errors.Is(err, ErrNotCoordinator) {
 			c.logger.Debug().Err(err).Str("group", id).Msg("group not taken over yet; will retry")
 			all = false
 		}
@@ -344,14 +281,14 @@ func (c *coordinator) reconcile(ctx context.Context) (listed, all bool) {
 
 // releaseOrphanClaims deletes the claims this broker's lease holds that no
 // serving runner holds; it reports whether there were none left.
-func (c *coordinator) releaseOrphanClaims(ctx context.Context) bool {
-	reg, ok := c.b.registration()
+func (c *Coordinator) releaseOrphanClaims(ctx context.Context) bool {
+	reg, ok := c.cluster.Registration()
 	if !ok {
 		return true
 	}
 	lctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
-	claims, err := c.b.Store.GroupClaims(lctx, c.cfg.Tenant)
+	claims, err := c.store.GroupClaims(lctx, c.cfg.Tenant)
 	if err != nil {
 		if ctx.Err() == nil {
 			c.logger.Warn().Err(err).Msg("list group claims; will retry")
@@ -372,7 +309,7 @@ func (c *coordinator) releaseOrphanClaims(ctx context.Context) bool {
 		if held {
 			continue
 		}
-		if err := c.b.Store.ReleaseGroup(lctx, cl); err != nil {
+		if err := c.store.ReleaseGroup(lctx, cl); err != nil {
 			c.logger.Warn().Err(err).Str("group", cl.Group).Msg("release orphan group claim; will retry")
 			clean = false
 		}

@@ -1,4 +1,4 @@
-package broker
+package coordinator
 
 // This file owns committed offsets on the coordinator side: commits
 // (checked by the group state machine, then written to etcd in one
@@ -19,7 +19,7 @@ package broker
 // behind etcd, so it answers no fetch until the group is claimed and its
 // offsets loaded from etcd again.
 //
-// The writes go through offsetWriter, the store's half this file uses
+// The writes go through OffsetWriter, the store's half this file uses
 // (c.offsets, meta.Store in a running broker).
 
 import (
@@ -40,9 +40,9 @@ import (
 // maxOffsetMetadata is Kafka's offset.metadata.max.bytes.
 const maxOffsetMetadata = 4096
 
-// offsetWriter writes a group's committed offsets in etcd, each transaction
+// OffsetWriter writes a group's committed offsets in etcd, each transaction
 // conditioned on conds: meta.Store's methods of that name.
-type offsetWriter interface {
+type OffsetWriter interface {
 	CommitOffsetsIf(ctx context.Context, tenant, group string, offsets []meta.CommittedOffset, conds ...clientv3.Cmp) error
 	DeleteOffsetsIf(ctx context.Context, tenant, group string, keys []meta.OffsetKey, conds ...clientv3.Cmp) error
 }
@@ -58,7 +58,7 @@ type OffsetCommit struct {
 // with gen < 0 and no member, as an admin while the group is Empty. The
 // error is for the whole request; the map holds per-partition errors (an
 // unknown topic or partition, metadata too large) for partitions not written.
-func (c *coordinator) CommitOffsets(ctx context.Context, groupID, memberID, instanceID string, gen group.Generation,
+func (c *Coordinator) CommitOffsets(ctx context.Context, groupID, memberID, instanceID string, gen group.Generation,
 	offsets map[group.TopicPartition]OffsetCommit) (map[group.TopicPartition]error, error) {
 	admin := gen < 0 && memberID == "" && instanceID == ""
 	perPartition := make(map[group.TopicPartition]error)
@@ -76,13 +76,13 @@ func (c *coordinator) CommitOffsets(ctx context.Context, groupID, memberID, inst
 }
 
 // writeOffsets validates, writes and applies offsets; gr.mu is held.
-func (c *coordinator) writeOffsets(ctx context.Context, gr *groupRunner, gen group.Generation,
+func (c *Coordinator) writeOffsets(ctx context.Context, gr *groupRunner, gen group.Generation,
 	offsets map[group.TopicPartition]OffsetCommit, perPartition map[group.TopicPartition]error) error {
 	now := c.now()
 	durable := make([]meta.CommittedOffset, 0, len(offsets))
 	apply := make(map[group.TopicPartition]group.Offset, len(offsets))
 	for tp, o := range offsets {
-		t := c.b.LookupTopic(tp.Topic)
+		t := c.node.LookupTopic(tp.Topic)
 		switch {
 		case t == nil || tp.Partition < 0 || int(tp.Partition) >= len(t.States):
 			perPartition[tp] = fmt.Errorf("%w: %s-%d", node.ErrUnknownTopic, tp.Topic, tp.Partition)
@@ -114,7 +114,7 @@ func (c *coordinator) writeOffsets(ctx context.Context, gr *groupRunner, gen gro
 // FetchOffsets returns the committed offsets of tps (all of them if tps is
 // nil). Partitions without a committed offset are absent from the map. An
 // unknown group has no offsets.
-func (c *coordinator) FetchOffsets(groupID string, tps []group.TopicPartition) (map[group.TopicPartition]group.Offset, error) {
+func (c *Coordinator) FetchOffsets(groupID string, tps []group.TopicPartition) (map[group.TopicPartition]group.Offset, error) {
 	out := make(map[group.TopicPartition]group.Offset)
 	err := c.locked(context.Background(), groupID, false, func(gr *groupRunner) error {
 		if tps == nil {
@@ -125,7 +125,7 @@ func (c *coordinator) FetchOffsets(groupID string, tps []group.TopicPartition) (
 			if !ok {
 				continue
 			}
-			if t := c.b.LookupTopic(tp.Topic); t == nil || t.Meta.ID != o.TopicID {
+			if t := c.node.LookupTopic(tp.Topic); t == nil || t.Meta.ID != o.TopicID {
 				continue // the topic was deleted (and perhaps recreated)
 			}
 			out[tp] = o
@@ -142,20 +142,19 @@ func (c *coordinator) FetchOffsets(groupID string, tps []group.TopicPartition) (
 // has no members (group.ErrNotEmpty otherwise), and only to offsets within
 // [log start, high watermark] of each partition (wal.ErrOffsetOutOfRange,
 // HTTP 410, otherwise). Nothing is written unless every offset is valid.
-func (c *coordinator) ResetOffsets(ctx context.Context, groupID string, offsets map[string]map[int32]int64) error {
+func (c *Coordinator) ResetOffsets(ctx context.Context, groupID string, offsets map[string]map[int32]int64) error {
 	commits := make(map[group.TopicPartition]OffsetCommit)
 	for topic, parts := range offsets {
 		for partition, off := range parts {
-			t := c.b.LookupTopic(topic)
+			t := c.node.LookupTopic(topic)
 			if t == nil {
 				return fmt.Errorf("reset offsets of group %q: %w: %s", groupID, node.ErrUnknownTopic, topic)
 			}
 			// The partition's leader knows its range; it may be another broker.
-			pos, err := c.b.partitionOffsetsOf(ctx, t, partition, internalOffsetsRequest{To: "latest"})
+			start, hw, err := c.cluster.PartitionRange(ctx, t, partition)
 			if err != nil {
 				return fmt.Errorf("reset offsets of group %q: %w", groupID, err)
 			}
-			start, hw := pos.LogStart, pos.HighWatermark
 			if off < start || off > hw {
 				return fmt.Errorf("reset offsets of group %q: %s-%d to %d outside [%d, %d]: %w",
 					groupID, topic, partition, off, start, hw, wal.ErrOffsetOutOfRange)
@@ -180,7 +179,7 @@ func (c *coordinator) ResetOffsets(ctx context.Context, groupID string, offsets 
 
 // DeleteOffsets deletes some offsets of a group (OffsetDelete): allowed for
 // an Empty group, or for topics no member of a consumer group subscribes to.
-func (c *coordinator) DeleteOffsets(ctx context.Context, groupID string, tps []group.TopicPartition) (map[group.TopicPartition]error, error) {
+func (c *Coordinator) DeleteOffsets(ctx context.Context, groupID string, tps []group.TopicPartition) (map[group.TopicPartition]error, error) {
 	perPartition := make(map[group.TopicPartition]error)
 	err := c.locked(ctx, groupID, false, func(gr *groupRunner) error {
 		subscribed := map[string]bool{}
@@ -196,7 +195,7 @@ func (c *coordinator) DeleteOffsets(ctx context.Context, groupID string, tps []g
 			switch {
 			case subscribed[tp.Topic]:
 				perPartition[tp] = fmt.Errorf("%w: %s", node.ErrGroupSubscribedToTopic, tp.Topic)
-			case c.b.LookupTopic(tp.Topic) == nil:
+			case c.node.LookupTopic(tp.Topic) == nil:
 				perPartition[tp] = fmt.Errorf("%w: %s", node.ErrUnknownTopic, tp.Topic)
 			default:
 				if o, ok := gr.g.Offset(tp); ok {
@@ -224,7 +223,7 @@ func (c *coordinator) DeleteOffsets(ctx context.Context, groupID string, tps []g
 // next request claims it again and loads its offsets from etcd. Releasing
 // deletes the claim when etcd answers, which also fails any write of ours
 // still on its way, since each is conditioned on the claim's revision.
-func (c *coordinator) unsure(ctx context.Context, gr *groupRunner, what string, err error) error {
+func (c *Coordinator) unsure(ctx context.Context, gr *groupRunner, what string, err error) error {
 	if errors.Is(err, meta.ErrFenced) {
 		return c.fenced(ctx, gr, err)
 	}
@@ -243,7 +242,7 @@ func consumerTopics(metadata []byte) []string {
 
 // expire deletes offsets past retention and forgets a group left with
 // nothing; gr.mu is held.
-func (c *coordinator) expire(ctx context.Context, gr *groupRunner, now time.Time) {
+func (c *Coordinator) expire(ctx context.Context, gr *groupRunner, now time.Time) {
 	if tps := gr.g.ExpiredOffsets(now); len(tps) > 0 {
 		keys := make([]meta.OffsetKey, 0, len(tps))
 		for _, tp := range tps {
@@ -274,7 +273,7 @@ func (c *coordinator) expire(ctx context.Context, gr *groupRunner, now time.Time
 // (identified by its ID, so a topic recreated under the same name keeps its
 // own). Failures are logged: the offsets are already ignored, since their
 // topic ID no longer exists, and the next deletion of the topic retries.
-func (c *coordinator) forgetTopic(ctx context.Context, name string, id [16]byte) {
+func (c *Coordinator) ForgetTopic(ctx context.Context, name string, id [16]byte) {
 	for _, gr := range c.snapshot() {
 		gr.mu.Lock()
 		if !gr.serving() {

@@ -1,0 +1,114 @@
+package broker
+
+import (
+	"context"
+	"net"
+	"strconv"
+
+	"github.com/sluice-mq/sluice/broker/coordinator"
+
+	"github.com/sluice-mq/sluice/broker/node"
+	"github.com/sluice-mq/sluice/meta"
+)
+
+// This file owns what the group coordinator (broker/coordinator) needs of
+// the cluster: where a group is placed, this broker's registration, the
+// range of a partition at its leader, and the coordinator's start and stop
+// with the broker.
+
+// groupCoordinator is the broker that coordinates groupID in this broker's
+// view of the cluster. Before the broker has registered it is itself.
+func (b *Broker) GroupCoordinator(groupID string) meta.BrokerInfo {
+	if bi, ok := coordinator.PlaceGroup(groupID, b.GroupPlacementBrokers()); ok {
+		return bi
+	}
+	return meta.BrokerInfo{NodeID: b.Cfg.NodeID, AZ: b.Cfg.AZ, Kafka: b.advertise}
+}
+
+// groupPlacementBrokers is the live brokers, without this one once its own
+// registration is lost (its claims went with the lease).
+func (b *Broker) GroupPlacementBrokers() []meta.BrokerInfo {
+	bs := b.brokers()
+	if len(bs) == 0 || !b.registrationLost() {
+		return bs
+	}
+	out := make([]meta.BrokerInfo, 0, len(bs))
+	for _, bi := range bs {
+		if bi.NodeID != b.Cfg.NodeID {
+			out = append(out, bi)
+		}
+	}
+	return out
+}
+
+// registration returns this broker's current registration once it has
+// registered (a lost lease is replaced by a new registration: cluster.go).
+func (b *Broker) Registration() (*meta.Registration, bool) {
+	reg := b.reg.Load()
+	if len(b.brokers()) == 0 || reg == nil {
+		return nil, false
+	}
+	return reg, true
+}
+
+func (b *Broker) registrationLost() bool {
+	reg, ok := b.Registration()
+	if !ok {
+		return false
+	}
+	select {
+	case <-reg.Lost():
+		return true
+	default:
+		return false
+	}
+}
+
+// hostPort splits a broker's advertised Kafka address for FindCoordinator.
+func hostPort(addr string) (string, int32) {
+	host, portStr, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", -1
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return "", -1
+	}
+	return host, int32(port)
+}
+
+func (b *Broker) startCoordinator(ctx context.Context) error {
+	b.coord = coordinator.Start(ctx, b.Node, b)
+	return nil
+}
+
+// PartitionRange is the log start and high watermark of a partition at its
+// leader (coordinator.Cluster).
+func (b *Broker) PartitionRange(ctx context.Context, t *node.Topic, index int32) (logStart, hw int64, err error) {
+	pos, err := b.partitionOffsetsOf(ctx, t, index, internalOffsetsRequest{To: "latest"})
+	return pos.LogStart, pos.HighWatermark, err
+}
+
+func (b *Broker) stopCoordinator() {
+	if b.coord != nil {
+		b.coord.Stop()
+	}
+}
+
+// groupAPIs returns the dispatch entries of the group coordinator. Topic-ID
+// forms of coordinator.OffsetCommit and OffsetFetch (v10+) and KIP-848 are not served.
+func groupAPIs() map[int16]api {
+	return map[int16]api{
+		8:  {min: 0, max: 9, handle: handleOffsetCommit},
+		9:  {min: 0, max: 9, handle: handleOffsetFetch},
+		10: {min: 0, max: 5, handle: handleFindCoordinator},
+		11: {min: 0, max: 9, handle: handleJoinGroup},
+		12: {min: 0, max: 4, handle: handleHeartbeat},
+		13: {min: 0, max: 5, handle: handleLeaveGroup},
+		14: {min: 0, max: 5, handle: handleSyncGroup},
+		15: {min: 0, max: 6, handle: handleDescribeGroups},
+		16: {min: 0, max: 5, handle: handleListGroups},
+		42: {min: 0, max: 3, handle: handleDeleteGroups},
+		47: {min: 0, max: 0, handle: handleOffsetDelete},
+	}
+}
