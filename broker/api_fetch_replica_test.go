@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -63,7 +65,7 @@ func TestReplicaFetchLeavesOutUnjudgedPartition(t *testing.T) {
 	t.Cleanup(blocks.unblock) // before the broker stops (cleanups run last first)
 	cl := testClient(t, b, kgo.RequestRetries(0))
 	createTopic(t, cl, "two", 2, nil)
-	if p := produceRaw(t, b, cl, "two", 1, testBatch(3, -1, -1, -1, 1)); p.ErrorCode != 0 {
+	if p := produceRaw(t, b, cl, "two", 1, brokertest.Batch(3, -1, -1, -1, 1)); p.ErrorCode != 0 {
 		t.Fatalf("produce: error %d", p.ErrorCode)
 	}
 	tp := b.LookupTopic("two")
@@ -78,7 +80,7 @@ func TestReplicaFetchLeavesOutUnjudgedPartition(t *testing.T) {
 		rt := kmsg.NewProduceRequestTopic()
 		rt.Topic, rt.TopicID = "two", tp.Meta.ID
 		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition, rp.Records = 1, testBatch(1, -1, -1, -1, 1)
+		rp.Partition, rp.Records = 1, brokertest.Batch(1, -1, -1, -1, 1)
 		rt.Partitions = append(rt.Partitions, rp)
 		req.Topics = append(req.Topics, rt)
 		_, _ = req.RequestWith(context.Background(), pcl)

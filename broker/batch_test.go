@@ -3,71 +3,54 @@ package broker
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
-	"hash/crc32"
 	"testing"
+
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
 
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/records"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// testBatch builds an uncompressed v2 batch of n records as a producer
-// sends it; record i has timestamp ts+i.
-func testBatch(n int, pid int64, epoch int16, seq int32, ts int64) []byte {
-	var recs []byte
-	for i := 0; i < n; i++ {
-		r := kmsg.Record{TimestampDelta64: int64(i), OffsetDelta: int32(i),
-			Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, "value-%d", i)}
-		r.Length = int32(len(r.AppendTo(nil)) - 1)
-		recs = r.AppendTo(recs)
-	}
-	b := kmsg.RecordBatch{
-		PartitionLeaderEpoch: -1, Magic: 2, LastOffsetDelta: int32(n - 1),
-		FirstTimestamp: ts, MaxTimestamp: ts + int64(n-1),
-		ProducerID: pid, ProducerEpoch: epoch, FirstSequence: seq,
-		NumRecords: int32(n), Records: recs,
-	}
-	raw := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
-	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
-	return raw
-}
-
-func recrc(raw []byte) []byte {
-	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
-	return raw
-}
-
 func TestValidateBatch(t *testing.T) {
-	good := testBatch(3, -1, -1, -1, 1000)
+	good := brokertest.Batch(3, -1, -1, -1, 1000)
 	tests := []struct {
 		name  string
 		batch func() []byte
 		max   int32
 		want  error
 	}{
-		{"valid", func() []byte { return testBatch(3, -1, -1, -1, 1000) }, 1 << 20, nil},
+		{"valid", func() []byte { return brokertest.Batch(3, -1, -1, -1, 1000) }, 1 << 20, nil},
 		{"empty", func() []byte { return nil }, 1 << 20, node.ErrInvalidRecord},
-		{"too large", func() []byte { return testBatch(3, -1, -1, -1, 1000) }, 20, node.ErrMessageTooLarge},
+		{"too large", func() []byte { return brokertest.Batch(3, -1, -1, -1, 1000) }, 20, node.ErrMessageTooLarge},
 		{"short header", func() []byte { return good[:40] }, 1 << 20, node.ErrCorruptMessage},
-		{"bad crc", func() []byte { b := testBatch(3, -1, -1, -1, 1000); b[len(b)-1] ^= 0xff; return b }, 1 << 20, node.ErrCorruptMessage},
-		{"truncated", func() []byte { return testBatch(3, -1, -1, -1, 1000)[:len(good)-2] }, 1 << 20, node.ErrCorruptMessage},
-		{"two batches", func() []byte { return append(testBatch(1, -1, -1, -1, 1), testBatch(1, -1, -1, -1, 1)...) }, 1 << 20, node.ErrInvalidRecord},
-		{"control", func() []byte { b := testBatch(1, -1, -1, -1, 1); b[22] |= attrControl; return recrc(b) }, 1 << 20, node.ErrInvalidRecord},
-		{"transactional", func() []byte { b := testBatch(1, -1, -1, -1, 1); b[22] |= attrTransactional; return recrc(b) }, 1 << 20, node.ErrInvalidRecord},
-		{"codec 7", func() []byte { b := testBatch(1, -1, -1, -1, 1); b[22] |= 7; return recrc(b) }, 1 << 20, node.ErrCorruptMessage},
-		{"magic 1", func() []byte { b := testBatch(1, -1, -1, -1, 1); b[16] = 1; return b }, 1 << 20, node.ErrCorruptMessage},
-		{"base offset", func() []byte { b := testBatch(1, -1, -1, -1, 1); b[7] = 5; return b }, 1 << 20, node.ErrInvalidRecord},
+		{"bad crc", func() []byte { b := brokertest.Batch(3, -1, -1, -1, 1000); b[len(b)-1] ^= 0xff; return b }, 1 << 20, node.ErrCorruptMessage},
+		{"truncated", func() []byte { return brokertest.Batch(3, -1, -1, -1, 1000)[:len(good)-2] }, 1 << 20, node.ErrCorruptMessage},
+		{"two batches", func() []byte {
+			return append(brokertest.Batch(1, -1, -1, -1, 1), brokertest.Batch(1, -1, -1, -1, 1)...)
+		}, 1 << 20, node.ErrInvalidRecord},
+		{"control", func() []byte {
+			b := brokertest.Batch(1, -1, -1, -1, 1)
+			b[22] |= node.AttrControl
+			return brokertest.Recrc(b)
+		}, 1 << 20, node.ErrInvalidRecord},
+		{"transactional", func() []byte {
+			b := brokertest.Batch(1, -1, -1, -1, 1)
+			b[22] |= node.AttrTransactional
+			return brokertest.Recrc(b)
+		}, 1 << 20, node.ErrInvalidRecord},
+		{"codec 7", func() []byte { b := brokertest.Batch(1, -1, -1, -1, 1); b[22] |= 7; return brokertest.Recrc(b) }, 1 << 20, node.ErrCorruptMessage},
+		{"magic 1", func() []byte { b := brokertest.Batch(1, -1, -1, -1, 1); b[16] = 1; return b }, 1 << 20, node.ErrCorruptMessage},
+		{"base offset", func() []byte { b := brokertest.Batch(1, -1, -1, -1, 1); b[7] = 5; return b }, 1 << 20, node.ErrInvalidRecord},
 		{"count mismatch", func() []byte {
-			b := testBatch(2, -1, -1, -1, 1)
+			b := brokertest.Batch(2, -1, -1, -1, 1)
 			binary.BigEndian.PutUint32(b[57:], 5)
-			return recrc(b)
+			return brokertest.Recrc(b)
 		}, 1 << 20, node.ErrInvalidRecord},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := validateBatch(tt.batch(), tt.max)
+			_, err := node.ValidateBatch(tt.batch(), tt.max)
 			if tt.want == nil && err != nil || tt.want != nil && !errors.Is(err, tt.want) {
 				t.Fatalf("validateBatch = %v, want %v", err, tt.want)
 			}
@@ -76,7 +59,7 @@ func TestValidateBatch(t *testing.T) {
 }
 
 func TestFirstOffsetAtOrAfter(t *testing.T) {
-	b := testBatch(5, -1, -1, -1, 1000)
+	b := brokertest.Batch(5, -1, -1, -1, 1000)
 	binary.BigEndian.PutUint64(b[0:], 40) // stamped base offset
 	for _, tt := range []struct {
 		ts, from int64
@@ -98,9 +81,9 @@ func TestFirstOffsetAtOrAfter(t *testing.T) {
 // produces (the CRC only proves they arrived intact), and the broker decodes
 // them for timestamp lookups and HTTP fetches. No input may panic it.
 func FuzzEachRecord(f *testing.F) {
-	f.Add(testBatch(3, -1, -1, -1, 1000))
+	f.Add(brokertest.Batch(3, -1, -1, -1, 1000))
 	for codec := byte(1); codec <= 4; codec++ {
-		b := testBatch(2, -1, -1, -1, 5)
+		b := brokertest.Batch(2, -1, -1, -1, 5)
 		b[22] |= codec
 		f.Add(b)
 	}

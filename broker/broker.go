@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/broker/coordinator"
+	"github.com/sluice-mq/sluice/broker/kafka"
 
 	"github.com/rs/zerolog"
 
@@ -42,19 +43,11 @@ type Broker struct {
 	lagRates  lagRates      // commit-rate samples for consumer lag
 	rrPublish atomic.Uint64 // round-robin partition choice for unkeyed HTTP messages
 
-	pidMu           sync.Mutex
-	pidNext, pidEnd int64 // guarded by pidMu: the unused rest of the reserved block
-
-	kafkaLn   net.Listener
-	advertise string // host:port clients are told; set once the listener is bound
-	httpLn    net.Listener
-	ib        interBroker // the inter-broker listener (interbroker.go)
-	fwd       forwarder   // clients of the other brokers' inter-broker listeners (forward.go)
-	ready     atomic.Bool
-	readyCh   chan struct{} // closed once the broker serves Kafka and HTTP
-	conns     sync.WaitGroup
-	connMu    sync.Mutex
-	openConns map[net.Conn]struct{} // guarded by connMu
+	kafka   *kafka.Server // the Kafka front end; set by Run
+	httpLn  net.Listener
+	fwd     forwarder // clients of the other brokers' inter-broker listeners (forward.go)
+	ready   atomic.Bool
+	readyCh chan struct{} // closed once the broker serves Kafka and HTTP
 }
 
 // New checks the configuration and prepares a broker; Run starts it.
@@ -74,7 +67,6 @@ func New(cfg Config, logger zerolog.Logger) (*Broker, error) {
 	nodeLog := logger.With().Int32("node", cfg.NodeID).Logger()
 	b := &Broker{
 		Node:      node.New(cfg, nodeLog),
-		openConns: make(map[net.Conn]struct{}),
 		readyCh:   make(chan struct{}),
 		ctlResign: make(chan struct{}, 1),
 	}
@@ -82,7 +74,7 @@ func New(cfg Config, logger zerolog.Logger) (*Broker, error) {
 		Place:        b.place,
 		PlaceMore:    b.placeMore,
 		AwaitLeaders: b.awaitLeaders,
-		ControllerID: b.controllerID,
+		ControllerID: b.ControllerID,
 		ForgetTopic: func(ctx context.Context, name string, id [16]byte) {
 			if b.coord != nil {
 				b.coord.ForgetTopic(ctx, name, id)
@@ -95,10 +87,7 @@ func New(cfg Config, logger zerolog.Logger) (*Broker, error) {
 
 // KafkaAddr is the bound Kafka listener address (useful with port 0).
 func (b *Broker) KafkaAddr() string {
-	if b.kafkaLn == nil {
-		return ""
-	}
-	return b.kafkaLn.Addr().String()
+	return b.kafka.Addr()
 }
 
 // Ready is closed once the broker serves Kafka and HTTP requests.
@@ -162,28 +151,19 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	defer b.stopCoordinator()
 
-	if b.kafkaLn, err = net.Listen("tcp", b.Cfg.KafkaListen); err != nil {
-		return fmt.Errorf("broker: kafka listener: %w", err)
-	}
-	b.advertise = b.Cfg.KafkaAdvertise
-	if b.advertise == b.Cfg.KafkaListen {
-		b.advertise = b.kafkaLn.Addr().String()
+	b.kafka = kafka.New(b.Node, b, b.coord)
+	if err := b.kafka.Listen(); err != nil {
+		return fmt.Errorf("broker: %w", err)
 	}
 	if b.httpLn, err = net.Listen("tcp", b.Cfg.HTTPListen); err != nil {
-		_ = b.kafkaLn.Close()
+		b.kafka.CloseListeners()
 		return fmt.Errorf("broker: http listener: %w", err)
-	}
-	if err := b.listenInterBroker(); err != nil {
-		_ = b.kafkaLn.Close()
-		_ = b.httpLn.Close()
-		return fmt.Errorf("broker: inter-broker listener: %w", err)
 	}
 	// Registered once the listeners are bound, so the addresses the
 	// cluster learns already accept connections.
 	if err := b.registerAtStart(ctx); err != nil {
-		_ = b.kafkaLn.Close()
+		b.kafka.CloseListeners()
 		_ = b.httpLn.Close()
-		_ = b.ib.ln.Close()
 		return err
 	}
 	httpSrv := &http.Server{Handler: b.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
@@ -192,9 +172,8 @@ func (b *Broker) Run(ctx context.Context) error {
 	serveCtx, stopServing := context.WithCancel(ctx)
 	defer stopServing()
 	errc := make(chan error, 4)
-	mem := newRequestMemory(b.Cfg.QueuedMaxRequestBytes, b.M.RequestMem)
-	go func() { errc <- b.serveKafka(serveCtx, mem) }()
-	go func() { errc <- b.serveInterBroker(serveCtx, mem) }()
+	go func() { errc <- b.kafka.Serve(serveCtx) }()
+	go func() { errc <- b.kafka.ServeInterBroker(serveCtx) }()
 	serveHTTP := func(srv *http.Server, ln net.Listener, name string) {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("broker: %s: %w", name, err)
@@ -203,7 +182,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		errc <- nil
 	}
 	go serveHTTP(httpSrv, b.httpLn, "http")
-	go serveHTTP(ibSrv, b.ib.httpConns, "inter-broker http")
+	go serveHTTP(ibSrv, b.kafka.InterBrokerHTTP(), "inter-broker http")
 	clusterCtx, stopCluster := context.WithCancel(context.WithoutCancel(ctx))
 	b.startCluster(clusterCtx)
 	defer func() {
@@ -219,8 +198,8 @@ func (b *Broker) Run(ctx context.Context) error {
 	b.awaitOwnLeadership(ctx, startupLeaderWait)
 	b.ready.Store(true)
 	close(b.readyCh)
-	b.Logger.Info().Str("kafka", b.kafkaLn.Addr().String()).Str("http", b.httpLn.Addr().String()).
-		Str("inter_broker", b.ib.ln.Addr().String()).Str("cluster_id", b.ClusterID).Msg("broker ready")
+	b.Logger.Info().Str("kafka", b.kafka.Addr()).Str("http", b.httpLn.Addr().String()).
+		Str("inter_broker", b.kafka.InterBrokerAddr()).Str("cluster_id", b.ClusterID).Msg("broker ready")
 
 	var runErr error
 	select {
@@ -233,14 +212,9 @@ func (b *Broker) Run(ctx context.Context) error {
 	b.deregister(deregCtx)
 	cancelDereg()
 	stopServing()
-	if err := b.kafkaLn.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-		b.Logger.Warn().Err(err).Msg("kafka listener close")
-	}
-	if err := b.ib.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-		b.Logger.Warn().Err(err).Msg("inter-broker listener close")
-	}
+	b.kafka.CloseListeners()
 	b.closeForwarder()
-	b.closeConns()
+	b.kafka.CloseConns()
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if err := httpSrv.Shutdown(shutCtx); err != nil {
@@ -249,7 +223,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	if err := ibSrv.Shutdown(shutCtx); err != nil {
 		b.Logger.Warn().Err(err).Msg("inter-broker http shutdown")
 	}
-	b.conns.Wait()
+	b.kafka.Wait()
 	maintWG.Wait()
 	return runErr
 }
@@ -272,4 +246,14 @@ func (b *Broker) maintainLoop(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// interBrokerHTTP is the listener's HTTP server: the envelope route and the
+// internal routes of forwarding and listings.
+func (b *Broker) interBrokerHTTP() *http.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+replicationPath, b.httpReplication)
+	b.registerInternalAPI(mux)     // forward_internal.go
+	b.registerListingInternal(mux) // http_listings_internal.go
+	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 }

@@ -26,7 +26,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -63,10 +62,10 @@ func (b *Broker) register(ctx context.Context) error {
 	info := meta.BrokerInfo{
 		NodeID: b.Cfg.NodeID,
 		AZ:     b.Cfg.AZ,
-		Kafka:  b.advertise,
-		HTTP:   advertisedHTTP(b.httpLn.Addr().String(), b.advertise),
+		Kafka:  b.kafka.Advertise(),
+		HTTP:   node.AdvertisedHTTP(b.httpLn.Addr().String(), b.kafka.Advertise()),
 
-		InterBroker: b.ib.advertise,
+		InterBroker: b.kafka.InterBrokerAdvertise(),
 	}
 	path := filepath.Join(b.Cfg.DataDir, registrationFile)
 	prev, err := b.previousLease(path)
@@ -83,7 +82,7 @@ func (b *Broker) register(ctx context.Context) error {
 		return fmt.Errorf("broker: record registration lease in %s: %w", path, err)
 	}
 	b.reg.Store(reg)
-	others := slices.DeleteFunc(slices.Clone(b.brokers()), func(x meta.BrokerInfo) bool { return x.NodeID == b.Cfg.NodeID })
+	others := slices.DeleteFunc(slices.Clone(b.Brokers()), func(x meta.BrokerInfo) bool { return x.NodeID == b.Cfg.NodeID })
 	b.setLiveBrokers(append(others, reg.Info()))
 	return nil
 }
@@ -135,21 +134,6 @@ func (b *Broker) previousLease(path string) (clientv3.LeaseID, error) {
 		return 0, nil
 	}
 	return clientv3.LeaseID(id), nil
-}
-
-// advertisedHTTP is the HTTP address other brokers and tools are given: the
-// bound address, with the Kafka advertised host when bound to all interfaces.
-func advertisedHTTP(bound, kafkaAdvertise string) string {
-	host, port, err := net.SplitHostPort(bound)
-	if err != nil {
-		return bound
-	}
-	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
-		if h, _, err := net.SplitHostPort(kafkaAdvertise); err == nil {
-			host = h
-		}
-	}
-	return net.JoinHostPort(host, port)
 }
 
 // deregister ends the registration at shutdown, so the cluster stops
@@ -219,7 +203,7 @@ func (b *Broker) setLiveBrokers(bs []meta.BrokerInfo) {
 }
 
 // brokers returns the live brokers, sorted by node id.
-func (b *Broker) brokers() []meta.BrokerInfo {
+func (b *Broker) Brokers() []meta.BrokerInfo {
 	if p := b.liveBrokers.Load(); p != nil {
 		return *p
 	}
@@ -227,7 +211,7 @@ func (b *Broker) brokers() []meta.BrokerInfo {
 }
 
 // controllerID is the node id of the controller, or -1 while none is known.
-func (b *Broker) controllerID() int32 { return b.controller.Load() }
+func (b *Broker) ControllerID() int32 { return b.controller.Load() }
 
 // followController campaigns for controller and, meanwhile, keeps the
 // controller id current for Metadata.
@@ -359,7 +343,7 @@ func (b *Broker) applyTopicEvent(ctx context.Context, ev meta.TopicEvent) {
 // place assigns the replicas of n new partitions over the live brokers
 // (broker/controller); rf -1 asks for the default.
 func (b *Broker) place(n, rf int) ([][]int32, error) {
-	brokers := b.placementBrokers()
+	brokers := b.PlacementBrokers()
 	if rf == -1 {
 		rf = b.DefaultReplicationFactor(brokers)
 	}
@@ -378,7 +362,7 @@ func (b *Broker) place(n, rf int) ([][]int32, error) {
 // placeMore assigns replicas to the partitions t gains in growing to count,
 // with t's replication factor.
 func (b *Broker) placeMore(t *node.Topic, count int) ([][]int32, error) {
-	brokers := b.placementBrokers()
+	brokers := b.PlacementBrokers()
 	existing := make([][]controller.NodeID, len(t.States))
 	for i, st := range t.States {
 		for _, id := range st.Replicas {
@@ -398,8 +382,8 @@ func (b *Broker) placeMore(t *node.Topic, count int) ([][]int32, error) {
 }
 
 // placementBrokers is the live brokers as placement sees them.
-func (b *Broker) placementBrokers() []controller.Broker {
-	live := b.brokers()
+func (b *Broker) PlacementBrokers() []controller.Broker {
+	live := b.Brokers()
 	if len(live) == 0 {
 		live = []meta.BrokerInfo{{NodeID: b.Cfg.NodeID, AZ: b.Cfg.AZ}}
 	}
@@ -566,7 +550,7 @@ func (b *Broker) awaitOwnLeadership(ctx context.Context, d time.Duration) {
 		// A controller known, too: Metadata names it, and clients send
 		// admin requests (CreateTopics) there; -1 sends some of them to
 		// ":0" (kafka-go did, in a CI run).
-		done := b.controllerID() > 0
+		done := b.ControllerID() > 0
 		for _, t := range b.SortedTopics() {
 			for i, st := range t.States {
 				p := t.Partitions[i]
@@ -583,5 +567,21 @@ func (b *Broker) awaitOwnLeadership(ctx context.Context, d time.Duration) {
 		}
 		sleepCtx(ctx, 5*time.Millisecond)
 	}
-	b.Logger.Warn().Int64("waited_ms", d.Milliseconds()).Int32("controller", b.controllerID()).Msg("some partitions this broker led are not led again yet, or no controller is known; serving anyway")
+	b.Logger.Warn().Int64("waited_ms", d.Milliseconds()).Int32("controller", b.ControllerID()).Msg("some partitions this broker led are not led again yet, or no controller is known; serving anyway")
+}
+
+// interBrokerAddr is the address to dial a live broker's inter-broker
+// listener at (where it registered it, unless Config.PeerInterBroker routes
+// that node elsewhere), or "" when the broker is not live or registered
+// none.
+func (b *Broker) interBrokerAddr(id int32) string {
+	for _, bi := range b.Brokers() {
+		if bi.NodeID == id {
+			if addr, ok := b.Cfg.PeerInterBroker[id]; ok {
+				return addr
+			}
+			return bi.InterBroker
+		}
+	}
+	return ""
 }

@@ -109,7 +109,7 @@ func TestClusterOnExternalEtcd(t *testing.T) {
 	}
 	eventuallyTrue(t, "the brokers see each other", func() (bool, string) {
 		for i, b := range c.brokers {
-			if n := len(b.brokers()); n != 3 {
+			if n := len(b.Brokers()); n != 3 {
 				return false, fmt.Sprintf("broker %d sees %d", i+1, n)
 			}
 		}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -133,14 +135,14 @@ func tryStartTestCluster(t *testing.T, n int, adjust func(*Config), newLogger fu
 	poll := time.NewTicker(10 * time.Millisecond)
 	defer poll.Stop()
 	for i := 0; i < len(c.brokers); {
-		if len(c.brokers[i].brokers()) == n {
+		if len(c.brokers[i].Brokers()) == n {
 			i++
 			continue
 		}
 		select {
 		case <-deadline.C:
 			abandon()
-			return nil, fmt.Errorf("broker %d sees %d brokers after 30s, want %d", i+1, len(c.brokers[i].brokers()), n)
+			return nil, fmt.Errorf("broker %d sees %d brokers after 30s, want %d", i+1, len(c.brokers[i].Brokers()), n)
 		case <-poll.C:
 		}
 	}
@@ -181,7 +183,7 @@ func metadataOf(t *testing.T, b *Broker) *kmsg.MetadataResponse {
 // eventuallyTrue polls cond for 20 s (eventuallyWhy).
 func eventuallyTrue(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	eventuallyWhy(t, 20*time.Second, what, cond)
+	brokertest.EventuallyWhy(t, 20*time.Second, what, cond)
 }
 
 func TestClusterMembershipAndTopics(t *testing.T) {
@@ -292,7 +294,7 @@ func TestClusterControllerFailover(t *testing.T) {
 	c := startTestCluster(t, 3)
 	var first int32
 	eventuallyTrue(t, "a controller is elected", func() (bool, string) {
-		first = c.brokers[0].controllerID()
+		first = c.brokers[0].ControllerID()
 		return first > 0, "none yet"
 	})
 	c.stops[first-1]()
@@ -302,7 +304,7 @@ func TestClusterControllerFailover(t *testing.T) {
 			if int32(i+1) == first {
 				continue
 			}
-			next = b.controllerID()
+			next = b.ControllerID()
 			if next <= 0 || next == first {
 				return false, fmt.Sprintf("broker %d reports controller %d", i+1, next)
 			}
@@ -331,7 +333,7 @@ func TestClusterReplicationFactor(t *testing.T) {
 	c := startTestCluster(t, 3)
 	cl := testClient(t, c.brokers[0])
 	eventuallyTrue(t, "broker 1 sees three brokers", func() (bool, string) {
-		n := len(c.brokers[0].brokers())
+		n := len(c.brokers[0].Brokers())
 		return n == 3, fmt.Sprintf("%d brokers", n)
 	})
 	for _, rf := range []int16{4, 3, -1} {
@@ -409,7 +411,7 @@ func TestClusterReplicatedTopic(t *testing.T) {
 	}
 	c := startTestCluster(t, 3)
 	eventuallyTrue(t, "broker 1 sees three brokers", func() (bool, string) {
-		n := len(c.brokers[0].brokers())
+		n := len(c.brokers[0].Brokers())
 		return n == 3, fmt.Sprintf("%d brokers", n)
 	})
 	cl := testClient(t, c.brokers[0])
@@ -492,7 +494,7 @@ func TestClusterLeaderThatLosesItsLeaseRegistersAgain(t *testing.T) {
 	}
 	c := startTestCluster(t, 3)
 	eventuallyTrue(t, "broker 1 sees three brokers", func() (bool, string) {
-		return len(c.brokers[0].brokers()) == 3, ""
+		return len(c.brokers[0].Brokers()) == 3, ""
 	})
 	cl := testClient(t, c.brokers[0])
 	createReplicatedTopic(t, cl, "lease", 1, 3)
@@ -524,7 +526,7 @@ func TestClusterProduceTimesOutThenNotEnoughReplicas(t *testing.T) {
 	}
 	c := startTestCluster(t, 3)
 	eventuallyTrue(t, "broker 1 sees three brokers", func() (bool, string) {
-		return len(c.brokers[0].brokers()) == 3, ""
+		return len(c.brokers[0].Brokers()) == 3, ""
 	})
 	cl := testClient(t, c.brokers[0])
 	createReplicatedTopic(t, cl, "lonely", 1, 3)
@@ -544,7 +546,7 @@ func TestClusterProduceTimesOutThenNotEnoughReplicas(t *testing.T) {
 		prt := kmsg.NewProduceRequestTopic()
 		prt.Topic = "lonely"
 		prp := kmsg.NewProduceRequestTopicPartition()
-		prp.Partition, prp.Records = 0, testBatch(1, -1, -1, -1, 1)
+		prp.Partition, prp.Records = 0, brokertest.Batch(1, -1, -1, -1, 1)
 		prt.Partitions = append(prt.Partitions, prp)
 		preq.Topics = append(preq.Topics, prt)
 		start := time.Now()

@@ -4,6 +4,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/node"
+
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -19,9 +23,9 @@ func TestConnectionLimits(t *testing.T) {
 		alsoAdmitted    string   // then one from this IP, served
 	}{
 		{name: "max connections", max: 2, admitted: []string{"127.0.0.1", "127.0.0.2"},
-			refused: "127.0.0.3", reason: refusedMaxConnections},
+			refused: "127.0.0.3", reason: node.RefusedMaxConnections},
 		{name: "max connections per ip", max: 10, maxPerIP: 2, admitted: []string{"127.0.0.1", "127.0.0.1"},
-			refused: "127.0.0.1", reason: refusedMaxPerIP, alsoAdmitted: "127.0.0.2"},
+			refused: "127.0.0.1", reason: node.RefusedMaxPerIP, alsoAdmitted: "127.0.0.2"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := testBrokerConfig(t)
@@ -44,13 +48,13 @@ func TestConnectionLimits(t *testing.T) {
 			if tt.alsoAdmitted != "" {
 				wantOpen++
 			}
-			eventually(t, 10*time.Second, "open connections gauge", func() bool {
+			brokertest.Eventually(t, 10*time.Second, "open connections gauge", func() bool {
 				return metricValue(t, b, "sluice_connections_open") == wantOpen
 			})
 
 			// A closed connection frees its place for the refused IP.
 			open[0].nc.Close()
-			eventually(t, 30*time.Second, "a connection admitted after one closed", func() bool {
+			brokertest.Eventually(t, 30*time.Second, "a connection admitted after one closed", func() bool {
 				c := dialRaw(t, b, tt.refused)
 				defer c.nc.Close()
 				return c.tryRoundTrip(kmsg.NewPtrApiVersionsRequest(), kmsg.NewPtrApiVersionsResponse(), 10*time.Second) == nil
@@ -121,7 +125,7 @@ func TestIdleConnections(t *testing.T) {
 		send []byte
 	}{
 		{"quiet between requests", nil},
-		{"stalled halfway through a request", append(encodeRequest(kmsg.NewPtrApiVersionsRequest(), 1)[:4], 0, 1)},
+		{"stalled halfway through a request", append(brokertest.EncodeRequest(kmsg.NewPtrApiVersionsRequest(), 1)[:4], 0, 1)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			before := metricValue(t, b, "sluice_connections_idle_closed_total")
@@ -131,7 +135,7 @@ func TestIdleConnections(t *testing.T) {
 				t.Fatal(err)
 			}
 			c.waitClosed(30 * time.Second)
-			eventually(t, 10*time.Second, "idle_closed_total counted", func() bool {
+			brokertest.Eventually(t, 10*time.Second, "idle_closed_total counted", func() bool {
 				return metricValue(t, b, "sluice_connections_idle_closed_total") == before+1
 			})
 		})

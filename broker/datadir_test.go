@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+
 	"github.com/rs/zerolog"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -67,7 +69,7 @@ func runUntilReadyOrError(t *testing.T, cfg Config) error {
 		return err
 	case <-b.Ready():
 		cancel()
-		if err := recvWithin(t, errc, stopLimit, "Run to return after its cancel"); err != nil {
+		if err := brokertest.RecvWithin(t, errc, stopLimit, "Run to return after its cancel"); err != nil {
 			t.Fatalf("stop: %v", err)
 		}
 		return nil

@@ -160,7 +160,7 @@ func (b *Broker) electLoop(ctx context.Context, ifLeader clientv3.Cmp, lost <-ch
 		log:      b.NodeLog.With().Str("component", "elector").Int64("controller_epoch", epoch).Logger(),
 		ifLeader: ifLeader,
 		parts:    map[PartitionKey]*electedPartition{},
-		live:     liveNodes(b.brokers()),
+		live:     liveNodes(b.Brokers()),
 		results:  make(chan casOutcome, 64),
 	}
 	defer func() {
@@ -290,7 +290,7 @@ func (l *electorLoop) step(ctx context.Context, env envelope) {
 
 // tick refreshes the live brokers and ticks every partition's core.
 func (l *electorLoop) tick(ctx context.Context) {
-	if live := liveNodes(l.b.brokers()); !slices.Equal(live, l.live) {
+	if live := liveNodes(l.b.Brokers()); !slices.Equal(live, l.live) {
 		l.log.Info().Ints32("live", toInt32IDs(live)).Ints32("was", toInt32IDs(l.live)).Msg("live brokers changed")
 		l.live = live
 		for _, p := range l.parts {

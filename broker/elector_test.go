@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+
 	"github.com/google/uuid"
 
 	"github.com/rs/zerolog"
@@ -195,7 +197,7 @@ func TestElectorElectsWhenLeaderNotLive(t *testing.T) {
 	done := fx.run(t, func() { fx.b.runElections(fx.ctx, c) })
 
 	var st meta.PartitionState
-	eventually(t, 20*time.Second, "a new leader in etcd", func() bool {
+	brokertest.Eventually(t, 20*time.Second, "a new leader in etcd", func() bool {
 		st = fx.stored(t)
 		return st.LeaderEpoch > fx.state.LeaderEpoch
 	})
@@ -210,7 +212,7 @@ func TestElectorElectsWhenLeaderNotLive(t *testing.T) {
 		}
 	}
 	// The loop hears the CAS's answer after etcd shows its write.
-	eventually(t, 20*time.Second, "the election counted as written", func() bool {
+	brokertest.Eventually(t, 20*time.Second, "the election counted as written", func() bool {
 		return electionResults[0] == electionWritten && fx.b.repl.elections[0].Load() == 1
 	})
 	if fx.b.repl.elector.Load() == nil {
@@ -227,20 +229,20 @@ func TestElectorElectsWhenLeaderNotLive(t *testing.T) {
 func TestElectorFollowsWatchAndLiveBrokers(t *testing.T) {
 	fx := newElectorFixture(t)
 	// All of 1, 2, 3 are "live" at first: nothing to elect.
-	live := fx.b.brokers()
+	live := fx.b.Brokers()
 	fx.b.setLiveBrokers(append(slices.Clone(live), meta.BrokerInfo{NodeID: 1, InterBroker: "127.0.0.1:1"}))
 	c, err := fx.store.Campaign(fx.ctx, 9, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	fx.run(t, func() { fx.b.runElections(fx.ctx, c) })
-	eventually(t, 20*time.Second, "the elector runs", func() bool { return fx.b.repl.elector.Load() != nil })
+	brokertest.Eventually(t, 20*time.Second, "the elector runs", func() bool { return fx.b.repl.elector.Load() != nil })
 	if got := fx.stored(t); got.LeaderEpoch != 0 || got.Leader != 1 {
 		t.Fatalf("state moved to %+v with its leader live", got)
 	}
 	// Broker 1 leaves: the elector notices and elects.
 	fx.b.setLiveBrokers(live)
-	eventually(t, 20*time.Second, "a new leader after broker 1 left", func() bool { return fx.stored(t).LeaderEpoch > 0 })
+	brokertest.Eventually(t, 20*time.Second, "a new leader after broker 1 left", func() bool { return fx.stored(t).LeaderEpoch > 0 })
 	if got := fx.stored(t); got.Leader != 2 {
 		t.Fatalf("elected %+v, want leader 2", got)
 	}
@@ -251,7 +253,7 @@ func TestElectorFollowsWatchAndLiveBrokers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "the later partition gets a leader", func() bool {
+	brokertest.Eventually(t, 20*time.Second, "the later partition gets a leader", func() bool {
 		ps, err := fx.store.Partitions(context.Background(), states[0].TopicID)
 		return err == nil && len(ps) == 1 && ps[0].LeaderEpoch > 0 && ps[0].Leader == 3
 	})
@@ -294,7 +296,7 @@ func TestElectorReturnsWhenTenureLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := fx.run(t, func() { fx.b.runElections(fx.ctx, c) })
-	eventually(t, 20*time.Second, "the elector runs", func() bool { return fx.b.repl.elector.Load() != nil })
+	brokertest.Eventually(t, 20*time.Second, "the elector runs", func() bool { return fx.b.repl.elector.Load() != nil })
 	if err := c.Resign(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +327,7 @@ func TestElectorInClusterElectsLeaderlessPartition(t *testing.T) {
 	}
 	c := startTestCluster(t, 3)
 	eventuallyTrue(t, "a controller is elected", func() (bool, string) {
-		return c.brokers[0].controllerID() > 0, "none yet"
+		return c.brokers[0].ControllerID() > 0, "none yet"
 	})
 	createTopic(t, testClient(t, c.brokers[0]), "leaderless", 1, nil)
 	b := c.brokers[0]
@@ -358,7 +360,7 @@ func TestElectorInClusterElectsLeaderlessPartition(t *testing.T) {
 		got := ps[0]
 		return got.Leader == st.Replicas[0] && got.LeaderEpoch > st.LeaderEpoch, fmt.Sprintf("%+v", got)
 	})
-	ctrl := c.brokers[b.controllerID()-1]
+	ctrl := c.brokers[b.ControllerID()-1]
 	eventuallyTrue(t, "the controller counts the election", func() (bool, string) {
 		n := ctrl.repl.elections[0].Load()
 		return n >= 1, fmt.Sprintf("controller %d counts %d written elections", ctrl.Cfg.NodeID, n)

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -55,7 +57,7 @@ func TestFetchLongPoll(t *testing.T) {
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "poll", Value: []byte("wake")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	r := recvWithin(t, done, 20*time.Second, "the long-polling fetch to answer after a produce")
+	r := brokertest.RecvWithin(t, done, 20*time.Second, "the long-polling fetch to answer after a produce")
 	if r.err != nil {
 		t.Fatal(r.err)
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/wal"
@@ -43,7 +44,7 @@ const (
 	// replicaFetchMaxWait is how long a leader may hold a replica fetch.
 	replicaFetchMaxWait = 500 * time.Millisecond
 	// replicaFetchMaxBytes bounds one replica fetch response.
-	replicaFetchMaxBytes = 16 << 20
+	replicaFetchMaxBytes = node.ReplicaFetchMaxBytes
 	// replicaPartitionMaxBytes bounds one partition's share of it.
 	replicaPartitionMaxBytes = 4 << 20
 	// replicaSyncWait bounds the wait for the partitions that got records to

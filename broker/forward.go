@@ -73,13 +73,13 @@ func (b *Broker) producer() (*kgo.Client, error) {
 		return f.cl, nil
 	}
 	var seeds []string
-	for _, bi := range b.brokers() {
+	for _, bi := range b.Brokers() {
 		if addr := b.interBrokerAddr(bi.NodeID); addr != "" {
 			seeds = append(seeds, addr)
 		}
 	}
 	if len(seeds) == 0 {
-		seeds = []string{b.ib.ln.Addr().String()}
+		seeds = []string{b.kafka.InterBrokerAddr()}
 	}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(seeds...),
@@ -115,7 +115,7 @@ func (b *Broker) closeForwarder() {
 // the broker registered (Metadata on the inter-broker listener names those);
 // Config.PeerInterBroker may route that node elsewhere.
 func (b *Broker) dialPeer(ctx context.Context, network, addr string) (net.Conn, error) {
-	for _, bi := range b.brokers() {
+	for _, bi := range b.Brokers() {
 		if bi.InterBroker == addr {
 			if to, ok := b.Cfg.PeerInterBroker[bi.NodeID]; ok {
 				addr = to

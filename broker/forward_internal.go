@@ -198,7 +198,7 @@ func (b *Broker) localOffsets(ctx context.Context, p *partition.Partition, req i
 	case "latest":
 		out.Offset = out.HighWatermark
 	case "":
-		off, _, err := b.listOffset(p, req.TimestampMs)
+		off, _, err := b.ListOffset(p, req.TimestampMs)
 		if err != nil {
 			return out, err
 		}

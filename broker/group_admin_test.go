@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -109,7 +111,7 @@ func TestGroupAdminWithKadm(t *testing.T) {
 	}
 
 	consumer.Close() // leaves the group: now Empty
-	eventually(t, 10*time.Second, "the group to be Empty", func() bool {
+	brokertest.Eventually(t, 10*time.Second, "the group to be Empty", func() bool {
 		d, err := adm.DescribeGroups(ctx, groupID)
 		return err == nil && d[groupID].State == "Empty"
 	})
@@ -205,7 +207,7 @@ func TestGroupOffsetsExpireWhenEmpty(t *testing.T) {
 	advance(59 * time.Minute)
 	wantOffsets(t, adm, "idle", "t", map[int32]int64{0: 0})
 	advance(2 * time.Minute)
-	eventually(t, 10*time.Second, "expired offsets and group removed", func() bool {
+	brokertest.Eventually(t, 10*time.Second, "expired offsets and group removed", func() bool {
 		l, err := adm.ListGroups(ctx)
 		return err == nil && len(l) == 0
 	})

@@ -2,8 +2,6 @@ package broker
 
 import (
 	"context"
-	"net"
-	"strconv"
 
 	"github.com/sluice-mq/sluice/broker/coordinator"
 
@@ -22,13 +20,13 @@ func (b *Broker) GroupCoordinator(groupID string) meta.BrokerInfo {
 	if bi, ok := coordinator.PlaceGroup(groupID, b.GroupPlacementBrokers()); ok {
 		return bi
 	}
-	return meta.BrokerInfo{NodeID: b.Cfg.NodeID, AZ: b.Cfg.AZ, Kafka: b.advertise}
+	return meta.BrokerInfo{NodeID: b.Cfg.NodeID, AZ: b.Cfg.AZ, Kafka: b.kafka.Advertise()}
 }
 
 // groupPlacementBrokers is the live brokers, without this one once its own
 // registration is lost (its claims went with the lease).
 func (b *Broker) GroupPlacementBrokers() []meta.BrokerInfo {
-	bs := b.brokers()
+	bs := b.Brokers()
 	if len(bs) == 0 || !b.registrationLost() {
 		return bs
 	}
@@ -45,7 +43,7 @@ func (b *Broker) GroupPlacementBrokers() []meta.BrokerInfo {
 // registered (a lost lease is replaced by a new registration: cluster.go).
 func (b *Broker) Registration() (*meta.Registration, bool) {
 	reg := b.reg.Load()
-	if len(b.brokers()) == 0 || reg == nil {
+	if len(b.Brokers()) == 0 || reg == nil {
 		return nil, false
 	}
 	return reg, true
@@ -64,19 +62,6 @@ func (b *Broker) registrationLost() bool {
 	}
 }
 
-// hostPort splits a broker's advertised Kafka address for FindCoordinator.
-func hostPort(addr string) (string, int32) {
-	host, portStr, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", -1
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		return "", -1
-	}
-	return host, int32(port)
-}
-
 func (b *Broker) startCoordinator(ctx context.Context) error {
 	b.coord = coordinator.Start(ctx, b.Node, b)
 	return nil
@@ -92,23 +77,5 @@ func (b *Broker) PartitionRange(ctx context.Context, t *node.Topic, index int32)
 func (b *Broker) stopCoordinator() {
 	if b.coord != nil {
 		b.coord.Stop()
-	}
-}
-
-// groupAPIs returns the dispatch entries of the group coordinator. Topic-ID
-// forms of coordinator.OffsetCommit and OffsetFetch (v10+) and KIP-848 are not served.
-func groupAPIs() map[int16]api {
-	return map[int16]api{
-		8:  {min: 0, max: 9, handle: handleOffsetCommit},
-		9:  {min: 0, max: 9, handle: handleOffsetFetch},
-		10: {min: 0, max: 5, handle: handleFindCoordinator},
-		11: {min: 0, max: 9, handle: handleJoinGroup},
-		12: {min: 0, max: 4, handle: handleHeartbeat},
-		13: {min: 0, max: 5, handle: handleLeaveGroup},
-		14: {min: 0, max: 5, handle: handleSyncGroup},
-		15: {min: 0, max: 6, handle: handleDescribeGroups},
-		16: {min: 0, max: 5, handle: handleListGroups},
-		42: {min: 0, max: 3, handle: handleDeleteGroups},
-		47: {min: 0, max: 0, handle: handleOffsetDelete},
 	}
 }

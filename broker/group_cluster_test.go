@@ -183,8 +183,8 @@ func TestGroupClusterCoordinatorFailover(t *testing.T) {
 	c := startTestCluster(t, 3)
 	for i, b := range c.brokers {
 		eventuallyTrue(t, fmt.Sprintf("broker %d sees three brokers", i+1), func() (bool, string) {
-			n := len(b.brokers())
-			return n == 3 && b.controllerID() > 0, fmt.Sprintf("%d brokers, controller %d", n, b.controllerID())
+			n := len(b.Brokers())
+			return n == 3 && b.ControllerID() > 0, fmt.Sprintf("%d brokers, controller %d", n, b.ControllerID())
 		})
 	}
 	const topic, partitions = "work", int32(6)
@@ -198,8 +198,8 @@ func TestGroupClusterCoordinatorFailover(t *testing.T) {
 	}
 	// The coordinator that will be stopped is not the controller, so the
 	// partitions it leads are re-elected promptly.
-	groupID, coord := groupPlacedOn(t, c, "workers", c.brokers[0].controllerID())
-	t.Logf("group %s: coordinator %d, controller %d", groupID, coord, c.brokers[0].controllerID())
+	groupID, coord := groupPlacedOn(t, c, "workers", c.brokers[0].ControllerID())
+	t.Logf("group %s: coordinator %d, controller %d", groupID, coord, c.brokers[0].ControllerID())
 
 	// Every broker names the same coordinator, in FindCoordinator v3 and v4.
 	for _, b := range c.brokers {
@@ -385,7 +385,7 @@ func TestGroupClusterDeposedCoordinatorFenced(t *testing.T) {
 	c := startTestCluster(t, 3)
 	for i, b := range c.brokers {
 		eventuallyTrue(t, fmt.Sprintf("broker %d sees three brokers", i+1), func() (bool, string) {
-			return len(b.brokers()) == 3, fmt.Sprintf("%d brokers", len(b.brokers()))
+			return len(b.Brokers()) == 3, fmt.Sprintf("%d brokers", len(b.Brokers()))
 		})
 	}
 	cl := testClient(t, c.brokers[0])

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -31,33 +33,6 @@ func startGroupBroker(t *testing.T, cfg Config, ccfg CoordinatorConfig) (*Broker
 	t.Helper()
 	cfg.Coordinator = ccfg
 	return startStoppableBroker(t, cfg)
-}
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	eventuallyWhy(t, within, what, func() (bool, string) { return cond(), "" })
-}
-
-// eventuallyWhy polls cond until it holds or the deadline passes; cond says
-// why it does not hold yet, for the failure message.
-func eventuallyWhy(t testing.TB, within time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.NewTimer(within)
-	defer deadline.Stop()
-	poll := time.NewTicker(20 * time.Millisecond)
-	defer poll.Stop()
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		select {
-		case <-deadline.C:
-			t.Fatalf("timed out after %v waiting for %s: %s", within, what, why)
-		case <-poll.C:
-		}
-	}
 }
 
 // cutDialer dials the broker and can cut every connection it made and
@@ -243,31 +218,31 @@ func TestGroupConsumersFailoverAndCooperativeJoin(t *testing.T) {
 	start("a")
 	start("b")
 	start("c", kgo.Dialer(crash.dial))
-	eventually(t, 20*time.Second, "a Stable group of three", stableWith(3))
+	brokertest.Eventually(t, 20*time.Second, "a Stable group of three", stableWith(3))
 
 	produceRound(t, admin, topic, partitions, 40, ends, prog)
 	defer func() {
 		t.Logf("counts a=%d b=%d c=%d d=%d", prog.count("a"), prog.count("b"), prog.count("c"), prog.count("d"))
 	}()
-	eventually(t, 30*time.Second, "three consumers each to process records",
+	brokertest.Eventually(t, 30*time.Second, "three consumers each to process records",
 		func() bool { return prog.count("a") > 0 && prog.count("b") > 0 && prog.count("c") > 0 })
 
 	crash.cutAll() // c crashes: no leave, no more heartbeats or commits
 	produceRound(t, admin, topic, partitions, 40, ends, prog)
-	eventually(t, 30*time.Second, "a and b to take over c's partitions", func() bool { return prog.covers() })
-	eventually(t, 10*time.Second, "a Stable group of two", stableWith(2))
+	brokertest.Eventually(t, 30*time.Second, "a and b to take over c's partitions", func() bool { return prog.covers() })
+	brokertest.Eventually(t, 10*time.Second, "a Stable group of two", stableWith(2))
 
 	// A fourth member joins with the cooperative-sticky balancer.
 	before := map[string]int{"a": prog.count("a"), "b": prog.count("b")}
 	start("d")
-	eventually(t, 20*time.Second, "a Stable group of three again", stableWith(3))
+	brokertest.Eventually(t, 20*time.Second, "a Stable group of three again", stableWith(3))
 	produceRound(t, admin, topic, partitions, 40, ends, prog)
-	eventually(t, 30*time.Second, "every record processed and everyone consuming", func() bool {
+	brokertest.Eventually(t, 30*time.Second, "every record processed and everyone consuming", func() bool {
 		return prog.covers() && prog.count("d") > 0 && prog.count("a") > before["a"] && prog.count("b") > before["b"]
 	})
 
 	// Committed offsets reach the end of every partition.
-	eventually(t, 10*time.Second, "committed offsets at the log end", func() bool {
+	brokertest.Eventually(t, 10*time.Second, "committed offsets at the log end", func() bool {
 		offs, err := kadm.NewClient(admin).FetchOffsets(context.Background(), groupID)
 		if err != nil {
 			return false
@@ -371,12 +346,12 @@ func TestGroupStaleGenerationCommitRejected(t *testing.T) {
 	go func() { joined <- m2.join(g) }()
 	hb := kmsg.NewPtrHeartbeatRequest()
 	hb.Group, hb.Generation, hb.MemberID = g, 1, m1.id
-	eventually(t, 10*time.Second, "REBALANCE_IN_PROGRESS from a heartbeat", func() bool {
+	brokertest.Eventually(t, 10*time.Second, "REBALANCE_IN_PROGRESS from a heartbeat", func() bool {
 		resp, err := hb.RequestWith(context.Background(), m1.cl)
 		return err == nil && resp.ErrorCode == kerr.RebalanceInProgress.Code
 	})
 	m1.join(g)
-	if r := recvWithin(t, joined, 20*time.Second, "m2's join to complete after m1 rejoined"); r.ErrorCode != 0 || r.Generation != 2 || m1.gen != 2 {
+	if r := brokertest.RecvWithin(t, joined, 20*time.Second, "m2's join to complete after m1 rejoined"); r.ErrorCode != 0 || r.Generation != 2 || m1.gen != 2 {
 		t.Fatalf("rebalance: m2 %+v, m1 generation %d", r, m1.gen)
 	}
 	tests := []struct {

@@ -94,9 +94,9 @@ func (b *Broker) forceHere(w http.ResponseWriter, r *http.Request, e *elector, n
 // forwardToController proxies the request to the controller's HTTP API,
 // once (a forwarded request that finds no elector is refused).
 func (b *Broker) forwardToController(w http.ResponseWriter, r *http.Request) {
-	ctrl := b.controllerID()
+	ctrl := b.ControllerID()
 	addr := ""
-	for _, bi := range b.brokers() {
+	for _, bi := range b.Brokers() {
 		if bi.NodeID == ctrl {
 			addr = bi.HTTP
 		}

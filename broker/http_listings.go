@@ -100,7 +100,7 @@ func (b *Broker) httpDescribeTopic(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	live := make(map[int32]bool)
-	for _, bi := range b.brokers() {
+	for _, bi := range b.Brokers() {
 		live[bi.NodeID] = true
 	}
 	stats, errs := b.leaderStats(r.Context(), t)
@@ -121,12 +121,12 @@ func (b *Broker) httpDescribeTopic(w http.ResponseWriter, r *http.Request) {
 		if ok {
 			pd.InSync, pd.PartitionFigures = s.InSync, &s.PartitionFigures
 		} else {
-			pd.InSync, pd.StatsError = b.reportedInSync(st, live), errs[int32(i)]
+			pd.InSync, pd.StatsError = b.ReportedInSync(st, live), errs[int32(i)]
 		}
 		out.Partitions = append(out.Partitions, pd)
 	}
-	for _, c := range describeTopicConfigs(t.Meta.Configs, t.Meta.ReplicationFactor, b.Cfg.TopicDefaults(), nil, false) {
-		out.Configs = append(out.Configs, topicConfig{Name: c.Name, Value: derefString(c.Value), IsDefault: c.IsDefault})
+	for _, c := range node.DescribeTopicConfigs(t.Meta.Configs, t.Meta.ReplicationFactor, b.Cfg.TopicDefaults(), nil, false) {
+		out.Configs = append(out.Configs, topicConfig{Name: c.Name, Value: deref(c.Value), IsDefault: c.IsDefault})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -159,7 +159,7 @@ func (b *Broker) httpListGroups(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	var ids []int32
-	for _, bi := range b.brokers() {
+	for _, bi := range b.Brokers() {
 		ids = append(ids, bi.NodeID)
 	}
 	if !slices.Contains(ids, b.Cfg.NodeID) {
@@ -300,10 +300,10 @@ type brokerListing struct {
 // registration lives only as long as its broker's lease, so of a broker
 // that is gone only its id is known.
 func (b *Broker) httpListBrokers(w http.ResponseWriter, _ *http.Request) {
-	ctl := b.controllerID()
+	ctl := b.ControllerID()
 	out := []brokerListing{}
 	seen := make(map[int32]bool)
-	for _, bi := range b.brokers() {
+	for _, bi := range b.Brokers() {
 		bl := brokerListing{ID: bi.NodeID, AZ: bi.AZ, Kafka: bi.Kafka, HTTP: bi.HTTP, InterBroker: bi.InterBroker,
 			Controller: bi.NodeID == ctl, Live: true}
 		if !bi.Started.IsZero() {
@@ -327,4 +327,11 @@ func (b *Broker) httpListBrokers(w http.ResponseWriter, _ *http.Request) {
 		Controller int32           `json:"controller"`
 		Brokers    []brokerListing `json:"brokers"`
 	}{ctl, out})
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

@@ -94,7 +94,7 @@ func TestHTTPListingsTieredCluster(t *testing.T) {
 	})
 	for i, b := range c.brokers {
 		eventuallyTrue(t, fmt.Sprintf("broker %d sees three brokers and a controller", i+1), func() (bool, string) {
-			return len(b.brokers()) == 3 && b.controllerID() > 0, fmt.Sprintf("%d brokers", len(b.brokers()))
+			return len(b.Brokers()) == 3 && b.ControllerID() > 0, fmt.Sprintf("%d brokers", len(b.Brokers()))
 		})
 	}
 	const tiered, single = "tiered3", "single1"
@@ -287,7 +287,7 @@ func TestHTTPListingsTieredCluster(t *testing.T) {
 				controllers++
 			}
 		}
-		if controllers != 1 || ba.Controller != b.controllerID() || !ba.Brokers[ba.Controller-1].Controller {
+		if controllers != 1 || ba.Controller != b.ControllerID() || !ba.Brokers[ba.Controller-1].Controller {
 			t.Fatalf("broker %d: %d controllers, controller %d: %+v", i+1, controllers, ba.Controller, ba.Brokers)
 		}
 	}
@@ -354,7 +354,7 @@ func TestHTTPListingsLoneBroker(t *testing.T) {
 		t.Fatalf("the public listener answers %s: %d", internalPartitionsPath, resp.StatusCode)
 	}
 	var ans partitionsAnswer
-	if code := getJSON(t, "http://"+b.ib.advertise+internalPartitionsPath+"?topic=solo", &ans); code != http.StatusOK || len(ans.Partitions) != 2 {
+	if code := getJSON(t, "http://"+b.kafka.InterBrokerAdvertise()+internalPartitionsPath+"?topic=solo", &ans); code != http.StatusOK || len(ans.Partitions) != 2 {
 		t.Fatalf("the inter-broker listener answers %s: %d %+v", internalPartitionsPath, code, ans)
 	}
 	for _, path := range []string{"/v1/topics/none", "/v1/groups/none"} {

@@ -60,7 +60,7 @@ func (b *Broker) httpCreateTopic(w http.ResponseWriter, r *http.Request) {
 }
 
 func (b *Broker) httpInitProducer(w http.ResponseWriter, r *http.Request) {
-	id, err := b.nextProducerID(r.Context())
+	id, err := b.NextProducerID(r.Context())
 	if err != nil {
 		b.writeError(w, r, err)
 		return
@@ -301,7 +301,7 @@ func (b *Broker) appendLocal(ctx context.Context, t *node.Topic, pbs []*publishB
 	out := make([]partition.AppendResult, len(pbs))
 	waits := make([]<-chan partition.AppendResult, len(pbs))
 	for j, pb := range pbs {
-		h, err := validateBatch(pb.raw, t.Settings.MaxMessageBytes)
+		h, err := node.ValidateBatch(pb.raw, t.Settings.MaxMessageBytes)
 		if err == nil {
 			err = b.CheckDisk()
 		}

@@ -191,7 +191,7 @@ func FuzzPublishRequest(f *testing.F) {
 			return
 		}
 		for _, pb := range batches {
-			if _, err := validateBatch(pb.raw, 1<<30); err != nil {
+			if _, err := node.ValidateBatch(pb.raw, 1<<30); err != nil {
 				t.Fatalf("built an invalid batch: %v", err)
 			}
 			if pb.partition < 0 || pb.partition >= 3 {

@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/kafka"
+
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -83,16 +87,16 @@ func TestInternalRouteOnlyOnInterBrokerListener(t *testing.T) {
 	if got := postEnvelopes(t, "http://"+b.httpLn.Addr().String()+replicationPath, nil); got != http.StatusNotFound {
 		t.Fatalf("POST %s on the public HTTP port: %d, want 404", replicationPath, got)
 	}
-	if got := postEnvelopes(t, "http://"+b.ib.advertise+replicationPath, nil); got != http.StatusNoContent {
+	if got := postEnvelopes(t, "http://"+b.kafka.InterBrokerAdvertise()+replicationPath, nil); got != http.StatusNoContent {
 		t.Fatalf("POST %s on the inter-broker listener: %d, want 204", replicationPath, got)
 	}
 	// The inter-broker address is registered for the brokers, and clients
 	// are not told it.
-	if got := b.brokers()[0].InterBroker; got != b.ib.advertise || got == "" {
-		t.Fatalf("registered inter-broker address %q, want %q", got, b.ib.advertise)
+	if got := b.Brokers()[0].InterBroker; got != b.kafka.InterBrokerAdvertise() || got == "" {
+		t.Fatalf("registered inter-broker address %q, want %q", got, b.kafka.InterBrokerAdvertise())
 	}
 	for _, mb := range metadataOf(t, b).Brokers {
-		if addr := fmt.Sprintf("%s:%d", mb.Host, mb.Port); addr == b.ib.advertise {
+		if addr := fmt.Sprintf("%s:%d", mb.Host, mb.Port); addr == b.kafka.InterBrokerAdvertise() {
 			t.Fatalf("Metadata names the inter-broker address %s", addr)
 		}
 	}
@@ -116,7 +120,7 @@ func TestForgedFenceAtLastEpochRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := p.ReplicaStatus()
-	url := "http://" + b.ib.advertise + replicationPath
+	url := "http://" + b.kafka.InterBrokerAdvertise() + replicationPath
 	for _, m := range []replica.Message{
 		{Type: replica.MsgFence, From: replica.ControllerNode, To: replica.NodeID(b.Cfg.NodeID), Epoch: math.MaxInt32},
 		{Type: replica.MsgFenceAck, From: replica.NodeID(b.Cfg.NodeID), To: replica.ControllerNode, Epoch: math.MaxInt32,
@@ -170,7 +174,7 @@ func TestReplicaFetchAuthorization(t *testing.T) {
 	st := lp.ReplicaStatus()
 	epoch, lastEpoch := int32(st.Epoch), int32(lp.Log().LastEpoch())
 	infos := map[int32]meta.BrokerInfo{}
-	for _, bi := range leader.brokers() {
+	for _, bi := range leader.Brokers() {
 		infos[bi.NodeID] = bi
 	}
 	var followers []int32
@@ -183,9 +187,9 @@ func TestReplicaFetchAuthorization(t *testing.T) {
 
 	// On the inter-broker listener: a broker that is no replica of the
 	// partition, a stale incarnation and an unknown node are refused.
-	ib := rawBroker(t, leader.ib.advertise)
+	ib := rawBroker(t, leader.kafka.InterBrokerAdvertise())
 	other := infos[followers[0]]
-	staleBefore := leader.ib.fetchesRefused(refuseBrokerEpoch)
+	staleBefore := leader.kafka.FetchesRefused(kafka.RefuseBrokerEpoch)
 	resp := doFetch(t, ib, replicaFetch(tp, other.NodeID, other.Incarnation-1, epoch, 0, -1))
 	if resp.ErrorCode != kerr.StaleBrokerEpoch.Code {
 		t.Fatalf("replica fetch with a stale broker epoch: code %d, want STALE_BROKER_EPOCH", resp.ErrorCode)
@@ -194,7 +198,7 @@ func TestReplicaFetchAuthorization(t *testing.T) {
 	if resp.ErrorCode != kerr.StaleBrokerEpoch.Code {
 		t.Fatalf("replica fetch from an unknown node: code %d, want STALE_BROKER_EPOCH", resp.ErrorCode)
 	}
-	if n := leader.ib.fetchesRefused(refuseBrokerEpoch) - staleBefore; n != 2 {
+	if n := leader.kafka.FetchesRefused(kafka.RefuseBrokerEpoch) - staleBefore; n != 2 {
 		t.Fatalf("%d fetches refused for their broker epoch, want 2", n)
 	}
 	// The same node, as itself, is served (here: nothing new at the end, so
@@ -218,20 +222,20 @@ func TestReplicaFetchAuthorization(t *testing.T) {
 		return pairLeader != nil, "none yet"
 	})
 	pt := pairLeader.LookupTopic("pair")
-	for _, bi := range pairLeader.brokers() {
+	for _, bi := range pairLeader.Brokers() {
 		if !slices.Contains(pt.States[0].Replicas, bi.NodeID) {
 			stranger = bi
 		}
 	}
 	pp, _ := pairLeader.PartitionOf("pair", 0)
-	strangerBefore := pairLeader.ib.fetchesRefused(refuseNotReplica)
-	resp = doFetch(t, rawBroker(t, pairLeader.ib.advertise),
+	strangerBefore := pairLeader.kafka.FetchesRefused(kafka.RefuseNotReplica)
+	resp = doFetch(t, rawBroker(t, pairLeader.kafka.InterBrokerAdvertise()),
 		replicaFetch(pt, stranger.NodeID, stranger.Incarnation, int32(pp.ReplicaStatus().Epoch), 0, -1))
 	if code := resp.Topics[0].Partitions[0].ErrorCode; code != kerr.NotLeaderForPartition.Code {
 		t.Fatalf("replica fetch from node %d, no replica of %v: code %d, want NOT_LEADER_OR_FOLLOWER",
 			stranger.NodeID, pt.States[0].Replicas, code)
 	}
-	if n := pairLeader.ib.fetchesRefused(refuseNotReplica) - strangerBefore; n != 1 {
+	if n := pairLeader.kafka.FetchesRefused(kafka.RefuseNotReplica) - strangerBefore; n != 1 {
 		t.Fatalf("%d partitions refused to a non-replica, want 1", n)
 	}
 
@@ -271,7 +275,7 @@ func TestReplicaFetchAuthorization(t *testing.T) {
 	pt0 := kmsg.NewProduceRequestTopic()
 	pt0.Topic, pt0.TopicID = tp.Meta.Name, tp.Meta.ID
 	pp0 := kmsg.NewProduceRequestTopicPartition()
-	pp0.Partition, pp0.Records = 0, testBatch(1, -1, -1, -1, time.Now().UnixMilli())
+	pp0.Partition, pp0.Records = 0, brokertest.Batch(1, -1, -1, -1, time.Now().UnixMilli())
 	pt0.Partitions = append(pt0.Partitions, pp0)
 	preq.Topics = append(preq.Topics, pt0)
 	pctx, pcancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -302,8 +306,8 @@ func TestReplicaFetchAuthorization(t *testing.T) {
 			t.Fatalf("forged replica fetch on the client port answered code %d, want CLUSTER_AUTHORIZATION_FAILED", code)
 		}
 	}
-	if n == 0 || leader.ib.fetchesRefused(refuseClientListener) == 0 {
-		t.Fatalf("%d forged fetches answered, %d refused", n, leader.ib.fetchesRefused(refuseClientListener))
+	if n == 0 || leader.kafka.FetchesRefused(kafka.RefuseClientListener) == 0 {
+		t.Fatalf("%d forged fetches answered, %d refused", n, leader.kafka.FetchesRefused(kafka.RefuseClientListener))
 	}
 }
 

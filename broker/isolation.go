@@ -50,7 +50,7 @@ func (b *Broker) isolationLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if b.controllerID() != b.Cfg.NodeID || !b.leadsUnfollowed() {
+		if b.ControllerID() != b.Cfg.NodeID || !b.leadsUnfollowed() {
 			since = time.Time{}
 			continue
 		}
@@ -73,7 +73,7 @@ func (b *Broker) isolationLoop(ctx context.Context) {
 // leadsUnfollowed reports whether this broker leads a partition that has
 // other live replicas, none of them in sync.
 func (b *Broker) leadsUnfollowed() bool {
-	live := liveNodes(b.brokers())
+	live := liveNodes(b.Brokers())
 	me := replica.NodeID(b.Cfg.NodeID)
 	for _, t := range b.SortedTopics() {
 		for i, st := range t.States {

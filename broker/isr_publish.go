@@ -190,7 +190,7 @@ func (b *Broker) writeInSync(ctx context.Context) {
 // does not lead, in the order of st.Replicas: the set that st's leader
 // published for st's leader epoch, or, when there is none (not published
 // yet, or the leader changed since), the replicas whose registrations live.
-func (b *Broker) reportedInSync(st meta.PartitionState, live map[int32]bool) []int32 {
+func (b *Broker) ReportedInSync(st meta.PartitionState, live map[int32]bool) []int32 {
 	in := func(id int32) bool { return live[id] }
 	if m := b.isr.seen.Load(); m != nil && st.Leader >= 0 {
 		ref := meta.PartitionRef{TopicID: st.TopicID, Partition: st.Partition}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -87,7 +89,7 @@ func TestClusterDeadFollowerLeavesEveryISRBeforeItsLease(t *testing.T) {
 
 	// The leader drops it after its 3 s lag window; 10 s is far below
 	// the registration's remaining life.
-	eventuallyWhy(t, 10*time.Second, fmt.Sprintf("every survivor drops broker %d from the ISR", dead), func() (bool, string) {
+	brokertest.EventuallyWhy(t, 10*time.Second, fmt.Sprintf("every survivor drops broker %d from the ISR", dead), func() (bool, string) {
 		for _, id := range survivors {
 			isr, listed, err := isrOn(id)
 			if err != nil || !listed || slices.Contains(isr, dead) || len(isr) != 2 {

@@ -8,22 +8,20 @@ package broker
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
+	"github.com/sluice-mq/sluice/broker/node"
+
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluice-mq/sluice/broker/node"
-	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/broker/replica"
-	"github.com/sluice-mq/sluice/wal"
-	"github.com/sluice-mq/sluice/wal/vfs"
 )
 
 // askRaw sends req at version to broker b on a connection of its own and
@@ -95,39 +93,6 @@ func askFetch(t *testing.T, b *Broker, version int16, req *kmsg.FetchRequest) km
 	return resp.Topics[0].Partitions[0]
 }
 
-// TestEndOffsetForEpochRules checks the answer for each kind of epoch
-// against Kafka's LeaderEpochFileCache.endOffsetFor.
-func TestEndOffsetForEpochRules(t *testing.T) {
-	chain := []wal.EpochEntry{{Epoch: 2, StartOffset: 0}, {Epoch: 4, StartOffset: 10}, {Epoch: 5, StartOffset: 15}}
-	for _, tc := range []struct {
-		name           string
-		chain          []wal.EpochEntry
-		current, e     wal.Epoch
-		wantE          wal.Epoch
-		wantEnd        wal.Offset
-		end            wal.Offset
-		currentInChain bool
-	}{
-		{name: "current epoch ends at the log end", chain: chain, current: 5, end: 20, e: 5, wantE: 5, wantEnd: 20},
-		{name: "current epoch not in the chain yet", chain: chain, current: 7, end: 20, e: 7, wantE: 7, wantEnd: 20},
-		{name: "epoch between the last entry and the current one", chain: chain, current: 7, end: 20, e: 6, wantE: 5, wantEnd: 20},
-		{name: "an older epoch ends where the next begins", chain: chain, current: 5, end: 20, e: 4, wantE: 4, wantEnd: 15},
-		{name: "an epoch with no batches answers the one before", chain: chain, current: 5, end: 20, e: 3, wantE: 2, wantEnd: 10},
-		{name: "below the first entry", chain: chain, current: 5, end: 20, e: 1, wantE: 1, wantEnd: 0},
-		{name: "above the current epoch is unknown", chain: chain, current: 5, end: 20, e: 6, wantE: -1, wantEnd: -1},
-		{name: "negative epoch", chain: chain, current: 5, end: 20, e: -1, wantE: -1, wantEnd: -1},
-		{name: "empty chain, older epoch", chain: nil, current: 3, end: 0, e: 1, wantE: 1, wantEnd: 0},
-		{name: "empty chain, current epoch", chain: nil, current: 3, end: 0, e: 3, wantE: 3, wantEnd: 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e, end := endOffsetForEpoch(tc.chain, tc.current, tc.end, tc.e)
-			if e != tc.wantE || end != tc.wantEnd {
-				t.Fatalf("epoch %d: got (%d, %d), want (%d, %d)", tc.e, e, end, tc.wantE, tc.wantEnd)
-			}
-		})
-	}
-}
-
 // TestOffsetForLeaderEpochAnswers asks a lone broker that led two epochs
 // (a restart elects it again at a new one).
 func TestOffsetForLeaderEpochAnswers(t *testing.T) {
@@ -136,7 +101,7 @@ func TestOffsetForLeaderEpochAnswers(t *testing.T) {
 	cl := testClient(t, b)
 	createTopic(t, cl, "epochs", 1, nil)
 	for range 2 {
-		if code := produceRaw(t, b, cl, "epochs", 0, testBatch(3, -1, -1, -1, 1)).ErrorCode; code != 0 {
+		if code := produceRaw(t, b, cl, "epochs", 0, brokertest.Batch(3, -1, -1, -1, 1)).ErrorCode; code != 0 {
 			t.Fatalf("produce: error %d", code)
 		}
 	}
@@ -159,7 +124,7 @@ func TestOffsetForLeaderEpochAnswers(t *testing.T) {
 	if got := askEpoch(t, b, "epochs", 0, cur, cur); got.ErrorCode != 0 || got.LeaderEpoch != cur || got.EndOffset != 6 {
 		t.Fatalf("current epoch before any produce: %+v, want (%d, 6)", got, cur)
 	}
-	if code := produceRaw(t, b, cl, "epochs", 0, testBatch(4, -1, -1, -1, 1)).ErrorCode; code != 0 {
+	if code := produceRaw(t, b, cl, "epochs", 0, brokertest.Batch(4, -1, -1, -1, 1)).ErrorCode; code != 0 {
 		t.Fatalf("produce: error %d", code)
 	}
 	t.Logf("epoch chain %+v, current epoch %d, log end %d", p.Log().Epochs(), cur, p.Log().EndOffset())
@@ -200,11 +165,11 @@ func TestOffsetForLeaderEpochAnswers(t *testing.T) {
 		t.Fatalf("v2: %+v", got)
 	}
 	// ListOffsets names the epoch of the batch an offset is in.
-	lresp := askRaw(t, b, listReq("epochs", 0, -1, listEarliest, -1), 6).(*kmsg.ListOffsetsResponse)
+	lresp := askRaw(t, b, listReq("epochs", 0, -1, node.ListEarliest, -1), 6).(*kmsg.ListOffsetsResponse)
 	if got := lresp.Topics[0].Partitions[0]; got.ErrorCode != 0 || got.Offset != 0 || got.LeaderEpoch != int32(first) {
 		t.Fatalf("earliest: %+v, want offset 0 at epoch %d", got, first)
 	}
-	lresp = askRaw(t, b, listReq("epochs", 0, -1, listLatest, -1), 6).(*kmsg.ListOffsetsResponse)
+	lresp = askRaw(t, b, listReq("epochs", 0, -1, node.ListLatest, -1), 6).(*kmsg.ListOffsetsResponse)
 	if got := lresp.Topics[0].Partitions[0]; got.ErrorCode != 0 || got.Offset != 10 || got.LeaderEpoch != cur {
 		t.Fatalf("latest: %+v, want offset 10 at epoch %d", got, cur)
 	}
@@ -230,7 +195,7 @@ func (c *testCluster) leaderOf(topic string, part int32, skip ...int) int {
 func createReplicated(t *testing.T, c *testCluster, topic string, partitions int32) {
 	t.Helper()
 	eventuallyTrue(t, "broker 1 sees three brokers", func() (bool, string) {
-		n := len(c.brokers[0].brokers())
+		n := len(c.brokers[0].Brokers())
 		return n == 3, fmt.Sprintf("%d brokers", n)
 	})
 	cl := testClient(t, c.brokers[0])
@@ -484,7 +449,7 @@ func TestClusterFetchFromNearestReplica(t *testing.T) {
 			replica int32
 			code    int16
 		}{{leader, -1, 0}, {follower, -1, kerr.NotLeaderForPartition.Code}, {follower, -2, 0}} {
-			resp := askRaw(t, tc.b, listReq("near", part, tc.replica, listLatest, epoch), 6).(*kmsg.ListOffsetsResponse)
+			resp := askRaw(t, tc.b, listReq("near", part, tc.replica, node.ListLatest, epoch), 6).(*kmsg.ListOffsetsResponse)
 			got := resp.Topics[0].Partitions[0]
 			if got.ErrorCode != tc.code || (tc.code == 0 && got.Offset <= 0) {
 				t.Errorf("node %d replica id %d: error %d offset %d, want error %d", tc.b.Cfg.NodeID, tc.replica, got.ErrorCode, got.Offset, tc.code)
@@ -515,7 +480,7 @@ func TestClusterNotLeaderNamesTheLeader(t *testing.T) {
 	}
 	c := startTestCluster(t, 3)
 	eventuallyTrue(t, "broker 1 sees three brokers", func() (bool, string) {
-		n := len(c.brokers[0].brokers())
+		n := len(c.brokers[0].Brokers())
 		return n == 3, fmt.Sprintf("%d brokers", n)
 	})
 	cl := testClient(t, c.brokers[0])
@@ -536,7 +501,7 @@ func TestClusterNotLeaderNamesTheLeader(t *testing.T) {
 		t.Fatalf("fetch at a broker without the partition: error %d, current leader %+v; want NOT_LEADER_OR_FOLLOWER, {%d %d}",
 			got.ErrorCode, got.CurrentLeader, c.brokers[owner].Cfg.NodeID, epoch)
 	}
-	lresp := askRaw(t, other, listReq("single", 0, -1, listLatest, -1), 6).(*kmsg.ListOffsetsResponse)
+	lresp := askRaw(t, other, listReq("single", 0, -1, node.ListLatest, -1), 6).(*kmsg.ListOffsetsResponse)
 	if code := lresp.Topics[0].Partitions[0].ErrorCode; code != kerr.NotLeaderForPartition.Code {
 		t.Fatalf("ListOffsets at a broker without the partition: error %d", code)
 	}
@@ -559,82 +524,4 @@ func TestClusterNotLeaderNamesTheLeader(t *testing.T) {
 		}
 		return false, "no topic"
 	})
-}
-
-// quietNet is a partition.Net that drops everything: the core's messages
-// to the controller and its fetches go nowhere.
-type quietNet struct{}
-
-func (quietNet) SendToController(replica.Message)       {}
-func (quietNet) FetchReady(int32, *partition.Partition) {}
-func (quietNet) LeaseHeld() bool                        { return true }
-
-// TestListOffsetsNewLeaderBehindItsEpoch: a replica elected leader of three
-// with records it cannot yet know committed has a high watermark below the
-// start of its epoch until a follower catches up. Meanwhile a consumer's
-// latest and timestamp lookups are OFFSET_NOT_AVAILABLE (retriable), as in
-// Kafka; the earliest offset and a replica's latest (the log end) are not.
-func TestListOffsetsNewLeaderBehindItsEpoch(t *testing.T) {
-	l, err := wal.Open(vfs.OS, filepath.Join(t.TempDir(), "log"), wal.Config{}.WithDefaults(), zerolog.Nop())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = l.Close() })
-	for _, res := range l.AppendGroup([][]byte{testBatch(3, -1, -1, -1, 1000), testBatch(2, -1, -1, -1, 2000)}, 1) {
-		if res.Err != nil {
-			t.Fatal(res.Err)
-		}
-	}
-	if _, err := l.Sync(); err != nil {
-		t.Fatal(err)
-	}
-	p, err := partition.Open(l, partition.Options{
-		Topic: "lag", Self: 1, Queue: 16, FS: vfs.OS, SnapshotPath: filepath.Join(t.TempDir(), "p.producers"),
-		ProducerExpiry: time.Hour, Now: time.Now, Metrics: node.NewMetrics(), Logger: zerolog.Nop(), Net: quietNet{},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		p.Run(ctx)
-	}()
-	t.Cleanup(func() { // before the log closes
-		cancel()
-		recvWithin(t, stopped, 10*time.Second, "the partition's owner to stop after its cancel")
-	})
-	// Elected at epoch 2 by the controller: fence, then the state.
-	if !p.Step(replica.Message{Type: replica.MsgFence, From: replica.ControllerNode, To: 1, Epoch: 2}) ||
-		!p.SetState(replica.State{Epoch: 2, Leader: 1, Replicas: []replica.NodeID{1, 2, 3}, Version: 1}) {
-		t.Fatal("the partition's owner took neither the fence nor the state")
-	}
-	eventually(t, 20*time.Second, "leader of epoch 2", func() bool {
-		st := p.ReplicaStatus()
-		return st.Role == replica.RoleLeader && st.Epoch == 2
-	})
-	st := p.ReplicaStatus()
-	hw, _ := p.HighWatermark()
-	if st.Role != replica.RoleLeader || epochStart(l.Epochs(), 2) != 5 || hw != 0 {
-		t.Fatalf("status %+v, chain %+v, HW %d: want a leader of epoch 2 from offset 5 with HW 0", st, l.Epochs(), hw)
-	}
-	b := &Broker{Node: &node.Node{}}
-	for _, tc := range []struct {
-		name   string
-		ts     int64
-		client bool
-		code   int16
-		offset int64
-	}{
-		{"consumer latest", listLatest, true, kerr.OffsetNotAvailable.Code, -1},
-		{"consumer timestamp", 1500, true, kerr.OffsetNotAvailable.Code, -1},
-		{"consumer earliest", listEarliest, true, 0, 0},
-		{"replica latest is the log end", listLatest, false, 0, 6},
-	} {
-		off, _, _, err := b.listOffsetFor(p, tc.ts, tc.client)
-		if node.ErrorCode(err) != tc.code || off != tc.offset {
-			t.Errorf("%s: offset %d, error %v; want offset %d, code %d", tc.name, off, err, tc.offset, tc.code)
-		}
-	}
 }

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -65,7 +67,7 @@ func TestLagOfAssignedPartitionsWithoutCommits(t *testing.T) {
 	check := func(t *testing.T, groupID string) {
 		t.Helper()
 		var lags []partitionLag
-		eventually(t, 15*time.Second, "lag of every assigned partition", func() bool {
+		brokertest.Eventually(t, 15*time.Second, "lag of every assigned partition", func() bool {
 			lags = getLag(t, base, groupID)
 			return len(lags) == len(want)
 		})

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+
 	"github.com/rs/zerolog"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -137,7 +139,7 @@ func TestClusterLogsOneInfoLinePerElectionAndNoRepeatedKeys(t *testing.T) {
 	// controller, so the controller's line of each election is kept.
 	var ctl int32
 	eventuallyTrue(t, "a controller is known", func() (bool, string) {
-		ctl = c.brokers[0].controllerID()
+		ctl = c.brokers[0].ControllerID()
 		return ctl > 0, "none yet"
 	})
 	led := map[int32][]int32{} // broker → partitions it leads
@@ -281,7 +283,7 @@ func TestClientMistakesLoggedAtDebug(t *testing.T) {
 	}{
 		{"oversized frame", binary.BigEndian.AppendUint32(nil, 1<<31-1)},
 		{"unparsable request", garbage},
-		{"unserved api", encodeRequest(unserved, 1)},
+		{"unserved api", brokertest.EncodeRequest(unserved, 1)},
 		{"truncated frame", []byte{0, 0, 1, 0, 0, 3}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -78,7 +78,7 @@ func TestLostDiskReplicaDoesNotVote(t *testing.T) {
 	c := startRestartableCluster(t)
 	eventuallyTrue(t, "the brokers see each other", func() (bool, string) {
 		for i, b := range c.brokers {
-			if n := len(b.brokers()); n != 3 {
+			if n := len(b.Brokers()); n != 3 {
 				return false, fmt.Sprintf("broker %d sees %d", i+1, n)
 			}
 		}

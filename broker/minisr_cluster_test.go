@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -51,7 +53,7 @@ func TestClusterMinInsyncReplicasAppliesToRunningPartitions(t *testing.T) {
 		prt := kmsg.NewProduceRequestTopic()
 		prt.Topic = "minisr"
 		prp := kmsg.NewProduceRequestTopicPartition()
-		prp.Partition, prp.Records = 0, testBatch(1, -1, -1, -1, 1)
+		prp.Partition, prp.Records = 0, brokertest.Batch(1, -1, -1, -1, 1)
 		prt.Partitions = append(prt.Partitions, prp)
 		preq.Topics = append(preq.Topics, prt)
 		resp, err := preq.RequestWith(context.Background(), lcl)

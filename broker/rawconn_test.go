@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -44,7 +46,7 @@ func (c *rawConn) roundTrip(req kmsg.Request, resp kmsg.Response) {
 }
 
 func (c *rawConn) tryRoundTrip(req kmsg.Request, resp kmsg.Response, timeout time.Duration) error {
-	if _, err := c.nc.Write(encodeRequest(req, 1)); err != nil {
+	if _, err := c.nc.Write(brokertest.EncodeRequest(req, 1)); err != nil {
 		return err
 	}
 	if err := c.nc.SetReadDeadline(time.Now().Add(timeout)); err != nil {
@@ -59,7 +61,7 @@ func (c *rawConn) tryRoundTrip(req kmsg.Request, resp kmsg.Response, timeout tim
 		return err
 	}
 	body := frame[4:] // correlation id
-	if resp.IsFlexible() && req.Key() != apiVersionsKey {
+	if resp.IsFlexible() && req.Key() != kmsg.ApiVersions.Int16() {
 		body = body[1:] // empty header tags
 	}
 	return resp.ReadFrom(body)

@@ -9,17 +9,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+
 	"github.com/klauspost/compress/gzip"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/records"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// gzipBatch is testBatch(n, ...) with its records gzipped.
+// gzipBatch is brokertest.Batch(n, ...) with its records gzipped.
 func gzipBatch(t *testing.T, n int) []byte {
 	t.Helper()
 	var rb kmsg.RecordBatch
-	if err := rb.ReadFrom(testBatch(n, -1, -1, -1, 1000)); err != nil {
+	if err := rb.ReadFrom(brokertest.Batch(n, -1, -1, -1, 1000)); err != nil {
 		t.Fatal(err)
 	}
 	var z bytes.Buffer
@@ -66,15 +68,15 @@ func TestDecompressionSlots(t *testing.T) {
 			}
 		}()
 	}
-	eventually(t, 10*time.Second, "every slot taken", func() bool { return inside.Load() >= records.MaxConcurrentDecompressions })
+	brokertest.Eventually(t, 10*time.Second, "every slot taken", func() bool { return inside.Load() >= records.MaxConcurrentDecompressions })
 
 	// With every slot taken, an uncompressed batch is still decoded.
 	n := 0
-	if err := node.EachRecord(testBatch(3, -1, -1, -1, 1000), func(_, _ int64, _ *kmsg.Record) bool { n++; return true }); err != nil || n != 3 {
+	if err := node.EachRecord(brokertest.Batch(3, -1, -1, -1, 1000), func(_, _ int64, _ *kmsg.Record) bool { n++; return true }); err != nil || n != 3 {
 		t.Fatalf("uncompressed batch while the slots are taken: %d records, %v", n, err)
 	}
 	free()
-	waitGroupWithin(t, &wg, 10*time.Second, "every decoder to finish once released")
+	brokertest.WaitGroupWithin(t, &wg, 10*time.Second, "every decoder to finish once released")
 	if got := most.Load(); got > records.MaxConcurrentDecompressions {
 		t.Fatalf("%d batches were decompressed at once; the bound is %d", got, records.MaxConcurrentDecompressions)
 	}

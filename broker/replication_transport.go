@@ -182,7 +182,7 @@ func (b *Broker) sendToController(env envelope) {
 		b.dropEnvelope(env, dropUnsupported)
 		return
 	}
-	switch ctrl := b.controllerID(); {
+	switch ctrl := b.ControllerID(); {
 	case ctrl < 0:
 		b.dropEnvelope(env, dropNoRoute)
 	case ctrl == b.Cfg.NodeID:
@@ -323,7 +323,7 @@ func (b *Broker) managePeers(ctx context.Context) {
 	defer t.Stop()
 	for {
 		live := map[int32]bool{}
-		for _, bi := range b.brokers() {
+		for _, bi := range b.Brokers() {
 			if bi.NodeID != b.Cfg.NodeID {
 				live[bi.NodeID] = true
 			}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-mq/sluice/broker/replica"
@@ -39,7 +41,7 @@ func startTransport(t *testing.T, b *Broker) {
 	b.startReplicationTransport(ctx)
 	t.Cleanup(func() {
 		cancel()
-		waitGroupWithin(t, &b.clusterWG, 10*time.Second, "the replication senders to stop after their cancel")
+		brokertest.WaitGroupWithin(t, &b.clusterWG, 10*time.Second, "the replication senders to stop after their cancel")
 	})
 }
 
@@ -165,7 +167,7 @@ func TestReplicationTransportFullQueueDrops(t *testing.T) {
 		t.Fatalf("queue-full drops %d, want %d", n, extra)
 	}
 	// The oldest stay queued; the newest were dropped.
-	if first := recvWithin(t, q.ch, 10*time.Second, "the head of the queue"); first.Msg.Seq != 0 {
+	if first := brokertest.RecvWithin(t, q.ch, 10*time.Second, "the head of the queue"); first.Msg.Seq != 0 {
 		t.Fatalf("head of the queue is message %d, want 0", first.Msg.Seq)
 	}
 	// A destination that is not live has no queue: dropped at once.
@@ -188,7 +190,7 @@ func TestReplicationTransportBetweenBrokers(t *testing.T) {
 		{NodeID: 2, InterBroker: strings.TrimPrefix(srv.URL, "http://")},
 	})
 	startTransport(t, b1)
-	eventually(t, 20*time.Second, "a sender for broker 2", func() bool {
+	brokertest.Eventually(t, 20*time.Second, "a sender for broker 2", func() bool {
 		b1.repl.mu.Lock()
 		defer b1.repl.mu.Unlock()
 		return b1.repl.queues[2] != nil
@@ -213,16 +215,16 @@ func TestReplicationTransportBetweenBrokers(t *testing.T) {
 	if got := b2.repl.received.Load(); got != n {
 		t.Fatalf("broker 2 received %d, want %d", got, n)
 	}
-	eventually(t, 20*time.Second, "broker 1 counts them sent", func() bool { return b1.repl.sent.Load() == n })
+	brokertest.Eventually(t, 20*time.Second, "broker 1 counts them sent", func() bool { return b1.repl.sent.Load() == n })
 
 	// A fence for broker 2's replica reaches broker 2's partitions (here
 	// none, so it is dropped there, not on broker 1).
 	b1.sendToReplica(2, envelope{Key: testKey(), Msg: replica.Message{Type: replica.MsgFence, From: replica.ControllerNode, To: 2, Epoch: 5}})
-	eventually(t, 20*time.Second, "the fence reaches broker 2", func() bool { return b2.repl.dropped(dropNoPartition) == 1 })
+	brokertest.Eventually(t, 20*time.Second, "the fence reaches broker 2", func() bool { return b2.repl.dropped(dropNoPartition) == 1 })
 
 	// A broker that leaves loses its sender; its messages are dropped.
 	b1.setLiveBrokers([]meta.BrokerInfo{{NodeID: 1, InterBroker: "127.0.0.1:1"}})
-	eventually(t, 20*time.Second, "the sender for broker 2 stops", func() bool {
+	brokertest.Eventually(t, 20*time.Second, "the sender for broker 2 stops", func() bool {
 		b1.repl.mu.Lock()
 		defer b1.repl.mu.Unlock()
 		return b1.repl.queues[2] == nil

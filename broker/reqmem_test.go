@@ -1,177 +1,18 @@
 package broker
 
 import (
-	"bufio"
 	"context"
 	"encoding/binary"
 	"fmt"
-	"io"
 	"runtime"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 )
-
-// growAsync grows r by n on another goroutine; the result arrives on the
-// channel.
-func growAsync(m *requestMemory, r *reservation, n int64) <-chan error {
-	done := make(chan error, 1)
-	go func() { done <- m.grow(context.Background(), r, n) }()
-	return done
-}
-
-// waitQueued polls until m has n waiters.
-func waitQueued(t *testing.T, m *requestMemory, n int) {
-	t.Helper()
-	eventually(t, 10*time.Second, fmt.Sprintf("%d waiters", n), func() bool {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		return len(m.waiters) == n
-	})
-}
-
-func mustGranted(t *testing.T, what string, done <-chan error) {
-	t.Helper()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("%s: not granted", what)
-	}
-}
-
-func mustWaiting(t *testing.T, what string, done <-chan error) {
-	t.Helper()
-	select {
-	case err := <-done:
-		t.Fatalf("%s: granted (%v) while the budget is spent", what, err)
-	default:
-	}
-}
-
-// TestRequestMemoryOrder: grants that fit are immediate; a frame that does
-// not fit takes the overdraft; while it is taken everyone waits in arrival
-// order, even a small request that would fit.
-func TestRequestMemoryOrder(t *testing.T) {
-	m := newRequestMemory(100, nil)
-	var a, b, c, d reservation
-	mustGranted(t, "a 60", growAsync(m, &a, 60))
-	mustGranted(t, "b 50 (overdraft)", growAsync(m, &b, 50))
-	if !b.overdraft || m.reserved() != 110 {
-		t.Fatalf("b overdraft %v, reserved %d; want the overdraft and 110", b.overdraft, m.reserved())
-	}
-	cDone := growAsync(m, &c, 30)
-	waitQueued(t, m, 1)
-	dDone := growAsync(m, &d, 1)
-	waitQueued(t, m, 2)
-	m.read(&b) // b's frame is complete: the overdraft is free, but 110 > 100
-	mustWaiting(t, "c", cDone)
-	mustWaiting(t, "d", dDone)
-	m.release(&b)
-	mustGranted(t, "c after b's release", cDone)
-	mustGranted(t, "d after c", dDone)
-	for _, r := range []*reservation{&a, &c, &d} {
-		m.release(r)
-	}
-	if got := m.reserved(); got != 0 {
-		t.Fatalf("reserved %d after every release", got)
-	}
-}
-
-// TestRequestMemoryHoldAndWait: two frames that each hold part of a spent
-// budget and want more would wait for each other forever; the overdraft lets
-// one finish, and its release lets the other go on.
-func TestRequestMemoryHoldAndWait(t *testing.T) {
-	m := newRequestMemory(100, nil)
-	var a, b reservation
-	mustGranted(t, "a 60", growAsync(m, &a, 60))
-	mustGranted(t, "b 40", growAsync(m, &b, 40))
-	mustGranted(t, "a +30 by the overdraft", growAsync(m, &a, 30))
-	bDone := growAsync(m, &b, 30)
-	waitQueued(t, m, 1)
-	mustGranted(t, "a +10 while it holds the overdraft", growAsync(m, &a, 10))
-	mustWaiting(t, "b", bDone)
-	m.read(&a)
-	m.release(&a)
-	mustGranted(t, "b after a", bDone)
-	m.release(&b)
-	if got := m.reserved(); got != 0 {
-		t.Fatalf("reserved %d after every release", got)
-	}
-}
-
-// TestRequestMemoryCancel: a waiter whose context ends leaves the queue and
-// holds nothing.
-func TestRequestMemoryCancel(t *testing.T) {
-	m := newRequestMemory(100, nil)
-	var a, b, c reservation
-	mustGranted(t, "a 100", growAsync(m, &a, 100))
-	mustGranted(t, "b 1 by the overdraft", growAsync(m, &b, 1))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.grow(ctx, &c, 50) }()
-	waitQueued(t, m, 1)
-	cancel()
-	if err := recvWithin(t, done, 10*time.Second, "grow to return after its context ended"); err == nil {
-		t.Fatal("grow returned nil after its context ended")
-	}
-	m.release(&c)
-	m.release(&b)
-	m.release(&a)
-	if got := m.reserved(); got != 0 || len(m.waiters) != 0 {
-		t.Fatalf("reserved %d, %d waiters after every release", got, len(m.waiters))
-	}
-}
-
-// TestReadFrameReservesAsBytesArrive: a frame announced at 900 KiB of which
-// 100 KiB arrived holds at most twice that, not 900 KiB.
-func TestReadFrameReservesAsBytesArrive(t *testing.T) {
-	const size, sent = 900 << 10, 100 << 10
-	m := newRequestMemory(1<<20, nil)
-	pr, pw := io.Pipe()
-	type result struct {
-		frame []byte
-		res   reservation
-		err   error
-	}
-	done := make(chan result, 1)
-	go func() {
-		f, r, err := m.readFrame(context.Background(), bufio.NewReaderSize(pr, 64<<10), 1<<20)
-		done <- result{f, r, err}
-	}()
-	body := make([]byte, size)
-	for i := range body {
-		body[i] = byte(i)
-	}
-	if _, err := pw.Write(binary.BigEndian.AppendUint32(nil, size)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pw.Write(body[:sent]); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 10*time.Second, "the sent bytes reserved", func() bool { return m.reserved() >= sent })
-	if got := m.reserved(); got > 2*sent {
-		t.Fatalf("%d bytes of a %d-byte frame arrived and %d are reserved; want at most %d", sent, size, got, 2*sent)
-	}
-	if _, err := pw.Write(body[sent:]); err != nil {
-		t.Fatal(err)
-	}
-	r := recvWithin(t, done, 10*time.Second, "readFrame to return the whole frame")
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	if string(r.frame) != string(body) || r.res.held != size || m.reserved() != size {
-		t.Fatalf("frame of %d bytes (equal: %v), held %d, reserved %d", len(r.frame), string(r.frame) == string(body), r.res.held, m.reserved())
-	}
-	m.release(&r.res)
-	if got := m.reserved(); got != 0 {
-		t.Fatalf("reserved %d after release", got)
-	}
-}
 
 // startFlood opens n connections that each announce a frame of announce
 // bytes and send sent bytes of it, then stall. They close at cleanup.
@@ -239,7 +80,7 @@ func TestRequestMemoryFlood(t *testing.T) {
 	before := heapInuse()
 
 	startFlood(t, b, conns, announce, sent)
-	eventually(t, 30*time.Second, "the flood's bytes read", func() bool {
+	brokertest.Eventually(t, 30*time.Second, "the flood's bytes read", func() bool {
 		return metricValue(t, b, "sluice_request_memory_bytes") >= conns*sent
 	})
 	produceAndConsume(t, b, "flood", 100)
@@ -264,7 +105,7 @@ func TestRequestMemoryFloodRecovers(t *testing.T) {
 	createTopic(t, testClient(t, b), "recover", 1, nil)
 
 	startFlood(t, b, 8, 3<<20, 1<<20)
-	eventually(t, 30*time.Second, "the budget spent", func() bool {
+	brokertest.Eventually(t, 30*time.Second, "the budget spent", func() bool {
 		return metricValue(t, b, "sluice_request_memory_bytes") >= 4<<20
 	})
 	produceAndConsume(t, b, "recover", 10)

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -146,11 +148,11 @@ func TestStorageFaults(t *testing.T) {
 			b, cl := faultyBroker(t, faults, tc.perPartitionFsync)
 			createTopic(t, cl, "disk", 1, nil)
 
-			if p := produceRaw(t, b, cl, "disk", 0, testBatch(1, -1, -1, -1, 1)); p.ErrorCode != 0 || p.BaseOffset != 0 {
+			if p := produceRaw(t, b, cl, "disk", 0, brokertest.Batch(1, -1, -1, -1, 1)); p.ErrorCode != 0 || p.BaseOffset != 0 {
 				t.Fatalf("first produce: error %d at %d", p.ErrorCode, p.BaseOffset)
 			}
 			faults.armed.Store(true)
-			p := produceRaw(t, b, cl, "disk", 0, testBatch(2, -1, -1, -1, 1))
+			p := produceRaw(t, b, cl, "disk", 0, brokertest.Batch(2, -1, -1, -1, 1))
 			if p.ErrorCode != kerr.KafkaStorageError.Code {
 				t.Fatalf("produce on a failing disk: error %d at offset %d, want KAFKA_STORAGE_ERROR", p.ErrorCode, p.BaseOffset)
 			}
@@ -164,7 +166,7 @@ func TestStorageFaults(t *testing.T) {
 			// The failure is sticky: the partition refuses appends until it
 			// is reopened, with the same precise error.
 			faults.armed.Store(false)
-			if p := produceRaw(t, b, cl, "disk", 0, testBatch(1, -1, -1, -1, 1)); p.ErrorCode != kerr.KafkaStorageError.Code {
+			if p := produceRaw(t, b, cl, "disk", 0, brokertest.Batch(1, -1, -1, -1, 1)); p.ErrorCode != kerr.KafkaStorageError.Code {
 				t.Fatalf("produce after the disk recovered: error %d, want KAFKA_STORAGE_ERROR until reopened", p.ErrorCode)
 			}
 		})
@@ -185,10 +187,10 @@ func TestStorageFaultIsolatedToItsPartition(t *testing.T) {
 			b, cl := faultyBroker(t, faults, tc.perPartitionFsync)
 			createTopic(t, cl, "two", 2, nil)
 			faults.armed.Store(true)
-			if p := produceRaw(t, b, cl, "two", 0, testBatch(1, -1, -1, -1, 1)); p.ErrorCode != kerr.KafkaStorageError.Code {
+			if p := produceRaw(t, b, cl, "two", 0, brokertest.Batch(1, -1, -1, -1, 1)); p.ErrorCode != kerr.KafkaStorageError.Code {
 				t.Fatalf("partition 0 on a failing disk: error %d", p.ErrorCode)
 			}
-			if p := produceRaw(t, b, cl, "two", 1, testBatch(1, -1, -1, -1, 1)); p.ErrorCode != 0 {
+			if p := produceRaw(t, b, cl, "two", 1, brokertest.Batch(1, -1, -1, -1, 1)); p.ErrorCode != 0 {
 				t.Fatalf("partition 1: error %v", kerr.ErrorForCode(p.ErrorCode))
 			}
 		})
@@ -207,9 +209,9 @@ func TestFetchBetweenHighWatermarkAndLogEnd(t *testing.T) {
 	faults := &armedFaults{op: vfs.OpSync, path: ".jnl"}
 	b, cl := faultyBroker(t, faults, false)
 	createTopic(t, cl, "gap", 1, nil)
-	produceRaw(t, b, cl, "gap", 0, testBatch(1, -1, -1, -1, 1))
+	produceRaw(t, b, cl, "gap", 0, brokertest.Batch(1, -1, -1, -1, 1))
 	faults.armed.Store(true)
-	produceRaw(t, b, cl, "gap", 0, testBatch(2, -1, -1, -1, 1)) // written, never synced: log end 3, HW 1
+	produceRaw(t, b, cl, "gap", 0, brokertest.Batch(2, -1, -1, -1, 1)) // written, never synced: log end 3, HW 1
 	for _, tc := range []struct {
 		offset int64
 		code   int16
@@ -235,7 +237,7 @@ func TestLeaderEpochChecked(t *testing.T) {
 	cl := testClient(t, b)
 	createTopic(t, cl, "epochs", 1, nil)
 	p := b.LookupTopic("epochs").Partitions[0]
-	eventually(t, 20*time.Second, "the partition led", func() bool { return p.ReplicaStatus().Role == replica.RoleLeader })
+	brokertest.Eventually(t, 20*time.Second, "the partition led", func() bool { return p.ReplicaStatus().Role == replica.RoleLeader })
 	e := int32(p.LeaderEpoch())
 	if e < 1 {
 		t.Fatalf("leader epoch %d, want at least 1", e)
@@ -331,7 +333,7 @@ func TestRetentionUnlinkFailureKeepsTheLog(t *testing.T) {
 	createTopic(t, cl, "trim", 1, map[string]string{"segment.bytes": "1024", "retention.bytes": "2048"})
 	var end int64
 	for range 200 { // about 18 KiB: 18 segments of 1 KiB, 16 past retention
-		p := produceRaw(t, b, cl, "trim", 0, testBatch(2, -1, -1, -1, 1))
+		p := produceRaw(t, b, cl, "trim", 0, brokertest.Batch(2, -1, -1, -1, 1))
 		if p.ErrorCode != 0 {
 			t.Fatalf("produce: error %d", p.ErrorCode)
 		}
@@ -345,7 +347,7 @@ func TestRetentionUnlinkFailureKeepsTheLog(t *testing.T) {
 		}
 		return len(m)
 	}
-	eventually(t, 10*time.Second, "retention tries to remove a segment", func() bool { return faults.hits.Load() > 0 })
+	brokertest.Eventually(t, 10*time.Second, "retention tries to remove a segment", func() bool { return faults.hits.Load() > 0 })
 	before := segments()
 	if before < 12 {
 		t.Fatalf("%d segment files: retention removed some although removal fails", before)
@@ -362,8 +364,8 @@ func TestRetentionUnlinkFailureKeepsTheLog(t *testing.T) {
 	if hw := latestOffsetOf(t, cl2, "trim"); hw != end {
 		t.Fatalf("after restart the log ends at %d, want %d", hw, end)
 	}
-	if got := produceRaw(t, b2, cl2, "trim", 0, testBatch(1, -1, -1, -1, 1)); got.ErrorCode != 0 || got.BaseOffset != end {
+	if got := produceRaw(t, b2, cl2, "trim", 0, brokertest.Batch(1, -1, -1, -1, 1)); got.ErrorCode != 0 || got.BaseOffset != end {
 		t.Fatalf("next produce: error %d at offset %d, want offset %d (no offset reused)", got.ErrorCode, got.BaseOffset, end)
 	}
-	eventually(t, 10*time.Second, "retention removes the old segment files", func() bool { return segments() < before/2 })
+	brokertest.Eventually(t, 10*time.Second, "retention removes the old segment files", func() bool { return segments() < before/2 })
 }

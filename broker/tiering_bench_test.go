@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-mq/sluice/cache"
@@ -190,7 +192,7 @@ func replaySetup(b *testing.B, br *Broker) replayUploads {
 	if err != nil {
 		b.Fatal(err)
 	}
-	eventuallyWhy(b, 5*time.Minute, "the remote topic uploaded and deleted locally down to its active segment", func() (bool, string) {
+	brokertest.EventuallyWhy(b, 5*time.Minute, "the remote topic uploaded and deleted locally down to its active segment", func() (bool, string) {
 		r := br.RemoteRange(ctx, p)
 		end, segs := p.Log().EndOffset(), len(p.Log().Segments())
 		return r.RemoteEnd == end && segs == 1, fmt.Sprintf("remote [%d, %d), local [%d, %d) in %d segments",

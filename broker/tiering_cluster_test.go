@@ -29,7 +29,7 @@ func TestTieringClusterLeaderChangeMidUpload(t *testing.T) {
 	})
 	for i, b := range c.brokers {
 		eventuallyTrue(t, fmt.Sprintf("broker %d sees three brokers", i+1), func() (bool, string) {
-			return len(b.brokers()) == 3 && b.controllerID() > 0, fmt.Sprintf("%d brokers", len(b.brokers()))
+			return len(b.Brokers()) == 3 && b.ControllerID() > 0, fmt.Sprintf("%d brokers", len(b.Brokers()))
 		})
 	}
 	const topic = "tiered-cluster"

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -64,7 +66,7 @@ func TestTieringStoreDownDiskWatermark(t *testing.T) {
 		case errors.Is(err, kerr.KafkaStorageError) || errors.Is(err, kgo.ErrRecordTimeout):
 			// The client retries the retriable refusal until its delivery
 			// timeout; the broker's own answer is checked directly.
-			sp := produceRaw(t, b, cl, topic, 0, testBatch(1, -1, -1, -1, time.Now().UnixMilli()))
+			sp := produceRaw(t, b, cl, topic, 0, brokertest.Batch(1, -1, -1, -1, time.Now().UnixMilli()))
 			if sp.ErrorCode != kerr.KafkaStorageError.Code {
 				t.Fatalf("produce %d: %v; a direct produce gets code %d, want KAFKA_STORAGE_ERROR", i, err, sp.ErrorCode)
 			}

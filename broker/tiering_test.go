@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -352,7 +354,7 @@ func TestTieringProducerStateSurvivesLocalLoss(t *testing.T) {
 	var batches [][]byte
 	var offsets []int64
 	for seq := int32(0); seq < 40; seq += 5 {
-		bt := testBatch(5, pid, epoch, seq, time.Now().UnixMilli())
+		bt := brokertest.Batch(5, pid, epoch, seq, time.Now().UnixMilli())
 		sp := produceRaw(t, b, cl, topic, 0, bt)
 		if sp.ErrorCode != 0 {
 			t.Fatalf("produce seq %d: code %d", seq, sp.ErrorCode)
@@ -378,7 +380,7 @@ func TestTieringProducerStateSurvivesLocalLoss(t *testing.T) {
 	if sp.ErrorCode != 0 || sp.BaseOffset != offsets[last] {
 		t.Fatalf("retry of the last batch after the local log was lost: code %d offset %d, want its original offset %d", sp.ErrorCode, sp.BaseOffset, offsets[last])
 	}
-	next := produceRaw(t, b, cl, topic, 0, testBatch(5, pid, epoch, 40, time.Now().UnixMilli()))
+	next := produceRaw(t, b, cl, topic, 0, brokertest.Batch(5, pid, epoch, 40, time.Now().UnixMilli()))
 	if next.ErrorCode != 0 || next.BaseOffset != int64(hw) {
 		t.Fatalf("the producer's next batch: code %d offset %d, want %d", next.ErrorCode, next.BaseOffset, hw)
 	}

@@ -51,7 +51,7 @@ func TestTransactionalRequestsRefused(t *testing.T) {
 		t.Run(fmt.Sprintf("FindCoordinator v%d", v), func(t *testing.T) {
 			cl := pinned(kmsg.FindCoordinator.Int16(), v)
 			req := kmsg.NewPtrFindCoordinatorRequest()
-			req.CoordinatorType = coordinatorKeyTransaction
+			req.CoordinatorType = 1 /* transaction coordinator */
 			req.CoordinatorKey, req.CoordinatorKeys = "x", []string{"x"}
 			resp, err := cl.Broker(int(b.Cfg.NodeID)).RetriableRequest(ctx, req)
 			if err != nil {

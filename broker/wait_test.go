@@ -8,7 +8,6 @@ package broker
 // whose other side is the code under test.
 
 import (
-	"sync"
 	"testing"
 	"time"
 )
@@ -16,28 +15,6 @@ import (
 // stopLimit bounds how long a broker's Run may take to return once its
 // context is cancelled; a clean stop takes well under a second.
 const stopLimit = 30 * time.Second
-
-// recvWithin receives from ch, failing the test if nothing arrives within d.
-func recvWithin[T any](t testing.TB, ch <-chan T, d time.Duration, what string) T {
-	t.Helper()
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case v := <-ch:
-		return v
-	case <-timer.C:
-		t.Fatalf("timed out after %v waiting for %s", d, what)
-		panic("unreachable")
-	}
-}
-
-// waitGroupWithin waits for wg, failing the test if it is not done within d.
-func waitGroupWithin(t testing.TB, wg *sync.WaitGroup, d time.Duration, what string) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	recvWithin(t, done, d, what)
-}
 
 // awaitStop waits for the result of a Run whose context was cancelled and
 // reports an error, or a Run still going after stopLimit, with t.Errorf:

@@ -45,6 +45,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -310,4 +311,19 @@ func (b *Node) TrashDir() string { return filepath.Join(b.Cfg.DataDir, "trash") 
 
 func (b *Node) WalDir(id [16]byte, partition int32) string {
 	return filepath.Join(b.Cfg.DataDir, "wal", UuidString(id), fmt.Sprint(partition))
+}
+
+// AdvertisedHTTP is the HTTP address other brokers and tools are given: the
+// bound address, with the Kafka advertised host when bound to all interfaces.
+func AdvertisedHTTP(bound, kafkaAdvertise string) string {
+	host, port, err := net.SplitHostPort(bound)
+	if err != nil {
+		return bound
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		if h, _, err := net.SplitHostPort(kafkaAdvertise); err == nil {
+			host = h
+		}
+	}
+	return net.JoinHostPort(host, port)
 }

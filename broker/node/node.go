@@ -33,6 +33,10 @@ import (
 // PartitionKey names one partition of one topic.
 type PartitionKey = replica.PartitionKey
 
+// ReplicaFetchMaxBytes bounds one replica fetch response: followers ask
+// for it, and the Kafka front end keeps reply buffers that size.
+const ReplicaFetchMaxBytes = 16 << 20
+
 // Hooks are the calls the Node makes into the packages above it.
 type Hooks struct {
 	// Place assigns replicas to n new partitions with replication factor
@@ -89,6 +93,9 @@ type Node struct {
 	mu     sync.RWMutex
 	topics map[string]*Topic   // guarded by mu
 	byID   map[[16]byte]*Topic // guarded by mu
+
+	pidMu           sync.Mutex
+	pidNext, pidEnd int64 // guarded by pidMu: the unused rest of the reserved block
 
 	// PartCtx is the parent context of every partition owner.
 	PartCtx context.Context

@@ -413,7 +413,7 @@ func (s *sim) drain(n *simNode) {
 		}
 		if len(rd.Appends) > 0 {
 			s.tracef("n%d append [%d,%d) e%d", n.id, rd.Appends[0].Base, rd.Appends[len(rd.Appends)-1].End(), rd.Appends[len(rd.Appends)-1].Epoch)
-			s.StartSync(n)
+			s.startSync(n)
 			if s.buggify("crash-mid-ready") {
 				s.crashNode(n)
 				return

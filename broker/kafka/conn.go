@@ -1,0 +1,410 @@
+package kafka
+
+// This file owns Kafka connections: accepting them within the connection
+// limits (connlimit.go), framing, request headers, and the ordering of
+// responses.
+//
+// Invariant: responses on a connection are written in request order.
+// Invariant: a frame that cannot be parsed closes its connection (with a log
+// line); it never reaches a handler and never stops the broker.
+// Invariant: a request's frame stays reserved in the broker's request memory
+// (reqmem.go) until its reply is written or the request is dropped; an
+// acks=0 produce is handled as acks=1 so that the writer can wait for its
+// append before releasing it, and nothing is written back for it.
+// Invariant: between replies a connection keeps an encoding buffer of at
+// most maxKeptReplyBuffer bytes, or maxKeptReplicaReplyBuffer after a
+// follower's replica fetch on the inter-broker listener (interbroker.go).
+//
+// Each connection has a reader goroutine (serveConn), which decodes requests
+// and runs handlers in order, and a writer goroutine, which waits for each
+// reply in turn and writes it. Produce handlers queue their batches on the
+// reader goroutine and return a reply that waits for the fsync, so requests
+// pipelined on one connection share group commits. The accept loop owns the
+// request memory and the connection limiter; the two goroutines of a
+// connection share its connActivity.
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/sluice-mq/sluice/broker/node"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// maxPipelined bounds the replies a connection may owe before the reader
+// stops reading.
+const maxPipelined = 16
+
+// request is one decoded Kafka request.
+type request struct {
+	key, version int16
+	correlation  int32
+	clientID     string
+	remoteHost   string // the client's address as the coordinator reports it
+	interBroker  bool   // arrived on the inter-broker listener (interbroker.go)
+	body         kmsg.Request
+}
+
+// reply produces the response of a request, waiting if it must. A nil reply
+// means no response is sent (produce with acks=0). ready reports, without
+// blocking, whether response would return at once: the writer flushes what
+// it has buffered before it waits on a reply that is not ready, so one slow
+// reply never holds back the bytes of the replies before it.
+type reply interface {
+	ready() bool
+	response() kmsg.Response
+}
+
+// doneReply is a response that is already complete.
+type doneReply struct{ resp kmsg.Response }
+
+func (r doneReply) ready() bool             { return true }
+func (r doneReply) response() kmsg.Response { return r.resp }
+
+func done(resp kmsg.Response) reply { return doneReply{resp} }
+
+// waitReply is a response that may block (a parked JoinGroup or SyncGroup).
+type waitReply func() kmsg.Response
+
+func (f waitReply) ready() bool             { return false }
+func (f waitReply) response() kmsg.Response { return f() }
+
+type outbound struct {
+	req    *request
+	reply  reply
+	mem    reservation // the request's frame, released once answered
+	silent bool        // an acks=0 produce: wait for the reply, send nothing
+}
+
+var errFrame = errors.New("bad frame")
+
+// serveKafka accepts client connections until the listener closes. mem is
+// the broker's request memory, which the inter-broker listener shares.
+func (b *Server) serveKafka(ctx context.Context, mem *requestMemory) error {
+	limiter := newConnLimiter(b.Cfg.MaxConnections, b.Cfg.MaxConnectionsPerIP)
+	// A flood of refused connections must not flood the log.
+	refusals := b.Logger.Sample(&zerolog.BurstSampler{Burst: 5, Period: 10 * time.Second})
+	for {
+		nc, err := b.ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			b.Logger.Warn().Err(err).Msg("accept")
+			continue
+		}
+		ip := remoteIP(nc.RemoteAddr())
+		if reason := limiter.admit(ip); reason != "" {
+			// Counted before the close, so whoever sees the close sees the count.
+			b.M.ConnsRefused.WithLabelValues(reason).Inc()
+			_ = nc.Close() // refused before any byte is read; nothing to report
+			refusals.Warn().Str("remote", nc.RemoteAddr().String()).Str("reason", reason).
+				Msg("refused connection (logged at most 5 times per 10s)")
+			continue
+		}
+		b.M.ConnsOpen.Inc()
+		b.connMu.Lock()
+		b.openConns[nc] = struct{}{}
+		b.connMu.Unlock()
+		b.conns.Add(1)
+		go func() {
+			defer b.conns.Done()
+			b.serveConn(ctx, nc, mem, false)
+			b.connMu.Lock()
+			delete(b.openConns, nc)
+			b.connMu.Unlock()
+			limiter.leave(ip)
+			b.M.ConnsOpen.Dec()
+		}()
+	}
+}
+
+// closeConns closes every open connection so their goroutines end.
+func (b *Server) closeConns() {
+	b.connMu.Lock()
+	defer b.connMu.Unlock()
+	for nc := range b.openConns {
+		_ = nc.Close() // only to unblock its reader; serveConn closes it again
+	}
+}
+
+// serveConn serves one Kafka connection; interBroker: it came to the
+// inter-broker listener, whose dispatch table it is served from.
+func (b *Server) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory, interBroker bool) {
+	logger := b.Logger.With().Str("remote", nc.RemoteAddr().String()).Logger()
+	act := newConnActivity(time.Now())
+	out := make(chan outbound, maxPipelined)
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		b.writeReplies(nc, out, mem, act, logger)
+	}()
+	defer func() {
+		close(out)
+		<-writerDone
+		_ = nc.Close() // may already be closed by closeConns or writeReplies
+	}()
+
+	remoteHost := "/" + remoteIP(nc.RemoteAddr()) // Kafka's form: "/host"
+	r := bufio.NewReaderSize(&idleReader{nc: nc, idle: b.Cfg.ConnectionsMaxIdle, act: act}, 64<<10)
+	for {
+		frame, res, err := mem.readFrame(ctx, r, b.Cfg.MaxRequestBytes)
+		if err != nil {
+			switch {
+			case errors.Is(err, errIdle):
+				b.M.ConnsIdle.Inc()
+				logger.Debug().Err(err).Msg("closing idle connection")
+			case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil:
+				peerLevel(logger, interBroker).Err(err).Msg("closing connection")
+			}
+			return
+		}
+		act.started()
+		drop := func() {
+			mem.release(&res)
+			act.finished(time.Now())
+		}
+		req, err := parseRequest(frame)
+		if err != nil {
+			drop()
+			peerLevel(logger, interBroker).Err(err).Msg("closing connection on an unparsable request")
+			return
+		}
+		req.remoteHost, req.interBroker = remoteHost, interBroker
+		silent := answerAcksZeroSilently(req)
+		start := time.Now()
+		rep, err := b.dispatch(ctx, req)
+		if err != nil {
+			drop()
+			ev := logger.Warn() // the handler failed
+			if errors.Is(err, errFrame) {
+				ev = peerLevel(logger, interBroker) // an API or version not served
+			}
+			ev.Err(err).Str("api", kmsg.NameForKey(req.key)).Int16("version", req.version).
+				Str("client", req.clientID).Msg("closing connection")
+			return
+		}
+		b.M.ObserveRequest(req.key, start)
+		if rep == nil {
+			drop()
+			continue
+		}
+		select {
+		case out <- outbound{req: req, reply: rep, mem: res, silent: silent}:
+		case <-ctx.Done():
+			drop()
+			return
+		}
+	}
+}
+
+// peerLevel is the level of a connection closed for what its peer did (a
+// bad frame, an unserved API or version, a reset): a client's mistake or
+// disconnect is debug, the client's to see, not the operator's; the same
+// from another broker (inter-broker listener) is a warning, as brokers of
+// one cluster should speak one protocol.
+func peerLevel(logger zerolog.Logger, interBroker bool) *zerolog.Event {
+	if interBroker {
+		return logger.Warn()
+	}
+	return logger.Debug()
+}
+
+// answerAcksZeroSilently turns an acks=0 produce into an acks=1 one whose
+// reply is awaited but not sent, and reports whether it did: its batches are
+// referenced until they are appended, so its request memory must stay
+// reserved until then.
+func answerAcksZeroSilently(req *request) bool {
+	if pr, ok := req.body.(*kmsg.ProduceRequest); ok && pr.Acks == 0 {
+		pr.Acks = 1
+		return true
+	}
+	return false
+}
+
+// writeReplies writes each reply in order and then releases its request.
+// After a write error it keeps draining so the reader never blocks on a dead
+// connection.
+func (b *Server) writeReplies(nc net.Conn, out <-chan outbound, mem *requestMemory, act *connActivity, logger zerolog.Logger) {
+	w := bufio.NewWriterSize(nc, 64<<10)
+	var buf []byte
+	failed := false
+	for o := range out {
+		if !failed && w.Buffered() > 0 && !o.reply.ready() {
+			if err := w.Flush(); err != nil {
+				logger.Debug().Err(err).Msg("write response")
+				failed = true
+				_ = nc.Close()
+			}
+		}
+		resp := o.reply.response()
+		var err error
+		if !failed && !o.silent {
+			if n := fetchReplySize(resp); cap(buf) < n {
+				buf = make([]byte, 0, n) // one allocation, not a chain of growths
+			}
+			buf = encodeResponse(buf[:0], o.req, resp)
+			_, err = w.Write(buf)
+			buf = keepReplyBuffer(buf, isReplicaFetch(o.req))
+			if err == nil && len(out) == 0 {
+				err = w.Flush()
+			}
+		}
+		mem.release(&o.mem)
+		act.finished(time.Now())
+		if err != nil {
+			logger.Debug().Err(err).Msg("write response")
+			failed = true
+			_ = nc.Close() // the write error is logged above; this unblocks the reader
+		}
+	}
+	if !failed {
+		_ = w.Flush()
+	}
+}
+
+// maxKeptReplyBuffer is the largest encoding buffer a connection keeps for
+// its next reply; a larger one (a big fetch) is left to the collector, so an
+// idle connection does not pin its largest reply for its lifetime.
+const maxKeptReplyBuffer = 1 << 20
+
+// maxKeptReplicaReplyBuffer is the same for a reply to a follower's replica
+// fetch, which can hold node.ReplicaFetchMaxBytes of records and a first batch
+// past them. A follower fetches without pause and from few connections (one
+// per broker it follows), so keeping its replies' buffer costs a bounded
+// amount per peer and saves allocating, zeroing and growing one per reply
+// (27% of a leader's allocated bytes at full speed before).
+const maxKeptReplicaReplyBuffer = node.ReplicaFetchMaxBytes + 2<<20
+
+// keepReplyBuffer returns what a connection keeps of buf after a reply.
+func keepReplyBuffer(buf []byte, replica bool) []byte {
+	limit := maxKeptReplyBuffer
+	if replica {
+		limit = maxKeptReplicaReplyBuffer
+	}
+	if cap(buf) > limit {
+		return nil
+	}
+	return buf[:0]
+}
+
+// isReplicaFetch reports whether req is a follower's replica fetch, which
+// only the inter-broker listener serves.
+func isReplicaFetch(req *request) bool {
+	f, ok := req.body.(*kmsg.FetchRequest)
+	if !ok || !req.interBroker {
+		return false
+	}
+	id, _ := fetchReplica(f)
+	return id >= 0
+}
+
+// fetchReplySize is a close upper estimate of the encoded size of a fetch
+// response (its records plus a generous allowance for the rest), or 0 for
+// any other response.
+func fetchReplySize(resp kmsg.Response) int {
+	f, ok := resp.(*kmsg.FetchResponse)
+	if !ok {
+		return 0
+	}
+	n := 64
+	for i := range f.Topics {
+		t := &f.Topics[i]
+		n += 64 + len(t.Topic)
+		for j := range t.Partitions {
+			p := &t.Partitions[j]
+			n += 128 + len(p.RecordBatches) + 32*len(p.AbortedTransactions)
+		}
+	}
+	return n
+}
+
+// parseRequest decodes the request header and, for a known key and a
+// version kmsg can parse, the body. Version checks against what this broker
+// advertises happen in dispatch.
+func parseRequest(frame []byte) (*request, error) {
+	req := &request{
+		key:         int16(binary.BigEndian.Uint16(frame[0:])),
+		version:     int16(binary.BigEndian.Uint16(frame[2:])),
+		correlation: int32(binary.BigEndian.Uint32(frame[4:])),
+	}
+	body := kmsg.RequestForKey(req.key)
+	if body == nil {
+		return nil, fmt.Errorf("%w: unknown api key %d", errFrame, req.key)
+	}
+	rest := frame[8:]
+	if len(rest) < 2 {
+		return nil, fmt.Errorf("%w: missing client id", errFrame)
+	}
+	idLen := int16(binary.BigEndian.Uint16(rest))
+	rest = rest[2:]
+	if idLen > 0 {
+		if int(idLen) > len(rest) {
+			return nil, fmt.Errorf("%w: client id length %d past the frame", errFrame, idLen)
+		}
+		req.clientID = string(rest[:idLen])
+		rest = rest[idLen:]
+	}
+	if req.version < 0 || req.version > body.MaxVersion() {
+		if req.key == apiVersionsKey {
+			// Answered with the v0 error response before parsing the body.
+			req.body = body
+			return req, nil
+		}
+		return nil, fmt.Errorf("%w: %s version %d is unknown", errFrame, kmsg.NameForKey(req.key), req.version)
+	}
+	body.SetVersion(req.version)
+	if body.IsFlexible() {
+		var err error
+		if rest, err = skipTags(rest); err != nil {
+			return nil, err
+		}
+	}
+	if err := body.ReadFrom(rest); err != nil {
+		return nil, fmt.Errorf("%w: %s v%d body: %w", errFrame, kmsg.NameForKey(req.key), req.version, err)
+	}
+	req.body = body
+	return req, nil
+}
+
+// skipTags skips a tagged-field section of a flexible request header.
+func skipTags(b []byte) ([]byte, error) {
+	n, sz := binary.Uvarint(b)
+	if sz <= 0 || n > 64 {
+		return nil, fmt.Errorf("%w: bad header tag count", errFrame)
+	}
+	b = b[sz:]
+	for i := uint64(0); i < n; i++ {
+		_, ksz := binary.Uvarint(b)
+		if ksz <= 0 {
+			return nil, fmt.Errorf("%w: bad header tag key", errFrame)
+		}
+		b = b[ksz:]
+		l, lsz := binary.Uvarint(b)
+		if lsz <= 0 || l > uint64(len(b)-lsz) {
+			return nil, fmt.Errorf("%w: bad header tag length", errFrame)
+		}
+		b = b[lsz+int(l):]
+	}
+	return b, nil
+}
+
+// encodeResponse appends a size-prefixed response frame to dst.
+func encodeResponse(dst []byte, req *request, resp kmsg.Response) []byte {
+	dst = append(dst, 0, 0, 0, 0)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(req.correlation))
+	// The ApiVersions response header never carries tags (KIP-511).
+	if resp.IsFlexible() && req.key != apiVersionsKey {
+		dst = append(dst, 0)
+	}
+	dst = resp.AppendTo(dst)
+	binary.BigEndian.PutUint32(dst, uint32(len(dst)-4))
+	return dst
+}
