@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/httpapi"
+
 	"github.com/sluice-mq/sluice/broker/coordinator"
 	"github.com/sluice-mq/sluice/broker/kafka"
 
@@ -40,12 +42,9 @@ type Broker struct {
 	repl        replication                       // replication_transport.go, elector.go
 	isr         inSyncState                       // published in-sync sets (isr_publish.go)
 
-	lagRates  lagRates      // commit-rate samples for consumer lag
-	rrPublish atomic.Uint64 // round-robin partition choice for unkeyed HTTP messages
-
 	kafka   *kafka.Server // the Kafka front end; set by Run
 	httpLn  net.Listener
-	fwd     forwarder // clients of the other brokers' inter-broker listeners (forward.go)
+	http    *httpapi.Server // the HTTP front end; set by Run
 	ready   atomic.Bool
 	readyCh chan struct{} // closed once the broker serves Kafka and HTTP
 }
@@ -84,6 +83,13 @@ func New(cfg Config, logger zerolog.Logger) (*Broker, error) {
 	}
 	return b, nil
 }
+
+// Serving reports whether the broker serves Kafka and HTTP (httpapi.Cluster).
+func (b *Broker) Serving() bool { return b.ready.Load() }
+
+// LocalInterBrokerAddr is this broker's bound inter-broker address
+// (httpapi.Cluster).
+func (b *Broker) LocalInterBrokerAddr() string { return b.kafka.InterBrokerAddr() }
 
 // KafkaAddr is the bound Kafka listener address (useful with port 0).
 func (b *Broker) KafkaAddr() string {
@@ -152,6 +158,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	defer b.stopCoordinator()
 
 	b.kafka = kafka.New(b.Node, b, b.coord)
+	b.http = httpapi.New(b.Node, b, b.coord)
 	if err := b.kafka.Listen(); err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
@@ -166,7 +173,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		_ = b.httpLn.Close()
 		return err
 	}
-	httpSrv := &http.Server{Handler: b.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+	httpSrv := &http.Server{Handler: b.http.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	ibSrv := b.interBrokerHTTP()
 
 	serveCtx, stopServing := context.WithCancel(ctx)
@@ -213,7 +220,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	cancelDereg()
 	stopServing()
 	b.kafka.CloseListeners()
-	b.closeForwarder()
+	b.http.Close()
 	b.kafka.CloseConns()
 	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
@@ -253,7 +260,6 @@ func (b *Broker) maintainLoop(ctx context.Context) {
 func (b *Broker) interBrokerHTTP() *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+replicationPath, b.httpReplication)
-	b.registerInternalAPI(mux)     // forward_internal.go
-	b.registerListingInternal(mux) // http_listings_internal.go
+	b.http.RegisterInternal(mux)
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 }

@@ -112,7 +112,7 @@ func (b *Broker) keepRegistered(ctx context.Context) {
 			} else if ctx.Err() == nil {
 				b.Logger.Warn().Err(err).Msg("register again; retrying")
 			}
-			sleepCtx(ctx, time.Second)
+			node.SleepCtx(ctx, time.Second)
 		}
 	}
 }
@@ -251,7 +251,7 @@ func (b *Broker) campaign(ctx context.Context) {
 		if err != nil {
 			if ctx.Err() == nil {
 				b.Logger.Warn().Err(err).Msg("controller campaign failed; retrying")
-				sleepCtx(ctx, time.Second)
+				node.SleepCtx(ctx, time.Second)
 			}
 			continue
 		}
@@ -266,7 +266,7 @@ func (b *Broker) campaign(ctx context.Context) {
 		}
 		if resigned {
 			// Stand again only once another broker had time to win.
-			sleepCtx(ctx, b.Cfg.ControllerTTL)
+			node.SleepCtx(ctx, b.Cfg.ControllerTTL)
 		}
 	}
 }
@@ -296,16 +296,6 @@ func (b *Broker) runController(ctx context.Context, c *meta.Controller) bool {
 		return true
 	}
 	return false
-}
-
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // applyTopicEvent makes the local registry follow a topic change in etcd,
@@ -514,7 +504,7 @@ func (b *Broker) awaitLeaders(ctx context.Context, id [16]byte, d time.Duration)
 		if t == nil || b.leadersElected(t) {
 			return
 		}
-		sleepCtx(ctx, 5*time.Millisecond)
+		node.SleepCtx(ctx, 5*time.Millisecond)
 	}
 }
 
@@ -565,7 +555,7 @@ func (b *Broker) awaitOwnLeadership(ctx context.Context, d time.Duration) {
 		if done {
 			return
 		}
-		sleepCtx(ctx, 5*time.Millisecond)
+		node.SleepCtx(ctx, 5*time.Millisecond)
 	}
 	b.Logger.Warn().Int64("waited_ms", d.Milliseconds()).Int32("controller", b.ControllerID()).Msg("some partitions this broker led are not led again yet, or no controller is known; serving anyway")
 }
@@ -574,7 +564,7 @@ func (b *Broker) awaitOwnLeadership(ctx context.Context, d time.Duration) {
 // listener at (where it registered it, unless Config.PeerInterBroker routes
 // that node elsewhere), or "" when the broker is not live or registered
 // none.
-func (b *Broker) interBrokerAddr(id int32) string {
+func (b *Broker) InterBrokerAddr(id int32) string {
 	for _, bi := range b.Brokers() {
 		if bi.NodeID == id {
 			if addr, ok := b.Cfg.PeerInterBroker[id]; ok {

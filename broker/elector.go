@@ -93,6 +93,29 @@ type forceUnclean struct {
 	done chan error
 }
 
+// ForceUnclean asks this broker's elector loop to force an unclean
+// election of key. handled is false when this broker runs no elector (it
+// is not the controller); err is ctx's when the loop did not take or
+// answer the request in time, or errUnknownPartition.
+func (b *Broker) ForceUnclean(ctx context.Context, key PartitionKey) (handled bool, err error) {
+	e := b.repl.elector.Load()
+	if e == nil {
+		return false, nil
+	}
+	f := forceUnclean{key: key, done: make(chan error, 1)}
+	select {
+	case e.force <- f:
+	case <-ctx.Done():
+		return true, ctx.Err()
+	}
+	select {
+	case err := <-f.done:
+		return true, err
+	case <-ctx.Done():
+		return true, ctx.Err()
+	}
+}
+
 // errUnknownPartition: the elector follows no such partition.
 var errUnknownPartition = errors.New("the controller knows no such partition")
 

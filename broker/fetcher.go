@@ -134,7 +134,7 @@ func (f *fetcher) run(ctx context.Context) {
 		if len(batch) == 0 {
 			continue
 		}
-		addr := f.b.interBrokerAddr(f.leader)
+		addr := f.b.InterBrokerAddr(f.leader)
 		if addr != clAddr || cl == nil {
 			if cl != nil {
 				cl.Close()
@@ -153,7 +153,7 @@ func (f *fetcher) run(ctx context.Context) {
 		}
 		if cl == nil {
 			f.failAll(batch, "leader not reachable")
-			sleepCtx(ctx, replicationTick)
+			node.SleepCtx(ctx, replicationTick)
 			continue
 		}
 		waitFor = f.exchange(ctx, cl, batch)
@@ -276,7 +276,7 @@ func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingF
 			f.b.Logger.Debug().Err(err).Int32("leader", f.leader).Msg("replica fetch failed")
 		}
 		f.failAll(batch, err.Error())
-		sleepCtx(ctx, replicationTick)
+		node.SleepCtx(ctx, replicationTick)
 		return nil
 	}
 	answered := make(map[*partition.Partition]bool, len(batch))

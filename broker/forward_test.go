@@ -31,7 +31,7 @@ func leaderOf(t *testing.T, c *testCluster, topic string, part int32) int32 {
 			leader = tp.States[part].Leader
 		}
 		lb := c.brokers[leader-1]
-		return lb.leads(lb.LookupTopic(topic), part), "the leader has not taken over yet"
+		return lb.Leads(lb.LookupTopic(topic), part), "the leader has not taken over yet"
 	})
 	return leader
 }

@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/sluice-mq/sluice/broker/coordinator"
 
@@ -70,8 +71,10 @@ func (b *Broker) startCoordinator(ctx context.Context) error {
 // PartitionRange is the log start and high watermark of a partition at its
 // leader (coordinator.Cluster).
 func (b *Broker) PartitionRange(ctx context.Context, t *node.Topic, index int32) (logStart, hw int64, err error) {
-	pos, err := b.partitionOffsetsOf(ctx, t, index, internalOffsetsRequest{To: "latest"})
-	return pos.LogStart, pos.HighWatermark, err
+	if b.http == nil {
+		return 0, 0, fmt.Errorf("partition range of %s-%d: %w", t.Meta.Name, index, node.ErrShuttingDown)
+	}
+	return b.http.PartitionRange(ctx, t, index)
 }
 
 func (b *Broker) stopCoordinator() {

@@ -11,11 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/sluice-mq/sluice/broker/httpapi"
 
-	"github.com/sluice-mq/sluice/broker/node"
-	"github.com/sluice-mq/sluice/broker/partition"
-	"github.com/sluice-mq/sluice/meta"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func postJSON(t *testing.T, url, body string) (int, map[string]any) {
@@ -81,7 +79,7 @@ func TestHTTPPublish(t *testing.T) {
 			var id, h string
 			for _, hd := range r.Headers {
 				switch hd.Key {
-				case messageIDHeader:
+				case httpapi.MessageIDHeader:
 					id = string(hd.Value)
 				case "h":
 					h = string(hd.Value)
@@ -170,33 +168,4 @@ func TestHTTPPublishBadInput(t *testing.T) {
 			}
 		})
 	}
-}
-
-// FuzzPublishRequest: arbitrary bodies for the publish endpoint must be
-// refused or turned into valid batches, never panic.
-func FuzzPublishRequest(f *testing.F) {
-	f.Add([]byte(`{"messages":[{"message_key":"k","payload":"v","headers":{"a":"b"}}]}`))
-	f.Add([]byte(`{"producer_id":1,"producer_epoch":0,"messages":[{"payload_base64":"AAE=","sequence":0,"partition":1}]}`))
-	f.Add([]byte(`{"messages":[{"timestamp_ms":-1}]}`))
-	b := &Broker{Node: &node.Node{}}
-	tp := &node.Topic{States: make([]meta.PartitionState, 3), Partitions: make([]*partition.Partition, 3), Settings: node.ParseSettings(nil)}
-	tp.Meta.Name = "fuzz"
-	f.Fuzz(func(t *testing.T, body []byte) {
-		var req publishRequest
-		if err := json.Unmarshal(body, &req); err != nil {
-			return
-		}
-		batches, err := b.buildPublishBatches(tp, &req)
-		if err != nil {
-			return
-		}
-		for _, pb := range batches {
-			if _, err := node.ValidateBatch(pb.raw, 1<<30); err != nil {
-				t.Fatalf("built an invalid batch: %v", err)
-			}
-			if pb.partition < 0 || pb.partition >= 3 {
-				t.Fatalf("partition %d of 3", pb.partition)
-			}
-		}
-	})
 }

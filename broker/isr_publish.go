@@ -33,6 +33,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/meta"
 )
@@ -176,13 +177,13 @@ func (b *Broker) writeInSync(ctx context.Context) {
 				b.Logger.Warn().Err(err).Msg("publish in-sync sets; retrying")
 			}
 			failing = true
-			sleepCtx(ctx, isrPublishEvery)
+			node.SleepCtx(ctx, isrPublishEvery)
 			select {
 			case snap = <-b.isr.pending:
 			default:
 			}
 		}
-		sleepCtx(ctx, isrPublishEvery)
+		node.SleepCtx(ctx, isrPublishEvery)
 	}
 }
 

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/httpapi"
+
 	"github.com/sluice-mq/sluice/broker/internal/brokertest"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -22,14 +24,14 @@ import (
 )
 
 // getLag GETs a group's lag over HTTP.
-func getLag(t *testing.T, base, groupID string) []partitionLag {
+func getLag(t *testing.T, base, groupID string) []httpapi.PartitionLag {
 	t.Helper()
 	resp, err := http.Get(base + "/v1/groups/" + groupID + "/lag")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var lag struct{ Partitions []partitionLag }
+	var lag struct{ Partitions []httpapi.PartitionLag }
 	if err := json.NewDecoder(resp.Body).Decode(&lag); err != nil || resp.StatusCode != http.StatusOK {
 		t.Fatalf("lag of %s: %d %v", groupID, resp.StatusCode, err)
 	}
@@ -66,7 +68,7 @@ func TestLagOfAssignedPartitionsWithoutCommits(t *testing.T) {
 
 	check := func(t *testing.T, groupID string) {
 		t.Helper()
-		var lags []partitionLag
+		var lags []httpapi.PartitionLag
 		brokertest.Eventually(t, 15*time.Second, "lag of every assigned partition", func() bool {
 			lags = getLag(t, base, groupID)
 			return len(lags) == len(want)
@@ -77,7 +79,7 @@ func TestLagOfAssignedPartitionsWithoutCommits(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if l.Topic != topic || l.Committed != noCommit || l.LogEnd != w.end || l.Lag != w.end-w.start {
+			if l.Topic != topic || l.Committed != httpapi.NoCommit || l.LogEnd != w.end || l.Lag != w.end-w.start {
 				t.Errorf("partition %d: %+v, want committed -1, log end %d, lag %d", l.Partition, l, w.end, w.end-w.start)
 			}
 			if size := p.Log().Size(); l.LagBytes != size || size == 0 {

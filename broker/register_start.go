@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/meta"
 )
 
@@ -43,7 +44,7 @@ func (b *Broker) registerAtStart(ctx context.Context) error {
 				Msg("node id held by a lease this data directory does not know (a lost or replaced disk?); waiting for it to lapse")
 			warned = true
 		}
-		sleepCtx(ctx, registerRetry)
+		node.SleepCtx(ctx, registerRetry)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

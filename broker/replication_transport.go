@@ -42,6 +42,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/httpapi"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-mq/sluice/broker/node"
@@ -267,7 +269,7 @@ func (b *Broker) toElector(env envelope) {
 func (b *Broker) httpReplication(w http.ResponseWriter, r *http.Request) {
 	envs, err := decodeEnvelopes(w, r)
 	if err != nil {
-		b.writeError(w, r, err)
+		httpapi.WriteError(b.Logger, w, r, err)
 		return
 	}
 	b.repl.received.Add(uint64(len(envs)))
@@ -284,10 +286,10 @@ func decodeEnvelopes(w http.ResponseWriter, r *http.Request) ([]envelope, error)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return nil, &apiError{Status: http.StatusRequestEntityTooLarge, Code: "too_large",
+			return nil, &httpapi.APIError{Status: http.StatusRequestEntityTooLarge, Code: "too_large",
 				Message: fmt.Sprintf("replication body exceeds %d bytes", maxReplicationBody)}
 		}
-		return nil, badRequest("malformed replication body: %v", err)
+		return nil, httpapi.BadRequest("malformed replication body: %v", err)
 	}
 	return envs, nil
 }
@@ -396,7 +398,7 @@ func (b *Broker) runSender(ctx context.Context, q *peerQueue) {
 // post sends one batch to node's inter-broker address, as the registry has
 // it now.
 func (b *Broker) post(ctx context.Context, node int32, batch []envelope) error {
-	addr := b.interBrokerAddr(node)
+	addr := b.InterBrokerAddr(node)
 	if addr == "" {
 		return fmt.Errorf("broker: replication to node %d: not live", node)
 	}

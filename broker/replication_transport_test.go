@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/httpapi"
+
 	"github.com/sluice-mq/sluice/broker/internal/brokertest"
 
 	"github.com/rs/zerolog"
@@ -98,7 +100,7 @@ func TestReplicationTransportRejectsBadBodies(t *testing.T) {
 			}
 			if tc.status >= 400 {
 				var got struct {
-					Error apiError `json:"error"`
+					Error httpapi.APIError `json:"error"`
 				}
 				if err := json.Unmarshal(rec.Body.Bytes(), &got); err != nil || got.Error.Message == "" {
 					t.Fatalf("error body %q: %v", rec.Body, err)

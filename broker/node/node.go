@@ -120,3 +120,13 @@ func New(cfg Config, nodeLog zerolog.Logger) *Node {
 		PendingStates: make(map[PartitionKey]meta.PartitionState),
 	}
 }
+
+// SleepCtx waits d or until ctx ends.
+func SleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

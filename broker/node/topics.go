@@ -408,3 +408,12 @@ func IncarnationsOf(xs []uint64) []replica.Incarnation {
 	}
 	return out
 }
+
+// Leads reports whether this broker's replica of the partition is its
+// leader now.
+func (b *Node) Leads(t *Topic, index int32) bool {
+	if index < 0 || int(index) >= len(t.Partitions) || t.Partitions[index] == nil {
+		return false
+	}
+	return t.Partitions[index].ReplicaStatus().Role == replica.RoleLeader
+}

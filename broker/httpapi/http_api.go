@@ -1,4 +1,4 @@
-package broker
+package httpapi
 
 // This file owns the JSON HTTP API's plumbing: routing, request decoding
 // with size limits, and errors as {"error": {"code", "message"}} with the
@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"strings"
 
+	"github.com/rs/zerolog"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -20,22 +21,22 @@ import (
 // maxHTTPBody bounds one JSON request body.
 const maxHTTPBody = 64 << 20
 
-// apiError is an HTTP API failure with its status.
-type apiError struct {
+// APIError is an HTTP API failure with its status.
+type APIError struct {
 	Status  int    `json:"-"`
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
 
-func (e *apiError) Error() string { return e.Message }
+func (e *APIError) Error() string { return e.Message }
 
-func badRequest(format string, args ...any) *apiError {
-	return &apiError{Status: http.StatusBadRequest, Code: "bad_request", Message: fmt.Sprintf(format, args...)}
+func BadRequest(format string, args ...any) *APIError {
+	return &APIError{Status: http.StatusBadRequest, Code: "bad_request", Message: fmt.Sprintf(format, args...)}
 }
 
 // httpStatusFor maps an internal error to an API error.
-func httpStatusFor(err error) *apiError {
-	var ae *apiError
+func httpStatusFor(err error) *APIError {
+	var ae *APIError
 	if errors.As(err, &ae) {
 		return ae
 	}
@@ -70,7 +71,7 @@ func httpStatusFor(err error) *apiError {
 			name = k.Message
 		}
 	}
-	return &apiError{Status: status, Code: name, Message: err.Error()}
+	return &APIError{Status: status, Code: name, Message: err.Error()}
 }
 
 // writeJSON writes v with status.
@@ -85,17 +86,23 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // writeError logs and writes an error response. A client's mistake (4xx)
 // is logged at DEBUG: the client is told, and an operator's log is not the
 // place for it; a failure of the broker's own is an ERROR.
-func (b *Broker) writeError(w http.ResponseWriter, r *http.Request, err error) {
+func (b *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	WriteError(b.Logger, w, r, err)
+}
+
+// WriteError answers err as JSON with the status and code it maps to, and
+// logs it: 4xx at debug (a client's mistake), 5xx at warn or error.
+func WriteError(logger zerolog.Logger, w http.ResponseWriter, r *http.Request, err error) {
 	ae := httpStatusFor(err)
-	ev := b.Logger.Debug()
+	ev := logger.Debug()
 	if ae.Status >= 500 {
-		ev = b.Logger.Warn()
+		ev = logger.Warn()
 		if ae.Status == http.StatusInternalServerError {
-			ev = b.Logger.Error()
+			ev = logger.Error()
 		}
 	}
 	ev.Err(err).Str("method", r.Method).Str("path", r.URL.Path).Int("status", ae.Status).Msg("http request failed")
-	writeJSON(w, ae.Status, map[string]*apiError{"error": ae})
+	writeJSON(w, ae.Status, map[string]*APIError{"error": ae})
 }
 
 // decodeJSON reads a JSON body into v, refusing unknown fields, trailing
@@ -109,7 +116,7 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 		return jsonError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return badRequest("malformed JSON: data after the request object")
+		return BadRequest("malformed JSON: data after the request object")
 	}
 	return nil
 }
@@ -121,23 +128,23 @@ func jsonError(err error) error {
 	var syntaxErr *json.SyntaxError
 	switch {
 	case errors.As(err, &tooBig):
-		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("request body exceeds %d bytes", maxHTTPBody)}
+		return &APIError{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("request body exceeds %d bytes", maxHTTPBody)}
 	case errors.As(err, &typeErr):
 		field := typeErr.Field
 		if field == "" {
 			field = "the request"
 		}
-		return badRequest("field %s: expected %s, got a JSON %s", field, jsonKind(typeErr.Type), typeErr.Value)
+		return BadRequest("field %s: expected %s, got a JSON %s", field, jsonKind(typeErr.Type), typeErr.Value)
 	case errors.As(err, &syntaxErr):
-		return badRequest("malformed JSON at byte %d: %s", syntaxErr.Offset, syntaxErr.Error())
+		return BadRequest("malformed JSON at byte %d: %s", syntaxErr.Offset, syntaxErr.Error())
 	case errors.Is(err, io.EOF):
-		return badRequest("the request body is empty; this call takes a JSON object")
+		return BadRequest("the request body is empty; this call takes a JSON object")
 	case errors.Is(err, io.ErrUnexpectedEOF):
-		return badRequest("malformed JSON: the body ends inside a value")
+		return BadRequest("malformed JSON: the body ends inside a value")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return badRequest("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		return BadRequest("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
 	}
-	return badRequest("malformed JSON: %v", err)
+	return BadRequest("malformed JSON: %v", err)
 }
 
 // jsonKind names a Go type as the JSON it is decoded from.
@@ -175,7 +182,7 @@ func integerRange(t reflect.Type) string {
 // jsonMux wraps the API's mux so that its own refusals (no route: 404, a
 // route without this method: 405) are JSON errors like every other answer.
 type jsonMux struct {
-	b   *Broker
+	b   *Server
 	mux *http.ServeMux
 }
 
@@ -189,12 +196,12 @@ func (m jsonMux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// recorder to learn which (and its Allow header), then answer in JSON.
 	rec := &statusRecorder{header: http.Header{}}
 	h.ServeHTTP(rec, r)
-	ae := &apiError{Status: http.StatusNotFound, Code: "not_found",
+	ae := &APIError{Status: http.StatusNotFound, Code: "not_found",
 		Message: fmt.Sprintf("no such endpoint: %s %s; GET /v1/openapi.json lists them", r.Method, r.URL.Path)}
 	if rec.status == http.StatusMethodNotAllowed {
 		allow := rec.header.Get("Allow")
 		w.Header().Set("Allow", allow)
-		ae = &apiError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+		ae = &APIError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
 			Message: fmt.Sprintf("%s does not take %s; it takes %s", r.URL.Path, r.Method, allow)}
 	} else if rec.status != http.StatusNotFound && rec.status != 0 {
 		// A redirect or anything else the mux decided: pass it through.
@@ -219,7 +226,7 @@ func (s *statusRecorder) WriteHeader(code int) {
 }
 
 // registerAPI adds the /v1 endpoints to mux.
-func (b *Broker) registerAPI(mux *http.ServeMux) {
+func (b *Server) registerAPI(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/topics", b.httpCreateTopic)
 	mux.HandleFunc("POST /v1/topics/{topic}/messages:publish", b.httpPublish)
 	mux.HandleFunc("POST /v1/producers", b.httpInitProducer)

@@ -1,4 +1,4 @@
-package broker
+package httpapi
 
 // This file owns the HTTP endpoints: /metrics, /healthz, /readyz and
 // /debug/pprof/. The JSON API (http_api.go) joins them here. /readyz is 200
@@ -13,7 +13,7 @@ import (
 	"github.com/sluice-mq/sluice/broker/node"
 )
 
-func (b *Broker) httpHandler() http.Handler {
+func (b *Server) httpHandler() http.Handler {
 	b.M.Reg.MustRegister(node.NewOffsetCollector(b.Node), newLagCollector(b), node.NewTierCollector(b.Node))
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(b.M.Reg, promhttp.HandlerOpts{}))
@@ -21,7 +21,7 @@ func (b *Broker) httpHandler() http.Handler {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !b.ready.Load() {
+		if !b.Serving() {
 			http.Error(w, "not ready\n", http.StatusServiceUnavailable)
 			return
 		}

@@ -1,4 +1,4 @@
-package broker
+package httpapi
 
 // This file owns HTTP publishing: POST /v1/topics (create a topic),
 // POST /v1/producers (an idempotent producer id) and
@@ -23,11 +23,10 @@ import (
 
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/partition"
-	"github.com/sluice-mq/sluice/broker/replica"
 )
 
-// messageIDHeader is the record header that carries an HTTP message_id.
-const messageIDHeader = "message_id"
+// MessageIDHeader is the record header that carries an HTTP message_id.
+const MessageIDHeader = "message_id"
 
 type createTopicRequest struct {
 	Name              string            `json:"name"`
@@ -36,7 +35,7 @@ type createTopicRequest struct {
 	Configs           map[string]string `json:"configs"`
 }
 
-func (b *Broker) httpCreateTopic(w http.ResponseWriter, r *http.Request) {
+func (b *Server) httpCreateTopic(w http.ResponseWriter, r *http.Request) {
 	var req createTopicRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		b.writeError(w, r, err)
@@ -59,7 +58,7 @@ func (b *Broker) httpCreateTopic(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (b *Broker) httpInitProducer(w http.ResponseWriter, r *http.Request) {
+func (b *Server) httpInitProducer(w http.ResponseWriter, r *http.Request) {
 	id, err := b.NextProducerID(r.Context())
 	if err != nil {
 		b.writeError(w, r, err)
@@ -68,7 +67,7 @@ func (b *Broker) httpInitProducer(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]int64{"producer_id": id, "producer_epoch": 0})
 }
 
-type publishRequest struct {
+type PublishRequest struct {
 	Messages      []publishMessage `json:"messages"`
 	ProducerID    *int64           `json:"producer_id"`
 	ProducerEpoch *int16           `json:"producer_epoch"`
@@ -105,8 +104,8 @@ type publishBatch struct {
 // records is the number of records in the batch.
 func (pb *publishBatch) records() int { return max(len(pb.msgs), pb.count) }
 
-func (b *Broker) httpPublish(w http.ResponseWriter, r *http.Request) {
-	var req publishRequest
+func (b *Server) httpPublish(w http.ResponseWriter, r *http.Request) {
+	var req PublishRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		b.writeError(w, r, err)
 		return
@@ -137,13 +136,13 @@ func (b *Broker) httpPublish(w http.ResponseWriter, r *http.Request) {
 // buildPublishBatches validates the messages, picks their partitions and
 // encodes the record batches: one per partition, or one per message when
 // the publisher is an idempotent producer (each carries its own sequence).
-func (b *Broker) buildPublishBatches(t *node.Topic, req *publishRequest) ([]*publishBatch, error) {
+func (b *Server) buildPublishBatches(t *node.Topic, req *PublishRequest) ([]*publishBatch, error) {
 	if len(req.Messages) == 0 {
-		return nil, badRequest("messages must not be empty")
+		return nil, BadRequest("messages must not be empty")
 	}
 	idempotent := req.ProducerID != nil
 	if idempotent && (req.ProducerEpoch == nil || *req.ProducerID < 0 || *req.ProducerEpoch < 0) {
-		return nil, badRequest("producer_id needs a non-negative producer_epoch")
+		return nil, BadRequest("producer_id needs a non-negative producer_epoch")
 	}
 	n := int32(len(t.States))
 	part := kgo.StickyKeyPartitioner(nil).ForTopic(t.Meta.Name)
@@ -171,7 +170,7 @@ func (b *Broker) buildPublishBatches(t *node.Topic, req *publishRequest) ([]*pub
 		}
 		if idempotent {
 			if m.Sequence == nil || *m.Sequence < 0 {
-				return nil, badRequest("messages[%d]: an idempotent publish needs a non-negative sequence per message", i)
+				return nil, BadRequest("messages[%d]: an idempotent publish needs a non-negative sequence per message", i)
 			}
 			out = append(out, &publishBatch{partition: p, msgs: []int{i}})
 			continue
@@ -204,13 +203,13 @@ func recordFromMessage(i int, m publishMessage, now int64) (kmsg.Record, error) 
 	var rec kmsg.Record
 	switch {
 	case m.Payload != nil && m.PayloadBase64 != nil:
-		return rec, badRequest("messages[%d]: give payload or payload_base64, not both", i)
+		return rec, BadRequest("messages[%d]: give payload or payload_base64, not both", i)
 	case m.Payload != nil:
 		rec.Value = []byte(*m.Payload)
 	case m.PayloadBase64 != nil:
 		v, err := base64.StdEncoding.DecodeString(*m.PayloadBase64)
 		if err != nil {
-			return rec, badRequest("messages[%d]: payload_base64 is not base64: %v", i, err)
+			return rec, BadRequest("messages[%d]: payload_base64 is not base64: %v", i, err)
 		}
 		rec.Value = v
 	}
@@ -220,7 +219,7 @@ func recordFromMessage(i int, m publishMessage, now int64) (kmsg.Record, error) 
 	ts := now
 	if m.TimestampMs != nil {
 		if *m.TimestampMs < 0 {
-			return rec, badRequest("messages[%d]: timestamp_ms must not be negative", i)
+			return rec, BadRequest("messages[%d]: timestamp_ms must not be negative", i)
 		}
 		ts = *m.TimestampMs
 	}
@@ -234,7 +233,7 @@ func recordFromMessage(i int, m publishMessage, now int64) (kmsg.Record, error) 
 		rec.Headers = append(rec.Headers, kmsg.Header{Key: k, Value: []byte(m.Headers[k])})
 	}
 	if m.MessageID != "" {
-		rec.Headers = append(rec.Headers, kmsg.Header{Key: messageIDHeader, Value: []byte(m.MessageID)})
+		rec.Headers = append(rec.Headers, kmsg.Header{Key: MessageIDHeader, Value: []byte(m.MessageID)})
 	}
 	return rec, nil
 }
@@ -242,7 +241,7 @@ func recordFromMessage(i int, m publishMessage, now int64) (kmsg.Record, error) 
 // appendPublished appends or forwards each partition's batches, the
 // partitions concurrently and one partition's batches in order, and
 // collects per-message results once every batch is acknowledged or failed.
-func (b *Broker) appendPublished(ctx context.Context, t *node.Topic, batches []*publishBatch, n int, idempotent bool) []publishResult {
+func (b *Server) appendPublished(ctx context.Context, t *node.Topic, batches []*publishBatch, n int, idempotent bool) []publishResult {
 	results := make([]publishResult, n)
 	var parts [][]*publishBatch
 	at := map[int32]int{}
@@ -269,9 +268,9 @@ func (b *Broker) appendPublished(ctx context.Context, t *node.Topic, batches []*
 
 // publishPart appends one partition's batches here when this broker leads
 // the partition, and otherwise forwards them to its leader.
-func (b *Broker) publishPart(ctx context.Context, t *node.Topic, part []*publishBatch, idempotent bool, results []publishResult) {
+func (b *Server) publishPart(ctx context.Context, t *node.Topic, part []*publishBatch, idempotent bool, results []publishResult) {
 	switch {
-	case b.leads(t, part[0].partition):
+	case b.Leads(t, part[0].partition):
 		for j, out := range b.appendLocal(ctx, t, part) {
 			b.fillPublish(part[j], out, results)
 		}
@@ -286,18 +285,9 @@ func (b *Broker) publishPart(ctx context.Context, t *node.Topic, part []*publish
 	}
 }
 
-// leads reports whether this broker's replica of the partition is its
-// leader now.
-func (b *Broker) leads(t *node.Topic, index int32) bool {
-	if index < 0 || int(index) >= len(t.Partitions) || t.Partitions[index] == nil {
-		return false
-	}
-	return t.Partitions[index].ReplicaStatus().Role == replica.RoleLeader
-}
-
 // appendLocal enqueues the batches of one partition in order on the local
 // replica and waits for each to be acknowledged or to fail.
-func (b *Broker) appendLocal(ctx context.Context, t *node.Topic, pbs []*publishBatch) []partition.AppendResult {
+func (b *Server) appendLocal(ctx context.Context, t *node.Topic, pbs []*publishBatch) []partition.AppendResult {
 	out := make([]partition.AppendResult, len(pbs))
 	waits := make([]<-chan partition.AppendResult, len(pbs))
 	for j, pb := range pbs {
@@ -333,7 +323,7 @@ func (b *Broker) appendLocal(ctx context.Context, t *node.Topic, pbs []*publishB
 }
 
 // fillPublish writes one batch's outcome into its messages' results.
-func (b *Broker) fillPublish(pb *publishBatch, res partition.AppendResult, results []publishResult) {
+func (b *Server) fillPublish(pb *publishBatch, res partition.AppendResult, results []publishResult) {
 	if res.Err != nil {
 		b.failPublish(pb, res.Err, results)
 		return
@@ -348,7 +338,7 @@ func (b *Broker) fillPublish(pb *publishBatch, res partition.AppendResult, resul
 }
 
 // failPublish marks every message of pb failed with err.
-func (b *Broker) failPublish(pb *publishBatch, err error, results []publishResult) {
+func (b *Server) failPublish(pb *publishBatch, err error, results []publishResult) {
 	code := httpStatusFor(err).Code
 	for _, i := range pb.msgs {
 		results[i] = publishResult{Partition: pb.partition, Offset: -1, Status: code, Error: err.Error()}

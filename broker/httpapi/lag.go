@@ -1,4 +1,4 @@
-package broker
+package httpapi
 
 // This file owns consumer lag: per group and partition, the distance from
 // the committed offset to the log end in offsets and in bytes, the age of
@@ -39,10 +39,10 @@ const (
 	maxRateSamples = 32
 )
 
-type partitionLag struct {
+type PartitionLag struct {
 	Topic          string   `json:"topic"`
 	Partition      int32    `json:"partition"`
-	Committed      int64    `json:"committed"` // noCommit (-1) for an assigned partition with nothing committed
+	Committed      int64    `json:"committed"` // NoCommit (-1) for an assigned partition with nothing committed
 	LogEnd         int64    `json:"log_end"`
 	Lag            int64    `json:"lag"`
 	LagBytes       int64    `json:"lag_bytes"`
@@ -92,20 +92,20 @@ func (lr *lagRates) observe(key string, now time.Time, offset int64) (float64, b
 	return float64(last.offset-first.offset) / secs, true
 }
 
-// noCommit is the committed offset reported for an assigned partition the
+// NoCommit is the committed offset reported for an assigned partition the
 // group has committed nothing for (Kafka's OffsetFetch answer for it).
-const noCommit = -1
+const NoCommit = -1
 
 // groupLag computes the lag of every partition the group has committed or a
 // member is assigned, from the replicas this broker hosts: a scrape must not
 // wait on other brokers. GET /v1/groups/{group}/lag asks each partition's
 // leader instead (leaderLag).
-func (b *Broker) groupLag(groupID string, now time.Time) ([]partitionLag, error) {
+func (b *Server) groupLag(groupID string, now time.Time) ([]PartitionLag, error) {
 	qs, err := b.lagQueries(groupID)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]partitionLag, 0, len(qs))
+	out := make([]PartitionLag, 0, len(qs))
 	for _, q := range qs {
 		p, err := b.PartitionOf(q.Topic, q.Partition)
 		if err != nil {
@@ -118,7 +118,7 @@ func (b *Broker) groupLag(groupID string, now time.Time) ([]partitionLag, error)
 
 // assignedPartitions returns the partitions the members of a Stable
 // "consumer" group are assigned; nothing for other groups.
-func (b *Broker) assignedPartitions(groupID string) []group.TopicPartition {
+func (b *Server) assignedPartitions(groupID string) []group.TopicPartition {
 	d, err := b.coord.DescribeGroup(groupID)
 	if err != nil || d.ProtocolType != httpProtocolType {
 		return nil
@@ -144,9 +144,9 @@ func (b *Broker) assignedPartitions(groupID string) []group.TopicPartition {
 
 // partitionBacklog is the lag of one partition from its local replica,
 // without the commit rate.
-func partitionBacklog(p *partition.Partition, committed int64, now time.Time) partitionLag {
+func partitionBacklog(p *partition.Partition, committed int64, now time.Time) PartitionLag {
 	hw, _ := p.HighWatermark()
-	l := partitionLag{Topic: p.Topic(), Partition: p.Index(), Committed: committed, LogEnd: int64(hw)}
+	l := PartitionLag{Topic: p.Topic(), Partition: p.Index(), Committed: committed, LogEnd: int64(hw)}
 	from := max(wal.Offset(committed), p.Log().StartOffset())
 	if from < hw {
 		l.Lag = int64(hw - from)
@@ -164,9 +164,9 @@ func partitionBacklog(p *partition.Partition, committed int64, now time.Time) pa
 
 // withCommitRate adds the commit rate this broker has observed, and the
 // time to catch up at it.
-func (b *Broker) withCommitRate(groupID string, l partitionLag, now time.Time) partitionLag {
+func (b *Server) withCommitRate(groupID string, l PartitionLag, now time.Time) PartitionLag {
 	committed := l.Committed
-	if committed == noCommit {
+	if committed == NoCommit {
 		return l // no commits: no commit rate
 	}
 	key := groupID + "\x00" + l.Topic + "\x00" + strconv.Itoa(int(l.Partition))
@@ -202,7 +202,7 @@ func recordTimestamp(p *partition.Partition, off, hw wal.Offset) (int64, bool) {
 	return ts, found
 }
 
-func (b *Broker) httpLag(w http.ResponseWriter, r *http.Request) {
+func (b *Server) httpLag(w http.ResponseWriter, r *http.Request) {
 	groupID, err := groupFromPath(r)
 	if err != nil {
 		b.writeError(w, r, err)
@@ -223,11 +223,11 @@ func (b *Broker) httpLag(w http.ResponseWriter, r *http.Request) {
 
 // lagCollector exports every group's lag at scrape time.
 type lagCollector struct {
-	b                      *Broker
+	b                      *Server
 	offsets, bytes, ageSec *prometheus.Desc
 }
 
-func newLagCollector(b *Broker) *lagCollector {
+func newLagCollector(b *Server) *lagCollector {
 	labels := []string{"group", "topic", "partition"}
 	return &lagCollector{
 		b:       b,

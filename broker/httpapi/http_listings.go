@@ -1,4 +1,4 @@
-package broker
+package httpapi
 
 // This file owns the HTTP API's listings and descriptions:
 //
@@ -35,7 +35,7 @@ import (
 )
 
 // registerListingAPI adds the listing routes to the public HTTP mux.
-func (b *Broker) registerListingAPI(mux *http.ServeMux) {
+func (b *Server) registerListingAPI(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/topics", b.httpListTopics)
 	mux.HandleFunc("GET /v1/topics/{topic}", b.httpDescribeTopic)
 	mux.HandleFunc("GET /v1/groups", b.httpListGroups)
@@ -43,7 +43,7 @@ func (b *Broker) registerListingAPI(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/brokers", b.httpListBrokers)
 }
 
-type topicSummary struct {
+type TopicSummary struct {
 	Name              string `json:"name"`
 	TopicID           string `json:"topic_id"`
 	Partitions        int32  `json:"partitions"`
@@ -51,13 +51,13 @@ type topicSummary struct {
 	Tiered            bool   `json:"tiered"`
 }
 
-type topicDescription struct {
+type TopicDescription struct {
 	Name              string                 `json:"name"`
 	TopicID           string                 `json:"topic_id"`
 	ReplicationFactor int16                  `json:"replication_factor"`
 	Tiered            bool                   `json:"tiered"`
 	Partitions        []partitionDescription `json:"partitions"`
-	Configs           []topicConfig          `json:"configs"`
+	Configs           []TopicConfig          `json:"configs"`
 }
 
 // partitionDescription is one partition of GET /v1/topics/{topic}. The
@@ -77,22 +77,22 @@ type partitionDescription struct {
 	StatsError string `json:"stats_error,omitempty"`
 }
 
-type topicConfig struct {
+type TopicConfig struct {
 	Name      string `json:"name"`
 	Value     string `json:"value"`
 	IsDefault bool   `json:"is_default"`
 }
 
-func (b *Broker) httpListTopics(w http.ResponseWriter, _ *http.Request) {
-	out := []topicSummary{}
+func (b *Server) httpListTopics(w http.ResponseWriter, _ *http.Request) {
+	out := []TopicSummary{}
 	for _, t := range b.SortedTopics() {
-		out = append(out, topicSummary{Name: t.Meta.Name, TopicID: node.UuidString(t.Meta.ID), Partitions: int32(len(t.States)),
+		out = append(out, TopicSummary{Name: t.Meta.Name, TopicID: node.UuidString(t.Meta.ID), Partitions: int32(len(t.States)),
 			ReplicationFactor: t.Meta.ReplicationFactor, Tiered: t.Settings.Tiered})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"topics": out})
 }
 
-func (b *Broker) httpDescribeTopic(w http.ResponseWriter, r *http.Request) {
+func (b *Server) httpDescribeTopic(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("topic")
 	t := b.LookupTopic(name)
 	if t == nil {
@@ -104,8 +104,8 @@ func (b *Broker) httpDescribeTopic(w http.ResponseWriter, r *http.Request) {
 		live[bi.NodeID] = true
 	}
 	stats, errs := b.leaderStats(r.Context(), t)
-	out := topicDescription{Name: t.Meta.Name, TopicID: node.UuidString(t.Meta.ID), ReplicationFactor: t.Meta.ReplicationFactor,
-		Tiered: t.Settings.Tiered, Partitions: []partitionDescription{}, Configs: []topicConfig{}}
+	out := TopicDescription{Name: t.Meta.Name, TopicID: node.UuidString(t.Meta.ID), ReplicationFactor: t.Meta.ReplicationFactor,
+		Tiered: t.Settings.Tiered, Partitions: []partitionDescription{}, Configs: []TopicConfig{}}
 	for i, st := range t.States {
 		pd := partitionDescription{Partition: int32(i), Leader: st.Leader, LeaderEpoch: st.LeaderEpoch,
 			Replicas: slices.Clone(st.Replicas), InSync: []int32{}, Offline: []int32{}}
@@ -126,28 +126,28 @@ func (b *Broker) httpDescribeTopic(w http.ResponseWriter, r *http.Request) {
 		out.Partitions = append(out.Partitions, pd)
 	}
 	for _, c := range node.DescribeTopicConfigs(t.Meta.Configs, t.Meta.ReplicationFactor, b.Cfg.TopicDefaults(), nil, false) {
-		out.Configs = append(out.Configs, topicConfig{Name: c.Name, Value: deref(c.Value), IsDefault: c.IsDefault})
+		out.Configs = append(out.Configs, TopicConfig{Name: c.Name, Value: deref(c.Value), IsDefault: c.IsDefault})
 	}
 	writeJSON(w, http.StatusOK, out)
 }
 
-type groupListing struct {
+type GroupListing struct {
 	Group        string `json:"group"`
 	State        string `json:"state"`
 	ProtocolType string `json:"protocol_type"`
 	Coordinator  int32  `json:"coordinator"`
 }
 
-// nodeError is a broker a listing could not ask, and why.
-type nodeError struct {
+// NodeError is a broker a listing could not ask, and why.
+type NodeError struct {
 	Node    int32  `json:"node"`
 	Message string `json:"message"`
 }
 
-func (b *Broker) httpListGroups(w http.ResponseWriter, r *http.Request) {
+func (b *Server) httpListGroups(w http.ResponseWriter, r *http.Request) {
 	var mu sync.Mutex
-	byGroup := make(map[string]groupListing)
-	add := func(gs []groupListing) {
+	byGroup := make(map[string]GroupListing)
+	add := func(gs []GroupListing) {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, g := range gs {
@@ -174,7 +174,7 @@ func (b *Broker) httpListGroups(w http.ResponseWriter, r *http.Request) {
 			return err
 		}
 		var ans struct {
-			Groups []groupListing `json:"groups"`
+			Groups []GroupListing `json:"groups"`
 		}
 		err := b.askPeer(r.Context(), id, http.MethodGet, internalGroupsPath, nil, &ans)
 		if err == nil {
@@ -182,24 +182,24 @@ func (b *Broker) httpListGroups(w http.ResponseWriter, r *http.Request) {
 		}
 		return err
 	})
-	out := make([]groupListing, 0, len(byGroup))
+	out := make([]GroupListing, 0, len(byGroup))
 	for _, g := range byGroup {
 		out = append(out, g)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
-	errs := []nodeError{}
+	errs := []NodeError{}
 	for _, id := range mapKeys(failed) {
 		if err := failed[id]; err != nil {
-			errs = append(errs, nodeError{Node: id, Message: err.Error()})
+			errs = append(errs, NodeError{Node: id, Message: err.Error()})
 		}
 	}
 	writeJSON(w, http.StatusOK, struct {
-		Groups []groupListing `json:"groups"`
-		Errors []nodeError    `json:"errors"`
+		Groups []GroupListing `json:"groups"`
+		Errors []NodeError    `json:"errors"`
 	}{out, errs})
 }
 
-type groupDescription struct {
+type GroupDescription struct {
 	Group        string              `json:"group"`
 	Coordinator  int32               `json:"coordinator"`
 	State        string              `json:"state"`
@@ -220,7 +220,7 @@ type groupMember struct {
 }
 
 // httpDescribeGroup runs on the group's coordinator (toCoordinator).
-func (b *Broker) httpDescribeGroup(w http.ResponseWriter, r *http.Request) {
+func (b *Server) httpDescribeGroup(w http.ResponseWriter, r *http.Request) {
 	groupID, err := groupFromPath(r)
 	if err != nil {
 		b.writeError(w, r, err)
@@ -236,7 +236,7 @@ func (b *Broker) httpDescribeGroup(w http.ResponseWriter, r *http.Request) {
 		b.groupHTTPError(w, r, err)
 		return
 	}
-	out := groupDescription{Group: groupID, Coordinator: b.Cfg.NodeID, State: d.State, ProtocolType: d.ProtocolType,
+	out := GroupDescription{Group: groupID, Coordinator: b.Cfg.NodeID, State: d.State, ProtocolType: d.ProtocolType,
 		Protocol: d.Protocol, Members: []groupMember{}, Offsets: b.leaderLag(r.Context(), groupID, qs)}
 	for _, m := range d.Members {
 		gm := groupMember{MemberID: m.ID, InstanceID: m.InstanceID, ClientID: m.ClientID, ClientHost: m.ClientHost,
@@ -256,8 +256,8 @@ func (b *Broker) httpDescribeGroup(w http.ResponseWriter, r *http.Request) {
 
 // lagQueries lists the partitions the group has committed or its members
 // are assigned (lag.go's rule), in topic and partition order, with the
-// committed offset (noCommit where there is none).
-func (b *Broker) lagQueries(groupID string) ([]lagQuery, error) {
+// committed offset (NoCommit where there is none).
+func (b *Server) lagQueries(groupID string) ([]lagQuery, error) {
 	offsets, err := b.coord.FetchOffsets(groupID, nil)
 	if err != nil {
 		return nil, err
@@ -268,7 +268,7 @@ func (b *Broker) lagQueries(groupID string) ([]lagQuery, error) {
 	}
 	for _, tp := range b.assignedPartitions(groupID) {
 		if _, ok := committed[tp]; !ok {
-			committed[tp] = noCommit
+			committed[tp] = NoCommit
 		}
 	}
 	qs := make([]lagQuery, 0, len(committed))
@@ -284,7 +284,7 @@ func (b *Broker) lagQueries(groupID string) ([]lagQuery, error) {
 	return qs, nil
 }
 
-type brokerListing struct {
+type BrokerListing struct {
 	ID          int32  `json:"id"`
 	AZ          string `json:"az,omitempty"`
 	Kafka       string `json:"kafka,omitempty"`
@@ -299,12 +299,12 @@ type brokerListing struct {
 // the brokers that are replicas of some partition but not live. A
 // registration lives only as long as its broker's lease, so of a broker
 // that is gone only its id is known.
-func (b *Broker) httpListBrokers(w http.ResponseWriter, _ *http.Request) {
+func (b *Server) httpListBrokers(w http.ResponseWriter, _ *http.Request) {
 	ctl := b.ControllerID()
-	out := []brokerListing{}
+	out := []BrokerListing{}
 	seen := make(map[int32]bool)
 	for _, bi := range b.Brokers() {
-		bl := brokerListing{ID: bi.NodeID, AZ: bi.AZ, Kafka: bi.Kafka, HTTP: bi.HTTP, InterBroker: bi.InterBroker,
+		bl := BrokerListing{ID: bi.NodeID, AZ: bi.AZ, Kafka: bi.Kafka, HTTP: bi.HTTP, InterBroker: bi.InterBroker,
 			Controller: bi.NodeID == ctl, Live: true}
 		if !bi.Started.IsZero() {
 			bl.StartedMs = bi.Started.UnixMilli()
@@ -317,7 +317,7 @@ func (b *Broker) httpListBrokers(w http.ResponseWriter, _ *http.Request) {
 			for _, id := range st.Replicas {
 				if !seen[id] {
 					seen[id] = true
-					out = append(out, brokerListing{ID: id, Controller: id == ctl})
+					out = append(out, BrokerListing{ID: id, Controller: id == ctl})
 				}
 			}
 		}
@@ -325,7 +325,7 @@ func (b *Broker) httpListBrokers(w http.ResponseWriter, _ *http.Request) {
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	writeJSON(w, http.StatusOK, struct {
 		Controller int32           `json:"controller"`
-		Brokers    []brokerListing `json:"brokers"`
+		Brokers    []BrokerListing `json:"brokers"`
 	}{ctl, out})
 }
 

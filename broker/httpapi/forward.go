@@ -1,4 +1,4 @@
-package broker
+package httpapi
 
 // This file owns forwarding: how a broker serves an HTTP request for
 // partitions it does not lead, by handing each part to the partition's
@@ -62,7 +62,7 @@ type forwarder struct {
 }
 
 // producer returns the forwarding producer, creating it on first use.
-func (b *Broker) producer() (*kgo.Client, error) {
+func (b *Server) producer() (*kgo.Client, error) {
 	f := &b.fwd
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -74,12 +74,12 @@ func (b *Broker) producer() (*kgo.Client, error) {
 	}
 	var seeds []string
 	for _, bi := range b.Brokers() {
-		if addr := b.interBrokerAddr(bi.NodeID); addr != "" {
+		if addr := b.InterBrokerAddr(bi.NodeID); addr != "" {
 			seeds = append(seeds, addr)
 		}
 	}
 	if len(seeds) == 0 {
-		seeds = []string{b.kafka.InterBrokerAddr()}
+		seeds = []string{b.LocalInterBrokerAddr()}
 	}
 	cl, err := kgo.NewClient(
 		kgo.SeedBrokers(seeds...),
@@ -100,7 +100,7 @@ func (b *Broker) producer() (*kgo.Client, error) {
 }
 
 // closeForwarder closes the forwarding producer, failing what it holds.
-func (b *Broker) closeForwarder() {
+func (b *Server) closeForwarder() {
 	f := &b.fwd
 	f.mu.Lock()
 	cl := f.cl
@@ -114,7 +114,7 @@ func (b *Broker) closeForwarder() {
 // dialPeer dials a broker's inter-broker listener. The address is the one
 // the broker registered (Metadata on the inter-broker listener names those);
 // Config.PeerInterBroker may route that node elsewhere.
-func (b *Broker) dialPeer(ctx context.Context, network, addr string) (net.Conn, error) {
+func (b *Server) dialPeer(ctx context.Context, network, addr string) (net.Conn, error) {
 	for _, bi := range b.Brokers() {
 		if bi.InterBroker == addr {
 			if to, ok := b.Cfg.PeerInterBroker[bi.NodeID]; ok {
@@ -129,7 +129,7 @@ func (b *Broker) dialPeer(ctx context.Context, network, addr string) (net.Conn, 
 
 // peerHTTP is the HTTP client of the internal calls, dialling like
 // dialPeer.
-func (b *Broker) peerHTTP() *http.Client {
+func (b *Server) peerHTTP() *http.Client {
 	f := &b.fwd
 	f.once.Do(func() {
 		f.http = &http.Client{Transport: &http.Transport{
@@ -143,7 +143,7 @@ func (b *Broker) peerHTTP() *http.Client {
 
 // forwardRecords produces the messages of pb through the forwarding
 // producer and fills their results.
-func (b *Broker) forwardRecords(ctx context.Context, t *node.Topic, pb *publishBatch, results []publishResult) {
+func (b *Server) forwardRecords(ctx context.Context, t *node.Topic, pb *publishBatch, results []publishResult) {
 	cl, err := b.producer()
 	if err != nil {
 		b.failPublish(pb, err, results)

@@ -1,4 +1,4 @@
-package broker
+package httpapi
 
 // This file owns what one broker tells another for the HTTP listings
 // (http_listings.go): the internal routes on the inter-broker listener's
@@ -8,7 +8,7 @@ package broker
 //	GET  /internal/v1/partitions?topic=t  200: {"topic_id","partitions":[partitionStats]}
 //	                                      for the partitions of t this broker leads;
 //	                                      404: no such topic here
-//	GET  /internal/v1/groups              200: {"groups":[groupListing]} this broker
+//	GET  /internal/v1/groups              200: {"groups":[GroupListing]} this broker
 //	                                      coordinates; 503: not loaded yet
 //	POST /internal/v1/lag                 body {"group","partitions":[lagQuery]}
 //	                                      200: {"partitions":[groupPartitionLag]}, one
@@ -45,7 +45,7 @@ import (
 )
 
 const (
-	internalPartitionsPath = "/internal/v1/partitions"
+	InternalPartitionsPath = "/internal/v1/partitions"
 	internalGroupsPath     = "/internal/v1/groups"
 	internalLagPath        = "/internal/v1/lag"
 	// listingPeerTimeout bounds one question to a peer.
@@ -78,8 +78,8 @@ type PartitionFigures struct {
 	RemoteError    string `json:"remote_error,omitempty"`
 }
 
-// partitionsAnswer is the body of GET /internal/v1/partitions.
-type partitionsAnswer struct {
+// PartitionsAnswer is the body of GET /internal/v1/partitions.
+type PartitionsAnswer struct {
 	TopicID    string           `json:"topic_id"`
 	Partitions []partitionStats `json:"partitions"`
 }
@@ -98,14 +98,14 @@ type lagQuestion struct {
 
 // groupPartitionLag is a partition's lag, or why its leader could not tell.
 type groupPartitionLag struct {
-	partitionLag
+	PartitionLag
 	Error string `json:"error,omitempty"`
 }
 
 // registerListingInternal adds the internal listing routes to the
 // inter-broker listener's mux.
-func (b *Broker) registerListingInternal(mux *http.ServeMux) {
-	mux.HandleFunc("GET "+internalPartitionsPath, b.httpInternalPartitions)
+func (b *Server) registerListingInternal(mux *http.ServeMux) {
+	mux.HandleFunc("GET "+InternalPartitionsPath, b.httpInternalPartitions)
 	mux.HandleFunc("GET "+internalGroupsPath, b.httpInternalGroups)
 	mux.HandleFunc("POST "+internalLagPath, b.httpInternalLag)
 }
@@ -121,14 +121,14 @@ func leading(t *node.Topic, i int32) *partition.Partition {
 	return nil
 }
 
-func (b *Broker) httpInternalPartitions(w http.ResponseWriter, r *http.Request) {
+func (b *Server) httpInternalPartitions(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Query().Get("topic")
 	t := b.LookupTopic(name)
 	if t == nil {
 		b.writeError(w, r, fmt.Errorf("%w: %s", node.ErrUnknownTopic, name))
 		return
 	}
-	out := partitionsAnswer{TopicID: node.UuidString(t.Meta.ID), Partitions: []partitionStats{}}
+	out := PartitionsAnswer{TopicID: node.UuidString(t.Meta.ID), Partitions: []partitionStats{}}
 	for i := range t.Partitions {
 		if p := leading(t, int32(i)); p != nil {
 			out.Partitions = append(out.Partitions, b.localPartitionStats(r.Context(), p))
@@ -138,7 +138,7 @@ func (b *Broker) httpInternalPartitions(w http.ResponseWriter, r *http.Request) 
 }
 
 // localPartitionStats reads the figures of a partition this broker leads.
-func (b *Broker) localPartitionStats(ctx context.Context, p *partition.Partition) partitionStats {
+func (b *Server) localPartitionStats(ctx context.Context, p *partition.Partition) partitionStats {
 	rs := p.ReplicaStatus()
 	hw, _ := p.HighWatermark()
 	s := partitionStats{Partition: p.Index(), LeaderEpoch: int32(rs.Epoch), InSync: []int32{},
@@ -161,7 +161,7 @@ func (b *Broker) localPartitionStats(ctx context.Context, p *partition.Partition
 
 // remoteBytes is the partition's remote range and the size of the objects
 // that hold it, read from its remote index (etcd and the manifests).
-func (b *Broker) remoteBytes(ctx context.Context, p *partition.Partition) (tier.Range, int64, error) {
+func (b *Server) remoteBytes(ctx context.Context, p *partition.Partition) (tier.Range, int64, error) {
 	objs, h, err := b.Tiers.Objects(ctx, p.TopicID(), p.Index())
 	if err != nil {
 		return tier.Range{}, 0, fmt.Errorf("read the remote index: %w", err)
@@ -175,7 +175,7 @@ func (b *Broker) remoteBytes(ctx context.Context, p *partition.Partition) (tier.
 	return tier.Range{LogStart: wal.Offset(h.LogStart), RemoteEnd: wal.Offset(h.RemoteEnd)}, n, nil
 }
 
-func (b *Broker) httpInternalGroups(w http.ResponseWriter, r *http.Request) {
+func (b *Server) httpInternalGroups(w http.ResponseWriter, r *http.Request) {
 	gs, err := b.localGroups(r.Context())
 	if err != nil {
 		b.groupHTTPError(w, r, err)
@@ -186,21 +186,21 @@ func (b *Broker) httpInternalGroups(w http.ResponseWriter, r *http.Request) {
 
 // localGroups lists the groups this broker coordinates, once it has taken
 // them over after starting.
-func (b *Broker) localGroups(ctx context.Context) ([]groupListing, error) {
+func (b *Server) localGroups(ctx context.Context) ([]GroupListing, error) {
 	if b.coord == nil {
 		return nil, coordinator.ErrCoordinatorLoading
 	}
 	if err := b.coord.AwaitPlaced(ctx); err != nil {
 		return nil, err
 	}
-	out := []groupListing{}
+	out := []GroupListing{}
 	for _, g := range b.coord.ListGroups() {
-		out = append(out, groupListing{Group: g.Group, State: g.State, ProtocolType: g.ProtocolType, Coordinator: b.Cfg.NodeID})
+		out = append(out, GroupListing{Group: g.Group, State: g.State, ProtocolType: g.ProtocolType, Coordinator: b.Cfg.NodeID})
 	}
 	return out, nil
 }
 
-func (b *Broker) httpInternalLag(w http.ResponseWriter, r *http.Request) {
+func (b *Server) httpInternalLag(w http.ResponseWriter, r *http.Request) {
 	var q lagQuestion
 	if err := decodeJSON(w, r, &q); err != nil {
 		b.writeError(w, r, err)
@@ -216,21 +216,21 @@ func (b *Broker) httpInternalLag(w http.ResponseWriter, r *http.Request) {
 
 // localLag is the lag of a partition this broker leads, without the commit
 // rate (partitionBacklog), or an entry saying it does not lead it.
-func (b *Broker) localLag(groupID string, lq lagQuery, now time.Time) groupPartitionLag {
+func (b *Server) localLag(groupID string, lq lagQuery, now time.Time) groupPartitionLag {
 	var p *partition.Partition
 	if t := b.LookupTopic(lq.Topic); t != nil {
 		p = leading(t, lq.Partition)
 	}
 	if p == nil {
-		return groupPartitionLag{partitionLag: partitionLag{Topic: lq.Topic, Partition: lq.Partition, Committed: lq.Committed},
+		return groupPartitionLag{PartitionLag: PartitionLag{Topic: lq.Topic, Partition: lq.Partition, Committed: lq.Committed},
 			Error: fmt.Sprintf("node %d does not lead %s-%d", b.Cfg.NodeID, lq.Topic, lq.Partition)}
 	}
-	return groupPartitionLag{partitionLag: partitionBacklog(p, lq.Committed, now)}
+	return groupPartitionLag{PartitionLag: partitionBacklog(p, lq.Committed, now)}
 }
 
 // askPeer sends one internal request to node id's inter-broker listener,
 // within listingPeerTimeout, and decodes its 200 answer into out (peerCall).
-func (b *Broker) askPeer(ctx context.Context, id int32, method, pathQuery string, body, out any) error {
+func (b *Server) askPeer(ctx context.Context, id int32, method, pathQuery string, body, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, listingPeerTimeout)
 	defer cancel()
 	var raw []byte
@@ -267,7 +267,7 @@ func fanOut(ids []int32, ask func(id int32) error) map[int32]error {
 // leaderStats collects the stats of every partition of t from its leader:
 // this broker's own replicas where it leads, the other leaders' answers
 // otherwise. A partition missing from the result has its reason in errs.
-func (b *Broker) leaderStats(ctx context.Context, t *node.Topic) (map[int32]partitionStats, map[int32]string) {
+func (b *Server) leaderStats(ctx context.Context, t *node.Topic) (map[int32]partitionStats, map[int32]string) {
 	stats := make(map[int32]partitionStats, len(t.States))
 	errs := make(map[int32]string)
 	byLeader := make(map[int32][]int32)
@@ -285,9 +285,9 @@ func (b *Broker) leaderStats(ctx context.Context, t *node.Topic) (map[int32]part
 		}
 	}
 	var mu sync.Mutex
-	q := internalPartitionsPath + "?topic=" + url.QueryEscape(t.Meta.Name)
+	q := InternalPartitionsPath + "?topic=" + url.QueryEscape(t.Meta.Name)
 	failed := fanOut(mapKeys(byLeader), func(id int32) error {
-		var ans partitionsAnswer
+		var ans PartitionsAnswer
 		if err := b.askPeer(ctx, id, http.MethodGet, q, nil, &ans); err != nil {
 			return err
 		}
@@ -321,12 +321,12 @@ func (b *Broker) leaderStats(ctx context.Context, t *node.Topic) (map[int32]part
 // leaderLag computes the lag of each queried partition on its leader:
 // here where this broker leads it, by asking the leader otherwise. The
 // answer keeps the order of qs.
-func (b *Broker) leaderLag(ctx context.Context, groupID string, qs []lagQuery) []groupPartitionLag {
+func (b *Server) leaderLag(ctx context.Context, groupID string, qs []lagQuery) []groupPartitionLag {
 	now := time.Now()
 	out := make([]groupPartitionLag, len(qs))
 	byLeader := make(map[int32][]int) // indexes into qs
 	for i, lq := range qs {
-		out[i] = groupPartitionLag{partitionLag: partitionLag{Topic: lq.Topic, Partition: lq.Partition, Committed: lq.Committed}}
+		out[i] = groupPartitionLag{PartitionLag: PartitionLag{Topic: lq.Topic, Partition: lq.Partition, Committed: lq.Committed}}
 		t := b.LookupTopic(lq.Topic)
 		switch {
 		case t == nil || lq.Partition < 0 || int(lq.Partition) >= len(t.States):
@@ -370,7 +370,7 @@ func (b *Broker) leaderLag(ctx context.Context, groupID string, qs []lagQuery) [
 	// The commit rate is the one this broker, the coordinator, observed.
 	for i := range out {
 		if out[i].Error == "" {
-			out[i].partitionLag = b.withCommitRate(groupID, out[i].partitionLag, now)
+			out[i].PartitionLag = b.withCommitRate(groupID, out[i].PartitionLag, now)
 		}
 	}
 	return out

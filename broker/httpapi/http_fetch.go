@@ -1,4 +1,4 @@
-package broker
+package httpapi
 
 // This file owns POST /v1/groups/{group}/messages:fetch: a group member
 // reads one of its assigned partitions, from its group's committed offset
@@ -57,7 +57,7 @@ type fetchResponse struct {
 	NextOffset    int64            `json:"next_offset"`
 }
 
-func (b *Broker) httpFetch(w http.ResponseWriter, r *http.Request) {
+func (b *Server) httpFetch(w http.ResponseWriter, r *http.Request) {
 	groupID, err := groupFromPath(r)
 	var req fetchRequest
 	if err == nil {
@@ -74,14 +74,14 @@ func (b *Broker) httpFetch(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-func (b *Broker) fetchHTTP(ctx context.Context, groupID string, req fetchRequest) (fetchResponse, error) {
+func (b *Server) fetchHTTP(ctx context.Context, groupID string, req fetchRequest) (fetchResponse, error) {
 	switch {
 	case req.MemberID == "" || req.Generation == nil:
-		return fetchResponse{}, badRequest("member_id and generation are required")
+		return fetchResponse{}, BadRequest("member_id and generation are required")
 	case req.Partition == nil:
-		return fetchResponse{}, badRequest("partition is required")
+		return fetchResponse{}, BadRequest("partition is required")
 	case req.MaxBytes < 0 || req.WaitMs < 0:
-		return fetchResponse{}, badRequest("max_bytes and wait_ms must not be negative")
+		return fetchResponse{}, BadRequest("max_bytes and wait_ms must not be negative")
 	}
 	t := b.LookupTopic(req.Topic)
 	if t == nil || *req.Partition < 0 || int(*req.Partition) >= len(t.States) {
@@ -127,12 +127,12 @@ func (b *Broker) fetchHTTP(ctx context.Context, groupID string, req fetchRequest
 
 // outOfRange rewrites an out-of-range read as a 410 that names the valid
 // range and the call that moves the group's offset into it.
-func (b *Broker) outOfRange(ctx context.Context, groupID string, t *node.Topic, index int32, from int64, err error) error {
+func (b *Server) outOfRange(ctx context.Context, groupID string, t *node.Topic, index int32, from int64, err error) error {
 	rng, rerr := b.partitionOffsetsOf(ctx, t, index, internalOffsetsRequest{To: "earliest"})
 	if rerr != nil {
 		return err
 	}
-	return &apiError{Status: http.StatusGone, Code: kerr.OffsetOutOfRange.Message, Message: fmt.Sprintf(
+	return &APIError{Status: http.StatusGone, Code: kerr.OffsetOutOfRange.Message, Message: fmt.Sprintf(
 		"offset %d of %s-%d is outside the readable range [%d, %d]; move the group there with "+
 			`POST /v1/groups/%s/offsets:reset {"topic": %q, "partition": %d, "to": "earliest"} (or "latest")`,
 		from, t.Meta.Name, index, rng.LogStart, rng.HighWatermark, groupID, t.Meta.Name, index)}
@@ -144,7 +144,7 @@ func isCode(err error, ke *kerr.Error) bool {
 	if err == nil {
 		return false
 	}
-	var ae *apiError
+	var ae *APIError
 	if errors.As(err, &ae) {
 		return ae.Code == ke.Message
 	}
@@ -153,7 +153,7 @@ func isCode(err error, ke *kerr.Error) bool {
 
 // checkAssigned fails unless the member's current assignment holds the
 // partition.
-func (b *Broker) checkAssigned(groupID, memberID, topic string, partition int32) error {
+func (b *Server) checkAssigned(groupID, memberID, topic string, partition int32) error {
 	d, err := b.coord.DescribeGroup(groupID)
 	if err != nil {
 		return err
@@ -174,13 +174,13 @@ func (b *Broker) checkAssigned(groupID, memberID, topic string, partition int32)
 			}
 		}
 	}
-	return &apiError{Status: http.StatusConflict, Code: "NOT_ASSIGNED",
+	return &APIError{Status: http.StatusConflict, Code: "NOT_ASSIGNED",
 		Message: fmt.Sprintf("%s-%d is not assigned to member %s in this generation; join again", topic, partition, memberID)}
 }
 
 // readMessages reads records from offset from, waiting up to wait for the
 // high watermark to pass it.
-func (b *Broker) readMessages(ctx context.Context, p *partition.Partition, from int64, maxBytes int, wait time.Duration) (fetchResponse, error) {
+func (b *Server) readMessages(ctx context.Context, p *partition.Partition, from int64, maxBytes int, wait time.Duration) (fetchResponse, error) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	for {
@@ -201,7 +201,7 @@ func (b *Broker) readMessages(ctx context.Context, p *partition.Partition, from 
 	}
 }
 
-func (b *Broker) decodeMessages(ctx context.Context, p *partition.Partition, from int64, hw wal.Offset, maxBytes int) (fetchResponse, error) {
+func (b *Server) decodeMessages(ctx context.Context, p *partition.Partition, from int64, hw wal.Offset, maxBytes int) (fetchResponse, error) {
 	resp := fetchResponse{Messages: []fetchedMessage{}, HighWatermark: int64(hw), NextOffset: from}
 	data, _, err := b.Read(ctx, p, wal.Offset(from), maxBytes)
 	if err != nil {
@@ -252,7 +252,7 @@ func toFetchedMessage(partition int32, off, ts int64, rec *kmsg.Record) fetchedM
 		m.Payload = &v
 	}
 	for _, h := range rec.Headers {
-		if h.Key == messageIDHeader {
+		if h.Key == MessageIDHeader {
 			m.MessageID = string(h.Value)
 			continue
 		}

@@ -1,4 +1,4 @@
-package broker
+package httpapi
 
 // This file owns the internal HTTP calls one broker makes on another's
 // inter-broker listener to serve an HTTP API request for a partition it
@@ -57,7 +57,7 @@ const (
 
 // registerInternalAPI adds the forwarding handlers to the inter-broker
 // listener's mux.
-func (b *Broker) registerInternalAPI(mux *http.ServeMux) {
+func (b *Server) registerInternalAPI(mux *http.ServeMux) {
 	mux.HandleFunc("POST "+internalPartitionPath+"{topic}/{partition}/batches", b.internalBatches)
 	mux.HandleFunc("POST "+internalPartitionPath+"{topic}/{partition}/read", b.internalRead)
 	mux.HandleFunc("POST "+internalPartitionPath+"{topic}/{partition}/offsets", b.internalOffsets)
@@ -65,11 +65,11 @@ func (b *Broker) registerInternalAPI(mux *http.ServeMux) {
 
 // internalLeader resolves the path's partition to its local replica, which
 // must be the leader.
-func (b *Broker) internalLeader(r *http.Request) (*node.Topic, *partition.Partition, error) {
+func (b *Server) internalLeader(r *http.Request) (*node.Topic, *partition.Partition, error) {
 	name := r.PathValue("topic")
 	n, err := strconv.ParseInt(r.PathValue("partition"), 10, 32)
 	if err != nil {
-		return nil, nil, badRequest("partition %q is not a number", r.PathValue("partition"))
+		return nil, nil, BadRequest("partition %q is not a number", r.PathValue("partition"))
 	}
 	t := b.LookupTopic(name)
 	if t == nil {
@@ -79,7 +79,7 @@ func (b *Broker) internalLeader(r *http.Request) (*node.Topic, *partition.Partit
 	if err != nil {
 		return nil, nil, err
 	}
-	if !b.leads(t, int32(n)) {
+	if !b.Leads(t, int32(n)) {
 		return nil, nil, fmt.Errorf("%w: node %d does not lead %s-%d", node.ErrNotLeader, b.Cfg.NodeID, name, n)
 	}
 	return t, p, nil
@@ -88,10 +88,10 @@ func (b *Broker) internalLeader(r *http.Request) (*node.Topic, *partition.Partit
 type internalBatchResult struct {
 	Base  int64     `json:"base"`
 	Dup   bool      `json:"dup,omitempty"`
-	Error *apiError `json:"error,omitempty"`
+	Error *APIError `json:"error,omitempty"`
 }
 
-func (b *Broker) internalBatches(w http.ResponseWriter, r *http.Request) {
+func (b *Server) internalBatches(w http.ResponseWriter, r *http.Request) {
 	t, p, err := b.internalLeader(r)
 	var body []byte
 	if err == nil {
@@ -133,7 +133,7 @@ func splitBatches(body []byte, index int32) ([]*publishBatch, error) {
 		body = body[h.Size():]
 	}
 	if len(pbs) == 0 {
-		return nil, badRequest("no record batch")
+		return nil, BadRequest("no record batch")
 	}
 	return pbs, nil
 }
@@ -144,7 +144,7 @@ type internalReadRequest struct {
 	WaitMs   int64 `json:"wait_ms"`
 }
 
-func (b *Broker) internalRead(w http.ResponseWriter, r *http.Request) {
+func (b *Server) internalRead(w http.ResponseWriter, r *http.Request) {
 	serveAtLeader(b, w, r, func(ctx context.Context, p *partition.Partition, req internalReadRequest) (fetchResponse, error) {
 		wait := min(time.Duration(req.WaitMs)*time.Millisecond, httpMaxFetchWait)
 		return b.readMessages(ctx, p, req.Offset, min(req.MaxBytes, httpMaxFetchBytes), wait)
@@ -154,7 +154,7 @@ func (b *Broker) internalRead(w http.ResponseWriter, r *http.Request) {
 // serveAtLeader serves an internal JSON call for a partition this broker
 // leads: it decodes the request, runs serve on the leader's replica and
 // writes its answer or its error.
-func serveAtLeader[Req, Resp any](b *Broker, w http.ResponseWriter, r *http.Request,
+func serveAtLeader[Req, Resp any](b *Server, w http.ResponseWriter, r *http.Request,
 	serve func(context.Context, *partition.Partition, Req) (Resp, error),
 ) {
 	_, p, err := b.internalLeader(r)
@@ -184,12 +184,12 @@ type partitionOffsets struct {
 	HighWatermark int64 `json:"high_watermark"`
 }
 
-func (b *Broker) internalOffsets(w http.ResponseWriter, r *http.Request) {
+func (b *Server) internalOffsets(w http.ResponseWriter, r *http.Request) {
 	serveAtLeader(b, w, r, b.localOffsets)
 }
 
 // localOffsets answers an offsets query from the local replica.
-func (b *Broker) localOffsets(ctx context.Context, p *partition.Partition, req internalOffsetsRequest) (partitionOffsets, error) {
+func (b *Server) localOffsets(ctx context.Context, p *partition.Partition, req internalOffsetsRequest) (partitionOffsets, error) {
 	hw, _ := p.HighWatermark()
 	out := partitionOffsets{LogStart: int64(b.LogStart(ctx, p)), HighWatermark: int64(hw)}
 	switch req.To {
@@ -207,14 +207,14 @@ func (b *Broker) localOffsets(ctx context.Context, p *partition.Partition, req i
 		}
 		out.Offset = off
 	default:
-		return out, badRequest("to must be earliest or latest, not %q", req.To)
+		return out, BadRequest("to must be earliest or latest, not %q", req.To)
 	}
 	return out, nil
 }
 
 // partitionOffsetsOf answers an offsets query for any partition: here when
 // this broker leads it, else from its leader.
-func (b *Broker) partitionOffsetsOf(ctx context.Context, t *node.Topic, index int32, req internalOffsetsRequest) (partitionOffsets, error) {
+func (b *Server) partitionOffsetsOf(ctx context.Context, t *node.Topic, index int32, req internalOffsetsRequest) (partitionOffsets, error) {
 	var out partitionOffsets
 	err := b.atLeader(ctx, t, index, func(ctx context.Context, p *partition.Partition) error {
 		var err error
@@ -228,7 +228,7 @@ func (b *Broker) partitionOffsetsOf(ctx context.Context, t *node.Topic, index in
 
 // readAtLeader reads messages of any partition: here when this broker leads
 // it, else at its leader.
-func (b *Broker) readAtLeader(ctx context.Context, t *node.Topic, index int32, from int64, maxBytes int, wait time.Duration) (fetchResponse, error) {
+func (b *Server) readAtLeader(ctx context.Context, t *node.Topic, index int32, from int64, maxBytes int, wait time.Duration) (fetchResponse, error) {
 	var out fetchResponse
 	err := b.atLeader(ctx, t, index, func(ctx context.Context, p *partition.Partition) error {
 		var err error
@@ -244,7 +244,7 @@ func (b *Broker) readAtLeader(ctx context.Context, t *node.Topic, index int32, f
 // atLeader runs here when this broker leads the partition and remote
 // otherwise, trying again while the answer is that the leader moved, until
 // ctx ends or a short retry budget is spent.
-func (b *Broker) atLeader(ctx context.Context, t *node.Topic, index int32,
+func (b *Server) atLeader(ctx context.Context, t *node.Topic, index int32,
 	here func(context.Context, *partition.Partition) error, remote func(context.Context, int32) error,
 ) error {
 	if index < 0 || int(index) >= len(t.States) {
@@ -257,9 +257,9 @@ func (b *Broker) atLeader(ctx context.Context, t *node.Topic, index int32,
 			return fmt.Errorf("%w: %s", node.ErrUnknownTopic, t.Meta.Name)
 		}
 		var err error
-		if b.leads(cur, index) {
+		if b.Leads(cur, index) {
 			err = here(ctx, cur.Partitions[index])
-		} else if leader := cur.States[index].Leader; leader < 0 || b.interBrokerAddr(leader) == "" {
+		} else if leader := cur.States[index].Leader; leader < 0 || b.InterBrokerAddr(leader) == "" {
 			err = fmt.Errorf("%w: %s-%d has no live leader", node.ErrNotLeader, t.Meta.Name, index)
 		} else {
 			err = remote(ctx, leader)
@@ -267,14 +267,14 @@ func (b *Broker) atLeader(ctx context.Context, t *node.Topic, index int32,
 		if err == nil || !leaderMoved(err) || ctx.Err() != nil || time.Now().After(deadline) {
 			return err
 		}
-		sleepCtx(ctx, leaderChangeWait)
+		node.SleepCtx(ctx, leaderChangeWait)
 	}
 }
 
 // leaderMoved reports whether err says the call went to a broker that does
 // not lead the partition (any more), or could not reach it.
 func leaderMoved(err error) bool {
-	var ae *apiError
+	var ae *APIError
 	if errors.As(err, &ae) {
 		return ae.Code == kerr.NotLeaderForPartition.Message || ae.Code == "peer_unreachable"
 	}
@@ -284,7 +284,7 @@ func leaderMoved(err error) bool {
 // forwardBatches sends one partition's batches of an idempotent publish to
 // its leader, and sends again, in order, those that failed because the
 // leader moved, until they land or the context ends.
-func (b *Broker) forwardBatches(ctx context.Context, t *node.Topic, pbs []*publishBatch) []partition.AppendResult {
+func (b *Server) forwardBatches(ctx context.Context, t *node.Topic, pbs []*publishBatch) []partition.AppendResult {
 	out := make([]partition.AppendResult, len(pbs))
 	todo := make([]int, len(pbs))
 	for i := range todo {
@@ -336,7 +336,7 @@ func (b *Broker) forwardBatches(ctx context.Context, t *node.Topic, pbs []*publi
 		}
 		todo = moved
 		if len(todo) > 0 {
-			sleepCtx(ctx, leaderChangeWait)
+			node.SleepCtx(ctx, leaderChangeWait)
 		}
 	}
 	return out
@@ -344,7 +344,7 @@ func (b *Broker) forwardBatches(ctx context.Context, t *node.Topic, pbs []*publi
 
 // callPeer posts a JSON request to a partition's internal endpoint on node
 // and decodes the answer into out.
-func (b *Broker) callPeer(ctx context.Context, peer int32, t *node.Topic, index int32, op string, in, out any) error {
+func (b *Server) callPeer(ctx context.Context, peer int32, t *node.Topic, index int32, op string, in, out any) error {
 	body, err := json.Marshal(in)
 	if err != nil {
 		return err
@@ -353,9 +353,9 @@ func (b *Broker) callPeer(ctx context.Context, peer int32, t *node.Topic, index 
 }
 
 // postPeer posts body to a partition's internal endpoint on node. A
-// refusal comes back as the leader's *apiError; a broker that cannot be
+// refusal comes back as the leader's *APIError; a broker that cannot be
 // reached as one with code peer_unreachable.
-func (b *Broker) postPeer(ctx context.Context, peer int32, t *node.Topic, index int32, op, contentType string, body []byte, out any) error {
+func (b *Server) postPeer(ctx context.Context, peer int32, t *node.Topic, index int32, op, contentType string, body []byte, out any) error {
 	path := internalPartitionPath + url.PathEscape(t.Meta.Name) + "/" + strconv.Itoa(int(index)) + "/" + op
 	who := fmt.Sprintf("peer %d, the leader of %s-%d,", peer, t.Meta.Name, index)
 	return b.peerCall(ctx, peer, who, http.MethodPost, path, contentType, body, out)
@@ -363,13 +363,13 @@ func (b *Broker) postPeer(ctx context.Context, peer int32, t *node.Topic, index 
 
 // peerCall sends one internal request to node's inter-broker listener and
 // decodes its 200 answer into out. who names the node in messages. A
-// refusal comes back as the node's *apiError (its status kept); a node that
+// refusal comes back as the node's *APIError (its status kept); a node that
 // is not live or does not answer as one with code peer_unreachable (503);
 // an answer that is not ours as peer_error (502).
-func (b *Broker) peerCall(ctx context.Context, peer int32, who, method, pathQuery, contentType string, body []byte, out any) error {
-	addr := b.interBrokerAddr(peer)
+func (b *Server) peerCall(ctx context.Context, peer int32, who, method, pathQuery, contentType string, body []byte, out any) error {
+	addr := b.InterBrokerAddr(peer)
 	if addr == "" {
-		return &apiError{Status: http.StatusServiceUnavailable, Code: "peer_unreachable",
+		return &APIError{Status: http.StatusServiceUnavailable, Code: "peer_unreachable",
 			Message: fmt.Sprintf("%s is not live; retry", who)}
 	}
 	var rd io.Reader
@@ -388,28 +388,28 @@ func (b *Broker) peerCall(ctx context.Context, peer int32, who, method, pathQuer
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w: call to peer %d: %w", node.ErrRequestTimedOut, peer, ctx.Err())
 		}
-		return &apiError{Status: http.StatusServiceUnavailable, Code: "peer_unreachable",
+		return &APIError{Status: http.StatusServiceUnavailable, Code: "peer_unreachable",
 			Message: fmt.Sprintf("%s did not answer: %v; retry", who, err)}
 	}
 	defer func() { _ = resp.Body.Close() }()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxInternalAnswer))
 	if err != nil {
-		return &apiError{Status: http.StatusServiceUnavailable, Code: "peer_unreachable",
+		return &APIError{Status: http.StatusServiceUnavailable, Code: "peer_unreachable",
 			Message: fmt.Sprintf("%s: reading its answer: %v; retry", who, err)}
 	}
 	if resp.StatusCode != http.StatusOK {
 		var e struct {
-			Error *apiError `json:"error"`
+			Error *APIError `json:"error"`
 		}
 		if json.Unmarshal(data, &e) != nil || e.Error == nil {
-			return &apiError{Status: http.StatusBadGateway, Code: "peer_error",
+			return &APIError{Status: http.StatusBadGateway, Code: "peer_error",
 				Message: fmt.Sprintf("%s answered %s: %s", who, resp.Status, bytes.TrimSpace(data))}
 		}
 		e.Error.Status = resp.StatusCode
 		return e.Error
 	}
 	if err := json.Unmarshal(data, out); err != nil {
-		return &apiError{Status: http.StatusBadGateway, Code: "peer_error",
+		return &APIError{Status: http.StatusBadGateway, Code: "peer_error",
 			Message: fmt.Sprintf("%s answered undecodable JSON: %v", who, err)}
 	}
 	return nil

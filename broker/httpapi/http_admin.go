@@ -1,4 +1,4 @@
-package broker
+package httpapi
 
 // This file owns the HTTP API's administrative operations:
 //
@@ -17,12 +17,15 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strconv"
 	"time"
+
+	"github.com/sluice-mq/sluice/broker/node"
 )
 
 // forceWait bounds the wait for the elector loop to take a request.
@@ -36,53 +39,38 @@ type forceResponse struct {
 	Message    string `json:"message"`
 }
 
-func (b *Broker) registerAdminAPI(mux *http.ServeMux) {
+func (b *Server) registerAdminAPI(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/admin/partitions/{topic}/{partition}/elections:unclean", b.httpElectUnclean)
 }
 
-func (b *Broker) httpElectUnclean(w http.ResponseWriter, r *http.Request) {
+func (b *Server) httpElectUnclean(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("topic")
 	n, err := strconv.ParseInt(r.PathValue("partition"), 10, 32)
 	if err != nil || n < 0 {
-		b.writeError(w, r, badRequest("partition %q is not a partition number", r.PathValue("partition")))
+		b.writeError(w, r, BadRequest("partition %q is not a partition number", r.PathValue("partition")))
 		return
 	}
 	tp := b.LookupTopic(name)
 	if tp == nil || int(n) >= len(tp.States) {
-		b.writeError(w, r, &apiError{Status: http.StatusNotFound, Code: "unknown_topic_or_partition",
+		b.writeError(w, r, &APIError{Status: http.StatusNotFound, Code: "unknown_topic_or_partition",
 			Message: fmt.Sprintf("no partition %s-%d", name, n)})
 		return
 	}
-	key := PartitionKey{TopicID: tp.Meta.ID, Partition: int32(n)}
-	if e := b.repl.elector.Load(); e != nil {
-		b.forceHere(w, r, e, name, key)
-		return
-	}
-	b.forwardToController(w, r)
-}
-
-// forceHere hands the request to this broker's elector loop.
-func (b *Broker) forceHere(w http.ResponseWriter, r *http.Request, e *elector, name string, key PartitionKey) {
+	key := node.PartitionKey{TopicID: tp.Meta.ID, Partition: int32(n)}
 	ctx, cancel := context.WithTimeout(r.Context(), forceWait)
 	defer cancel()
-	f := forceUnclean{key: key, done: make(chan error, 1)}
-	select {
-	case e.force <- f:
-	case <-ctx.Done():
-		b.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "controller_busy",
-			Message: "the elector did not take the request in time; retry"})
+	handled, err := b.ForceUnclean(ctx, key)
+	switch {
+	case !handled:
+		b.forwardToController(w, r)
 		return
-	}
-	select {
-	case err := <-f.done:
-		if err != nil {
-			b.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "unknown_to_controller",
-				Message: fmt.Sprintf("partition %s-%d: %v; retry", name, key.Partition, err)})
-			return
-		}
-	case <-ctx.Done():
-		b.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "controller_busy",
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled):
+		b.writeError(w, r, &APIError{Status: http.StatusServiceUnavailable, Code: "controller_busy",
 			Message: "the elector did not answer in time; retry"})
+		return
+	case err != nil:
+		b.writeError(w, r, &APIError{Status: http.StatusServiceUnavailable, Code: "unknown_to_controller",
+			Message: fmt.Sprintf("partition %s-%d: %v; retry", name, key.Partition, err)})
 		return
 	}
 	b.Logger.Warn().Str("topic", name).Int32("partition", key.Partition).Str("remote", r.RemoteAddr).
@@ -93,7 +81,7 @@ func (b *Broker) forceHere(w http.ResponseWriter, r *http.Request, e *elector, n
 
 // forwardToController proxies the request to the controller's HTTP API,
 // once (a forwarded request that finds no elector is refused).
-func (b *Broker) forwardToController(w http.ResponseWriter, r *http.Request) {
+func (b *Server) forwardToController(w http.ResponseWriter, r *http.Request) {
 	ctrl := b.ControllerID()
 	addr := ""
 	for _, bi := range b.Brokers() {
@@ -102,7 +90,7 @@ func (b *Broker) forwardToController(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if ctrl < 0 || ctrl == b.Cfg.NodeID || addr == "" || r.Header.Get(forwardedHeader) != "" {
-		b.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "controller_not_available",
+		b.writeError(w, r, &APIError{Status: http.StatusServiceUnavailable, Code: "controller_not_available",
 			Message: fmt.Sprintf("no running controller reachable from node %d (controller %d); retry", b.Cfg.NodeID, ctrl)})
 		return
 	}
@@ -113,7 +101,7 @@ func (b *Broker) forwardToController(w http.ResponseWriter, r *http.Request) {
 			pr.Out.Header.Set(forwardedHeader, strconv.Itoa(int(b.Cfg.NodeID)))
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			b.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "controller_unreachable",
+			b.writeError(w, r, &APIError{Status: http.StatusServiceUnavailable, Code: "controller_unreachable",
 				Message: fmt.Sprintf("forward to the controller, node %d at %s: %v; retry", ctrl, addr, err)})
 		},
 	}

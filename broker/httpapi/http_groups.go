@@ -1,4 +1,4 @@
-package broker
+package httpapi
 
 // This file owns the HTTP consumer API's membership, commit and reset
 // endpoints. HTTP members are ordinary members of the same groups Kafka
@@ -44,7 +44,7 @@ const (
 	httpMaxMessagesPerPoll = 10000
 )
 
-func (b *Broker) registerGroupAPI(mux *http.ServeMux) {
+func (b *Server) registerGroupAPI(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/groups/{group}/members:join", b.toCoordinator(b.httpJoin))
 	mux.HandleFunc("POST /v1/groups/{group}/members:heartbeat", b.toCoordinator(b.httpHeartbeat))
 	mux.HandleFunc("POST /v1/groups/{group}/members:leave", b.toCoordinator(b.httpLeave))
@@ -62,7 +62,7 @@ const forwardedHeader = "X-Sluice-Forwarded-By"
 // group, and otherwise forwards it to the coordinator's HTTP API. A
 // forwarded request is never forwarded again: if the views of the two
 // brokers disagree, the client gets a retriable 503.
-func (b *Broker) toCoordinator(h http.HandlerFunc) http.HandlerFunc {
+func (b *Server) toCoordinator(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		groupID := r.PathValue("group")
 		co := b.GroupCoordinator(groupID)
@@ -70,7 +70,7 @@ func (b *Broker) toCoordinator(h http.HandlerFunc) http.HandlerFunc {
 		case groupID == "" || co.NodeID == b.Cfg.NodeID:
 			h(w, r)
 		case r.Header.Get(forwardedHeader) != "" || co.HTTP == "":
-			b.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "not_coordinator",
+			b.writeError(w, r, &APIError{Status: http.StatusServiceUnavailable, Code: "not_coordinator",
 				Message: fmt.Sprintf("group %q is coordinated by node %d, which is not reachable from here yet; retry", groupID, co.NodeID)})
 		default:
 			target := &url.URL{Scheme: "http", Host: co.HTTP}
@@ -80,7 +80,7 @@ func (b *Broker) toCoordinator(h http.HandlerFunc) http.HandlerFunc {
 					pr.Out.Header.Set(forwardedHeader, strconv.Itoa(int(b.Cfg.NodeID)))
 				},
 				ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-					b.writeError(w, r, &apiError{Status: http.StatusServiceUnavailable, Code: "coordinator_unreachable",
+					b.writeError(w, r, &APIError{Status: http.StatusServiceUnavailable, Code: "coordinator_unreachable",
 						Message: fmt.Sprintf("forward to the coordinator of group %q, node %d at %s: %v; retry", groupID, co.NodeID, co.HTTP, err)})
 				},
 			}
@@ -92,9 +92,9 @@ func (b *Broker) toCoordinator(h http.HandlerFunc) http.HandlerFunc {
 // groupHTTPError gives the coordinator's retriable refusals (not the
 // coordinator, taking the group over) a 503, as the HTTP API's other
 // retriable errors; anything else is writeError's.
-func (b *Broker) groupHTTPError(w http.ResponseWriter, r *http.Request, err error) {
+func (b *Server) groupHTTPError(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, coordinator.ErrNotCoordinator) || errors.Is(err, coordinator.ErrCoordinatorLoading) {
-		err = &apiError{Status: http.StatusServiceUnavailable, Code: "coordinator_not_available", Message: err.Error() + "; retry"}
+		err = &APIError{Status: http.StatusServiceUnavailable, Code: "coordinator_not_available", Message: err.Error() + "; retry"}
 	}
 	b.writeError(w, r, err)
 }
@@ -127,12 +127,12 @@ type memberRef struct {
 func groupFromPath(r *http.Request) (string, error) {
 	g := r.PathValue("group")
 	if g == "" {
-		return "", badRequest("group id must not be empty")
+		return "", BadRequest("group id must not be empty")
 	}
 	return g, nil
 }
 
-func (b *Broker) httpJoin(w http.ResponseWriter, r *http.Request) {
+func (b *Server) httpJoin(w http.ResponseWriter, r *http.Request) {
 	groupID, err := groupFromPath(r)
 	var req joinRequest
 	if err == nil {
@@ -149,9 +149,9 @@ func (b *Broker) httpJoin(w http.ResponseWriter, r *http.Request) {
 }
 
 // joinHTTP runs a JoinGroup and SyncGroup round for an HTTP member.
-func (b *Broker) joinHTTP(r *http.Request, groupID string, req joinRequest) (membership, error) {
+func (b *Server) joinHTTP(r *http.Request, groupID string, req joinRequest) (membership, error) {
 	if len(req.Topics) == 0 {
-		return membership{}, badRequest("topics must not be empty")
+		return membership{}, BadRequest("topics must not be empty")
 	}
 	topics := slices.Clone(req.Topics)
 	sort.Strings(topics)
@@ -170,7 +170,7 @@ func (b *Broker) joinHTTP(r *http.Request, groupID string, req joinRequest) (mem
 		rebalance = httpDefaultRebalance
 	}
 	if rebalance < 0 || rebalance > httpMaxRebalanceWait {
-		return membership{}, badRequest("rebalance_timeout_ms must be in (0, %d]", httpMaxRebalanceWait.Milliseconds())
+		return membership{}, BadRequest("rebalance_timeout_ms must be in (0, %d]", httpMaxRebalanceWait.Milliseconds())
 	}
 	subscription := kmsg.ConsumerMemberMetadata{Topics: topics}
 	res := b.coord.Join(r.Context(), groupID, group.JoinRequest{
@@ -213,7 +213,7 @@ func (b *Broker) joinHTTP(r *http.Request, groupID string, req joinRequest) (mem
 // rangeAssign is Kafka's range assignor: per topic, subscribers in member
 // id order each take a contiguous run of partitions, the first ones one
 // extra when the count does not divide evenly.
-func (b *Broker) rangeAssign(members []group.MemberInfo) map[string][]byte {
+func (b *Server) rangeAssign(members []group.MemberInfo) map[string][]byte {
 	subscribers := map[string][]string{}
 	for _, m := range members {
 		var md kmsg.ConsumerMemberMetadata
@@ -264,14 +264,14 @@ func (b *Broker) rangeAssign(members []group.MemberInfo) map[string][]byte {
 	return out
 }
 
-func (b *Broker) httpHeartbeat(w http.ResponseWriter, r *http.Request) {
+func (b *Server) httpHeartbeat(w http.ResponseWriter, r *http.Request) {
 	groupID, err := groupFromPath(r)
 	var req memberRef
 	if err == nil {
 		err = decodeJSON(w, r, &req)
 	}
 	if err == nil && (req.MemberID == "" || req.Generation == nil) {
-		err = badRequest("member_id and generation are required")
+		err = BadRequest("member_id and generation are required")
 	}
 	if err == nil {
 		err = b.coord.Heartbeat(groupID, req.MemberID, "", group.Generation(*req.Generation))
@@ -283,14 +283,14 @@ func (b *Broker) httpHeartbeat(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-func (b *Broker) httpLeave(w http.ResponseWriter, r *http.Request) {
+func (b *Server) httpLeave(w http.ResponseWriter, r *http.Request) {
 	groupID, err := groupFromPath(r)
 	var req memberRef
 	if err == nil {
 		err = decodeJSON(w, r, &req)
 	}
 	if err == nil && req.MemberID == "" {
-		err = badRequest("member_id is required")
+		err = BadRequest("member_id is required")
 	}
 	if err == nil {
 		err = b.coord.Leave(groupID, req.MemberID, "")
@@ -312,7 +312,7 @@ type commitRequest struct {
 	} `json:"offsets"`
 }
 
-func (b *Broker) httpCommit(w http.ResponseWriter, r *http.Request) {
+func (b *Server) httpCommit(w http.ResponseWriter, r *http.Request) {
 	groupID, err := groupFromPath(r)
 	var req commitRequest
 	if err == nil {
@@ -321,9 +321,9 @@ func (b *Broker) httpCommit(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err != nil:
 	case req.MemberID == "" || req.Generation == nil:
-		err = badRequest("member_id and generation are required; a commit without a generation could overwrite a newer member's progress")
+		err = BadRequest("member_id and generation are required; a commit without a generation could overwrite a newer member's progress")
 	case len(req.Offsets) == 0:
-		err = badRequest("offsets must not be empty")
+		err = BadRequest("offsets must not be empty")
 	}
 	if err != nil {
 		b.groupHTTPError(w, r, err)
@@ -332,7 +332,7 @@ func (b *Broker) httpCommit(w http.ResponseWriter, r *http.Request) {
 	offsets := make(map[group.TopicPartition]coordinator.OffsetCommit, len(req.Offsets))
 	for _, o := range req.Offsets {
 		if o.Offset < 0 {
-			b.writeError(w, r, badRequest("offset %d of %s-%d is negative", o.Offset, o.Topic, o.Partition))
+			b.writeError(w, r, BadRequest("offset %d of %s-%d is negative", o.Offset, o.Topic, o.Partition))
 			return
 		}
 		offsets[group.TopicPartition{Topic: o.Topic, Partition: o.Partition}] = coordinator.OffsetCommit{Offset: o.Offset, LeaderEpoch: -1}
@@ -365,7 +365,7 @@ type resetRequest struct {
 	To          string `json:"to"`
 }
 
-func (b *Broker) httpReset(w http.ResponseWriter, r *http.Request) {
+func (b *Server) httpReset(w http.ResponseWriter, r *http.Request) {
 	groupID, err := groupFromPath(r)
 	var req resetRequest
 	if err == nil {
@@ -395,7 +395,7 @@ func (b *Broker) httpReset(w http.ResponseWriter, r *http.Request) {
 }
 
 // resetTargets resolves a reset request to an offset per partition.
-func (b *Broker) resetTargets(ctx context.Context, req resetRequest) (map[int32]int64, error) {
+func (b *Server) resetTargets(ctx context.Context, req resetRequest) (map[int32]int64, error) {
 	given := 0
 	for _, set := range []bool{req.Offset != nil, req.TimestampMs != nil, req.To != ""} {
 		if set {
@@ -403,10 +403,10 @@ func (b *Broker) resetTargets(ctx context.Context, req resetRequest) (map[int32]
 		}
 	}
 	if given != 1 {
-		return nil, badRequest("give exactly one of offset, timestamp_ms and to")
+		return nil, BadRequest("give exactly one of offset, timestamp_ms and to")
 	}
 	if req.To != "" && req.To != "earliest" && req.To != "latest" {
-		return nil, badRequest("to must be earliest or latest, not %q", req.To)
+		return nil, BadRequest("to must be earliest or latest, not %q", req.To)
 	}
 	t := b.LookupTopic(req.Topic)
 	if t == nil {
@@ -444,7 +444,7 @@ func (b *Broker) resetTargets(ctx context.Context, req resetRequest) (map[int32]
 			return nil, fmt.Errorf("%w: %s-%d offset %d is below the log start %d", wal.ErrOffsetOutOfRange,
 				req.Topic, i, off, pos.LogStart)
 		case off > pos.HighWatermark:
-			return nil, badRequest("%s-%d offset %d is beyond the log end %d; the readable range is [%d, %d]",
+			return nil, BadRequest("%s-%d offset %d is beyond the log end %d; the readable range is [%d, %d]",
 				req.Topic, i, off, pos.HighWatermark, pos.LogStart, pos.HighWatermark)
 		}
 		out[i] = off
@@ -455,7 +455,7 @@ func (b *Broker) resetTargets(ctx context.Context, req resetRequest) (map[int32]
 // checkCommitRange refuses a commit of an offset beyond a partition's log
 // end (every later fetch would find nothing there) or of an unknown
 // partition.
-func (b *Broker) checkCommitRange(ctx context.Context, offsets map[group.TopicPartition]coordinator.OffsetCommit) error {
+func (b *Server) checkCommitRange(ctx context.Context, offsets map[group.TopicPartition]coordinator.OffsetCommit) error {
 	for tp, o := range offsets {
 		t := b.LookupTopic(tp.Topic)
 		if t == nil || tp.Partition < 0 || int(tp.Partition) >= len(t.States) {
@@ -466,7 +466,7 @@ func (b *Broker) checkCommitRange(ctx context.Context, offsets map[group.TopicPa
 			return err
 		}
 		if o.Offset > pos.HighWatermark {
-			return badRequest("offset %d of %s-%d is beyond the log end %d; commit the offset of the next message to read, at most %d",
+			return BadRequest("offset %d of %s-%d is beyond the log end %d; commit the offset of the next message to read, at most %d",
 				o.Offset, tp.Topic, tp.Partition, pos.HighWatermark, pos.HighWatermark)
 		}
 	}

@@ -1,4 +1,4 @@
-package broker
+package httpapi
 
 // This file serves GET /v1/openapi.json, the description of the HTTP API.
 
@@ -8,9 +8,9 @@ import (
 )
 
 //go:embed openapi.json
-var openAPIDoc []byte
+var OpenAPIDoc []byte
 
-func (b *Broker) httpOpenAPI(w http.ResponseWriter, _ *http.Request) {
+func (b *Server) httpOpenAPI(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
-	_, _ = w.Write(openAPIDoc)
+	_, _ = w.Write(OpenAPIDoc)
 }
