@@ -23,8 +23,10 @@ import (
 type as func(*http.Request)
 
 func basic(user, password string) as { return func(r *http.Request) { r.SetBasicAuth(user, password) } }
-func bearer(key string) as          { return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+key) } }
-func nobody(*http.Request)          {}
+func bearer(key string) as {
+	return func(r *http.Request) { r.Header.Set("Authorization", "Bearer "+key) }
+}
+func nobody(*http.Request) {}
 
 var admin = basic(secapitest.AdminUser, secapitest.AdminPassword)
 
