@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -514,5 +515,37 @@ func TestACLs(t *testing.T) {
 	e.ok(e.do(acme, "POST", "/v1/acls:delete", secapi.DeleteACLsRequest{Filter: &secapi.Filter{ResourceType: "topic"}}), http.StatusOK, &del)
 	if len(del.Deleted) != 0 || del.Deleted == nil {
 		t.Fatalf("deleted %+v, want an empty list", del)
+	}
+}
+
+// TestOpenAPIFragment checks that the fragment the lead merges into the
+// API's document describes exactly the routes Register adds.
+func TestOpenAPIFragment(t *testing.T) {
+	raw, err := os.ReadFile("openapi_fragment.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	secapi.Register(mux, secapi.Deps{Store: (*meta.Store)(nil)})
+	var documented []string
+	for path, ops := range doc.Paths {
+		for method := range ops {
+			pattern := strings.ToUpper(method) + " " + path
+			documented = append(documented, pattern)
+			url := strings.NewReplacer("{name}", "x", "{id}", "x").Replace(path)
+			_, got := mux.Handler(httptest.NewRequest(strings.ToUpper(method), url, nil))
+			if got != pattern {
+				t.Errorf("documented %s is served by pattern %q", pattern, got)
+			}
+		}
+	}
+	if len(documented) != 13 {
+		t.Errorf("the fragment documents %d routes, Register adds 13: %v", len(documented), documented)
 	}
 }
