@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"encoding/pem"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -233,4 +235,19 @@ func TestUsageAndExitCodes(t *testing.T) {
 		t.Fatalf("--help: %s", r.stderr)
 	}
 	h.ctl("", nil, "acl", "add", "--help").wantErr(t, 0, "usage: sluicectl acl add", "-resource-type")
+}
+
+// TestCACert speaks to the same API over TLS: --cacert verifies the server,
+// and without it the unknown CA is refused (exit 1).
+func TestCACert(t *testing.T) {
+	h := newHarness(t)
+	tlsSrv := httptest.NewUnstartedServer(h.srv.Config.Handler)
+	tlsSrv.StartTLS()
+	t.Cleanup(tlsSrv.Close)
+	ca := writeFile(t, "ca.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsSrv.Certificate().Raw})))
+	env := map[string]string{"SLUICE_SERVER": tlsSrv.URL}
+	h.ctl("", env, "--user", secapitest.AdminUser, "--password-file", h.adminF, "--cacert", ca, "tenant", "ls").
+		want(t, 0, "system")
+	h.ctl("", env, "--user", secapitest.AdminUser, "--password-file", h.adminF, "tenant", "ls").
+		wantErr(t, 1, "certificate")
 }

@@ -52,8 +52,8 @@ func (a *api) createAPIKey(w http.ResponseWriter, r *http.Request) {
 	const what = "create API key"
 	u, c, err := a.targetUser(r, what, caller.mayActFor)
 	var req CreateAPIKeyRequest
-	if err == nil && r.ContentLength != 0 {
-		err = decodeJSON(w, r, &req)
+	if err == nil {
+		err = decodeOptionalJSON(w, r, &req)
 	}
 	if err == nil {
 		err = validDescription(req.Description)

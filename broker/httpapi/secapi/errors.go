@@ -9,6 +9,7 @@ package secapi
 // failure is logged once, at DEBUG for 4xx and WARN/ERROR for 5xx.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -128,6 +129,19 @@ func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error, what
 // trailing data and bodies over maxBody.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	return decodeBody(http.MaxBytesReader(w, r.Body, maxBody), v)
+}
+
+// decodeOptionalJSON is decodeJSON for a body that may be left out: an
+// empty body (chunked or not) leaves v as it is.
+func decodeOptionalJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		return jsonError(err)
+	}
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return nil
+	}
+	return decodeBody(bytes.NewReader(raw), v)
 }
 
 // decodeBody is decodeJSON over any reader (the fuzz test's entry).

@@ -381,6 +381,19 @@ func TestAPIKeys(t *testing.T) {
 	// With no body at all.
 	var k2 secapi.NewAPIKey
 	e.ok(e.do(acme, "POST", "/v1/users/alice/api-keys", nil), http.StatusCreated, &k2)
+	chunked, err := http.NewRequestWithContext(secapitest.Context(t), "POST", e.srv.URL+"/v1/users/bob/api-keys", io.MultiReader())
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob(chunked)
+	resp, err := e.srv.Client().Do(chunked) // no Content-Length: an empty chunked body
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("an empty chunked body: status %d", resp.StatusCode)
+	}
 
 	e.fails(e.do(bob, "GET", "/v1/users/alice/api-keys", nil), http.StatusForbidden, "forbidden")
 	e.fails(e.do(bob, "POST", "/v1/users/alice/api-keys", nil), http.StatusForbidden, "forbidden")
