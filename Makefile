@@ -1,7 +1,7 @@
 # Sluice build, test and benchmark targets. `make test` is what CI runs.
 GO        ?= go
 BIN       := bin
-BINARIES  := sluiced tierctl loadgen chaos
+BINARIES  := sluiced sluicectl tierctl loadgen chaos
 GOLANGCI  := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 FUZZTIME  ?= 20s
 DATA_DIR  ?= data

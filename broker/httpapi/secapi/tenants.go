@@ -1,0 +1,142 @@
+package secapi
+
+// This file owns the tenant routes: create, list, delete, for super users
+// only.
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/sluice-mq/sluice/meta"
+)
+
+// Tenant is a tenant as the API shows it.
+type Tenant struct {
+	Name      string `json:"name"`
+	CreatedMs int64  `json:"created_ms"`
+}
+
+// TenantList is the answer of GET /v1/tenants.
+type TenantList struct {
+	Tenants []Tenant `json:"tenants"`
+}
+
+// CreateTenantRequest is the body of POST /v1/tenants.
+type CreateTenantRequest struct {
+	Name string `json:"name"`
+}
+
+func tenantOut(t meta.Tenant) Tenant { return Tenant{Name: t.Name, CreatedMs: t.Created.UnixMilli()} }
+
+// mustBeSuper refuses with 403 unless the caller is a super user.
+func (c caller) mustBeSuper(what string) error {
+	if c.IsSuper() {
+		return nil
+	}
+	return forbidden("%s: only a super user may manage tenants, and %s is not one", what, c.Principal)
+}
+
+func (a *api) createTenant(w http.ResponseWriter, r *http.Request) {
+	const what = "create tenant"
+	c, err := callerOf(r)
+	if err == nil {
+		err = c.mustBeSuper(what)
+	}
+	var req CreateTenantRequest
+	if err == nil {
+		err = decodeJSON(w, r, &req)
+	}
+	if err == nil && req.Name == "" {
+		err = badRequest("%s: field name is required", what)
+	}
+	if err == nil {
+		err = validTenant(req.Name)
+	}
+	if err != nil {
+		a.writeError(w, r, err, "tenant")
+		return
+	}
+	t, err := a.store.CreateTenant(r.Context(), req.Name)
+	if err != nil {
+		a.writeError(w, r, err, "tenant")
+		return
+	}
+	a.log.Info().Str("tenant", t.Name).Str("by", c.Principal.String()).Msg("tenant created")
+	writeJSON(w, http.StatusCreated, tenantOut(t))
+}
+
+func (a *api) listTenants(w http.ResponseWriter, r *http.Request) {
+	c, err := callerOf(r)
+	if err == nil {
+		err = c.mustBeSuper("list tenants")
+	}
+	if err != nil {
+		a.writeError(w, r, err, "tenant")
+		return
+	}
+	ts, err := a.store.ListTenants(r.Context())
+	if err != nil {
+		a.writeError(w, r, err, "tenant")
+		return
+	}
+	out := TenantList{Tenants: make([]Tenant, 0, len(ts))}
+	for _, t := range ts {
+		out.Tenants = append(out.Tenants, tenantOut(t))
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (a *api) deleteTenant(w http.ResponseWriter, r *http.Request) {
+	const what = "delete tenant"
+	name := r.PathValue("name")
+	c, err := callerOf(r)
+	if err == nil {
+		err = c.mustBeSuper(what)
+	}
+	if err == nil {
+		err = validTenant(name)
+	}
+	if err == nil && meta.IsReservedTenant(name) {
+		err = errorf(http.StatusConflict, "tenant_reserved",
+			"%s: tenant %q exists implicitly (the operators' and anonymous access's tenants) and cannot be deleted", what, name)
+	}
+	if err == nil && a.tenantTopics != nil {
+		err = a.checkNoTopics(r, name)
+	}
+	if err == nil {
+		err = a.store.DeleteTenant(r.Context(), name)
+	}
+	if err != nil {
+		a.writeError(w, r, err, "tenant")
+		return
+	}
+	a.log.Info().Str("tenant", name).Str("by", c.Principal.String()).Msg("tenant deleted")
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// checkNoTopics refuses to delete a tenant that still has topics: its
+// records would outlive every principal allowed to read them.
+func (a *api) checkNoTopics(r *http.Request, tenant string) error {
+	topics, err := a.tenantTopics(r.Context(), tenant)
+	if err != nil {
+		return fmt.Errorf("list topics of tenant %q: %w", tenant, err)
+	}
+	if len(topics) == 0 {
+		return nil
+	}
+	shown := topics
+	if len(shown) > 5 {
+		shown = append(shown[:5:5], "...")
+	}
+	return errorf(http.StatusConflict, "tenant_not_empty", "tenant %q still has %d topics (%s); delete them first",
+		tenant, len(topics), strings.Join(shown, ", "))
+}
+
+// validTenant is meta's name rule, answered as a 400 without meta's prefix.
+func validTenant(name string) error {
+	if err := meta.ValidateTenantName(name); err != nil {
+		return badRequest("%s", strings.TrimPrefix(err.Error(), "meta: invalid name: "))
+	}
+	return nil
+}
