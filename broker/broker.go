@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/cluster"
+
 	"github.com/sluice-mq/sluice/broker/httpapi"
 
 	"github.com/sluice-mq/sluice/broker/coordinator"
@@ -22,7 +24,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-mq/sluice/broker/node"
-	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/wal/vfs"
 )
@@ -32,15 +33,9 @@ import (
 type Broker struct {
 	*node.Node
 
-	coord       *coordinator.Coordinator          // consumer groups and committed offsets
-	reg         atomic.Pointer[meta.Registration] // set by register before serving; replaced after a lost lease
-	liveBrokers atomic.Pointer[[]meta.BrokerInfo] // cluster.go
-	controller  atomic.Int32                      // node id of the controller; -1: unknown
-	ctlResign   chan struct{}                     // capacity 1: the controller should step aside (isolation.go)
-	clusterWG   sync.WaitGroup                    // the cluster watchers
-	fetch       fetchers                          // follower fetchers, one per leader (fetcher.go)
-	repl        replication                       // replication_transport.go, elector.go
-	isr         inSyncState                       // published in-sync sets (isr_publish.go)
+	*cluster.Cluster // registration, elections, replication between brokers
+
+	coord *coordinator.Coordinator // consumer groups and committed offsets
 
 	kafka   *kafka.Server // the Kafka front end; set by Run
 	httpLn  net.Listener
@@ -64,22 +59,12 @@ func New(cfg Config, logger zerolog.Logger) (*Broker, error) {
 		cfg.Meta.Name = fmt.Sprint(cfg.NodeID)
 	}
 	nodeLog := logger.With().Int32("node", cfg.NodeID).Logger()
-	b := &Broker{
-		Node:      node.New(cfg, nodeLog),
-		readyCh:   make(chan struct{}),
-		ctlResign: make(chan struct{}, 1),
-	}
-	b.Hooks = node.Hooks{
-		Place:        b.place,
-		PlaceMore:    b.placeMore,
-		AwaitLeaders: b.awaitLeaders,
-		ControllerID: b.ControllerID,
-		ForgetTopic: func(ctx context.Context, name string, id [16]byte) {
-			if b.coord != nil {
-				b.coord.ForgetTopic(ctx, name, id)
-			}
-		},
-		Net: func(key node.PartitionKey) partition.Net { return partitionNet{b: b, key: key} },
+	n := node.New(cfg, nodeLog)
+	b := &Broker{Node: n, Cluster: cluster.New(n), readyCh: make(chan struct{})}
+	b.Hooks.ForgetTopic = func(ctx context.Context, name string, id [16]byte) {
+		if b.coord != nil {
+			b.coord.ForgetTopic(ctx, name, id)
+		}
 	}
 	return b, nil
 }
@@ -168,7 +153,8 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	// Registered once the listeners are bound, so the addresses the
 	// cluster learns already accept connections.
-	if err := b.registerAtStart(ctx); err != nil {
+	b.SetAddrs(cluster.Addrs{Kafka: b.kafka.Advertise(), HTTP: b.httpLn.Addr().String(), InterBroker: b.kafka.InterBrokerAdvertise()})
+	if err := b.RegisterAtStart(ctx); err != nil {
 		b.kafka.CloseListeners()
 		_ = b.httpLn.Close()
 		return err
@@ -191,10 +177,10 @@ func (b *Broker) Run(ctx context.Context) error {
 	go serveHTTP(httpSrv, b.httpLn, "http")
 	go serveHTTP(ibSrv, b.kafka.InterBrokerHTTP(), "inter-broker http")
 	clusterCtx, stopCluster := context.WithCancel(context.WithoutCancel(ctx))
-	b.startCluster(clusterCtx)
+	b.StartCluster(clusterCtx)
 	defer func() {
 		stopCluster()
-		b.clusterWG.Wait()
+		b.WaitCluster()
 	}()
 	var maintWG sync.WaitGroup
 	maintWG.Add(3)
@@ -202,7 +188,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	go func() { defer maintWG.Done(); b.DiskGuardLoop(serveCtx) }()
 	go func() { defer maintWG.Done(); b.ScrubLoop(serveCtx) }()
 
-	b.awaitOwnLeadership(ctx, startupLeaderWait)
+	b.AwaitOwnLeadership(ctx, cluster.StartupLeaderWait)
 	b.ready.Store(true)
 	close(b.readyCh)
 	b.Logger.Info().Str("kafka", b.kafka.Addr()).Str("http", b.httpLn.Addr().String()).
@@ -216,7 +202,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	b.ready.Store(false)
 	b.Logger.Info().Msg("shutting down")
 	deregCtx, cancelDereg := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	b.deregister(deregCtx)
+	b.Deregister(deregCtx)
 	cancelDereg()
 	stopServing()
 	b.kafka.CloseListeners()
@@ -259,7 +245,7 @@ func (b *Broker) maintainLoop(ctx context.Context) {
 // internal routes of forwarding and listings.
 func (b *Broker) interBrokerHTTP() *http.Server {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+replicationPath, b.httpReplication)
+	mux.HandleFunc("POST "+cluster.ReplicationPath, b.HTTPReplication)
 	b.http.RegisterInternal(mux)
 	return &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 }

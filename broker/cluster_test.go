@@ -501,12 +501,12 @@ func TestClusterLeaderThatLosesItsLeaseRegistersAgain(t *testing.T) {
 	produceAll(t, c, "lease", 50)
 	st := c.brokers[0].LookupTopic("lease").States[0]
 	leader := c.brokers[st.Leader-1]
-	reg := leader.reg.Load()
+	reg := leader.OwnRegistration()
 	if _, err := leader.Store.Client().Revoke(context.Background(), reg.Info().Lease); err != nil {
 		t.Fatal(err)
 	}
 	eventuallyTrue(t, "the broker registers again", func() (bool, string) {
-		r := leader.reg.Load()
+		r := leader.OwnRegistration()
 		return r != reg && r.Info().Lease != reg.Info().Lease, ""
 	})
 	produceAll(t, c, "lease", 50)

@@ -108,7 +108,7 @@ func TestHTTPListingsTieredCluster(t *testing.T) {
 			ok := true
 			for _, name := range []string{tiered, single} {
 				tp := b.LookupTopic(name)
-				ok = ok && tp != nil && b.leadersElected(tp)
+				ok = ok && tp != nil && b.LeadersElected(tp)
 			}
 			return ok, "not yet"
 		})

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/cluster"
 	"github.com/sluice-mq/sluice/broker/kafka"
 
 	"github.com/sluice-mq/sluice/broker/internal/brokertest"
@@ -66,7 +67,7 @@ func doFetch(t *testing.T, br *kgo.Broker, req *kmsg.FetchRequest) *kmsg.FetchRe
 }
 
 // postEnvelopes POSTs envs to url and returns the status.
-func postEnvelopes(t *testing.T, url string, envs []envelope) int {
+func postEnvelopes(t *testing.T, url string, envs []replica.Envelope) int {
 	t.Helper()
 	body, err := json.Marshal(envs)
 	if err != nil {
@@ -80,15 +81,15 @@ func postEnvelopes(t *testing.T, url string, envs []envelope) int {
 	return resp.StatusCode
 }
 
-// TestInternalRouteOnlyOnInterBrokerListener: the envelope route answers
+// TestInternalRouteOnlyOnInterBrokerListener: the replica.Envelope route answers
 // 404 on the public HTTP port and is served on the inter-broker listener.
 func TestInternalRouteOnlyOnInterBrokerListener(t *testing.T) {
 	b := startBroker(t, testBrokerConfig(t))
-	if got := postEnvelopes(t, "http://"+b.httpLn.Addr().String()+replicationPath, nil); got != http.StatusNotFound {
-		t.Fatalf("POST %s on the public HTTP port: %d, want 404", replicationPath, got)
+	if got := postEnvelopes(t, "http://"+b.httpLn.Addr().String()+cluster.ReplicationPath, nil); got != http.StatusNotFound {
+		t.Fatalf("POST %s on the public HTTP port: %d, want 404", cluster.ReplicationPath, got)
 	}
-	if got := postEnvelopes(t, "http://"+b.kafka.InterBrokerAdvertise()+replicationPath, nil); got != http.StatusNoContent {
-		t.Fatalf("POST %s on the inter-broker listener: %d, want 204", replicationPath, got)
+	if got := postEnvelopes(t, "http://"+b.kafka.InterBrokerAdvertise()+cluster.ReplicationPath, nil); got != http.StatusNoContent {
+		t.Fatalf("POST %s on the inter-broker listener: %d, want 204", cluster.ReplicationPath, got)
 	}
 	// The inter-broker address is registered for the brokers, and clients
 	// are not told it.
@@ -114,13 +115,13 @@ func TestForgedFenceAtLastEpochRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	tp := b.LookupTopic("fenced")
-	key := PartitionKey{TopicID: tp.Meta.ID, Partition: 0}
+	key := node.PartitionKey{TopicID: tp.Meta.ID, Partition: 0}
 	p, err := b.PartitionOf("fenced", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := p.ReplicaStatus()
-	url := "http://" + b.kafka.InterBrokerAdvertise() + replicationPath
+	url := "http://" + b.kafka.InterBrokerAdvertise() + cluster.ReplicationPath
 	for _, m := range []replica.Message{
 		{Type: replica.MsgFence, From: replica.ControllerNode, To: replica.NodeID(b.Cfg.NodeID), Epoch: math.MaxInt32},
 		{Type: replica.MsgFenceAck, From: replica.NodeID(b.Cfg.NodeID), To: replica.ControllerNode, Epoch: math.MaxInt32,
@@ -128,7 +129,7 @@ func TestForgedFenceAtLastEpochRefused(t *testing.T) {
 		{Type: replica.MsgLeaderUnreachable, From: replica.NodeID(b.Cfg.NodeID), To: replica.ControllerNode,
 			Epoch: before.Epoch, LastEpoch: math.MaxInt32},
 	} {
-		if got := postEnvelopes(t, url, []envelope{{Key: key, Msg: m}}); got != http.StatusBadRequest {
+		if got := postEnvelopes(t, url, []replica.Envelope{{Key: key, Msg: m}}); got != http.StatusBadRequest {
 			t.Errorf("%v at the last epoch: status %d, want 400", m.Type, got)
 		}
 	}

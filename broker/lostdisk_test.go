@@ -145,7 +145,7 @@ func TestLostDiskReplicaDoesNotVote(t *testing.T) {
 			t.Fatalf("elected node %d at epoch %d (was node %d at %d) with only the lost disk and the stale replica live",
 				now.Leader, now.LeaderEpoch, st.Leader, st.LeaderEpoch)
 		}
-		n := c.brokers[b].repl.offline.Load() + c.brokers[cc].repl.offline.Load()
+		n := c.brokers[b].OfflinePartitions() + c.brokers[cc].OfflinePartitions()
 		return n == 1, fmt.Sprintf("offline partitions reported: %d; state %+v", n, now)
 	})
 

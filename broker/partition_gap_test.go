@@ -14,7 +14,7 @@ func TestPendingPartitionStateAppliedWhenTopicOpens(t *testing.T) {
 	b := startBroker(t, testBrokerConfig(t))
 	id := [16]byte{0xfe, 1}
 	newer := meta.PartitionState{TopicID: id, Partition: 0, Replicas: []int32{99}, Leader: 99, LeaderEpoch: 7, Revision: 100}
-	b.applyPartitionEvent(meta.PartitionEvent{Kind: meta.EventPut, State: newer})
+	b.ApplyPartitionEvent(meta.PartitionEvent{Kind: meta.EventPut, State: newer})
 
 	older := newer
 	older.Leader, older.LeaderEpoch, older.Revision = 98, 6, 90
@@ -32,7 +32,7 @@ func TestPendingPartitionStateAppliedWhenTopicOpens(t *testing.T) {
 	}
 }
 
-// reconcilePartitionStates brings a view that missed a change (made after
+// ReconcilePartitionStates brings a view that missed a change (made after
 // the topics were read at start, before the watch's first read) up to etcd.
 func TestReconcilePartitionStatesCatchesUp(t *testing.T) {
 	b := startBroker(t, testBrokerConfig(t))
@@ -46,7 +46,7 @@ func TestReconcilePartitionStatesCatchesUp(t *testing.T) {
 	b.ReplaceTopic(&stale)
 	b.AdminMu.Unlock()
 
-	b.reconcilePartitionStates(context.Background())
+	b.ReconcilePartitionStates(context.Background())
 	if st := b.LookupTopic("gap").States[0]; st.Revision != cur.Revision || st.Leader != cur.Leader || st.LeaderEpoch != cur.LeaderEpoch {
 		t.Fatalf("after reconciling: %+v, want etcd's %+v", st, cur)
 	}

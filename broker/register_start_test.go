@@ -47,7 +47,7 @@ func TestBrokerOnAWipedDiskWaitsForItsOldLease(t *testing.T) {
 		t.Fatalf("broker on a wiped disk did not start: %v", err)
 	}
 	t.Logf("ready after %v", time.Since(start).Round(10*time.Millisecond))
-	reg := b.reg.Load()
+	reg := b.OwnRegistration()
 	if reg == nil || reg.Info().NodeID != 1 {
 		t.Fatalf("registration %+v, want node 1", reg)
 	}

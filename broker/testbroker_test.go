@@ -2,42 +2,21 @@ package broker
 
 import (
 	"context"
-	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// freeAddr returns a 127.0.0.1 address with a port that was free a moment ago.
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // testBrokerConfig is a lone broker in a temporary directory on free ports.
-func testBrokerConfig(t testing.TB) Config {
-	cfg := DefaultConfig()
-	cfg.DataDir = t.TempDir()
-	cfg.KafkaListen = freeAddr(t)
-	cfg.HTTPListen = freeAddr(t)
-	cfg.InterBrokerListen = "127.0.0.1:0" // found by the other brokers in etcd, never by clients
-	cfg.Meta.ListenClient = freeAddr(t)
-	cfg.Meta.ListenPeer = freeAddr(t)
-	cfg.RetentionCheckInterval = 100 * time.Millisecond
-	// A fresh journal zero-fills a few files of this size: keep them small.
-	cfg.Journal.FileBytes, cfg.Journal.CheckpointBytes = 1<<20, 4<<20
-	return cfg
-}
+func testBrokerConfig(t testing.TB) Config { return brokertest.Config(t) }
+
+func freeAddr(t testing.TB) string { return brokertest.FreeAddr(t) }
 
 // startBroker runs a broker in-process until the test ends and returns it
 // once it answers Kafka requests.

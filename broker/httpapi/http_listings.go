@@ -86,7 +86,7 @@ type TopicConfig struct {
 func (b *Server) httpListTopics(w http.ResponseWriter, _ *http.Request) {
 	out := []TopicSummary{}
 	for _, t := range b.SortedTopics() {
-		out = append(out, TopicSummary{Name: t.Meta.Name, TopicID: node.UuidString(t.Meta.ID), Partitions: int32(len(t.States)),
+		out = append(out, TopicSummary{Name: t.Meta.Name, TopicID: node.UUIDString(t.Meta.ID), Partitions: int32(len(t.States)),
 			ReplicationFactor: t.Meta.ReplicationFactor, Tiered: t.Settings.Tiered})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"topics": out})
@@ -104,7 +104,7 @@ func (b *Server) httpDescribeTopic(w http.ResponseWriter, r *http.Request) {
 		live[bi.NodeID] = true
 	}
 	stats, errs := b.leaderStats(r.Context(), t)
-	out := TopicDescription{Name: t.Meta.Name, TopicID: node.UuidString(t.Meta.ID), ReplicationFactor: t.Meta.ReplicationFactor,
+	out := TopicDescription{Name: t.Meta.Name, TopicID: node.UUIDString(t.Meta.ID), ReplicationFactor: t.Meta.ReplicationFactor,
 		Tiered: t.Settings.Tiered, Partitions: []partitionDescription{}, Configs: []TopicConfig{}}
 	for i, st := range t.States {
 		pd := partitionDescription{Partition: int32(i), Leader: st.Leader, LeaderEpoch: st.LeaderEpoch,

@@ -128,7 +128,7 @@ func (b *Server) httpInternalPartitions(w http.ResponseWriter, r *http.Request) 
 		b.writeError(w, r, fmt.Errorf("%w: %s", node.ErrUnknownTopic, name))
 		return
 	}
-	out := PartitionsAnswer{TopicID: node.UuidString(t.Meta.ID), Partitions: []partitionStats{}}
+	out := PartitionsAnswer{TopicID: node.UUIDString(t.Meta.ID), Partitions: []partitionStats{}}
 	for i := range t.Partitions {
 		if p := leading(t, int32(i)); p != nil {
 			out.Partitions = append(out.Partitions, b.localPartitionStats(r.Context(), p))
@@ -291,8 +291,8 @@ func (b *Server) leaderStats(ctx context.Context, t *node.Topic) (map[int32]part
 		if err := b.askPeer(ctx, id, http.MethodGet, q, nil, &ans); err != nil {
 			return err
 		}
-		if ans.TopicID != node.UuidString(t.Meta.ID) {
-			return fmt.Errorf("node %d knows topic %s as id %s, not %s", id, t.Meta.Name, ans.TopicID, node.UuidString(t.Meta.ID))
+		if ans.TopicID != node.UUIDString(t.Meta.ID) {
+			return fmt.Errorf("node %d knows topic %s as id %s, not %s", id, t.Meta.Name, ans.TopicID, node.UUIDString(t.Meta.ID))
 		}
 		mu.Lock()
 		defer mu.Unlock()

@@ -53,7 +53,7 @@ func (b *Server) httpCreateTopic(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{
-		"name": t.Name, "topic_id": node.UuidString(t.ID), "partitions": t.Partitions,
+		"name": t.Name, "topic_id": node.UUIDString(t.ID), "partitions": t.Partitions,
 		"replication_factor": t.ReplicationFactor, "configs": t.Configs,
 	})
 }

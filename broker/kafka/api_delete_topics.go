@@ -33,7 +33,7 @@ func handleDeleteTopics(b *Server, ctx context.Context, req *request) (reply, er
 		}
 		var err error
 		if name == "" {
-			err = fmt.Errorf("topic id %s: %w", node.UuidString(rt.TopicID), meta.ErrTopicNotFound)
+			err = fmt.Errorf("topic id %s: %w", node.UUIDString(rt.TopicID), meta.ErrTopicNotFound)
 		} else {
 			var t meta.Topic
 			t, err = b.DeleteTopic(ctx, name)

@@ -276,7 +276,7 @@ func (b *Node) setAsideUnknown(known map[string]bool) error {
 // snapshotPath is where a partition's producer state is snapshotted. It is
 // outside the wal directory, which the wal owns entirely.
 func (b *Node) snapshotPath(id [16]byte, partition int32) string {
-	return filepath.Join(b.Cfg.DataDir, "state", UuidString(id), fmt.Sprintf("%d.producers", partition))
+	return filepath.Join(b.Cfg.DataDir, "state", UUIDString(id), fmt.Sprintf("%d.producers", partition))
 }
 
 // openJournal opens (and recovers) the broker journal in <data-dir>/journal.
@@ -310,7 +310,7 @@ func (b *Node) CloseJournal() {
 func (b *Node) TrashDir() string { return filepath.Join(b.Cfg.DataDir, "trash") }
 
 func (b *Node) WalDir(id [16]byte, partition int32) string {
-	return filepath.Join(b.Cfg.DataDir, "wal", UuidString(id), fmt.Sprint(partition))
+	return filepath.Join(b.Cfg.DataDir, "wal", UUIDString(id), fmt.Sprint(partition))
 }
 
 // AdvertisedHTTP is the HTTP address other brokers and tools are given: the

@@ -73,7 +73,7 @@ func (t *Topic) Hosted() []*partition.Partition {
 	return out
 }
 
-func UuidString(id [16]byte) string { return uuid.UUID(id).String() }
+func UUIDString(id [16]byte) string { return uuid.UUID(id).String() }
 
 // ValidateTopicName applies Kafka's rules for topic names.
 func ValidateTopicName(name string) error {
@@ -104,7 +104,7 @@ func (b *Node) LoadTopics(ctx context.Context) error {
 	}
 	known := make(map[string]bool, len(ts))
 	for _, t := range ts {
-		known[UuidString(t.ID)] = true
+		known[UUIDString(t.ID)] = true
 	}
 	if err := b.setAsideUnknown(known); err != nil {
 		return err
@@ -196,7 +196,7 @@ func (b *Node) openPartition(tp *Topic, i int32) (*partition.Partition, error) {
 	var l *wal.Log
 	var err error
 	if b.Journal != nil {
-		key := fmt.Sprintf("%s/%d", UuidString(tp.Meta.ID), i)
+		key := fmt.Sprintf("%s/%d", UUIDString(tp.Meta.ID), i)
 		l, err = wal.OpenJournaled(b.FS, b.WalDir(tp.Meta.ID, i), b.walConfig(tp.Settings), b.Journal, key, logger)
 	} else {
 		l, err = wal.Open(b.FS, b.WalDir(tp.Meta.ID, i), b.walConfig(tp.Settings), logger)
@@ -276,7 +276,7 @@ func (b *Node) CreateTopic(ctx context.Context, name string, partitions int32, r
 	if err := b.OpenTopic(t, states); err != nil {
 		return meta.Topic{}, err
 	}
-	b.Logger.Info().Str("topic", name).Int32("partitions", partitions).Str("id", UuidString(t.ID)).Msg("created topic")
+	b.Logger.Info().Str("topic", name).Int32("partitions", partitions).Str("id", UUIDString(t.ID)).Msg("created topic")
 	b.AdminMu.Unlock()
 	b.Hooks.AwaitLeaders(ctx, t.ID, topicLeaderWait)
 	b.AdminMu.Lock() // for the deferred unlock
@@ -332,7 +332,7 @@ func (b *Node) DropTopic(ctx context.Context, tp *Topic) {
 		p.StopAndClose()
 	}
 	for _, sub := range []string{"wal", "state"} {
-		dir := filepath.Join(b.Cfg.DataDir, sub, UuidString(tp.Meta.ID))
+		dir := filepath.Join(b.Cfg.DataDir, sub, UUIDString(tp.Meta.ID))
 		if err := vfs.RemoveAllDurable(b.FS, dir, b.TrashDir()); err != nil {
 			b.Logger.Error().Err(err).Str("topic", name).Str("dir", dir).Msg("remove topic directory")
 		}

@@ -12,12 +12,14 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
+	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/broker/replica"
 )
@@ -115,4 +117,30 @@ func (QuietNet) LeaseHeld() bool { return true }
 func EncodeRequest(req kmsg.Request, correlation int32) []byte {
 	f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("test"))
 	return f.AppendRequest(nil, req, correlation)
+}
+
+// FreeAddr is a 127.0.0.1 address with a port free a moment ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Config is a lone broker in a temporary directory on free ports.
+func Config(t testing.TB) node.Config {
+	cfg := node.DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.KafkaListen = FreeAddr(t)
+	cfg.HTTPListen = FreeAddr(t)
+	cfg.InterBrokerListen = "127.0.0.1:0" // found by the other brokers in etcd, never by clients
+	cfg.Meta.ListenClient = FreeAddr(t)
+	cfg.Meta.ListenPeer = FreeAddr(t)
+	cfg.RetentionCheckInterval = 100 * time.Millisecond
+	// A fresh journal zero-fills a few files of this size: keep them small.
+	cfg.Journal.FileBytes, cfg.Journal.CheckpointBytes = 1<<20, 4<<20
+	return cfg
 }

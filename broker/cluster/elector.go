@@ -1,4 +1,4 @@
-package broker
+package cluster
 
 // This file owns the controller's driver of the election cores
 // (docs/architecture.md): while this broker is the controller, one
@@ -97,7 +97,7 @@ type forceUnclean struct {
 // election of key. handled is false when this broker runs no elector (it
 // is not the controller); err is ctx's when the loop did not take or
 // answer the request in time, or errUnknownPartition.
-func (b *Broker) ForceUnclean(ctx context.Context, key PartitionKey) (handled bool, err error) {
+func (b *Cluster) ForceUnclean(ctx context.Context, key PartitionKey) (handled bool, err error) {
 	e := b.repl.elector.Load()
 	if e == nil {
 		return false, nil
@@ -156,7 +156,7 @@ type casOutcome struct {
 // electorLoop is the state of one tenure's elector loop; only the loop
 // goroutine touches it.
 type electorLoop struct {
-	b        *Broker
+	b        *Cluster
 	log      zerolog.Logger
 	ifLeader clientv3.Cmp
 	parts    map[PartitionKey]*electedPartition
@@ -170,13 +170,13 @@ type electorLoop struct {
 // runElections elects partition leaders while this broker is controller
 // c. It returns when ctx ends, when c is lost, when a CAS is refused
 // because c was deposed, or when the metadata store closes.
-func (b *Broker) runElections(ctx context.Context, c *meta.Controller) {
+func (b *Cluster) runElections(ctx context.Context, c *meta.Controller) {
 	b.electLoop(ctx, c.IfLeader(), c.Lost(), c.Epoch())
 }
 
 // electLoop is runElections with the tenure's parts taken apart: ifLeader
 // guards every write and lost ends the loop (nil: never).
-func (b *Broker) electLoop(ctx context.Context, ifLeader clientv3.Cmp, lost <-chan struct{}, epoch int64) {
+func (b *Cluster) electLoop(ctx context.Context, ifLeader clientv3.Cmp, lost <-chan struct{}, epoch int64) {
 	ctx, cancel := context.WithCancel(ctx)
 	l := &electorLoop{
 		b:        b,
@@ -394,7 +394,7 @@ func (l *electorLoop) partLog(ev *zerolog.Event, key PartitionKey) *zerolog.Even
 	if t := l.b.LookupTopicID(key.TopicID); t != nil {
 		ev = ev.Str("topic", t.Meta.Name)
 	}
-	return ev.Str("topic_id", node.UuidString(key.TopicID)).Int32("partition", key.Partition)
+	return ev.Str("topic_id", node.UUIDString(key.TopicID)).Int32("partition", key.Partition)
 }
 
 // startCAS writes the core's choice to etcd on a goroutine of its own.
@@ -428,7 +428,7 @@ func (l *electorLoop) startCAS(ctx context.Context, key PartitionKey, p *elected
 
 // writeElection is one CAS: it writes next if the partition is still at
 // next.Revision and ifLeader holds, and says what is in etcd otherwise.
-func (b *Broker) writeElection(ctx context.Context, key PartitionKey, next meta.PartitionState, ifLeader clientv3.Cmp) casOutcome {
+func (b *Cluster) writeElection(ctx context.Context, key PartitionKey, next meta.PartitionState, ifLeader clientv3.Cmp) casOutcome {
 	res := casOutcome{key: key}
 	cctx, cancel := context.WithTimeout(ctx, electionCASTimeout)
 	defer cancel()
@@ -570,3 +570,7 @@ func metaStateOf(key PartitionKey, s replica.State) meta.PartitionState {
 	}
 	return st
 }
+
+// ElectionsWritten counts the elections this broker's elector wrote to
+// etcd while it was the controller.
+func (b *Cluster) ElectionsWritten() uint64 { return b.repl.elections[0].Load() }

@@ -1,4 +1,4 @@
-package broker
+package cluster
 
 // This file owns the in-sync sets this broker publishes for the partitions
 // it leads (meta's <prefix>isr/<node id>), and the copy of every broker's
@@ -62,7 +62,7 @@ type isrSnapshot struct {
 
 // startInSync starts the watch of the published sets and the writer of
 // this broker's; offerInSync feeds the writer from the partition tick.
-func (b *Broker) startInSync(ctx context.Context) {
+func (b *Cluster) startInSync(ctx context.Context) {
 	b.isr.pending = make(chan isrSnapshot, 1)
 	published := b.Store.WatchInSync(ctx)
 	b.clusterWG.Add(2)
@@ -82,7 +82,7 @@ func (b *Broker) startInSync(ctx context.Context) {
 // partitions this broker leads, or its registration lease, changed since
 // the last one. Called on every partition tick; it reads the cores'
 // status snapshots only and allocates nothing while nothing changed.
-func (b *Broker) offerInSync() {
+func (b *Cluster) offerInSync() {
 	reg := b.reg.Load()
 	if reg == nil || b.isr.pending == nil {
 		return
@@ -101,7 +101,7 @@ func (b *Broker) offerInSync() {
 
 // forEachLed calls fn with the status of every partition this broker's
 // core leads.
-func (b *Broker) forEachLed(fn func(ref meta.PartitionRef, rs replica.Status)) {
+func (b *Cluster) forEachLed(fn func(ref meta.PartitionRef, rs replica.Status)) {
 	for _, t := range b.SortedTopics() {
 		for i, p := range t.Partitions {
 			if p == nil {
@@ -114,7 +114,7 @@ func (b *Broker) forEachLed(fn func(ref meta.PartitionRef, rs replica.Status)) {
 	}
 }
 
-func (b *Broker) ledSets() meta.InSyncSets {
+func (b *Cluster) ledSets() meta.InSyncSets {
 	sets := meta.InSyncSets{}
 	b.forEachLed(func(ref meta.PartitionRef, rs replica.Status) {
 		isr := make([]int32, len(rs.InSync))
@@ -129,7 +129,7 @@ func (b *Broker) ledSets() meta.InSyncSets {
 
 // ledSetsEqual reports whether the partitions this broker leads have
 // exactly the sets in last.
-func (b *Broker) ledSetsEqual(last meta.InSyncSets) bool {
+func (b *Cluster) ledSetsEqual(last meta.InSyncSets) bool {
 	same, n := true, 0
 	b.forEachLed(func(ref meta.PartitionRef, rs replica.Status) {
 		n++
@@ -149,7 +149,7 @@ func (b *Broker) ledSetsEqual(last meta.InSyncSets) bool {
 
 // writeInSync publishes each snapshot offered, then waits isrPublishEvery
 // before the next; a failed write is retried with the newest snapshot.
-func (b *Broker) writeInSync(ctx context.Context) {
+func (b *Cluster) writeInSync(ctx context.Context) {
 	failing := false
 	for {
 		var snap isrSnapshot
@@ -191,7 +191,7 @@ func (b *Broker) writeInSync(ctx context.Context) {
 // does not lead, in the order of st.Replicas: the set that st's leader
 // published for st's leader epoch, or, when there is none (not published
 // yet, or the leader changed since), the replicas whose registrations live.
-func (b *Broker) ReportedInSync(st meta.PartitionState, live map[int32]bool) []int32 {
+func (b *Cluster) ReportedInSync(st meta.PartitionState, live map[int32]bool) []int32 {
 	in := func(id int32) bool { return live[id] }
 	if m := b.isr.seen.Load(); m != nil && st.Leader >= 0 {
 		ref := meta.PartitionRef{TopicID: st.TopicID, Partition: st.Partition}

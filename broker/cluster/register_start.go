@@ -1,4 +1,4 @@
-package broker
+package cluster
 
 // register_start.go owns the first registration of a broker that does not
 // know its previous lease: a data directory that was wiped or replaced (a
@@ -24,10 +24,10 @@ import (
 // registerRetry is how often a broker waiting for its node id tries again.
 const registerRetry = 250 * time.Millisecond
 
-// registerAtStart registers, waiting up to twice the registration TTL (and
+// RegisterAtStart registers, waiting up to twice the registration TTL (and
 // a little more, for etcd's own lease rounding) while another lease holds
 // the node id.
-func (b *Broker) registerAtStart(ctx context.Context) error {
+func (b *Cluster) RegisterAtStart(ctx context.Context) error {
 	wait := 2*b.Cfg.RegistrationTTL + 2*time.Second
 	deadline := time.Now().Add(wait)
 	warned := false

@@ -1,4 +1,4 @@
-package broker
+package cluster
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/broker/httpapi"
+	"github.com/sluice-mq/sluice/broker/node"
 
 	"github.com/sluice-mq/sluice/broker/internal/brokertest"
 
@@ -22,22 +23,22 @@ import (
 
 // idleBroker is a Broker that is never Run: its methods can be called
 // directly, with the fields a test sets by hand.
-func idleBroker(t *testing.T, node int32) *Broker {
+func idleBroker(t *testing.T, id int32) *Cluster {
 	t.Helper()
-	cfg := testBrokerConfig(t)
-	cfg.NodeID = node
-	// Logs show with -v or when the test fails.
-	logger := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
-	b, err := New(cfg, logger)
-	if err != nil {
+	cfg := brokertest.Config(t)
+	cfg.NodeID = id
+	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	// Logs show with -v or when the test fails.
+	logger := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
+	b := New(node.New(cfg, logger.With().Int32("node", id).Logger()))
 	b.controller.Store(-1)
 	return b
 }
 
 // startTransport runs b's senders until the test ends.
-func startTransport(t *testing.T, b *Broker) {
+func startTransport(t *testing.T, b *Cluster) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	b.startReplicationTransport(ctx)
@@ -48,7 +49,7 @@ func startTransport(t *testing.T, b *Broker) {
 }
 
 // installElector makes b look like a running controller's elector.
-func installElector(b *Broker, capacity int) *elector {
+func installElector(b *Cluster, capacity int) *elector {
 	e := &elector{inbox: make(chan envelope, capacity)}
 	b.repl.elector.Store(e)
 	return e
@@ -92,9 +93,9 @@ func TestReplicationTransportRejectsBadBodies(t *testing.T) {
 		{"over the size bound", "[" + strings.Repeat(" ", maxReplicationBody) + "]", http.StatusRequestEntityTooLarge},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			req := httptest.NewRequest(http.MethodPost, replicationPath, strings.NewReader(tc.body))
+			req := httptest.NewRequest(http.MethodPost, ReplicationPath, strings.NewReader(tc.body))
 			rec := httptest.NewRecorder()
-			b.httpReplication(rec, req)
+			b.HTTPReplication(rec, req)
 			if rec.Code != tc.status {
 				t.Fatalf("status %d, want %d; body %s", rec.Code, tc.status, rec.Body)
 			}
@@ -181,7 +182,9 @@ func TestReplicationTransportFullQueueDrops(t *testing.T) {
 
 func TestReplicationTransportBetweenBrokers(t *testing.T) {
 	b1, b2 := idleBroker(t, 1), idleBroker(t, 2)
-	srv := httptest.NewServer(b2.interBrokerHTTP().Handler)
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+ReplicationPath, b2.HTTPReplication)
+	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	b2.controller.Store(2)
 	e := installElector(b2, 1000)
@@ -246,7 +249,7 @@ func TestReplicationTransportBetweenBrokers(t *testing.T) {
 
 // gathered is the value of counter name (with the label value, if any)
 // in b's registry.
-func gathered(t *testing.T, b *Broker, name, label string) float64 {
+func gathered(t *testing.T, b *Cluster, name, label string) float64 {
 	t.Helper()
 	mfs, err := b.M.Reg.Gather()
 	if err != nil {
@@ -266,7 +269,7 @@ func gathered(t *testing.T, b *Broker, name, label string) float64 {
 	return 0
 }
 
-func dropCounts(b *Broker) map[string]uint64 {
+func dropCounts(b *Cluster) map[string]uint64 {
 	out := map[string]uint64{}
 	for _, r := range dropReasons {
 		out[r] = b.repl.dropped(r)

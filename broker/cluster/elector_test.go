@@ -1,10 +1,9 @@
-package broker
+package cluster
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -91,7 +90,7 @@ func (f *fakeReplica) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, _ := json.Marshal(out)
-	resp, err := http.Post(f.ctrlURL+replicationPath, "application/json", bytes.NewReader(body))
+	resp, err := http.Post(f.ctrlURL+ReplicationPath, "application/json", bytes.NewReader(body))
 	if err == nil {
 		resp.Body.Close() // lost answers are the core's to retry
 	}
@@ -101,7 +100,7 @@ func (f *fakeReplica) serve(w http.ResponseWriter, r *http.Request) {
 // own embedded etcd, a partition with replicas 1, 2, 3 led by 1 at epoch 0,
 // and fake replicas 2 and 3; broker 1 is not live.
 type electorFixture struct {
-	b      *Broker
+	b      *Cluster
 	store  *meta.Store
 	state  meta.PartitionState
 	fakes  map[int32]*fakeReplica
@@ -134,7 +133,7 @@ func newElectorFixture(t *testing.T) *electorFixture {
 	}
 	fx := &electorFixture{b: b, store: store, state: states[0], fakes: map[int32]*fakeReplica{}}
 
-	ctrl := httptest.NewServer(http.HandlerFunc(b.httpReplication))
+	ctrl := httptest.NewServer(http.HandlerFunc(b.HTTPReplication))
 	t.Cleanup(ctrl.Close)
 	live := []meta.BrokerInfo{{NodeID: 9, InterBroker: strings.TrimPrefix(ctrl.URL, "http://")}}
 	for _, id := range []int32{2, 3} {
@@ -319,50 +318,4 @@ func TestElectorStateMapping(t *testing.T) {
 			t.Fatalf("%+v came back as %+v", st, back)
 		}
 	}
-}
-
-func TestElectorInClusterElectsLeaderlessPartition(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a three-member etcd cluster")
-	}
-	c := startTestCluster(t, 3)
-	eventuallyTrue(t, "a controller is elected", func() (bool, string) {
-		return c.brokers[0].ControllerID() > 0, "none yet"
-	})
-	createTopic(t, testClient(t, c.brokers[0]), "leaderless", 1, nil)
-	b := c.brokers[0]
-	var st meta.PartitionState
-	eventuallyTrue(t, "the partition state is stored", func() (bool, string) {
-		tp := b.LookupTopic("leaderless")
-		if tp == nil {
-			return false, "no topic yet"
-		}
-		ps, err := b.Store.Partitions(context.Background(), tp.Meta.ID)
-		if err != nil || len(ps) != 1 {
-			return false, fmt.Sprintf("%d states, %v", len(ps), err)
-		}
-		st = ps[0]
-		return true, ""
-	})
-	// Take the leader away (as an operator or a failed round could): the
-	// controller fences the real replica through the transport and writes
-	// it back as leader at a higher epoch.
-	next := st
-	next.Leader = meta.NoLeader
-	if _, err := b.Store.UpdatePartition(context.Background(), next); err != nil {
-		t.Fatal(err)
-	}
-	eventuallyTrue(t, "the partition is led again", func() (bool, string) {
-		ps, err := b.Store.Partitions(context.Background(), st.TopicID)
-		if err != nil || len(ps) != 1 {
-			return false, fmt.Sprintf("%d states, %v", len(ps), err)
-		}
-		got := ps[0]
-		return got.Leader == st.Replicas[0] && got.LeaderEpoch > st.LeaderEpoch, fmt.Sprintf("%+v", got)
-	})
-	ctrl := c.brokers[b.ControllerID()-1]
-	eventuallyTrue(t, "the controller counts the election", func() (bool, string) {
-		n := ctrl.repl.elections[0].Load()
-		return n >= 1, fmt.Sprintf("controller %d counts %d written elections", ctrl.Cfg.NodeID, n)
-	})
 }

@@ -1,4 +1,4 @@
-package broker
+package cluster
 
 // isolation.go owns the controller's step aside when its peers cannot reach
 // it. Followers that cannot reach a partition's leader complain to the
@@ -36,11 +36,11 @@ const isolationCheck = 250 * time.Millisecond
 // isolationWait is how long a partition this controller leads must stay
 // unfollowed before it resigns: two controller leases (4 s by default), so
 // that a follower restarting or catching up does not move the controller.
-func (b *Broker) isolationWait() time.Duration { return 2 * b.Cfg.ControllerTTL }
+func (b *Cluster) isolationWait() time.Duration { return 2 * b.Cfg.ControllerTTL }
 
 // isolationLoop signals ctlResign while this broker is the controller and
 // leads a partition none of whose live followers is in sync.
-func (b *Broker) isolationLoop(ctx context.Context) {
+func (b *Cluster) isolationLoop(ctx context.Context) {
 	t := time.NewTicker(isolationCheck)
 	defer t.Stop()
 	var since time.Time // when the current unfollowed stretch began; zero: none
@@ -72,7 +72,7 @@ func (b *Broker) isolationLoop(ctx context.Context) {
 
 // leadsUnfollowed reports whether this broker leads a partition that has
 // other live replicas, none of them in sync.
-func (b *Broker) leadsUnfollowed() bool {
+func (b *Cluster) leadsUnfollowed() bool {
 	live := liveNodes(b.Brokers())
 	me := replica.NodeID(b.Cfg.NodeID)
 	for _, t := range b.SortedTopics() {

@@ -1,4 +1,4 @@
-package broker
+package cluster
 
 // This file owns the follower side of replication: one fetcher per leader
 // broker sends Kafka replica Fetch requests (ReplicaID = this node) for
@@ -22,7 +22,7 @@ package broker
 //
 // A fetcher's goroutine owns its client; fetchReady and the partitions'
 // registrations are guarded by fetcher.mu. Fetchers are created on demand
-// by fetchReady and stopped with the cluster context (startCluster).
+// by fetchReady and stopped with the cluster context (StartCluster).
 
 import (
 	"context"
@@ -62,7 +62,7 @@ type fetchers struct {
 
 // fetcher replicates from one leader broker.
 type fetcher struct {
-	b      *Broker
+	b      *Cluster
 	leader int32
 	wake   chan struct{} // capacity 1
 
@@ -71,7 +71,7 @@ type fetcher struct {
 }
 
 // startFetchers lets fetchReady start fetchers under ctx.
-func (b *Broker) startFetchers(ctx context.Context) {
+func (b *Cluster) startFetchers(ctx context.Context) {
 	b.fetch.mu.Lock()
 	defer b.fetch.mu.Unlock()
 	b.fetch.ctx, b.fetch.wg = ctx, &b.clusterWG
@@ -80,7 +80,7 @@ func (b *Broker) startFetchers(ctx context.Context) {
 
 // fetchReady is partition.Net's (through partitionNet): partition p has a
 // fetch for leader.
-func (b *Broker) fetchReady(leader int32, p *partition.Partition) {
+func (b *Cluster) fetchReady(leader int32, p *partition.Partition) {
 	b.fetch.mu.Lock()
 	if b.fetch.ctx == nil || b.fetch.ctx.Err() != nil {
 		b.fetch.mu.Unlock()

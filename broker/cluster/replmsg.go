@@ -1,4 +1,4 @@
-package broker
+package cluster
 
 // This file owns the envelope in which replication and election messages
 // (broker/replica) travel between brokers, and their delivery to a local
@@ -28,7 +28,7 @@ type envelope = replica.Envelope
 // partitionNet is how the replica of one partition reaches the cluster
 // (partition.Net): through this broker's transport and follower fetchers.
 type partitionNet struct {
-	b   *Broker
+	b   *Cluster
 	key PartitionKey
 }
 
@@ -52,7 +52,7 @@ func (n partitionNet) LeaseHeld() bool {
 // controller to this broker's replica of the partition. It reports false
 // when this broker hosts no such replica (the message is dropped; the
 // sender's core retries what matters).
-func (b *Broker) deliverToPartition(env envelope) bool {
+func (b *Cluster) deliverToPartition(env envelope) bool {
 	t := b.LookupTopicID(env.Key.TopicID)
 	if t == nil {
 		return false

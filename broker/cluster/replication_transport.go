@@ -1,4 +1,4 @@
-package broker
+package cluster
 
 // This file owns the transport of election messages between brokers: the
 // Fence, FenceAck, LeaderUnreachable and CaughtUp replica.Messages (never
@@ -51,8 +51,8 @@ import (
 )
 
 const (
-	// replicationPath is the internal route envelopes are POSTed to.
-	replicationPath = "/internal/v1/replication"
+	// ReplicationPath is the internal route envelopes are POSTed to.
+	ReplicationPath = "/internal/v1/replication"
 	// maxReplicationBody bounds one POST body.
 	maxReplicationBody = 1 << 20
 	// replicationQueue bounds the envelopes queued for one destination.
@@ -134,7 +134,7 @@ func (r *replication) dropped(reason string) uint64 {
 }
 
 // registerReplicationMetrics exports the counters in the broker's registry, once.
-func (b *Broker) registerReplicationMetrics() {
+func (b *Cluster) registerReplicationMetrics() {
 	r := &b.repl
 	r.metrics.Do(func() {
 		if b.M == nil {
@@ -178,7 +178,7 @@ func (b *Broker) registerReplicationMetrics() {
 // sendToController sends env to the controller, wherever it is. It never
 // blocks; the envelope is dropped if no controller is known or its queue is
 // full.
-func (b *Broker) sendToController(env envelope) {
+func (b *Cluster) sendToController(env envelope) {
 	env.Msg.To = replica.ControllerNode
 	if !replica.ElectionMessage(env.Msg) {
 		b.dropEnvelope(env, dropUnsupported)
@@ -196,7 +196,7 @@ func (b *Broker) sendToController(env envelope) {
 
 // sendToReplica sends env to the replica on broker node. It never blocks;
 // the envelope is dropped if node is not live or its queue is full.
-func (b *Broker) sendToReplica(node int32, env envelope) {
+func (b *Cluster) sendToReplica(node int32, env envelope) {
 	switch {
 	case !replica.ElectionMessage(env.Msg):
 		b.dropEnvelope(env, dropUnsupported)
@@ -213,7 +213,7 @@ func (b *Broker) sendToReplica(node int32, env envelope) {
 }
 
 // enqueue puts env on node's queue, or drops it.
-func (b *Broker) enqueue(node int32, env envelope) {
+func (b *Cluster) enqueue(node int32, env envelope) {
 	b.repl.mu.Lock()
 	q := b.repl.queues[node]
 	b.repl.mu.Unlock()
@@ -228,17 +228,17 @@ func (b *Broker) enqueue(node int32, env envelope) {
 	}
 }
 
-func (b *Broker) dropEnvelope(env envelope, reason string) {
+func (b *Cluster) dropEnvelope(env envelope, reason string) {
 	b.repl.drop(reason)
 	b.Logger.Debug().Str("reason", reason).Stringer("type", env.Msg.Type).
 		Int32("from", int32(env.Msg.From)).Int32("to", int32(env.Msg.To)).
-		Str("topic_id", node.UuidString(env.Key.TopicID)).Int32("partition", env.Key.Partition).
+		Str("topic_id", node.UUIDString(env.Key.TopicID)).Int32("partition", env.Key.Partition).
 		Msg("replication message dropped")
 }
 
 // dispatchEnvelope hands an envelope that reached this broker to its
 // elector or to its replica of the partition. It never blocks.
-func (b *Broker) dispatchEnvelope(env envelope) {
+func (b *Cluster) dispatchEnvelope(env envelope) {
 	switch env.Msg.To {
 	case replica.ControllerNode:
 		b.toElector(env)
@@ -252,7 +252,7 @@ func (b *Broker) dispatchEnvelope(env envelope) {
 }
 
 // toElector hands env to the elector loop if this broker is the controller.
-func (b *Broker) toElector(env envelope) {
+func (b *Cluster) toElector(env envelope) {
 	e := b.repl.elector.Load()
 	if e == nil {
 		b.dropEnvelope(env, dropNotController)
@@ -265,8 +265,8 @@ func (b *Broker) toElector(env envelope) {
 	}
 }
 
-// httpReplication receives a batch of envelopes from another broker.
-func (b *Broker) httpReplication(w http.ResponseWriter, r *http.Request) {
+// HTTPReplication receives a batch of envelopes from another broker.
+func (b *Cluster) HTTPReplication(w http.ResponseWriter, r *http.Request) {
 	envs, err := decodeEnvelopes(w, r)
 	if err != nil {
 		httpapi.WriteError(b.Logger, w, r, err)
@@ -296,7 +296,7 @@ func decodeEnvelopes(w http.ResponseWriter, r *http.Request) ([]envelope, error)
 
 // startReplicationTransport starts the manager of the senders; it and they
 // stop when ctx ends and are waited for by clusterWG.
-func (b *Broker) startReplicationTransport(ctx context.Context) {
+func (b *Cluster) startReplicationTransport(ctx context.Context) {
 	b.registerReplicationMetrics()
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 2
@@ -310,7 +310,7 @@ func (b *Broker) startReplicationTransport(ctx context.Context) {
 }
 
 // managePeers keeps one sender per live broker other than this one.
-func (b *Broker) managePeers(ctx context.Context) {
+func (b *Cluster) managePeers(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer func() {
 		b.repl.mu.Lock()
@@ -363,7 +363,7 @@ func (b *Broker) managePeers(ctx context.Context) {
 }
 
 // runSender POSTs what is queued for one destination, a batch at a time.
-func (b *Broker) runSender(ctx context.Context, q *peerQueue) {
+func (b *Cluster) runSender(ctx context.Context, q *peerQueue) {
 	batch := make([]envelope, 0, replicationBatch)
 	for {
 		batch = batch[:0]
@@ -397,7 +397,7 @@ func (b *Broker) runSender(ctx context.Context, q *peerQueue) {
 
 // post sends one batch to node's inter-broker address, as the registry has
 // it now.
-func (b *Broker) post(ctx context.Context, node int32, batch []envelope) error {
+func (b *Cluster) post(ctx context.Context, node int32, batch []envelope) error {
 	addr := b.InterBrokerAddr(node)
 	if addr == "" {
 		return fmt.Errorf("broker: replication to node %d: not live", node)
@@ -411,7 +411,7 @@ func (b *Broker) post(ctx context.Context, node int32, batch []envelope) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, replicationSendTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+replicationPath, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+ReplicationPath, bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("broker: replication to node %d at %s: %w", node, addr, err)
 	}

@@ -1,4 +1,4 @@
-package broker
+package cluster
 
 // This file owns the broker's membership of the cluster: its registration
 // under an etcd lease, the view of the live brokers that Metadata answers
@@ -18,7 +18,7 @@ package broker
 // elsewhere; the local registry follows etcd, never the reverse.
 //
 // The live-broker and controller views are atomics written by their
-// watcher goroutines (started by startCluster, stopped through its context
+// watcher goroutines (started by StartCluster, stopped through its context
 // and waited for with clusterWG) and read by any connection goroutine.
 
 import (
@@ -58,14 +58,14 @@ const controllerPoll = 250 * time.Millisecond
 // register puts this broker in the registry and records its lease. A
 // lease recorded by the data directory's previous registration is taken
 // over at once: the directory's lock proves that incarnation is gone.
-func (b *Broker) register(ctx context.Context) error {
+func (b *Cluster) register(ctx context.Context) error {
 	info := meta.BrokerInfo{
 		NodeID: b.Cfg.NodeID,
 		AZ:     b.Cfg.AZ,
-		Kafka:  b.kafka.Advertise(),
-		HTTP:   node.AdvertisedHTTP(b.httpLn.Addr().String(), b.kafka.Advertise()),
+		Kafka:  b.addrs.Kafka,
+		HTTP:   node.AdvertisedHTTP(b.addrs.HTTP, b.addrs.Kafka),
 
-		InterBroker: b.kafka.InterBrokerAdvertise(),
+		InterBroker: b.addrs.InterBroker,
 	}
 	path := filepath.Join(b.Cfg.DataDir, registrationFile)
 	prev, err := b.previousLease(path)
@@ -96,7 +96,7 @@ func (b *Broker) register(ctx context.Context) error {
 // that a leader whose followers (and, with embedded etcd, etcd's quorum)
 // are gone must go on serving. acks=1, which no quorum protects, is
 // refused meanwhile (partition.Net.LeaseHeld).
-func (b *Broker) keepRegistered(ctx context.Context) {
+func (b *Cluster) keepRegistered(ctx context.Context) {
 	for {
 		reg := b.reg.Load()
 		select {
@@ -119,7 +119,7 @@ func (b *Broker) keepRegistered(ctx context.Context) {
 
 // previousLease reads the lease recorded by the data directory's previous
 // registration; 0 if there is none.
-func (b *Broker) previousLease(path string) (clientv3.LeaseID, error) {
+func (b *Cluster) previousLease(path string) (clientv3.LeaseID, error) {
 	data, err := vfs.ReadFile(b.FS, path, 64)
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
@@ -136,21 +136,21 @@ func (b *Broker) previousLease(path string) (clientv3.LeaseID, error) {
 	return clientv3.LeaseID(id), nil
 }
 
-// deregister ends the registration at shutdown, so the cluster stops
+// Deregister ends the registration at shutdown, so the cluster stops
 // routing to this broker at once rather than after the lease TTL.
-func (b *Broker) deregister(ctx context.Context) {
+func (b *Cluster) Deregister(ctx context.Context) {
 	reg := b.reg.Load()
 	if reg == nil {
 		return
 	}
 	if err := reg.Close(ctx); err != nil {
-		b.Logger.Warn().Err(err).Msg("deregister; the lease will expire")
+		b.Logger.Warn().Err(err).Msg("Deregister; the lease will expire")
 	}
 }
 
-// startCluster starts the watchers of the live brokers, the controller and
+// StartCluster starts the watchers of the live brokers, the controller and
 // the topics; they stop when ctx ends and are waited for by clusterWG.
-func (b *Broker) startCluster(ctx context.Context) {
+func (b *Cluster) StartCluster(ctx context.Context) {
 	brokers := b.Store.WatchBrokers(ctx)
 	topics := b.Store.WatchTopics(ctx)
 	partitions := b.Store.WatchPartitions(ctx)
@@ -162,9 +162,9 @@ func (b *Broker) startCluster(ctx context.Context) {
 		func() { b.tickPartitions(ctx) },
 		func() { b.followController(ctx) },
 		func() {
-			b.reconcilePartitionStates(ctx)
+			b.ReconcilePartitionStates(ctx)
 			for ev := range partitions {
-				b.applyPartitionEvent(ev)
+				b.ApplyPartitionEvent(ev)
 			}
 		},
 		func() {
@@ -189,7 +189,7 @@ func (b *Broker) startCluster(ctx context.Context) {
 // setLiveBrokers publishes the registry's view, sorted by node id. The
 // broker itself stays in the view while its own registration lives, even
 // if a watch event raced ahead.
-func (b *Broker) setLiveBrokers(bs []meta.BrokerInfo) {
+func (b *Cluster) setLiveBrokers(bs []meta.BrokerInfo) {
 	bs = slices.Clone(bs)
 	if reg := b.reg.Load(); reg != nil && !slices.ContainsFunc(bs, func(x meta.BrokerInfo) bool { return x.NodeID == b.Cfg.NodeID }) {
 		select {
@@ -203,7 +203,7 @@ func (b *Broker) setLiveBrokers(bs []meta.BrokerInfo) {
 }
 
 // brokers returns the live brokers, sorted by node id.
-func (b *Broker) Brokers() []meta.BrokerInfo {
+func (b *Cluster) Brokers() []meta.BrokerInfo {
 	if p := b.liveBrokers.Load(); p != nil {
 		return *p
 	}
@@ -211,11 +211,11 @@ func (b *Broker) Brokers() []meta.BrokerInfo {
 }
 
 // controllerID is the node id of the controller, or -1 while none is known.
-func (b *Broker) ControllerID() int32 { return b.controller.Load() }
+func (b *Cluster) ControllerID() int32 { return b.controller.Load() }
 
 // followController campaigns for controller and, meanwhile, keeps the
 // controller id current for Metadata.
-func (b *Broker) followController(ctx context.Context) {
+func (b *Cluster) followController(ctx context.Context) {
 	b.controller.Store(-1)
 	b.clusterWG.Add(1)
 	go func() {
@@ -245,7 +245,7 @@ func (b *Broker) followController(ctx context.Context) {
 
 // campaign stands for controller until ctx ends; after losing the post it
 // stands again.
-func (b *Broker) campaign(ctx context.Context) {
+func (b *Cluster) campaign(ctx context.Context) {
 	for ctx.Err() == nil {
 		c, err := b.Store.Campaign(ctx, b.Cfg.NodeID, b.Cfg.ControllerTTL)
 		if err != nil {
@@ -273,7 +273,7 @@ func (b *Broker) campaign(ctx context.Context) {
 
 // runController does the controller's work until its tenure ends; true
 // when it ends because this broker steps aside (isolation.go).
-func (b *Broker) runController(ctx context.Context, c *meta.Controller) bool {
+func (b *Cluster) runController(ctx context.Context, c *meta.Controller) bool {
 	select {
 	case <-b.ctlResign: // a signal from an earlier tenure
 	default:
@@ -301,7 +301,7 @@ func (b *Broker) runController(ctx context.Context, c *meta.Controller) bool {
 // applyTopicEvent makes the local registry follow a topic change in etcd,
 // whichever broker made it. Changes this broker made itself are already
 // applied and are recognised by their revision.
-func (b *Broker) applyTopicEvent(ctx context.Context, ev meta.TopicEvent) {
+func (b *Cluster) applyTopicEvent(ctx context.Context, ev meta.TopicEvent) {
 	b.AdminMu.Lock()
 	defer b.AdminMu.Unlock()
 	t := ev.Topic
@@ -332,7 +332,7 @@ func (b *Broker) applyTopicEvent(ctx context.Context, ev meta.TopicEvent) {
 
 // place assigns the replicas of n new partitions over the live brokers
 // (broker/controller); rf -1 asks for the default.
-func (b *Broker) place(n, rf int) ([][]int32, error) {
+func (b *Cluster) place(n, rf int) ([][]int32, error) {
 	brokers := b.PlacementBrokers()
 	if rf == -1 {
 		rf = b.DefaultReplicationFactor(brokers)
@@ -351,7 +351,7 @@ func (b *Broker) place(n, rf int) ([][]int32, error) {
 
 // placeMore assigns replicas to the partitions t gains in growing to count,
 // with t's replication factor.
-func (b *Broker) placeMore(t *node.Topic, count int) ([][]int32, error) {
+func (b *Cluster) placeMore(t *node.Topic, count int) ([][]int32, error) {
 	brokers := b.PlacementBrokers()
 	existing := make([][]controller.NodeID, len(t.States))
 	for i, st := range t.States {
@@ -372,7 +372,7 @@ func (b *Broker) placeMore(t *node.Topic, count int) ([][]int32, error) {
 }
 
 // placementBrokers is the live brokers as placement sees them.
-func (b *Broker) PlacementBrokers() []controller.Broker {
+func (b *Cluster) PlacementBrokers() []controller.Broker {
 	live := b.Brokers()
 	if len(live) == 0 {
 		live = []meta.BrokerInfo{{NodeID: b.Cfg.NodeID, AZ: b.Cfg.AZ}}
@@ -397,7 +397,7 @@ func toInt32s(assign [][]controller.NodeID) [][]int32 {
 
 // placementLoad counts the replicas and preferred leaderships each broker
 // already holds, so new partitions even it out.
-func (b *Broker) placementLoad() controller.Load {
+func (b *Cluster) placementLoad() controller.Load {
 	load := controller.Load{}
 	for _, t := range b.SortedTopics() {
 		assign := make([][]controller.NodeID, len(t.States))
@@ -411,11 +411,11 @@ func (b *Broker) placementLoad() controller.Load {
 	return load
 }
 
-// applyPartitionEvent gives a hosted replica the partition state etcd now
+// ApplyPartitionEvent gives a hosted replica the partition state etcd now
 // holds (a new leader or epoch) and keeps the registry's copy for Metadata.
 // States older than the one known, and keys of partitions the topic does
 // not have, are ignored.
-func (b *Broker) applyPartitionEvent(ev meta.PartitionEvent) {
+func (b *Cluster) ApplyPartitionEvent(ev meta.PartitionEvent) {
 	b.AdminMu.Lock()
 	defer b.AdminMu.Unlock()
 	st := ev.State
@@ -446,14 +446,14 @@ func (b *Broker) applyPartitionEvent(ev meta.PartitionEvent) {
 	}
 }
 
-// reconcilePartitionStates reads every known topic's partition states once
+// ReconcilePartitionStates reads every known topic's partition states once
 // and applies those newer than this broker's view. The partition watch
 // reports changes after its own first read, which comes after the topics
 // were opened at start; a leader elected in between (often: the controller
 // reacts to this broker's registration) would otherwise stay unknown here
 // until the partition's next change, and its replica would follow the old
 // leader for as long.
-func (b *Broker) reconcilePartitionStates(ctx context.Context) {
+func (b *Cluster) ReconcilePartitionStates(ctx context.Context) {
 	for _, t := range b.SortedTopics() {
 		states, err := b.Store.Partitions(ctx, t.Meta.ID)
 		if err != nil {
@@ -463,14 +463,14 @@ func (b *Broker) reconcilePartitionStates(ctx context.Context) {
 			continue
 		}
 		for _, st := range states {
-			b.applyPartitionEvent(meta.PartitionEvent{Kind: meta.EventPut, State: st})
+			b.ApplyPartitionEvent(meta.PartitionEvent{Kind: meta.EventPut, State: st})
 		}
 	}
 }
 
 // tickPartitions drives the replica cores' clocks, and then offers the
 // in-sync sets of the partitions this broker leads for publication.
-func (b *Broker) tickPartitions(ctx context.Context) {
+func (b *Cluster) tickPartitions(ctx context.Context) {
 	t := time.NewTicker(replicationTick)
 	defer t.Stop()
 	// The in-sync sets are compared no more often than they may be
@@ -497,18 +497,18 @@ func (b *Broker) tickPartitions(ctx context.Context) {
 // refused. A partition is created without a leader epoch of its own: the
 // controller elects its first leader through the fences of docs/architecture.md,
 // which takes a few etcd round trips.
-func (b *Broker) awaitLeaders(ctx context.Context, id [16]byte, d time.Duration) {
+func (b *Cluster) awaitLeaders(ctx context.Context, id [16]byte, d time.Duration) {
 	deadline := time.Now().Add(d)
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		t := b.LookupTopicID(id)
-		if t == nil || b.leadersElected(t) {
+		if t == nil || b.LeadersElected(t) {
 			return
 		}
 		node.SleepCtx(ctx, 5*time.Millisecond)
 	}
 }
 
-func (b *Broker) leadersElected(t *node.Topic) bool {
+func (b *Cluster) LeadersElected(t *node.Topic) bool {
 	for i, st := range t.States {
 		if st.LeaderEpoch < 1 || st.Leader < 0 {
 			return false
@@ -524,17 +524,17 @@ func (b *Broker) leadersElected(t *node.Topic) bool {
 	return true
 }
 
-// startupLeaderWait bounds how long a starting broker waits to lead again
+// StartupLeaderWait bounds how long a starting broker waits to lead again
 // the partitions etcd names it the leader of, before it reports ready.
-const startupLeaderWait = 10 * time.Second
+const StartupLeaderWait = 10 * time.Second
 
-// awaitOwnLeadership waits (up to d) until a controller is known and this
+// AwaitOwnLeadership waits (up to d) until a controller is known and this
 // broker leads, at a new epoch, every partition etcd names it the leader
 // of. A restarted replica never leads the epoch it recovered with
 // (broker/replica), so each needs an election first; waiting for it keeps a
 // restarted lone broker from answering NOT_LEADER_OR_FOLLOWER to its first
 // clients.
-func (b *Broker) awaitOwnLeadership(ctx context.Context, d time.Duration) {
+func (b *Cluster) AwaitOwnLeadership(ctx context.Context, d time.Duration) {
 	deadline := time.Now().Add(d)
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		// A controller known, too: Metadata names it, and clients send
@@ -564,7 +564,7 @@ func (b *Broker) awaitOwnLeadership(ctx context.Context, d time.Duration) {
 // listener at (where it registered it, unless Config.PeerInterBroker routes
 // that node elsewhere), or "" when the broker is not live or registered
 // none.
-func (b *Broker) InterBrokerAddr(id int32) string {
+func (b *Cluster) InterBrokerAddr(id int32) string {
 	for _, bi := range b.Brokers() {
 		if bi.NodeID == id {
 			if addr, ok := b.Cfg.PeerInterBroker[id]; ok {
