@@ -73,6 +73,7 @@ var commands = []command{
 	{"acl", "add", "", "add an ACL binding", aclAddFlags},
 	{"acl", "ls", "", "list the ACL bindings a filter selects", aclLsFlags},
 	{"acl", "rm", "", "delete the ACL bindings a filter selects", aclRmFlags},
+	{"certs", "create", "", "make a CA and certificates for brokers and clients (talks to no server)", certsCreateFlags},
 }
 
 // globals are the flags every command takes.
@@ -123,7 +124,7 @@ func run(ctx context.Context, args []string, s streams) error {
 	}
 	args = top.Args()
 	if len(args) == 0 {
-		return usagef("no command (tenant, user, apikey or acl)")
+		return usagef("no command (tenant, user, apikey, acl or certs)")
 	}
 	if args[0] == "help" {
 		usage(s.stderr, top)
@@ -131,7 +132,7 @@ func run(ctx context.Context, args []string, s streams) error {
 	}
 	group := args[0]
 	if !slices.ContainsFunc(commands, func(c command) bool { return c.group == group }) {
-		return usagef("unknown command %q (tenant, user, apikey or acl)", group)
+		return usagef("unknown command %q (tenant, user, apikey, acl or certs)", group)
 	}
 	verbs := groupVerbs(group)
 	if len(args) < 2 || args[1] == "--help" || args[1] == "-h" || args[1] == "help" {
