@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -27,6 +28,8 @@ func idleBroker(t *testing.T, id int32) *Cluster {
 	t.Helper()
 	cfg := brokertest.Config(t)
 	cfg.NodeID = id
+	cfg.KafkaAdvertise = cfg.KafkaListen
+	cfg.Meta.DataDir, cfg.Meta.Name = cfg.DataDir, fmt.Sprint(id) // as broker.New sets them
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
