@@ -139,7 +139,7 @@ func ValidateTenantName(name string) error {
 		return fmt.Errorf("%w: tenant %q: 1 to %d characters of [a-z0-9_-], starting with a letter", ErrInvalidName, name, maxTenantNameLen)
 	}
 	for _, c := range []byte(name) {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '_' && c != '-' {
 			return fmt.Errorf("%w: tenant %q contains %q", ErrInvalidName, name, c)
 		}
 	}

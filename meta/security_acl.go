@@ -124,7 +124,7 @@ func ValidateAPIKeyID(id string) error {
 		return fmt.Errorf("%w: API key id %q: 1 to %d characters of [A-Za-z0-9._-]", ErrInvalidName, id, maxAPIKeyIDLen)
 	}
 	for _, c := range []byte(id) {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '.' && c != '_' && c != '-' {
 			return fmt.Errorf("%w: API key id %q contains %q", ErrInvalidName, id, c)
 		}
 	}

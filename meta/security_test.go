@@ -81,7 +81,8 @@ func TestSecurityNamesAndRecords(t *testing.T) {
 	}
 
 	s := &Store{prefix: DefaultPrefix}
-	if aclHash(testACL("a", "User:x")) == aclHash(testACL("a", "User:y")) || s.aclKey(testACL("a", "User:x")) != s.aclKey(testACL("a", "User:x")) {
+	one, same := testACL("a", "User:x"), testACL("a", "User:x")
+	if aclHash(one) == aclHash(testACL("a", "User:y")) || s.aclKey(one) != s.aclKey(same) {
 		t.Fatal("aclHash must tell bindings apart and name one binding one way")
 	}
 	for _, tc := range []struct {

@@ -39,14 +39,10 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/sluice-mq/sluice/broker/node"
 )
 
 // frameChunk is the first allocation of a frame larger than it.
 const frameChunk = 64 << 10
-
-// minQueuedRequestBytes is the smallest request memory a broker accepts.
-const minQueuedRequestBytes = node.MinQueuedRequestBytes
 
 // requestMemory is a budget of bytes shared by every connection.
 type requestMemory struct {

@@ -251,7 +251,7 @@ func parseName(s string) (string, error) {
 		return "", errors.New("empty listener name")
 	}
 	for _, r := range s {
-		if !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+		if (r < 'A' || r > 'Z') && (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '_' && r != '-' {
 			return "", fmt.Errorf("listener name %q may hold only letters, digits, '_' and '-'", s)
 		}
 	}

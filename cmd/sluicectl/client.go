@@ -133,7 +133,7 @@ func (e *env) call(ctx context.Context, method, path string, query url.Values, b
 	if err != nil {
 		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }() // the body was read; a close error changes nothing
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
 		return fmt.Errorf("%s %s: read answer: %w", method, path, err)

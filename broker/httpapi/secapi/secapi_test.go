@@ -179,7 +179,7 @@ func TestTenants(t *testing.T) {
 	e.fails(e.do(admin, "POST", "/v1/tenants", secapi.CreateTenantRequest{Name: "system"}), http.StatusConflict, "tenant_exists", "implicitly")
 	e.fails(e.do(admin, "POST", "/v1/tenants", secapi.CreateTenantRequest{Name: "Acme"}), http.StatusBadRequest, "bad_request", `tenant "Acme"`, "starting with a letter")
 	e.fails(e.do(admin, "POST", "/v1/tenants", secapi.CreateTenantRequest{}), http.StatusBadRequest, "bad_request", "field name is required")
-	e.fails(e.do(admin, "POST", "/v1/tenants", `{"name":"x","nmae":"y"}`), http.StatusBadRequest, "bad_request", `unknown field "nmae"`)
+	e.fails(e.do(admin, "POST", "/v1/tenants", `{"name":"x","colour":"y"}`), http.StatusBadRequest, "bad_request", `unknown field "colour"`)
 	e.fails(e.do(admin, "POST", "/v1/tenants", `{"name":7}`), http.StatusBadRequest, "bad_request", "field name: expected a string, got a JSON number")
 	e.fails(e.do(admin, "POST", "/v1/tenants", `{"name":"x"} {}`), http.StatusBadRequest, "bad_request", "data after the request object")
 	e.fails(e.do(admin, "POST", "/v1/tenants", ""), http.StatusBadRequest, "bad_request", "body is empty")

@@ -126,7 +126,7 @@ func FreeAddr(t testing.TB) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }() // only its port was wanted
 	return ln.Addr().String()
 }
 

@@ -136,7 +136,7 @@ func check(ctx context.Context, st *meta.Store, r *http.Request) (meta.User, err
 	}
 	name, password, ok := r.BasicAuth()
 	if !ok {
-		return meta.User{}, errors.New("Authorization is neither Bearer nor Basic")
+		return meta.User{}, errors.New("the Authorization header is neither Bearer nor Basic")
 	}
 	lookup := func(mechanism, user string) (auth.ScramCredential, string, bool) {
 		u, err := st.GetUser(ctx, user)
@@ -159,6 +159,6 @@ func freeAddr(t testing.TB) string {
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().String()
 }
