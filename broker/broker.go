@@ -24,6 +24,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-mq/sluice/broker/node"
+	"github.com/sluice-mq/sluice/broker/security"
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/wal/vfs"
 )
@@ -142,12 +143,20 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	defer b.stopCoordinator()
 
+	guard, err := security.Start(ctx, b.Store, security.Config{Enabled: b.Cfg.SecurityEnabled,
+		SuperUsers: b.Cfg.SuperUsers, AllowEveryoneIfNoACLFound: b.Cfg.AllowEveryoneIfNoACLFound,
+		AdminPasswordFile: b.Cfg.AdminPasswordFile, Logger: b.Logger})
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	defer guard.Close()
+
 	b.kafka = kafka.New(b.Node, b, b.coord)
-	b.http = httpapi.New(b.Node, b, b.coord)
+	b.http = httpapi.New(b.Node, b, b.coord, guard)
 	if err := b.kafka.Listen(); err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
-	if b.httpLn, err = net.Listen("tcp", b.Cfg.HTTPListen); err != nil {
+	if b.httpLn, err = b.http.Listen(); err != nil {
 		b.kafka.CloseListeners()
 		return fmt.Errorf("broker: http listener: %w", err)
 	}

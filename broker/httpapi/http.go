@@ -1,7 +1,8 @@
 package httpapi
 
 // This file owns the HTTP endpoints: /metrics, /healthz, /readyz and
-// /debug/pprof/. The JSON API (http_api.go) joins them here. /readyz is 200
+// /debug/pprof/. The JSON API (http_api.go) and the security admin API
+// (secapi) join them here, behind the request pipeline (pipeline.go). /readyz is 200
 // once the broker serves Kafka and HTTP and its object store passed its
 // probe; otherwise 503 with the reason.
 
@@ -10,12 +11,13 @@ import (
 	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sluice-mq/sluice/broker/httpapi/secapi"
 	"github.com/sluice-mq/sluice/broker/node"
 )
 
 func (b *Server) httpHandler() http.Handler {
 	b.M.Reg.MustRegister(node.NewOffsetCollector(b.Node), newLagCollector(b), node.NewTierCollector(b.Node))
-	mux := http.NewServeMux()
+	mux := routeMux{b: b, mux: http.NewServeMux(), seen: map[string]bool{}}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(b.M.Reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
@@ -39,5 +41,13 @@ func (b *Server) httpHandler() http.Handler {
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	b.registerAPI(mux)
-	return jsonMux{b: b, mux: mux}
+	// The security admin API, on a mux of its own that each of its routes
+	// reaches through the pipeline.
+	sec := http.NewServeMux()
+	secapi.Register(sec, secapi.Deps{Store: b.Store, Logger: b.Logger})
+	for _, pattern := range secapiRoutes {
+		mux.Handle(pattern, sec)
+	}
+	mux.checkAllRegistered()
+	return pipeline{b: b, mux: mux.mux}
 }

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httputil"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -39,7 +38,7 @@ type forceResponse struct {
 	Message    string `json:"message"`
 }
 
-func (b *Server) registerAdminAPI(mux *http.ServeMux) {
+func (b *Server) registerAdminAPI(mux routeMux) {
 	mux.HandleFunc("POST /v1/admin/partitions/{topic}/{partition}/elections:unclean", b.httpElectUnclean)
 }
 
@@ -94,8 +93,9 @@ func (b *Server) forwardToController(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("no running controller reachable from node %d (controller %d); retry", b.Cfg.NodeID, ctrl)})
 		return
 	}
-	target := &url.URL{Scheme: "http", Host: addr}
+	target := b.peerURL(addr)
 	proxy := &httputil.ReverseProxy{
+		Transport: b.peerTransport,
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Header.Set(forwardedHeader, strconv.Itoa(int(b.Cfg.NodeID)))

@@ -109,7 +109,13 @@ func WriteError(logger zerolog.Logger, w http.ResponseWriter, r *http.Request, e
 // data and bodies over maxHTTPBody. Its messages name the JSON field and
 // the type expected in JSON's terms, never the Go types behind them.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	body := http.MaxBytesReader(w, r.Body, maxHTTPBody)
+	return decodeBody(http.MaxBytesReader(w, r.Body, maxHTTPBody), v)
+}
+
+// decodeBody is decodeJSON over a body already bounded (the pipeline
+// decodes the bytes it buffered with it, so that it reads what the handler
+// will read).
+func decodeBody(body io.Reader, v any) error {
 	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -179,38 +185,6 @@ func integerRange(t reflect.Type) string {
 	return fmt.Sprintf("%d to %d", -(int64(1) << (bits - 1)), int64(1)<<(bits-1)-1)
 }
 
-// jsonMux wraps the API's mux so that its own refusals (no route: 404, a
-// route without this method: 405) are JSON errors like every other answer.
-type jsonMux struct {
-	b   *Server
-	mux *http.ServeMux
-}
-
-func (m jsonMux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	h, pattern := m.mux.Handler(r)
-	if pattern != "" {
-		m.mux.ServeHTTP(w, r)
-		return
-	}
-	// No pattern: the mux would answer 404 or 405 itself. Let it write to a
-	// recorder to learn which (and its Allow header), then answer in JSON.
-	rec := &statusRecorder{header: http.Header{}}
-	h.ServeHTTP(rec, r)
-	ae := &APIError{Status: http.StatusNotFound, Code: "not_found",
-		Message: fmt.Sprintf("no such endpoint: %s %s; GET /v1/openapi.json lists them", r.Method, r.URL.Path)}
-	if rec.status == http.StatusMethodNotAllowed {
-		allow := rec.header.Get("Allow")
-		w.Header().Set("Allow", allow)
-		ae = &APIError{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
-			Message: fmt.Sprintf("%s does not take %s; it takes %s", r.URL.Path, r.Method, allow)}
-	} else if rec.status != http.StatusNotFound && rec.status != 0 {
-		// A redirect or anything else the mux decided: pass it through.
-		m.mux.ServeHTTP(w, r)
-		return
-	}
-	m.b.writeError(w, r, ae)
-}
-
 // statusRecorder keeps a handler's status and headers and drops its body.
 type statusRecorder struct {
 	header http.Header
@@ -226,7 +200,7 @@ func (s *statusRecorder) WriteHeader(code int) {
 }
 
 // registerAPI adds the /v1 endpoints to mux.
-func (b *Server) registerAPI(mux *http.ServeMux) {
+func (b *Server) registerAPI(mux routeMux) {
 	mux.HandleFunc("POST /v1/topics", b.httpCreateTopic)
 	mux.HandleFunc("POST /v1/topics/{topic}/messages:publish", b.httpPublish)
 	mux.HandleFunc("POST /v1/producers", b.httpInitProducer)

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httputil"
-	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -44,7 +43,7 @@ const (
 	httpMaxMessagesPerPoll = 10000
 )
 
-func (b *Server) registerGroupAPI(mux *http.ServeMux) {
+func (b *Server) registerGroupAPI(mux routeMux) {
 	mux.HandleFunc("POST /v1/groups/{group}/members:join", b.toCoordinator(b.httpJoin))
 	mux.HandleFunc("POST /v1/groups/{group}/members:heartbeat", b.toCoordinator(b.httpHeartbeat))
 	mux.HandleFunc("POST /v1/groups/{group}/members:leave", b.toCoordinator(b.httpLeave))
@@ -73,8 +72,9 @@ func (b *Server) toCoordinator(h http.HandlerFunc) http.HandlerFunc {
 			b.writeError(w, r, &APIError{Status: http.StatusServiceUnavailable, Code: "not_coordinator",
 				Message: fmt.Sprintf("group %q is coordinated by node %d, which is not reachable from here yet; retry", groupID, co.NodeID)})
 		default:
-			target := &url.URL{Scheme: "http", Host: co.HTTP}
+			target := b.peerURL(co.HTTP)
 			proxy := &httputil.ReverseProxy{
+				Transport: b.peerTransport,
 				Rewrite: func(pr *httputil.ProxyRequest) {
 					pr.SetURL(target)
 					pr.Out.Header.Set(forwardedHeader, strconv.Itoa(int(b.Cfg.NodeID)))

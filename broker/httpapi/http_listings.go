@@ -35,7 +35,7 @@ import (
 )
 
 // registerListingAPI adds the listing routes to the public HTTP mux.
-func (b *Server) registerListingAPI(mux *http.ServeMux) {
+func (b *Server) registerListingAPI(mux routeMux) {
 	mux.HandleFunc("GET /v1/topics", b.httpListTopics)
 	mux.HandleFunc("GET /v1/topics/{topic}", b.httpDescribeTopic)
 	mux.HandleFunc("GET /v1/groups", b.httpListGroups)
@@ -83,9 +83,13 @@ type TopicConfig struct {
 	IsDefault bool   `json:"is_default"`
 }
 
-func (b *Server) httpListTopics(w http.ResponseWriter, _ *http.Request) {
+func (b *Server) httpListTopics(w http.ResponseWriter, r *http.Request) {
 	out := []TopicSummary{}
+	visible := visibleFrom(r.Context()) // the pipeline's DESCRIBE filter
 	for _, t := range b.SortedTopics() {
+		if !visible(t.Meta.Name) {
+			continue
+		}
 		out = append(out, TopicSummary{Name: t.Meta.Name, TopicID: node.UUIDString(t.Meta.ID), Partitions: int32(len(t.States)),
 			ReplicationFactor: t.Meta.ReplicationFactor, Tiered: t.Settings.Tiered})
 	}
@@ -183,7 +187,11 @@ func (b *Server) httpListGroups(w http.ResponseWriter, r *http.Request) {
 		return err
 	})
 	out := make([]GroupListing, 0, len(byGroup))
+	visible := visibleFrom(r.Context()) // the pipeline's DESCRIBE filter
 	for _, g := range byGroup {
+		if !visible(g.Group) {
+			continue
+		}
 		out = append(out, g)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })

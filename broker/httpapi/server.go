@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-mq/sluice/broker/coordinator"
+	"github.com/sluice-mq/sluice/broker/listener"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/meta"
 )
@@ -45,16 +46,30 @@ type Server struct {
 	*node.Node
 	Cluster
 	coord *coordinator.Coordinator
+	sec   Security            // the pipeline's authentication and authorisation (pipeline.go)
+	admit Admitter            // the pipeline's admit stage; set before Handler
+	tls   *listener.TLSSource // the public listener's TLS, nil without; set by Listen
+	// peerTransport reaches the other brokers' public listeners when a
+	// group or election request is forwarded (https when tls is set).
+	peerTransport http.RoundTripper
 
 	fwd       forwarder     // clients of the other brokers' inter-broker listeners (forward.go)
 	lagRates  lagRates      // commit-rate samples for consumer lag
 	rrPublish atomic.Uint64 // round-robin partition choice for unkeyed HTTP messages
 }
 
-// New returns the HTTP front end of the broker whose state is n.
-func New(n *node.Node, cluster Cluster, coord *coordinator.Coordinator) *Server {
-	return &Server{Node: n, Cluster: cluster, coord: coord}
+// New returns the HTTP front end of the broker whose state is n. sec
+// authenticates and authorises its requests; nil means security off
+// (anonymous, everything allowed).
+func New(n *node.Node, cluster Cluster, coord *coordinator.Coordinator, sec Security) *Server {
+	if sec == nil {
+		sec = openSecurity{}
+	}
+	return &Server{Node: n, Cluster: cluster, coord: coord, sec: sec, admit: admitAll{}}
 }
+
+// SetAdmitter replaces the admit stage (quotas); call it before Handler.
+func (b *Server) SetAdmitter(a Admitter) { b.admit = a }
 
 // PartitionRange is the log start and high watermark of a partition at its
 // leader, which may be another broker.

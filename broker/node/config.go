@@ -6,6 +6,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/acl"
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/tier/objstore"
 	"github.com/sluice-mq/sluice/wal"
@@ -139,6 +140,34 @@ type Config struct {
 	// producer snapshots, the data-dir identity, deletions). Nil means the
 	// operating system's; tests pass a vfs.Mem or a vfs.Faulty.
 	FS vfs.FS
+
+	// ---- Security of the HTTP API and the authoriser (broker/security,
+	// broker/httpapi's pipeline). Kept in one block for merging.
+
+	// SecurityEnabled makes every HTTP request authenticate (Bearer API
+	// key, Basic, or a verified client certificate) and authorises every
+	// operation by the ACLs (--security). Off, the development default of
+	// `make run`, requests are anonymous and allowed.
+	SecurityEnabled bool
+	// SuperUsers are principals ("User:alice") allowed everything in every
+	// tenant (--super-users).
+	SuperUsers []string
+	// AllowEveryoneIfNoACLFound allows an operation on a resource that no
+	// ACL binding applies to (--allow-everyone-if-no-acl-found). True in
+	// DefaultConfig; cmd/sluiced turns it off when --security is on and the
+	// flag is not given.
+	AllowEveryoneIfNoACLFound bool
+	// AdminPasswordFile, when set, creates the tenants "system" and
+	// "default" and the super user "admin" (in "system") with this file's
+	// password if no user "admin" exists (--admin-password-file).
+	AdminPasswordFile string
+	// TLSCertFile and TLSKeyFile (PEM) make the listeners speak TLS, reloaded
+	// when the files change; TLSClientCAFile verifies client certificates
+	// (mutual TLS; optional on the HTTP listener). Shared by the Kafka and
+	// HTTP listeners (--tls-cert-file, --tls-key-file, --tls-client-ca-file).
+	TLSCertFile     string
+	TLSKeyFile      string
+	TLSClientCAFile string
 }
 
 // DefaultConfig returns the settings of a lone broker started with no flags.
@@ -175,6 +204,9 @@ func DefaultConfig() Config {
 		Coordinator:     DefaultCoordinatorConfig(),
 		RegistrationTTL: meta.DefaultRegistrationTTL,
 		ControllerTTL:   meta.DefaultControllerTTL,
+
+		// Security: off, and every resource without ACLs open (dev default).
+		AllowEveryoneIfNoACLFound: true,
 	}
 }
 
@@ -239,6 +271,20 @@ func (c Config) Validate() error {
 	}
 	if c.PartitionQueue < 1 {
 		return fmt.Errorf("broker: partition queue %d must be at least 1", c.PartitionQueue)
+	}
+	return c.validateSecurity()
+}
+
+// validateSecurity checks the security block.
+func (c Config) validateSecurity() error {
+	if err := (acl.Config{SuperUsers: c.SuperUsers}).Validate(); err != nil {
+		return fmt.Errorf("broker: --super-users: %w", err)
+	}
+	if (c.TLSCertFile == "") != (c.TLSKeyFile == "") {
+		return errors.New("broker: --tls-cert-file and --tls-key-file go together")
+	}
+	if c.TLSClientCAFile != "" && c.TLSCertFile == "" {
+		return errors.New("broker: --tls-client-ca-file needs --tls-cert-file and --tls-key-file")
 	}
 	return nil
 }

@@ -28,6 +28,11 @@ func TestConfigValidateLimits(t *testing.T) {
 		{"inter-broker on the http port", func(c *Config) { c.InterBrokerListen = c.HTTPListen }, "each listener needs its own port"},
 		{"inter-broker without port", func(c *Config) { c.InterBrokerListen = "127.0.0.1" }, "inter-broker-listen"},
 		{"inter-broker advertise without port", func(c *Config) { c.InterBrokerAdvertise = "h" }, "inter-broker-advertise"},
+		{"super user not a principal", func(c *Config) { c.SuperUsers = []string{"alice"} }, "--super-users"},
+		{"super user wildcard", func(c *Config) { c.SuperUsers = []string{"User:*"} }, "--super-users"},
+		{"super users", func(c *Config) { c.SuperUsers = []string{"User:alice", "User:bob"} }, ""},
+		{"tls cert without key", func(c *Config) { c.TLSCertFile = "c.pem" }, "go together"},
+		{"tls client ca without cert", func(c *Config) { c.TLSClientCAFile = "ca.pem" }, "--tls-client-ca-file"},
 		{"all on free ports", func(c *Config) {
 			c.KafkaListen, c.HTTPListen, c.InterBrokerListen = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 		}, ""},

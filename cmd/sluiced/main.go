@@ -117,6 +117,14 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.ConnectionsMaxIdle, "connections-max-idle", cfg.ConnectionsMaxIdle, "close a Kafka connection with no request in flight and none received for this long")
 	fs.DurationVar(&cfg.RegistrationTTL, "registration-ttl", cfg.RegistrationTTL, "lease of the broker's registration in etcd: a broker that stops renewing it (crashed, paused, cut off) leaves the cluster this long after, and its partitions get new leaders")
 	fs.DurationVar(&cfg.ControllerTTL, "controller-ttl", cfg.ControllerTTL, "lease of the controller's election key: how long after the controller's loss another broker takes over")
+	// Security (broker/security, the HTTP pipeline).
+	fs.BoolVar(&cfg.SecurityEnabled, "security", cfg.SecurityEnabled, "require credentials on the HTTP API (API key, Basic, or a client certificate) and authorise every request by the ACLs; off (the development default) every request is anonymous and allowed")
+	superUsers := fs.String("super-users", "", "principals allowed everything in every tenant, User:a,User:b (';' separates too, as in Kafka)")
+	fs.BoolVar(&cfg.AllowEveryoneIfNoACLFound, "allow-everyone-if-no-acl-found", cfg.AllowEveryoneIfNoACLFound, "allow an operation on a resource no ACL applies to (default: true while --security is off, false when it is on)")
+	fs.StringVar(&cfg.AdminPasswordFile, "admin-password-file", "", "create the tenants system and default and the super user admin (tenant system) with this file's password, if admin does not exist; an existing admin is never changed")
+	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", cfg.TLSCertFile, "PEM certificate of the listeners (reloaded when the file changes); the HTTP API serves HTTPS with it")
+	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", cfg.TLSKeyFile, "PEM private key of --tls-cert-file")
+	fs.StringVar(&cfg.TLSClientCAFile, "tls-client-ca-file", cfg.TLSClientCAFile, "PEM CA that client certificates must chain to (mutual TLS: a certificate's CN, or its first SAN, is the principal User:<name>); optional on the HTTP API")
 	volatile := fs.Bool("crash-loses-unsynced", false, "testing: keep every byte of the broker's logs not yet fsynced in process memory (wal/vfs.Volatile), so a kill -9 loses it as a power cut would; slower, never for production")
 	clockFile := fs.String("clock-offset-file", "", "testing: shift the clock of retention, tiering, producer expiry and group sessions by the duration in this file (re-read every 100 ms), for clock-jump tests")
 	showVersion := fs.Bool("version", false, "print the version and exit")
@@ -159,6 +167,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	if *endpoints != "" {
 		cfg.Meta.Endpoints = strings.Split(*endpoints, ",")
 	}
+	if !flagGiven(fs, "allow-everyone-if-no-acl-found") {
+		// Open resources are a development convenience: only while
+		// security is off, unless asked for.
+		cfg.AllowEveryoneIfNoACLFound = !cfg.SecurityEnabled
+	}
+	cfg.SuperUsers = parseSuperUsers(*superUsers)
 	var perr error
 	if cfg.PeerInterBroker, perr = parsePeers("--peer-inter-broker", *peerInterBroker); perr != nil {
 		return perr
@@ -203,6 +217,18 @@ func run(args []string, stdout, stderr io.Writer) error {
 // TestRequestFlood grew by 161 MiB against its 110 MiB bound), so the
 // default stays where the request budget's bound holds (docs/durability.md).
 const defaultGCPercent = 100
+
+// parseSuperUsers splits --super-users at ',' or ';' (Kafka's
+// super.users separator); the broker's Validate checks each principal.
+func parseSuperUsers(v string) []string {
+	var out []string
+	for _, p := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ';' }) {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
 
 // flagGiven reports whether name was set on the command line or by the
 // config file.

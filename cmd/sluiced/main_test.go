@@ -28,6 +28,8 @@ func TestCommandLine(t *testing.T) {
 		// Every key of the sample file is a flag (the node id on the
 		// command line wins, and stops the broker before it starts).
 		{"sample config file", []string{"--config", "../../deploy/sluiced.yaml", "--node-id", "-1"}, 1, "", "must not be negative", "unknown key"},
+		{"super user not a principal", []string{"--super-users", "User:a;bob"}, 1, "", "--super-users", ""},
+		{"tls key without cert", []string{"--tls-key-file", "k.pem"}, 1, "", "go together", ""},
 		{"topic defaults checked", []string{"--default-replication-factor", "2", "--default-min-insync-replicas", "3"}, 1, "", "every acks=all write would be refused", ""},
 	}
 	for _, tc := range tests {
