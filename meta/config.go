@@ -2,6 +2,11 @@ package meta
 
 // This file owns Config: the defaults, validation, and the translation of a
 // Config into the URLs an embedded etcd member listens on and advertises.
+// The checks of the TLS and credential fields live with their use, in
+// etcdsecurity.go.
+//
+// Invariant: an embedded member's client URLs are https:// exactly when
+// CertFile is set, and its peer URLs exactly when the peer TLS files are.
 
 import (
 	"fmt"
@@ -49,6 +54,36 @@ type Config struct {
 	// StartTimeout bounds Open's wait for etcd to become usable, on top of
 	// Open's ctx. Default 60s.
 	StartTimeout time.Duration
+
+	// Security of the etcd client connection (etcdsecurity.go). With
+	// Endpoints these describe the connection to that cluster. With the
+	// embedded member, CACertFile, CertFile and KeyFile come together and
+	// make its client port serve mutual TLS: CertFile is the member's server
+	// certificate and this process's client certificate (so it needs both
+	// usages and must name the address dialled: the listen host, or
+	// 127.0.0.1 for an unspecified one), and clients must present a
+	// certificate from CACertFile's CAs.
+
+	// CACertFile is a PEM bundle of the CAs that verify the etcd server
+	// (and, embedded, the clients). Empty with Endpoints: the system roots.
+	CACertFile string
+	// CertFile and KeyFile are the PEM certificate and key this process
+	// presents to etcd (etcd's client certificate authentication); embedded,
+	// also the member's client-port server certificate.
+	CertFile string
+	KeyFile  string
+	// Username and PasswordFile log in to etcd's own authentication. Open
+	// reads the password from the file's first line; it is never logged.
+	Username     string
+	PasswordFile string
+
+	// Peer TLS of the embedded member: all three or none. Members then
+	// talk to one another over mutual TLS, and every peer URL (ListenPeer,
+	// InitialCluster) is https://. The certificate serves and dials, so it
+	// needs both server and client authentication usage.
+	PeerCertFile      string
+	PeerKeyFile       string
+	PeerTrustedCAFile string
 }
 
 // withDefaults returns c with empty fields set to their defaults.
@@ -77,13 +112,19 @@ func (c Config) Validate() error {
 	if !strings.HasSuffix(c.Prefix, "/") {
 		return fmt.Errorf("%w: prefix %q must end in /", ErrInvalidConfig, c.Prefix)
 	}
+	if err := c.validateCredentials(); err != nil {
+		return err
+	}
 	if len(c.Endpoints) > 0 {
 		for _, ep := range c.Endpoints {
 			if strings.TrimSpace(ep) == "" {
 				return fmt.Errorf("%w: empty etcd endpoint", ErrInvalidConfig)
 			}
 		}
-		return nil
+		return c.validateEndpointsTLS()
+	}
+	if err := c.validateEmbeddedTLS(); err != nil {
+		return err
 	}
 	if c.DataDir == "" {
 		return fmt.Errorf("%w: data dir is required for embedded etcd", ErrInvalidConfig)
@@ -111,14 +152,14 @@ func (c Config) initialCluster() string {
 	if c.InitialCluster != "" {
 		return c.InitialCluster
 	}
-	peer := httpURL(c.ListenPeer)
+	peer := c.peerURL(c.ListenPeer)
 	return c.Name + "=" + peer.String()
 }
 
 // advertisePeerURLs are the peer URLs given for c.Name in the initial cluster.
 func (c Config) advertisePeerURLs() ([]url.URL, error) {
 	if c.InitialCluster == "" {
-		return []url.URL{httpURL(c.ListenPeer)}, nil
+		return []url.URL{c.peerURL(c.ListenPeer)}, nil
 	}
 	members, err := types.NewURLsMap(c.InitialCluster)
 	if err != nil {
@@ -139,9 +180,21 @@ func (c Config) advertiseClientURL(peer url.URL) url.URL {
 	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
 		host = peer.Hostname()
 	}
-	return httpURL(net.JoinHostPort(host, port))
+	return c.clientURL(net.JoinHostPort(host, port))
 }
 
-func httpURL(hostport string) url.URL {
+// clientURL is hostport as a URL of the embedded member's client port.
+func (c Config) clientURL(hostport string) url.URL {
+	if c.clientTLSServed() {
+		return url.URL{Scheme: "https", Host: hostport}
+	}
+	return url.URL{Scheme: "http", Host: hostport}
+}
+
+// peerURL is hostport as a URL of the embedded member's peer port.
+func (c Config) peerURL(hostport string) url.URL {
+	if c.peerTLS() {
+		return url.URL{Scheme: "https", Host: hostport}
+	}
 	return url.URL{Scheme: "http", Host: hostport}
 }

@@ -125,6 +125,34 @@
 // write carries Controller.IfLeader (its election key at its epoch), so a
 // deposed controller's writes fail even before it notices it lost.
 //
+// # Security of the etcd connection
+//
+// With Endpoints, the client speaks TLS when any endpoint is https:// or a
+// TLS file is given (etcdsecurity.go): CACertFile verifies the servers
+// (default: the system roots), CertFile and KeyFile are the client
+// certificate etcd's --client-cert-auth asks for, and Username with the
+// first line of PasswordFile logs in to etcd's own authentication (the user
+// needs read and write on Prefix). An http:// endpoint with TLS files is a
+// configuration error, as is a mix of http:// and https:// endpoints.
+//
+// The embedded member has one secure mode per port, always mutual:
+//   - client port: CACertFile, CertFile and KeyFile together. The member
+//     serves CertFile and requires client certificates from CACertFile's
+//     CAs; this process dials its member with the same three files, so
+//     CertFile needs both server and client usage and must name the address
+//     dialled (the listen host, or 127.0.0.1 for 0.0.0.0). etcdctl gets in
+//     with any client certificate from that CA. The same flags thus mean
+//     "the TLS of etcd's client port" whichever side of it this process is.
+//   - peer port: PeerCertFile, PeerKeyFile and PeerTrustedCAFile together;
+//     every peer URL (ListenPeer, each InitialCluster member) is then
+//     https://, and an http:// one in InitialCluster is refused by
+//     Validate (as is an https:// one without peer TLS).
+//
+// Open reads every file before starting anything, so a missing or
+// malformed one is named. Its first contact retries an etcd that does not
+// answer (it may be starting) until StartTimeout, but fails at once, with
+// the TLS or etcd error, when etcd refuses the handshake or the login.
+//
 // # Concurrency
 //
 // A Store is safe for concurrent use; all of its state is either immutable

@@ -19,10 +19,17 @@ import (
 // of the test (Close is idempotent, so a test may close one earlier).
 func startCluster(t *testing.T, n int) []*Store {
 	t.Helper()
+	return startClusterWith(t, n, func(*Config) {})
+}
+
+// startClusterWith is startCluster with each member's Config changed by
+// tune (before its peer URL is taken from it).
+func startClusterWith(t *testing.T, n int, tune func(*Config)) []*Store {
+	t.Helper()
 	// A port picked free can be taken before a member binds it: start
 	// again on fresh ports when that happens.
 	for attempt := 1; ; attempt++ {
-		stores, err := tryStartCluster(t, n)
+		stores, err := tryStartCluster(t, n, tune)
 		if err == nil {
 			return stores
 		}
@@ -33,7 +40,7 @@ func startCluster(t *testing.T, n int) []*Store {
 	}
 }
 
-func tryStartCluster(t *testing.T, n int) ([]*Store, error) {
+func tryStartCluster(t *testing.T, n int, tune func(*Config)) ([]*Store, error) {
 	t.Helper()
 	cfgs := make([]Config, n)
 	members := make([]string, n)
@@ -45,7 +52,9 @@ func tryStartCluster(t *testing.T, n int) ([]*Store, error) {
 			ListenPeer:   freeAddr(t),
 			StartTimeout: testTimeout,
 		}
-		members[i] = cfgs[i].Name + "=http://" + cfgs[i].ListenPeer
+		tune(&cfgs[i])
+		peer := cfgs[i].peerURL(cfgs[i].ListenPeer)
+		members[i] = cfgs[i].Name + "=" + peer.String()
 	}
 	stores := make([]*Store, n)
 	errs := make([]error, n)

@@ -91,6 +91,17 @@ func Open(ctx context.Context, cfg Config, log zerolog.Logger) (*Store, error) {
 	zlog, warnings := newEtcdLogger(log, &s.stopping)
 	s.warnings = warnings
 	endpoints := cfg.Endpoints
+	// Read the TLS and password files before starting anything, so a
+	// mistake names its file.
+	clientCfg, err := cfg.clientConfig(endpoints, zlog)
+	if err != nil {
+		warnings.flush(true)
+		return nil, err
+	}
+	if err := cfg.checkPeerFiles(); err != nil {
+		warnings.flush(true)
+		return nil, err
+	}
 	if len(endpoints) == 0 {
 		e, err := startEmbedded(ctx, cfg, zlog)
 		if err != nil {
@@ -98,27 +109,32 @@ func Open(ctx context.Context, cfg Config, log zerolog.Logger) (*Store, error) {
 			return nil, err
 		}
 		s.etcd = e
-		endpoints = []string{localClientURL(e)}
+		endpoints = []string{localClientURL(e, cfg.clientTLSServed())}
+		clientCfg.Endpoints = endpoints // TLS already set: CertFile is given
 		s.bg.Add(1)
 		go s.logEmbeddedErrors(e)
 	}
 	s.bg.Add(1)
 	go s.summariseEtcdWarnings()
-	client, err := clientv3.New(clientv3.Config{
-		Endpoints:   endpoints,
-		DialTimeout: dialTimeout,
-		Logger:      zlog,
-	})
+	client, err := clientv3.New(clientCfg)
 	if err != nil {
 		_ = s.Close()
 		return nil, fmt.Errorf("meta: etcd client for %v: %w", endpoints, err)
 	}
 	s.client = client
+	if err := waitReachable(ctx, client, s.prefix+"layout"); err != nil {
+		_ = s.Close()
+		return nil, err
+	}
 	if err := s.ensureLayout(ctx); err != nil {
 		_ = s.Close()
 		return nil, err
 	}
-	s.log.Info().Strs("endpoints", endpoints).Bool("embedded", s.etcd != nil).Msg("metadata store open")
+	ev := s.log.Info().Strs("endpoints", endpoints).Bool("embedded", s.etcd != nil).Bool("tls", clientCfg.TLS != nil)
+	if cfg.Username != "" {
+		ev = ev.Str("etcd_user", cfg.Username) // the user, never the password
+	}
+	ev.Msg("metadata store open")
 	return s, nil
 }
 
@@ -155,9 +171,10 @@ func embedConfig(cfg Config, zlog *zap.Logger) (*embed.Config, error) {
 	ec.Dir = cfg.etcdDir()
 	ec.Logger = "zap"
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(zlog)
-	ec.ListenClientUrls = []url.URL{httpURL(cfg.ListenClient)}
+	ec.ListenClientUrls = []url.URL{cfg.clientURL(cfg.ListenClient)}
 	ec.AdvertiseClientUrls = []url.URL{cfg.advertiseClientURL(peerURLs[0])}
-	ec.ListenPeerUrls = []url.URL{httpURL(cfg.ListenPeer)}
+	ec.ListenPeerUrls = []url.URL{cfg.peerURL(cfg.ListenPeer)}
+	cfg.embedTLS(ec)
 	ec.AdvertisePeerUrls = peerURLs
 	ec.InitialCluster = cfg.initialCluster()
 	ec.InitialClusterToken = etcdClusterToken
@@ -180,13 +197,16 @@ func embedConfig(cfg Config, zlog *zap.Logger) (*embed.Config, error) {
 
 // localClientURL is a URL this process can dial to reach e's first client
 // listener, even when it listens on an unspecified address.
-func localClientURL(e *embed.Etcd) string {
+func localClientURL(e *embed.Etcd, secure bool) string {
 	addr := e.Clients[0].Addr().String()
 	host, port, err := net.SplitHostPort(addr)
 	if err == nil {
 		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 			addr = net.JoinHostPort("127.0.0.1", port)
 		}
+	}
+	if secure {
+		return "https://" + addr
 	}
 	return "http://" + addr
 }
