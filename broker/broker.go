@@ -47,10 +47,13 @@ type Broker struct {
 	http    *httpapi.Server // the HTTP front end; set by Run
 	ready   atomic.Bool
 	readyCh chan struct{} // closed once the broker serves Kafka and HTTP
+
+	kafkaOpts []kafka.Option // the Kafka front end's dependencies (credentials, authoriser, admitter), from New
 }
 
 // New checks the configuration and prepares a broker; Run starts it.
-func New(cfg Config, logger zerolog.Logger) (*Broker, error) {
+// kafkaOpts are passed to the Kafka front end (kafka.New).
+func New(cfg Config, logger zerolog.Logger, kafkaOpts ...kafka.Option) (*Broker, error) {
 	if cfg.KafkaAdvertise == "" {
 		cfg.KafkaAdvertise = cfg.KafkaListen
 	}
@@ -68,6 +71,7 @@ func New(cfg Config, logger zerolog.Logger) (*Broker, error) {
 		Node:      node.New(cfg, nodeLog),
 		readyCh:   make(chan struct{}),
 		ctlResign: make(chan struct{}, 1),
+		kafkaOpts: kafkaOpts,
 	}
 	b.Hooks = node.Hooks{
 		Place:        b.place,
@@ -157,7 +161,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	defer b.stopCoordinator()
 
-	b.kafka = kafka.New(b.Node, b, b.coord)
+	b.kafka = kafka.New(b.Node, b, b.coord, b.kafkaOpts...)
 	b.http = httpapi.New(b.Node, b, b.coord)
 	if err := b.kafka.Listen(); err != nil {
 		return fmt.Errorf("broker: %w", err)

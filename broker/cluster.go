@@ -66,6 +66,7 @@ func (b *Broker) register(ctx context.Context) error {
 		HTTP:   node.AdvertisedHTTP(b.httpLn.Addr().String(), b.kafka.Advertise()),
 
 		InterBroker: b.kafka.InterBrokerAdvertise(),
+		Listeners:   b.kafka.AdvertisedListeners(),
 	}
 	path := filepath.Join(b.Cfg.DataDir, registrationFile)
 	prev, err := b.previousLease(path)

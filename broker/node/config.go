@@ -3,7 +3,9 @@ package node
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/sluice-mq/sluice/meta"
@@ -134,6 +136,9 @@ type Config struct {
 
 	Meta        meta.Config
 	Coordinator CoordinatorConfig
+	// ListenerConfig is the Kafka listeners and their TLS and SASL
+	// settings (config_listeners.go).
+	ListenerConfig
 
 	// FS is the file system every broker-owned file goes through (logs,
 	// producer snapshots, the data-dir identity, deletions). Nil means the
@@ -172,7 +177,11 @@ func DefaultConfig() Config {
 			ListenClient: "127.0.0.1:2379",
 			ListenPeer:   "127.0.0.1:2380",
 		},
-		Coordinator:     DefaultCoordinatorConfig(),
+		Coordinator: DefaultCoordinatorConfig(),
+		ListenerConfig: ListenerConfig{
+			SASLEnabledMechanisms: DefaultSASLMechanisms,
+			SASLSessionLifetime:   DefaultSASLSessionLifetime,
+		},
 		RegistrationTTL: meta.DefaultRegistrationTTL,
 		ControllerTTL:   meta.DefaultControllerTTL,
 	}
@@ -186,13 +195,17 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		return errors.New("broker: data dir is required")
 	}
-	listens := map[string]string{"kafka-listen": c.KafkaListen, "http-listen": c.HTTPListen,
-		"inter-broker-listen": c.InterBrokerListen}
+	listens := map[string]string{"http-listen": c.HTTPListen, "inter-broker-listen": c.InterBrokerListen}
 	for name, addr := range listens {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return fmt.Errorf("broker: --%s %q: %w", name, addr, err)
 		}
 	}
+	kafkaListens, err := c.validateListeners()
+	if err != nil {
+		return err
+	}
+	maps.Copy(listens, kafkaListens)
 	if err := distinctListeners(listens); err != nil {
 		return err
 	}
@@ -248,7 +261,7 @@ func (c Config) Validate() error {
 // clients could reach replication. Port 0 (any free port) never clashes.
 func distinctListeners(listens map[string]string) error {
 	seen := map[string]string{}
-	for _, name := range []string{"kafka-listen", "http-listen", "inter-broker-listen"} {
+	for _, name := range slices.Sorted(maps.Keys(listens)) {
 		addr := listens[name]
 		_, port, _ := net.SplitHostPort(addr)
 		if port == "0" {

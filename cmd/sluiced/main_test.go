@@ -28,6 +28,10 @@ func TestCommandLine(t *testing.T) {
 		// Every key of the sample file is a flag (the node id on the
 		// command line wins, and stops the broker before it starts).
 		{"sample config file", []string{"--config", "../../deploy/sluiced.yaml", "--node-id", "-1"}, 1, "", "must not be negative", "unknown key"},
+		{"listeners replace kafka-listen", []string{"--listeners", "PLAINTEXT://127.0.0.1:0", "--kafka-listen", "127.0.0.1:0"}, 2, "", "--listeners replaces --kafka-listen", ""},
+		{"listeners parsed", []string{"--listeners", "BOGUS://127.0.0.1:9092"}, 1, "", "not a security protocol", ""},
+		{"TLS listener without a certificate", []string{"--listeners", "SASL_SSL://127.0.0.1:9093"}, 1, "", "needs --tls-cert-file", ""},
+		{"unknown SASL mechanism", []string{"--sasl-enabled-mechanisms", "GSSAPI"}, 1, "", `unknown mechanism "GSSAPI"`, ""},
 		{"topic defaults checked", []string{"--default-replication-factor", "2", "--default-min-insync-replicas", "3"}, 1, "", "every acks=all write would be refused", ""},
 	}
 	for _, tc := range tests {
