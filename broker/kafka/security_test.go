@@ -476,3 +476,36 @@ func TestKcatSecurity(t *testing.T) {
 		}
 	})
 }
+
+// confluent-kafka-python (librdkafka) over SASL_SSL: PLAIN always, SCRAM
+// when its librdkafka is 2.6.1 or later (see librdkafkaScramOK). Skipped
+// without the module, except in CI.
+func TestConfluentPythonSASL(t *testing.T) {
+	const python = "/usr/bin/python3"
+	out, err := exec.Command(python, "-c", "import confluent_kafka; print(confluent_kafka.libversion()[0])").CombinedOutput()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s with confluent_kafka is required in CI: %v: %s", python, err, out)
+		}
+		t.Skipf("%s has no confluent_kafka: %s", python, bytes.TrimSpace(out))
+	}
+	var major, minor, patch int
+	_, _ = fmt.Sscanf(strings.TrimSpace(string(out)), "%d.%d.%d", &major, &minor, &patch)
+	scramOK := major > 2 || (major == 2 && (minor > 6 || (minor == 6 && patch >= 1)))
+	sb := startSecureBroker(t, nil, kafka.WithCredentials(testUsers.lookup(t)))
+	for _, mech := range []string{"PLAIN", "SCRAM-SHA-512", "SCRAM-SHA-256"} {
+		t.Run(mech, func(t *testing.T) {
+			if mech != "PLAIN" && !scramOK {
+				t.Skipf("librdkafka %s repeats the SCRAM client nonce (fixed in 2.6.1)", strings.TrimSpace(string(out)))
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			res, err := exec.CommandContext(ctx, python, "testdata/confluent_sasl.py", "--bootstrap", sb.addr["SASL_SSL"],
+				"--mechanism", mech, "--user", "alice", "--password", "alice-secret", "--cafile", sb.pki.caFile,
+				"--topic", "confluent-"+strings.ToLower(mech)).CombinedOutput()
+			if err != nil || !bytes.Contains(res, []byte("OK")) {
+				t.Fatalf("confluent_sasl.py: %v\n%s", err, res)
+			}
+		})
+	}
+}
