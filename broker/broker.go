@@ -43,10 +43,13 @@ type Broker struct {
 	http    *httpapi.Server // the HTTP front end; set by Run
 	ready   atomic.Bool
 	readyCh chan struct{} // closed once the broker serves Kafka and HTTP
+
+	kafkaOpts []kafka.Option // the Kafka front end's dependencies (credentials, authoriser, admitter), from New
 }
 
 // New checks the configuration and prepares a broker; Run starts it.
-func New(cfg Config, logger zerolog.Logger) (*Broker, error) {
+// kafkaOpts are passed to the Kafka front end (kafka.New).
+func New(cfg Config, logger zerolog.Logger, kafkaOpts ...kafka.Option) (*Broker, error) {
 	if cfg.KafkaAdvertise == "" {
 		cfg.KafkaAdvertise = cfg.KafkaListen
 	}
@@ -61,7 +64,7 @@ func New(cfg Config, logger zerolog.Logger) (*Broker, error) {
 	}
 	nodeLog := logger.With().Int32("node", cfg.NodeID).Logger()
 	n := node.New(cfg, nodeLog)
-	b := &Broker{Node: n, Cluster: cluster.New(n), readyCh: make(chan struct{})}
+	b := &Broker{Node: n, Cluster: cluster.New(n), readyCh: make(chan struct{}), kafkaOpts: kafkaOpts}
 	b.Hooks.ForgetTopic = func(ctx context.Context, name string, id [16]byte) {
 		if b.coord != nil {
 			b.coord.ForgetTopic(ctx, name, id)
@@ -151,7 +154,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	defer guard.Close()
 
-	b.kafka = kafka.New(b.Node, b, b.coord)
+	b.kafka = kafka.New(b.Node, b, b.coord, append([]kafka.Option{kafka.WithAuthorizer(guard), kafka.WithCredentials(guard.ScramLookup)}, b.kafkaOpts...)...)
 	b.http = httpapi.New(b.Node, b, b.coord, guard)
 	if err := b.kafka.Listen(); err != nil {
 		return fmt.Errorf("broker: %w", err)
@@ -162,7 +165,8 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	// Registered once the listeners are bound, so the addresses the
 	// cluster learns already accept connections.
-	b.SetAddrs(cluster.Addrs{Kafka: b.kafka.Advertise(), HTTP: b.httpLn.Addr().String(), InterBroker: b.kafka.InterBrokerAdvertise()})
+	b.SetAddrs(cluster.Addrs{Kafka: b.kafka.Advertise(), HTTP: b.httpLn.Addr().String(),
+		InterBroker: b.kafka.InterBrokerAdvertise(), Listeners: b.kafka.AdvertisedListeners()})
 	if err := b.RegisterAtStart(ctx); err != nil {
 		b.kafka.CloseListeners()
 		_ = b.httpLn.Close()

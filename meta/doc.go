@@ -43,7 +43,8 @@
 //	                                        partition state's (the leader-epoch fence);
 //	                                        deleted by tier/ after every object it names
 //	<prefix>brokers/<node id>               {"v":1,"node_id","az","kafka","http",
-//	                                        "inter_broker" (optional),"started_ms"};
+//	                                        "inter_broker" (optional),"listeners"
+//	                                        (optional: {name: host:port}),"started_ms"};
 //	                                        bound to the broker's lease (default TTL 10 s),
 //	                                        created only if absent (one incarnation per node
 //	                                        id; its create revision is the incarnation),

@@ -76,6 +76,12 @@ type BrokerInfo struct {
 	// fetches and election messages), never given to clients; "" in a
 	// record of a build that had none.
 	InterBroker string
+	// Listeners is the advertised host:port of each Kafka listener, by
+	// listener name (--listeners, --advertised-listeners): Metadata and
+	// FindCoordinator answer a client with the brokers' addresses of the
+	// listener it came in on. Nil in a record of a build without
+	// listeners, whose only listener is Kafka.
+	Listeners map[string]string
 	// Started is when the broker process started; Register fills in now if zero.
 	// Stored with millisecond precision.
 	Started time.Time
@@ -102,6 +108,14 @@ func (b BrokerInfo) Validate() error {
 	if b.InterBroker != "" {
 		if err := validateHostPort(b.InterBroker); err != nil {
 			return fmt.Errorf("%w: node %d: inter-broker address %q: %w", ErrInvalidBroker, b.NodeID, b.InterBroker, err)
+		}
+	}
+	for name, addr := range b.Listeners {
+		if name == "" {
+			return fmt.Errorf("%w: node %d: a listener without a name", ErrInvalidBroker, b.NodeID)
+		}
+		if err := validateHostPort(addr); err != nil {
+			return fmt.Errorf("%w: node %d: listener %s address %q: %w", ErrInvalidBroker, b.NodeID, name, addr, err)
 		}
 	}
 	return nil
@@ -131,7 +145,10 @@ type brokerRecord struct {
 	Kafka       string `json:"kafka"`
 	HTTP        string `json:"http"`
 	InterBroker string `json:"inter_broker,omitempty"`
-	StartedMs   int64  `json:"started_ms"`
+	// Listeners was added within version 1: a reader that does not know
+	// it ignores it, and a record without it has the Kafka listener only.
+	Listeners map[string]string `json:"listeners,omitempty"`
+	StartedMs int64             `json:"started_ms"`
 }
 
 func encodeBroker(b BrokerInfo) ([]byte, error) {
@@ -142,6 +159,7 @@ func encodeBroker(b BrokerInfo) ([]byte, error) {
 		Kafka:       b.Kafka,
 		HTTP:        b.HTTP,
 		InterBroker: b.InterBroker,
+		Listeners:   b.Listeners,
 		StartedMs:   b.Started.UnixMilli(),
 	})
 	if err != nil {
@@ -175,6 +193,7 @@ func (s *Store) decodeBroker(kv *mvccpb.KeyValue) (BrokerInfo, error) {
 		Kafka:       r.Kafka,
 		HTTP:        r.HTTP,
 		InterBroker: r.InterBroker,
+		Listeners:   r.Listeners,
 		Started:     time.UnixMilli(r.StartedMs),
 		Incarnation: kv.CreateRevision,
 		Lease:       clientv3.LeaseID(kv.Lease),

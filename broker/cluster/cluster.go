@@ -66,6 +66,7 @@ func (b *Cluster) register(ctx context.Context) error {
 		HTTP:   node.AdvertisedHTTP(b.addrs.HTTP, b.addrs.Kafka),
 
 		InterBroker: b.addrs.InterBroker,
+		Listeners:   b.addrs.Listeners,
 	}
 	path := filepath.Join(b.Cfg.DataDir, registrationFile)
 	prev, err := b.previousLease(path)

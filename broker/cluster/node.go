@@ -23,6 +23,9 @@ type Addrs struct {
 	Kafka       string // the Kafka listener clients are told
 	HTTP        string // the bound HTTP listener
 	InterBroker string // the inter-broker listener the other brokers dial
+	// Listeners are the advertised address of each Kafka listener, by
+	// name, so Metadata answers on the listener a request came in on.
+	Listeners map[string]string
 }
 
 // Cluster is this broker's membership of the cluster.

@@ -35,7 +35,7 @@ func handleFindCoordinator(b *Server, _ context.Context, req *request) (reply, e
 			c.ErrorCode = node.ErrorCode(node.ErrCoordinatorKeyType)
 		default:
 			co := b.GroupCoordinator(key)
-			if host, port := hostPort(co.Kafka); port > 0 {
+			if host, port := hostPort(b.listenerAddress(co.NodeID, co.Kafka, co.Listeners, req.listener)); port > 0 {
 				c.NodeID, c.Host, c.Port = co.NodeID, host, port
 			} else {
 				c.ErrorCode = node.ErrorCode(node.ErrCoordinatorUnavailable)

@@ -31,7 +31,7 @@ func handleMetadata(b *Server, ctx context.Context, req *request) (reply, error)
 	r := req.body.(*kmsg.MetadataRequest)
 	resp := newResponse(req).(*kmsg.MetadataResponse)
 
-	resp.Brokers = b.metadataBrokers(req.interBroker)
+	resp.Brokers = b.metadataBrokers(req)
 	clusterID := b.ClusterID
 	resp.ClusterID = &clusterID
 	resp.ControllerID = b.ControllerID()
@@ -78,18 +78,20 @@ func handleMetadata(b *Server, ctx context.Context, req *request) (reply, error)
 }
 
 // metadataBrokers lists the live brokers with their AZ as the rack; this
-// broker alone before its registration is known. Asked on the inter-broker
-// listener (by another broker's forwarding producer), it names their
-// inter-broker addresses instead of the Kafka listeners'.
-func (b *Server) metadataBrokers(interBroker bool) []kmsg.MetadataResponseBroker {
+// broker alone before its registration is known. Each broker is named by
+// its address on the listener req came in on (Kafka's rule), and left out
+// if it has no such listener. Asked on the inter-broker listener (by
+// another broker's forwarding producer), it names their inter-broker
+// addresses instead.
+func (b *Server) metadataBrokers(req *request) []kmsg.MetadataResponseBroker {
 	live := b.Brokers()
 	if len(live) == 0 {
-		live = []meta.BrokerInfo{{NodeID: b.Cfg.NodeID, AZ: b.Cfg.AZ, Kafka: b.advertise, InterBroker: b.ib.advertise}}
+		live = []meta.BrokerInfo{{NodeID: b.Cfg.NodeID, AZ: b.Cfg.AZ, Kafka: b.Advertise(), InterBroker: b.ib.advertise}}
 	}
 	out := make([]kmsg.MetadataResponseBroker, 0, len(live))
 	for _, bi := range live {
-		addr := bi.Kafka
-		if interBroker {
+		addr := b.listenerAddress(bi.NodeID, bi.Kafka, bi.Listeners, req.listener)
+		if req.interBroker {
 			addr = bi.InterBroker
 		}
 		host, portStr, err := net.SplitHostPort(addr)
@@ -117,8 +119,11 @@ func (b *Server) metadataTopic(t *node.Topic) kmsg.MetadataResponseTopic {
 	mt.Topic = &name
 	mt.TopicID = t.Meta.ID
 	live := make(map[int32]bool)
-	for _, bi := range b.metadataBrokers(false) {
+	for _, bi := range b.Brokers() {
 		live[bi.NodeID] = true
+	}
+	if len(live) == 0 {
+		live[b.Cfg.NodeID] = true // alone before its registration is known
 	}
 	for i, st := range t.States {
 		mp := kmsg.NewMetadataResponseTopicPartition()

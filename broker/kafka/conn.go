@@ -47,8 +47,10 @@ type request struct {
 	key, version int16
 	correlation  int32
 	clientID     string
-	remoteHost   string // the client's address as the coordinator reports it
-	interBroker  bool   // arrived on the inter-broker listener (interbroker.go)
+	remoteHost   string        // the client's address as the coordinator reports it
+	interBroker  bool          // arrived on the inter-broker listener (interbroker.go)
+	listener     string        // the name of the client listener it arrived on; "" on the inter-broker one
+	sec          *connSecurity // the connection's identity state (authn.go); set by the pipeline
 	body         kmsg.Request
 }
 
@@ -85,19 +87,19 @@ type outbound struct {
 
 var errFrame = errors.New("bad frame")
 
-// serveKafka accepts client connections until the listener closes. mem is
-// the broker's request memory, which the inter-broker listener shares.
-func (b *Server) serveKafka(ctx context.Context, mem *requestMemory) error {
-	limiter := newConnLimiter(b.Cfg.MaxConnections, b.Cfg.MaxConnectionsPerIP)
+// serveKafka accepts client connections on kl until it closes. mem is the
+// broker's request memory, which the inter-broker listener shares; limiter
+// is shared by every client listener.
+func (b *Server) serveKafka(ctx context.Context, kl *kafkaListener, limiter *connLimiter, mem *requestMemory) error {
 	// A flood of refused connections must not flood the log.
 	refusals := b.Logger.Sample(&zerolog.BurstSampler{Burst: 5, Period: 10 * time.Second})
 	for {
-		nc, err := b.ln.Accept()
+		nc, err := kl.ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return nil
 			}
-			b.Logger.Warn().Err(err).Msg("accept")
+			b.Logger.Warn().Err(err).Str("listener", kl.Name).Msg("accept")
 			continue
 		}
 		ip := remoteIP(nc.RemoteAddr())
@@ -116,7 +118,7 @@ func (b *Server) serveKafka(ctx context.Context, mem *requestMemory) error {
 		b.conns.Add(1)
 		go func() {
 			defer b.conns.Done()
-			b.serveConn(ctx, nc, mem, false)
+			b.serveConn(ctx, nc, mem, kl)
 			b.connMu.Lock()
 			delete(b.openConns, nc)
 			b.connMu.Unlock()
@@ -135,10 +137,18 @@ func (b *Server) closeConns() {
 	}
 }
 
-// serveConn serves one Kafka connection; interBroker: it came to the
-// inter-broker listener, whose dispatch table it is served from.
-func (b *Server) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory, interBroker bool) {
+// serveConn serves one Kafka connection that came to the client listener
+// kl, or, with kl nil, to the inter-broker listener, whose dispatch table
+// it is served from.
+func (b *Server) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory, kl *kafkaListener) {
+	interBroker := kl == nil
 	logger := b.Logger.With().Str("remote", nc.RemoteAddr().String()).Logger()
+	sec, nc, err := b.openConnSecurity(ctx, nc, kl)
+	if err != nil {
+		_ = nc.Close() // the handshake failed; that is what is logged
+		logger.Debug().Err(err).Msg("closing connection before its first request")
+		return
+	}
 	act := newConnActivity(time.Now())
 	out := make(chan outbound, maxPipelined)
 	writerDone := make(chan struct{})
@@ -177,15 +187,18 @@ func (b *Server) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory,
 			peerLevel(logger, interBroker).Err(err).Msg("closing connection on an unparsable request")
 			return
 		}
-		req.remoteHost, req.interBroker = remoteHost, interBroker
+		req.remoteHost, req.interBroker, req.listener = remoteHost, interBroker, sec.listener
 		silent := answerAcksZeroSilently(req)
 		start := time.Now()
-		rep, err := b.dispatch(ctx, req)
+		rep, err := b.serveRequest(ctx, sec, req)
 		if err != nil {
 			drop()
 			ev := logger.Warn() // the handler failed
-			if errors.Is(err, errFrame) {
+			switch {
+			case errors.Is(err, errFrame):
 				ev = peerLevel(logger, interBroker) // an API or version not served
+			case errors.Is(err, errUnauthenticated):
+				ev = logger.Debug() // the client's to see; a flood of them must not flood the log
 			}
 			ev.Err(err).Str("api", kmsg.NameForKey(req.key)).Int16("version", req.version).
 				Str("client", req.clientID).Msg("closing connection")
@@ -200,6 +213,12 @@ func (b *Server) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory,
 		case out <- outbound{req: req, reply: rep, mem: res, silent: silent}:
 		case <-ctx.Done():
 			drop()
+			return
+		}
+		if sec.closeAfterReply {
+			// A failed authentication: its answer is written (after its
+			// delay) by the writer, which the deferred close waits for.
+			logger.Debug().Str("api", kmsg.NameForKey(req.key)).Msg("closing connection after a failed authentication")
 			return
 		}
 	}

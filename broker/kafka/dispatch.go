@@ -1,7 +1,8 @@
 package kafka
 
 // This file owns the dispatch table: which Kafka APIs this broker serves,
-// the version range it advertises for each, and the handler.
+// the version range it advertises for each, and the handler. The pipeline
+// (pipeline.go) routes every request through it.
 //
 // Invariant: a version is advertised only when the handler implements it
 // fully; franz-go uses the highest advertised version.
@@ -51,20 +52,23 @@ func apiTable() map[int16]api {
 		33: {min: 0, max: 2, handle: handleAlterConfigs},            // AlterConfigs
 		37: {min: 0, max: 3, handle: handleCreatePartitions},        // CreatePartitions
 		44: {min: 0, max: 1, handle: handleIncrementalAlterConfigs}, // IncrementalAlterConfigs
+		17: {min: 0, max: 1, handle: handleSaslHandshake},           // SaslHandshake: v0 answered UNSUPPORTED_VERSION
+		36: {min: 0, max: 2, handle: handleSaslAuthenticate},        // SaslAuthenticate
 	}
 }
 
-// dispatch runs the handler of req. An error closes the connection.
-func (b *Server) dispatch(ctx context.Context, req *request) (reply, error) {
+// route finds the entry of req in its listener's table and checks the
+// version (the pipeline's route stage). An error closes the connection.
+func route(req *request) (api, error) {
 	a, ok := apisOf(req)[req.key]
 	if !ok {
-		return nil, fmt.Errorf("%w: api %s (%d) is not served", errFrame, kmsg.NameForKey(req.key), req.key)
+		return api{}, fmt.Errorf("%w: api %s (%d) is not served", errFrame, kmsg.NameForKey(req.key), req.key)
 	}
 	if req.key != apiVersionsKey && (req.version < a.min || req.version > a.max) {
-		return nil, fmt.Errorf("%w: %s version %d outside the advertised %d-%d", errFrame,
+		return api{}, fmt.Errorf("%w: %s version %d outside the advertised %d-%d", errFrame,
 			kmsg.NameForKey(req.key), req.version, a.min, a.max)
 	}
-	return a.handle(b, ctx, req)
+	return a, nil
 }
 
 // newResponse returns the response type of req at the request's version.

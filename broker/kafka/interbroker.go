@@ -113,7 +113,7 @@ func (b *Server) listenInterBroker() error {
 	b.ib.ln = ln
 	b.ib.advertise = b.Cfg.InterBrokerAdvertise
 	if b.ib.advertise == "" || b.ib.advertise == b.Cfg.InterBrokerListen {
-		b.ib.advertise = node.AdvertisedHTTP(ln.Addr().String(), b.advertise)
+		b.ib.advertise = node.AdvertisedHTTP(ln.Addr().String(), b.Advertise())
 	}
 	b.ib.httpConns = &connQueue{ch: make(chan net.Conn), done: make(chan struct{}), addr: ln.Addr()}
 	b.ib.refusals = b.Logger.Sample(&zerolog.BurstSampler{Burst: 5, Period: 10 * time.Second})
@@ -161,7 +161,7 @@ func (b *Server) serveInterBrokerConn(ctx context.Context, nc net.Conn, mem *req
 	case err != nil:
 		_ = nc.Close() // silent, gone, or closed at shutdown: nothing to serve
 	case first[0] == 0:
-		b.serveConn(ctx, pc, mem, true)
+		b.serveConn(ctx, pc, mem, nil)
 	default:
 		b.trackConn(nc, false)
 		hc := &closeHookConn{Conn: pc, onClose: leave}

@@ -11,6 +11,9 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"time"
+
+	"github.com/sluice-mq/sluice/broker/auth"
 
 	"github.com/sluice-mq/sluice/broker/controller"
 	"github.com/sluice-mq/sluice/broker/coordinator"
@@ -40,48 +43,106 @@ type Server struct {
 	Cluster
 	coord *coordinator.Coordinator
 
-	ln        net.Listener // the client Kafka listener; bound by Listen
-	advertise string       // host:port clients are told; set by Listen
-	ib        interBroker  // the inter-broker listener (interbroker.go)
+	listeners []*kafkaListener // the client listeners (listeners.go); bound by Listen
+	ib        interBroker      // the inter-broker listener (interbroker.go)
 	mem       *requestMemory
+
+	// The pipeline's dependencies (pipeline.go), fixed by New's options.
+	credentials auth.CredentialLookup // SASL logins; nil: node.Config's SASLCredentials
+	authorizer  Authorizer
+	admitter    Admitter
+	certTenant  func(user string) (tenant string, ok bool) // tenant of a client-certificate user
+	failDelay   *auth.FailureDelay
+	now         func() time.Time
 
 	conns     sync.WaitGroup
 	connMu    sync.Mutex
 	openConns map[net.Conn]struct{} // guarded by connMu
 }
 
-// New returns the Kafka front end of the broker whose state is n.
-func New(n *node.Node, cluster Cluster, coord *coordinator.Coordinator) *Server {
-	return &Server{
-		Node:      n,
-		Cluster:   cluster,
-		coord:     coord,
-		mem:       newRequestMemory(n.Cfg.QueuedMaxRequestBytes, n.M.RequestMem),
-		openConns: make(map[net.Conn]struct{}),
-	}
+// Option sets one of the Server's dependencies.
+type Option func(*Server)
+
+// WithCredentials is where SASL logins find users' SCRAM credentials (the
+// broker's cache of etcd); it wins over node.Config's SASLCredentials.
+func WithCredentials(lookup auth.CredentialLookup) Option {
+	return func(b *Server) { b.credentials = lookup }
 }
 
-// Listen binds the client listener and the inter-broker listener, and
+// WithAuthorizer sets the authorise stage's decider; without it every
+// operation is allowed (AllowAll, the development default).
+func WithAuthorizer(a Authorizer) Option { return func(b *Server) { b.authorizer = a } }
+
+// WithAdmitter sets the admit stage (quotas); without it every request is
+// admitted.
+func WithAdmitter(a Admitter) Option { return func(b *Server) { b.admitter = a } }
+
+// WithCertTenant names the tenant of a user authenticated by a client
+// certificate; ok false closes the connection. Without it such users are
+// in auth.DefaultTenant.
+func WithCertTenant(fn func(user string) (tenant string, ok bool)) Option {
+	return func(b *Server) { b.certTenant = fn }
+}
+
+// WithFailureDelay shares a failed-authentication delay table (per client
+// IP) with other front ends; without it the Server keeps its own.
+func WithFailureDelay(d *auth.FailureDelay) Option { return func(b *Server) { b.failDelay = d } }
+
+// WithClock replaces time.Now for SASL session lifetimes.
+func WithClock(now func() time.Time) Option { return func(b *Server) { b.now = now } }
+
+// New returns the Kafka front end of the broker whose state is n.
+func New(n *node.Node, cluster Cluster, coord *coordinator.Coordinator, opts ...Option) *Server {
+	b := &Server{
+		Node:       n,
+		Cluster:    cluster,
+		coord:      coord,
+		mem:        newRequestMemory(n.Cfg.QueuedMaxRequestBytes, n.M.RequestMem),
+		openConns:  make(map[net.Conn]struct{}),
+		authorizer: AllowAll{},
+		admitter:   AdmitAll{},
+		now:        time.Now,
+	}
+	for _, o := range opts {
+		o(b)
+	}
+	if b.failDelay == nil {
+		b.failDelay = auth.NewFailureDelay(auth.FailureDelayConfig{Now: b.now})
+	}
+	return b
+}
+
+// Listen binds the client listeners and the inter-broker listener, and
 // settles the addresses each advertises.
 func (b *Server) Listen() error {
-	ln, err := net.Listen("tcp", b.Cfg.KafkaListen)
-	if err != nil {
+	if err := b.listenClients(); err != nil {
 		return fmt.Errorf("kafka listener: %w", err)
 	}
-	b.ln = ln
-	b.advertise = b.Cfg.KafkaAdvertise
-	if b.advertise == b.Cfg.KafkaListen {
-		b.advertise = ln.Addr().String()
-	}
 	if err := b.listenInterBroker(); err != nil {
-		_ = ln.Close()
+		for _, kl := range b.listeners {
+			_ = kl.ln.Close() // undoing a failed Listen
+		}
 		return fmt.Errorf("inter-broker listener: %w", err)
 	}
 	return nil
 }
 
-// Serve accepts client connections until the listener closes.
-func (b *Server) Serve(ctx context.Context) error { return b.serveKafka(ctx, b.mem) }
+// Serve accepts client connections on every client listener until they
+// close.
+func (b *Server) Serve(ctx context.Context) error {
+	limiter := newConnLimiter(b.Cfg.MaxConnections, b.Cfg.MaxConnectionsPerIP)
+	errc := make(chan error, len(b.listeners))
+	for _, kl := range b.listeners {
+		go func() { errc <- b.serveKafka(ctx, kl, limiter, b.mem) }()
+	}
+	var first error
+	for range b.listeners {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
 
 // ServeInterBroker accepts the other brokers' connections until the
 // listener closes; their HTTP ones go to InterBrokerHTTP.
@@ -89,8 +150,10 @@ func (b *Server) ServeInterBroker(ctx context.Context) error { return b.serveInt
 
 // CloseListeners stops accepting connections.
 func (b *Server) CloseListeners() {
-	if err := b.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-		b.Logger.Warn().Err(err).Msg("kafka listener close")
+	for _, kl := range b.listeners {
+		if err := kl.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			b.Logger.Warn().Err(err).Str("listener", kl.Name).Msg("kafka listener close")
+		}
 	}
 	if err := b.ib.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 		b.Logger.Warn().Err(err).Msg("inter-broker listener close")
@@ -103,16 +166,23 @@ func (b *Server) CloseConns() { b.closeConns() }
 // Wait returns once every connection's goroutine has ended.
 func (b *Server) Wait() { b.conns.Wait() }
 
-// Addr is the bound client listener's address ("" before Listen).
+// Addr is the bound address of the first client listener ("" before
+// Listen).
 func (b *Server) Addr() string {
-	if b == nil || b.ln == nil {
+	if b == nil || len(b.listeners) == 0 {
 		return ""
 	}
-	return b.ln.Addr().String()
+	return b.listeners[0].ln.Addr().String()
 }
 
-// Advertise is the host:port clients are told.
-func (b *Server) Advertise() string { return b.advertise }
+// Advertise is the host:port clients are told for the first client
+// listener (meta.BrokerInfo.Kafka).
+func (b *Server) Advertise() string {
+	if len(b.listeners) == 0 {
+		return ""
+	}
+	return b.listeners[0].advertise
+}
 
 // InterBrokerAddr is the bound inter-broker listener's address.
 func (b *Server) InterBrokerAddr() string { return b.ib.ln.Addr().String() }

@@ -3,7 +3,9 @@ package node
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/sluice-mq/sluice/broker/acl"
@@ -135,6 +137,9 @@ type Config struct {
 
 	Meta        meta.Config
 	Coordinator CoordinatorConfig
+	// ListenerConfig is the Kafka listeners and their TLS and SASL
+	// settings (config_listeners.go).
+	ListenerConfig
 
 	// FS is the file system every broker-owned file goes through (logs,
 	// producer snapshots, the data-dir identity, deletions). Nil means the
@@ -161,13 +166,10 @@ type Config struct {
 	// "default" and the super user "admin" (in "system") with this file's
 	// password if no user "admin" exists (--admin-password-file).
 	AdminPasswordFile string
-	// TLSCertFile and TLSKeyFile (PEM) make the listeners speak TLS, reloaded
-	// when the files change; TLSClientCAFile verifies client certificates
-	// (mutual TLS; optional on the HTTP listener). Shared by the Kafka and
-	// HTTP listeners (--tls-cert-file, --tls-key-file, --tls-client-ca-file).
-	TLSCertFile     string
-	TLSKeyFile      string
-	TLSClientCAFile string
+	// The HTTP listener serves HTTPS with ListenerConfig's TLSCertFile and
+	// TLSKeyFile when they are set, and accepts client certificates that
+	// chain to its TLSClientCAFile (optional there: Bearer and Basic work
+	// too).
 }
 
 // DefaultConfig returns the settings of a lone broker started with no flags.
@@ -201,7 +203,11 @@ func DefaultConfig() Config {
 			ListenClient: "127.0.0.1:2379",
 			ListenPeer:   "127.0.0.1:2380",
 		},
-		Coordinator:     DefaultCoordinatorConfig(),
+		Coordinator: DefaultCoordinatorConfig(),
+		ListenerConfig: ListenerConfig{
+			SASLEnabledMechanisms: DefaultSASLMechanisms,
+			SASLSessionLifetime:   DefaultSASLSessionLifetime,
+		},
 		RegistrationTTL: meta.DefaultRegistrationTTL,
 		ControllerTTL:   meta.DefaultControllerTTL,
 
@@ -218,13 +224,17 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		return errors.New("broker: data dir is required")
 	}
-	listens := map[string]string{"kafka-listen": c.KafkaListen, "http-listen": c.HTTPListen,
-		"inter-broker-listen": c.InterBrokerListen}
+	listens := map[string]string{"http-listen": c.HTTPListen, "inter-broker-listen": c.InterBrokerListen}
 	for name, addr := range listens {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return fmt.Errorf("broker: --%s %q: %w", name, addr, err)
 		}
 	}
+	kafkaListens, err := c.validateListeners()
+	if err != nil {
+		return err
+	}
+	maps.Copy(listens, kafkaListens)
 	if err := distinctListeners(listens); err != nil {
 		return err
 	}
@@ -294,7 +304,7 @@ func (c Config) validateSecurity() error {
 // clients could reach replication. Port 0 (any free port) never clashes.
 func distinctListeners(listens map[string]string) error {
 	seen := map[string]string{}
-	for _, name := range []string{"kafka-listen", "http-listen", "inter-broker-listen"} {
+	for _, name := range slices.Sorted(maps.Keys(listens)) {
 		addr := listens[name]
 		_, port, _ := net.SplitHostPort(addr)
 		if port == "0" {

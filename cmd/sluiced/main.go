@@ -88,6 +88,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.InterBrokerAdvertise, "inter-broker-advertise", "", "inter-broker address given to the other brokers, never to clients (default: the listen address; with a 0.0.0.0 listen address, its port on the Kafka advertised host)")
 	fs.StringVar(&cfg.Meta.ListenClient, "etcd-listen-client", cfg.Meta.ListenClient, "embedded etcd client address")
 	fs.StringVar(&cfg.Meta.ListenPeer, "etcd-listen-peer", cfg.Meta.ListenPeer, "embedded etcd peer address")
+	fs.StringVar(&cfg.Listeners, "listeners", "", "Kafka listeners, NAME://host:port,... with NAME a security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL) or one mapped by --listener-security-protocol-map, e.g. 'PLAINTEXT://127.0.0.1:9092,SASL_SSL://0.0.0.0:9093' (default: one PLAINTEXT listener on --kafka-listen)")
+	fs.StringVar(&cfg.AdvertisedListeners, "advertised-listeners", "", "NAME://host:port,... clients are told to dial per listener; Metadata names each broker by the listener the request came in on (default: the listen address)")
+	fs.StringVar(&cfg.ListenerSecurityProtocolMap, "listener-security-protocol-map", "", "NAME:PROTOCOL,... for listener names that are not protocols, e.g. CLIENT:SASL_SSL")
+	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", "", "PEM certificate of the TLS listeners (SSL, SASL_SSL) and of the HTTP API (HTTPS); re-read when it changes, so certificates rotate without a restart")
+	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", "", "PEM key of --tls-cert-file")
+	fs.StringVar(&cfg.TLSClientCAFile, "tls-client-ca-file", "", "PEM CA of client certificates (mutual TLS): SSL listeners then require one, the HTTP API accepts one, and its CN (or first SAN) is the principal User:<name>")
+	saslMechanisms := fs.String("sasl-enabled-mechanisms", strings.Join(cfg.SASLEnabledMechanisms, ","), "SASL mechanisms of SASL listeners: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN")
+	fs.BoolVar(&cfg.AllowPlainWithoutTLS, "allow-plain-without-tls", false, "offer PLAIN (which sends the password itself) on SASL_PLAINTEXT listeners too, not only on SASL_SSL")
+	fs.DurationVar(&cfg.SASLSessionLifetime, "sasl-session-lifetime", cfg.SASLSessionLifetime, "how long a SASL login holds before the client must re-authenticate on its connection (KIP-368); a deleted user or changed password stops working within it (0: the connection's life)")
 	peerInterBroker := fs.String("peer-inter-broker", "", "N=host:port,...: dial node N's inter-broker listener here instead of where it registered (inter-broker routes, e.g. through proxies)")
 	fs.StringVar(&cfg.Meta.InitialCluster, "etcd-initial-cluster", "", "embedded etcd members, 1=http://host:port,2=... (default: this broker alone)")
 	fs.StringVar(&cfg.Meta.CACertFile, "etcd-cacert", "", "PEM CA bundle verifying etcd's TLS certificate (default with https:// --etcd-endpoints: the system roots); embedded, with --etcd-cert and --etcd-key, the member's client port serves mutual TLS and requires client certificates from this CA")
@@ -130,9 +139,6 @@ func run(args []string, stdout, stderr io.Writer) error {
 	superUsers := fs.String("super-users", "", "principals allowed everything in every tenant, User:a,User:b (';' separates too, as in Kafka)")
 	fs.BoolVar(&cfg.AllowEveryoneIfNoACLFound, "allow-everyone-if-no-acl-found", cfg.AllowEveryoneIfNoACLFound, "allow an operation on a resource no ACL applies to (default: true while --security is off, false when it is on)")
 	fs.StringVar(&cfg.AdminPasswordFile, "admin-password-file", "", "create the tenants system and default and the super user admin (tenant system) with this file's password, if admin does not exist; an existing admin is never changed")
-	fs.StringVar(&cfg.TLSCertFile, "tls-cert-file", cfg.TLSCertFile, "PEM certificate of the listeners (reloaded when the file changes); the HTTP API serves HTTPS with it")
-	fs.StringVar(&cfg.TLSKeyFile, "tls-key-file", cfg.TLSKeyFile, "PEM private key of --tls-cert-file")
-	fs.StringVar(&cfg.TLSClientCAFile, "tls-client-ca-file", cfg.TLSClientCAFile, "PEM CA that client certificates must chain to (mutual TLS: a certificate's CN, or its first SAN, is the principal User:<name>); optional on the HTTP API")
 	volatile := fs.Bool("crash-loses-unsynced", false, "testing: keep every byte of the broker's logs not yet fsynced in process memory (wal/vfs.Volatile), so a kill -9 loses it as a power cut would; slower, never for production")
 	clockFile := fs.String("clock-offset-file", "", "testing: shift the clock of retention, tiering, producer expiry and group sessions by the duration in this file (re-read every 100 ms), for clock-jump tests")
 	showVersion := fs.Bool("version", false, "print the version and exit")
@@ -181,6 +187,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 		cfg.AllowEveryoneIfNoACLFound = !cfg.SecurityEnabled
 	}
 	cfg.SuperUsers = parseSuperUsers(*superUsers)
+	if cfg.Listeners != "" && (flagGiven(fs, "kafka-listen") || flagGiven(fs, "kafka-advertise")) {
+		return &usageError{msg: "--listeners replaces --kafka-listen and --kafka-advertise; give one or the other"}
+	}
+	cfg.SASLEnabledMechanisms = nil
+	for m := range strings.SplitSeq(*saslMechanisms, ",") {
+		if m = strings.ToUpper(strings.TrimSpace(m)); m != "" {
+			cfg.SASLEnabledMechanisms = append(cfg.SASLEnabledMechanisms, m)
+		}
+	}
 	var perr error
 	if cfg.PeerInterBroker, perr = parsePeers("--peer-inter-broker", *peerInterBroker); perr != nil {
 		return perr

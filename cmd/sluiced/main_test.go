@@ -30,6 +30,10 @@ func TestCommandLine(t *testing.T) {
 		{"sample config file", []string{"--config", "../../deploy/sluiced.yaml", "--node-id", "-1"}, 1, "", "must not be negative", "unknown key"},
 		{"super user not a principal", []string{"--super-users", "User:a;bob"}, 1, "", "--super-users", ""},
 		{"tls key without cert", []string{"--tls-key-file", "k.pem"}, 1, "", "go together", ""},
+		{"listeners replace kafka-listen", []string{"--listeners", "PLAINTEXT://127.0.0.1:0", "--kafka-listen", "127.0.0.1:0"}, 2, "", "--listeners replaces --kafka-listen", ""},
+		{"listeners parsed", []string{"--listeners", "BOGUS://127.0.0.1:9092"}, 1, "", "not a security protocol", ""},
+		{"TLS listener without a certificate", []string{"--listeners", "SASL_SSL://127.0.0.1:9093"}, 1, "", "needs --tls-cert-file", ""},
+		{"unknown SASL mechanism", []string{"--sasl-enabled-mechanisms", "GSSAPI"}, 1, "", `unknown mechanism "GSSAPI"`, ""},
 		{"topic defaults checked", []string{"--default-replication-factor", "2", "--default-min-insync-replicas", "3"}, 1, "", "every acks=all write would be refused", ""},
 	}
 	for _, tc := range tests {

@@ -1,0 +1,402 @@
+package kafka
+
+// This file owns the authorise rules (authz.go) of the APIs about topics,
+// the cluster and producer ids: what each needs, Kafka's table.
+//
+//	Produce                  WRITE topic
+//	Fetch                    READ topic (a follower's fetch: the inter-broker listener)
+//	ListOffsets              DESCRIBE topic
+//	Metadata                 DESCRIBE topic (listing: only the describable);
+//	                         auto-creation also CREATE on the cluster or the topic
+//	OffsetForLeaderEpoch     DESCRIBE topic; CLUSTER_ACTION cluster for a replica
+//	CreateTopics             CREATE cluster or CREATE topic
+//	DeleteTopics             DELETE topic
+//	DeleteRecords            DELETE topic
+//	CreatePartitions         ALTER topic
+//	DescribeConfigs          DESCRIBE_CONFIGS topic or cluster (broker resources)
+//	AlterConfigs, Incremental ALTER_CONFIGS topic or cluster
+//	InitProducerId           WRITE transactional id, or IDEMPOTENT_WRITE cluster
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/broker/acl"
+)
+
+var topicRefused = kerr.TopicAuthorizationFailed.Code
+
+func authzProduce(c *authzCheck, req *request) authzResult {
+	r := req.body.(*kmsg.ProduceRequest)
+	var refused []kmsg.ProduceRequestTopic
+	r.Topics, refused = keepAllowed(r.Topics, func(t *kmsg.ProduceRequestTopic) bool { return c.topic(acl.OpWrite, t.Topic) })
+	if len(refused) == 0 {
+		return authzResult{}
+	}
+	return authzResult{merge: func(resp kmsg.Response) {
+		pr := resp.(*kmsg.ProduceResponse)
+		for _, t := range refused {
+			rt := kmsg.NewProduceResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewProduceResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.BaseOffset = p.Partition, topicRefused, -1
+				rp.ErrorMessage = refusedMessage(acl.OpWrite, acl.ResourceTopic, t.Topic)
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			pr.Topics = append(pr.Topics, rt)
+		}
+	}}
+}
+
+func authzFetch(c *authzCheck, req *request) authzResult {
+	r := req.body.(*kmsg.FetchRequest)
+	if id, _ := fetchReplica(r); id >= 0 {
+		// A follower's fetch: refused on a client listener by the handler
+		// whatever the identity (interbroker.go); nothing to decide here.
+		return authzResult{}
+	}
+	allow := func(t *kmsg.FetchRequestTopic) bool {
+		name := t.Topic
+		if req.version >= 13 {
+			if name = c.topicName(t.TopicID); name == "" {
+				return true // unknown id: the handler answers UNKNOWN_TOPIC_ID
+			}
+		}
+		return c.topic(acl.OpRead, name)
+	}
+	var refused []kmsg.FetchRequestTopic
+	r.Topics, refused = keepAllowed(r.Topics, allow)
+	if len(refused) == 0 {
+		return authzResult{}
+	}
+	return authzResult{merge: func(resp kmsg.Response) {
+		fr := resp.(*kmsg.FetchResponse)
+		for _, t := range refused {
+			rt := kmsg.NewFetchResponseTopic()
+			rt.Topic, rt.TopicID = t.Topic, t.TopicID
+			for _, p := range t.Partitions {
+				rp := kmsg.NewFetchResponseTopicPartition()
+				rp.Partition, rp.ErrorCode = p.Partition, topicRefused
+				rp.HighWatermark, rp.LastStableOffset, rp.LogStartOffset = -1, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			fr.Topics = append(fr.Topics, rt)
+		}
+	}}
+}
+
+func authzListOffsets(c *authzCheck, req *request) authzResult {
+	r := req.body.(*kmsg.ListOffsetsRequest)
+	var refused []kmsg.ListOffsetsRequestTopic
+	r.Topics, refused = keepAllowed(r.Topics, func(t *kmsg.ListOffsetsRequestTopic) bool { return c.topic(acl.OpDescribe, t.Topic) })
+	if len(refused) == 0 {
+		return authzResult{}
+	}
+	return authzResult{merge: func(resp kmsg.Response) {
+		lr := resp.(*kmsg.ListOffsetsResponse)
+		for _, t := range refused {
+			rt := kmsg.NewListOffsetsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewListOffsetsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.Offset, rp.Timestamp = p.Partition, topicRefused, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			lr.Topics = append(lr.Topics, rt)
+		}
+	}}
+}
+
+// authzMetadata: a named topic the identity may not describe is answered
+// TOPIC_AUTHORIZATION_FAILED; a missing one it may not create is answered
+// UNKNOWN_TOPIC_OR_PARTITION instead of being auto-created; a listing of
+// every topic keeps only the describable ones.
+func authzMetadata(c *authzCheck, req *request) authzResult {
+	r := req.body.(*kmsg.MetadataRequest)
+	all := r.Topics == nil || (req.version == 0 && len(r.Topics) == 0)
+	type refusal struct {
+		t    kmsg.MetadataRequestTopic
+		code int16
+	}
+	var refused []refusal
+	if !all {
+		canCreate := func(name string) bool {
+			return c.cluster(acl.OpCreate) || c.topic(acl.OpCreate, name)
+		}
+		r.Topics, _ = keepAllowed(r.Topics, func(t *kmsg.MetadataRequestTopic) bool {
+			name := ""
+			switch {
+			case t.Topic != nil:
+				name = *t.Topic
+			case t.TopicID != [16]byte{}:
+				if name = c.topicName(t.TopicID); name == "" {
+					return true // the handler answers the unknown id
+				}
+			default:
+				return true
+			}
+			switch {
+			case !c.topic(acl.OpDescribe, name):
+				refused = append(refused, refusal{*t, topicRefused})
+				return false
+			case c.b.LookupTopic(name) == nil && !canCreate(name):
+				refused = append(refused, refusal{*t, kerr.UnknownTopicOrPartition.Code})
+				return false
+			}
+			return true
+		})
+		if len(r.Topics) == 0 && req.version == 0 {
+			// An empty v0 list would ask for every topic.
+			resp := newResponse(req).(*kmsg.MetadataResponse)
+			resp.Brokers = c.b.metadataBrokers(req)
+			for _, x := range refused {
+				resp.Topics = append(resp.Topics, metadataTopicError(x.t, x.code))
+			}
+			return authzResult{refused: resp}
+		}
+	}
+	return authzResult{merge: func(resp kmsg.Response) {
+		mr := resp.(*kmsg.MetadataResponse)
+		if all {
+			mr.Topics, _ = keepAllowed(mr.Topics, func(t *kmsg.MetadataResponseTopic) bool {
+				return t.Topic == nil || c.topic(acl.OpDescribe, *t.Topic)
+			})
+		}
+		for _, x := range refused {
+			mr.Topics = append(mr.Topics, metadataTopicError(x.t, x.code))
+		}
+	}}
+}
+
+func authzOffsetForLeaderEpoch(c *authzCheck, req *request) authzResult {
+	r := req.body.(*kmsg.OffsetForLeaderEpochRequest)
+	replica := req.version >= 3 && r.ReplicaID >= 0
+	var refused []kmsg.OffsetForLeaderEpochRequestTopic
+	r.Topics, refused = keepAllowed(r.Topics, func(t *kmsg.OffsetForLeaderEpochRequestTopic) bool {
+		if replica {
+			return c.cluster(acl.OpClusterAction)
+		}
+		return c.topic(acl.OpDescribe, t.Topic)
+	})
+	if len(refused) == 0 {
+		return authzResult{}
+	}
+	code := topicRefused
+	if replica {
+		code = kerr.ClusterAuthorizationFailed.Code
+	}
+	return authzResult{merge: func(resp kmsg.Response) {
+		or := resp.(*kmsg.OffsetForLeaderEpochResponse)
+		for _, t := range refused {
+			rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.LeaderEpoch, rp.EndOffset = p.Partition, code, -1, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			or.Topics = append(or.Topics, rt)
+		}
+	}}
+}
+
+func authzCreateTopics(c *authzCheck, req *request) authzResult {
+	r := req.body.(*kmsg.CreateTopicsRequest)
+	var refused []kmsg.CreateTopicsRequestTopic
+	r.Topics, refused = keepAllowed(r.Topics, func(t *kmsg.CreateTopicsRequestTopic) bool {
+		return c.cluster(acl.OpCreate) || c.topic(acl.OpCreate, t.Topic)
+	})
+	if len(refused) == 0 {
+		return authzResult{}
+	}
+	return authzResult{merge: func(resp kmsg.Response) {
+		cr := resp.(*kmsg.CreateTopicsResponse)
+		for _, t := range refused {
+			rt := kmsg.NewCreateTopicsResponseTopic()
+			rt.Topic, rt.ErrorCode = t.Topic, topicRefused
+			rt.ErrorMessage = refusedMessage(acl.OpCreate, acl.ResourceTopic, t.Topic)
+			rt.NumPartitions, rt.ReplicationFactor = -1, -1
+			cr.Topics = append(cr.Topics, rt)
+		}
+	}}
+}
+
+func authzDeleteTopics(c *authzCheck, req *request) authzResult {
+	r := req.body.(*kmsg.DeleteTopicsRequest)
+	var refusedNames []string
+	var refusedTopics []kmsg.DeleteTopicsRequestTopic
+	r.TopicNames, refusedNames = keepAllowed(r.TopicNames, func(n *string) bool { return c.topic(acl.OpDelete, *n) })
+	r.Topics, refusedTopics = keepAllowed(r.Topics, func(t *kmsg.DeleteTopicsRequestTopic) bool {
+		name := ""
+		if t.Topic != nil {
+			name = *t.Topic
+		} else if name = c.topicName(t.TopicID); name == "" {
+			return true
+		}
+		return c.topic(acl.OpDelete, name)
+	})
+	for _, n := range refusedNames {
+		refusedTopics = append(refusedTopics, kmsg.DeleteTopicsRequestTopic{Topic: kmsg.StringPtr(n)})
+	}
+	if len(refusedTopics) == 0 {
+		return authzResult{}
+	}
+	return authzResult{merge: func(resp kmsg.Response) {
+		dr := resp.(*kmsg.DeleteTopicsResponse)
+		for _, t := range refusedTopics {
+			rt := kmsg.NewDeleteTopicsResponseTopic()
+			rt.Topic, rt.TopicID, rt.ErrorCode = t.Topic, t.TopicID, topicRefused
+			if t.Topic != nil {
+				rt.ErrorMessage = refusedMessage(acl.OpDelete, acl.ResourceTopic, *t.Topic)
+			}
+			dr.Topics = append(dr.Topics, rt)
+		}
+	}}
+}
+
+func authzDeleteRecords(c *authzCheck, req *request) authzResult {
+	r := req.body.(*kmsg.DeleteRecordsRequest)
+	var refused []kmsg.DeleteRecordsRequestTopic
+	r.Topics, refused = keepAllowed(r.Topics, func(t *kmsg.DeleteRecordsRequestTopic) bool { return c.topic(acl.OpDelete, t.Topic) })
+	if len(refused) == 0 {
+		return authzResult{}
+	}
+	return authzResult{merge: func(resp kmsg.Response) {
+		dr := resp.(*kmsg.DeleteRecordsResponse)
+		for _, t := range refused {
+			rt := kmsg.NewDeleteRecordsResponseTopic()
+			rt.Topic = t.Topic
+			for _, p := range t.Partitions {
+				rp := kmsg.NewDeleteRecordsResponseTopicPartition()
+				rp.Partition, rp.ErrorCode, rp.LowWatermark = p.Partition, topicRefused, -1
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			dr.Topics = append(dr.Topics, rt)
+		}
+	}}
+}
+
+func authzCreatePartitions(c *authzCheck, req *request) authzResult {
+	r := req.body.(*kmsg.CreatePartitionsRequest)
+	var refused []kmsg.CreatePartitionsRequestTopic
+	r.Topics, refused = keepAllowed(r.Topics, func(t *kmsg.CreatePartitionsRequestTopic) bool { return c.topic(acl.OpAlter, t.Topic) })
+	if len(refused) == 0 {
+		return authzResult{}
+	}
+	return authzResult{merge: func(resp kmsg.Response) {
+		cr := resp.(*kmsg.CreatePartitionsResponse)
+		for _, t := range refused {
+			rt := kmsg.NewCreatePartitionsResponseTopic()
+			rt.Topic, rt.ErrorCode = t.Topic, topicRefused
+			rt.ErrorMessage = refusedMessage(acl.OpAlter, acl.ResourceTopic, t.Topic)
+			cr.Topics = append(cr.Topics, rt)
+		}
+	}}
+}
+
+// Config resource types of the config APIs (Kafka's ConfigResource.Type).
+const (
+	configResourceTopic  = 2
+	configResourceBroker = 4
+	configResourceLogger = 8
+)
+
+// configAllowed decides op on a config resource: a topic's own, or the
+// cluster for a broker's or its loggers'.
+func configAllowed(c *authzCheck, op acl.Operation, rtype int8, name string) (bool, int16) {
+	if rtype == configResourceTopic {
+		return c.topic(op, name), topicRefused
+	}
+	return c.cluster(op), kerr.ClusterAuthorizationFailed.Code
+}
+
+func authzDescribeConfigs(c *authzCheck, req *request) authzResult {
+	r := req.body.(*kmsg.DescribeConfigsRequest)
+	var refused []kmsg.DescribeConfigsResponseResource
+	r.Resources, _ = keepAllowed(r.Resources, func(x *kmsg.DescribeConfigsRequestResource) bool {
+		ok, code := configAllowed(c, acl.OpDescribeConfigs, int8(x.ResourceType), x.ResourceName)
+		if !ok {
+			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = x.ResourceType, x.ResourceName, code
+			rr.ErrorMessage = refusedMessage(acl.OpDescribeConfigs, configACLType(int8(x.ResourceType)), x.ResourceName)
+			refused = append(refused, rr)
+		}
+		return ok
+	})
+	if len(refused) == 0 {
+		return authzResult{}
+	}
+	return authzResult{merge: func(resp kmsg.Response) {
+		dr := resp.(*kmsg.DescribeConfigsResponse)
+		dr.Resources = append(dr.Resources, refused...)
+	}}
+}
+
+func authzAlterConfigs(c *authzCheck, req *request) authzResult {
+	r := req.body.(*kmsg.AlterConfigsRequest)
+	var refused []kmsg.AlterConfigsResponseResource
+	r.Resources, _ = keepAllowed(r.Resources, func(x *kmsg.AlterConfigsRequestResource) bool {
+		ok, code := configAllowed(c, acl.OpAlterConfigs, int8(x.ResourceType), x.ResourceName)
+		if !ok {
+			rr := kmsg.NewAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = x.ResourceType, x.ResourceName, code
+			rr.ErrorMessage = refusedMessage(acl.OpAlterConfigs, configACLType(int8(x.ResourceType)), x.ResourceName)
+			refused = append(refused, rr)
+		}
+		return ok
+	})
+	if len(refused) == 0 {
+		return authzResult{}
+	}
+	return authzResult{merge: func(resp kmsg.Response) {
+		ar := resp.(*kmsg.AlterConfigsResponse)
+		ar.Resources = append(ar.Resources, refused...)
+	}}
+}
+
+func authzIncrementalAlterConfigs(c *authzCheck, req *request) authzResult {
+	r := req.body.(*kmsg.IncrementalAlterConfigsRequest)
+	var refused []kmsg.IncrementalAlterConfigsResponseResource
+	r.Resources, _ = keepAllowed(r.Resources, func(x *kmsg.IncrementalAlterConfigsRequestResource) bool {
+		ok, code := configAllowed(c, acl.OpAlterConfigs, int8(x.ResourceType), x.ResourceName)
+		if !ok {
+			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode = x.ResourceType, x.ResourceName, code
+			rr.ErrorMessage = refusedMessage(acl.OpAlterConfigs, configACLType(int8(x.ResourceType)), x.ResourceName)
+			refused = append(refused, rr)
+		}
+		return ok
+	})
+	if len(refused) == 0 {
+		return authzResult{}
+	}
+	return authzResult{merge: func(resp kmsg.Response) {
+		ar := resp.(*kmsg.IncrementalAlterConfigsResponse)
+		ar.Resources = append(ar.Resources, refused...)
+	}}
+}
+
+func configACLType(rtype int8) acl.ResourceType {
+	if rtype == configResourceTopic {
+		return acl.ResourceTopic
+	}
+	return acl.ResourceCluster
+}
+
+func authzInitProducerID(c *authzCheck, req *request) authzResult {
+	r := req.body.(*kmsg.InitProducerIDRequest)
+	var ok bool
+	var code int16
+	if r.TransactionalID != nil {
+		ok, code = c.allowed(acl.OpWrite, acl.ResourceTransactionalID, *r.TransactionalID), kerr.TransactionalIDAuthorizationFailed.Code
+	} else {
+		ok, code = c.cluster(acl.OpIdempotentWrite), kerr.ClusterAuthorizationFailed.Code
+	}
+	if ok {
+		return authzResult{}
+	}
+	resp := newResponse(req)
+	setTopLevelError(resp, code)
+	return authzResult{refused: resp}
+}
