@@ -95,6 +95,9 @@ func unscopeProduce(p *pass, resp kmsg.Response) {
 				pt.ErrorMessage = nil
 			}
 			p.message(&pt.ErrorMessage)
+			for j := range pt.ErrorRecords {
+				p.message(&pt.ErrorRecords[j].ErrorMessage)
+			}
 		}
 		return ok
 	})

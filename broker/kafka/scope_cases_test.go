@@ -20,12 +20,14 @@ func scopeCases() []scopeCase {
 			wantReq: &kmsg.ProduceRequest{Version: 9, TransactionID: sp("acme~tx"),
 				Topics: []kmsg.ProduceRequestTopic{{Topic: "acme~orders"}, {Topic: "acme~x~y"}}},
 			resp: &kmsg.ProduceResponse{Version: 9, Topics: []kmsg.ProduceResponseTopic{
-				{Topic: "acme~orders", Partitions: []kmsg.ProduceResponseTopicPartition{{ErrorMessage: sp(`topic "acme~orders": boom`)}}},
+				{Topic: "acme~orders", Partitions: []kmsg.ProduceResponseTopicPartition{{ErrorMessage: sp(`topic "acme~orders": boom`),
+					ErrorRecords: []kmsg.ProduceResponseTopicPartitionErrorRecord{{ErrorMessage: sp("acme~orders bad")}, {ErrorMessage: sp("bob~x")}}}}},
 				{Topic: "bob~orders"}, {Topic: "orders"},
 				{Topic: "acme~x~y", Partitions: []kmsg.ProduceResponseTopicPartition{{ErrorCode: 3, ErrorMessage: sp(`"acme~x~y"`)}}},
 			}},
 			wantResp: &kmsg.ProduceResponse{Version: 9, Topics: []kmsg.ProduceResponseTopic{
-				{Topic: "orders", Partitions: []kmsg.ProduceResponseTopicPartition{{ErrorMessage: sp(`topic "orders": boom`)}}},
+				{Topic: "orders", Partitions: []kmsg.ProduceResponseTopicPartition{{ErrorMessage: sp(`topic "orders": boom`),
+					ErrorRecords: []kmsg.ProduceResponseTopicPartitionErrorRecord{{ErrorMessage: sp("orders bad")}, {}}}}},
 				{Topic: "x~y", Partitions: []kmsg.ProduceResponseTopicPartition{{ErrorCode: 3}}},
 			}},
 		},
