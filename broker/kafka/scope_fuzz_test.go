@@ -15,29 +15,29 @@ import (
 	"github.com/sluice-mq/sluice/broker/node"
 )
 
-// nameFields are the kmsg field names that hold a tenant's topic name,
+// scopeNameFields are the kmsg field names that hold a tenant's topic name,
 // group id or transactional id (ResourceName only beside a topic or group
 // ConfigResourceType). The oracle below finds them by reflection, apart
 // from the stage's hand-written table, so a field the table forgot shows.
-var nameFields = map[string]bool{
+var scopeNameFields = map[string]bool{
 	"Topic": true, "TopicNames": true, "Group": true, "Groups": true, "TransactionID": true,
 	"TransactionalID": true, "CoordinatorKey": true, "CoordinatorKeys": true, "Key": true, "ResourceName": true,
 }
 
-// found is what the oracle finds in a kmsg message.
-type found struct {
+// oracleFinds is what the oracle finds in a kmsg message.
+type oracleFinds struct {
 	names    []string   // non-empty names
 	ids      [][16]byte // non-zero topic IDs
 	messages []string   // non-null error messages
 }
 
-func oracle(msg any) found {
-	var f found
+func nameOracle(msg any) oracleFinds {
+	var f oracleFinds
 	f.walk(reflect.ValueOf(msg))
 	return f
 }
 
-func (f *found) walk(v reflect.Value) {
+func (f *oracleFinds) walk(v reflect.Value) {
 	switch v.Kind() {
 	case reflect.Pointer:
 		if !v.IsNil() {
@@ -56,7 +56,7 @@ func (f *found) walk(v reflect.Value) {
 	}
 }
 
-func (f *found) field(parent reflect.Value, name string, v reflect.Value) {
+func (f *oracleFinds) field(parent reflect.Value, name string, v reflect.Value) {
 	switch {
 	case name == "TopicID":
 		if id := v.Interface().([16]byte); id != ([16]byte{}) {
@@ -71,14 +71,14 @@ func (f *found) field(parent reflect.Value, name string, v reflect.Value) {
 		if ok && (rt == configResourceTopic || rt == configResourceGroup) && v.String() != "" {
 			f.names = append(f.names, v.String())
 		}
-	case nameFields[name]:
+	case scopeNameFields[name]:
 		f.strings(v)
 	default:
 		f.walk(v)
 	}
 }
 
-func (f *found) strings(v reflect.Value) {
+func (f *oracleFinds) strings(v reflect.Value) {
 	switch v.Kind() {
 	case reflect.String:
 		if v.String() != "" {
@@ -99,9 +99,9 @@ func (f *found) strings(v reflect.Value) {
 	}
 }
 
-// fuzzOwner is the registry of the fuzz test: a topic ID's first byte
+// scopeFuzzOwner is the registry of the fuzz test: a topic ID's first byte
 // decides its tenant; placeholders are no topic's, as in a real registry.
-func fuzzOwner(id [16]byte) (string, bool) {
+func scopeFuzzOwner(id [16]byte) (string, bool) {
 	if string(id[:4]) == "~~~~" {
 		return "", false
 	}
@@ -153,7 +153,7 @@ func FuzzScope(f *testing.F) {
 		if req.ReadFrom(reqBytes) != nil {
 			return
 		}
-		s := Scope{Tenant: tenants[int(tenant)%len(tenants)], Unscoped: unscoped, TopicOwner: fuzzOwner}
+		s := Scope{Tenant: tenants[int(tenant)%len(tenants)], Unscoped: unscoped, TopicOwner: scopeFuzzOwner}
 		before := string(req.AppendTo(nil))
 		refused, err := s.Request(req)
 		switch {
@@ -175,7 +175,7 @@ func FuzzScope(f *testing.F) {
 		if resp.ReadFrom(respBytes) != nil {
 			return
 		}
-		internal := oracle(resp)
+		internal := nameOracle(resp)
 		before = string(resp.AppendTo(nil))
 		s.Response(resp, refused)
 		if unscoped {
@@ -190,7 +190,7 @@ func FuzzScope(f *testing.F) {
 
 func checkScopedRequest(t *testing.T, s Scope, req kmsg.Request, refused Refused) {
 	t.Helper()
-	got := oracle(req)
+	got := nameOracle(req)
 	for _, n := range got.names {
 		tenant, local := node.SplitName(n)
 		if tenant != s.Tenant || node.QualifyName(tenant, local) != n {
@@ -201,16 +201,16 @@ func checkScopedRequest(t *testing.T, s Scope, req kmsg.Request, refused Refused
 		if _, ph := refused[id]; ph {
 			continue
 		}
-		owner, ok := fuzzOwner(id)
+		owner, ok := scopeFuzzOwner(id)
 		if tenant, _ := node.SplitName(owner); !ok || tenant != s.Tenant {
 			t.Fatalf("tenant %s: the handler would see topic ID %x of %q", s.Tenant, id, owner)
 		}
 	}
 }
 
-func checkScopedResponse(t *testing.T, s Scope, internal found, resp kmsg.Response, refused Refused) {
+func checkScopedResponse(t *testing.T, s Scope, internal oracleFinds, resp kmsg.Response, refused Refused) {
 	t.Helper()
-	got := oracle(resp)
+	got := nameOracle(resp)
 	for _, n := range got.names {
 		if !slices.Contains(internal.names, node.QualifyName(s.Tenant, n)) {
 			t.Fatalf("tenant %s: the client reads %q, which was not its own in %q", s.Tenant, n, internal.names)
@@ -221,7 +221,7 @@ func checkScopedResponse(t *testing.T, s Scope, internal found, resp kmsg.Respon
 		sent[id] = true
 	}
 	for _, id := range got.ids {
-		owner, ok := fuzzOwner(id)
+		owner, ok := scopeFuzzOwner(id)
 		if tenant, _ := node.SplitName(owner); ok && tenant != s.Tenant && !sent[id] {
 			t.Fatalf("tenant %s: the client reads topic ID %x of %q", s.Tenant, id, owner)
 		}
@@ -240,10 +240,10 @@ func TestScopeRoundTrip(t *testing.T) {
 	rng := rand.New(rand.NewPCG(19, 2))
 	tenants := []string{"acme", "bob", "default"}
 	for i := range 2000 {
-		names := randomNames(rng)
-		s := Scope{Tenant: tenants[i%len(tenants)], TopicOwner: fakeOwner}
-		other := Scope{Tenant: tenants[(i+1)%len(tenants)], TopicOwner: fakeOwner}
-		for _, e := range roundTrips {
+		names := scopeRandomNames(rng)
+		s := Scope{Tenant: tenants[i%len(tenants)], TopicOwner: scopeOwner}
+		other := Scope{Tenant: tenants[(i+1)%len(tenants)], TopicOwner: scopeOwner}
+		for _, e := range scopeRoundTrips {
 			req := e.request(names)
 			if _, err := s.Request(req); err != nil {
 				t.Fatal(err)
@@ -264,9 +264,9 @@ func TestScopeRoundTrip(t *testing.T) {
 	}
 }
 
-// randomNames draws names that stress the rules: separators, other
+// scopeRandomNames draws names that stress the rules: separators, other
 // tenants' prefixes, the empty name, multibyte runes.
-func randomNames(rng *rand.Rand) []string {
+func scopeRandomNames(rng *rand.Rand) []string {
 	parts := []string{"a", "orders", "~", "acme~", "bob~", "default~", "", "é", ".", "-", "_", "X"}
 	out := make([]string, 1+rng.IntN(4))
 	for i := range out {
@@ -279,16 +279,16 @@ func randomNames(rng *rand.Rand) []string {
 	return out
 }
 
-// roundTrip builds a request from names, the broker's echo of the request
+// scopeRoundTrip builds a request from names, the broker's echo of the request
 // as rewritten, and reads the names back from a response.
-type roundTrip struct {
+type scopeRoundTrip struct {
 	name    string
 	request func(names []string) kmsg.Request
 	echo    func(kmsg.Request) kmsg.Response
 	names   func(kmsg.Response) []string
 }
 
-var roundTrips = []roundTrip{
+var scopeRoundTrips = []scopeRoundTrip{
 	{
 		name: "Produce",
 		request: func(names []string) kmsg.Request {
@@ -387,9 +387,9 @@ func TestScopeKnowsEveryField(t *testing.T) {
 	var b strings.Builder
 	for _, key := range scopedKeys() {
 		req := kmsg.RequestForKey(key)
-		listFields(&b, reflect.TypeOf(req).Elem(), strings.TrimPrefix(fmt.Sprintf("%T", req), "*kmsg."), "")
+		scopeListFields(&b, reflect.TypeOf(req).Elem(), strings.TrimPrefix(fmt.Sprintf("%T", req), "*kmsg."), "")
 		resp := req.ResponseKind()
-		listFields(&b, reflect.TypeOf(resp).Elem(), strings.TrimPrefix(fmt.Sprintf("%T", resp), "*kmsg."), "")
+		scopeListFields(&b, reflect.TypeOf(resp).Elem(), strings.TrimPrefix(fmt.Sprintf("%T", resp), "*kmsg."), "")
 	}
 	const golden = "testdata/scope_fields.txt"
 	if *updateScopeFields {
@@ -406,7 +406,7 @@ func TestScopeKnowsEveryField(t *testing.T) {
 	}
 }
 
-func listFields(b *strings.Builder, typ reflect.Type, path, parentKind string) {
+func scopeListFields(b *strings.Builder, typ reflect.Type, path, parentKind string) {
 	for i := range typ.NumField() {
 		f := typ.Field(i)
 		if f.Name == "UnknownTags" {
@@ -422,15 +422,15 @@ func listFields(b *strings.Builder, typ reflect.Type, path, parentKind string) {
 		}
 		switch {
 		case ft.Kind() == reflect.Struct:
-			listFields(b, ft, p, "")
+			scopeListFields(b, ft, p, "")
 		case ft.Kind() == reflect.String || ft == reflect.TypeOf([16]byte{}):
-			fmt.Fprintf(b, "%s %s\n", p, fieldRole(typ, f.Name))
+			fmt.Fprintf(b, "%s %s\n", p, scopeFieldRole(typ, f.Name))
 		}
 	}
 }
 
-// fieldRole says how the oracle reads a field.
-func fieldRole(parent reflect.Type, name string) string {
+// scopeFieldRole says how the oracle reads a field.
+func scopeFieldRole(parent reflect.Type, name string) string {
 	switch {
 	case name == "TopicID":
 		return "id"
@@ -441,7 +441,7 @@ func fieldRole(parent reflect.Type, name string) string {
 			return "name"
 		}
 		return "-"
-	case nameFields[name]:
+	case scopeNameFields[name]:
 		return "name"
 	}
 	return "-"

@@ -12,23 +12,23 @@ import (
 
 // Topic IDs of the fake registry: each tenant has a topic "orders".
 var (
-	idAcme     = [16]byte{0xa1, 15: 1}
-	idAcmePay  = [16]byte{0xa1, 15: 2}
-	idBob      = [16]byte{0xb0, 15: 1}
-	idDefault  = [16]byte{0xd0, 15: 1}
-	idNone     = [16]byte{0xee, 15: 1} // no topic has it
-	fakeTopics = map[[16]byte]string{idAcme: "acme~orders", idAcmePay: "acme~payments", idBob: "bob~orders", idDefault: "orders"}
+	idAcme      = [16]byte{0xa1, 15: 1}
+	idAcmePay   = [16]byte{0xa1, 15: 2}
+	idBob       = [16]byte{0xb0, 15: 1}
+	idDefault   = [16]byte{0xd0, 15: 1}
+	idNone      = [16]byte{0xee, 15: 1} // no topic has it
+	scopeTopics = map[[16]byte]string{idAcme: "acme~orders", idAcmePay: "acme~payments", idBob: "bob~orders", idDefault: "orders"}
 )
 
-func fakeOwner(id [16]byte) (string, bool) {
-	name, ok := fakeTopics[id]
+func scopeOwner(id [16]byte) (string, bool) {
+	name, ok := scopeTopics[id]
 	return name, ok
 }
 
 var (
-	acme = Scope{Tenant: "acme", TopicOwner: fakeOwner}
-	dflt = Scope{Tenant: "default", TopicOwner: fakeOwner}
-	sp   = kmsg.StringPtr
+	acmeScope    = Scope{Tenant: "acme", TopicOwner: scopeOwner}
+	defaultScope = Scope{Tenant: "default", TopicOwner: scopeOwner}
+	kstr         = kmsg.StringPtr
 )
 
 type scopeCase struct {
@@ -41,7 +41,7 @@ type scopeCase struct {
 }
 
 // versioned sets the version of a request or response built as a literal.
-func versioned[T interface{ SetVersion(int16) }](v int16, m T) T {
+func withVersion[T interface{ SetVersion(int16) }](v int16, m T) T {
 	m.SetVersion(v)
 	return m
 }
@@ -54,14 +54,14 @@ func TestScopeTable(t *testing.T) {
 				t.Fatalf("Request: %v", err)
 			}
 			if !reflect.DeepEqual(tc.req, tc.wantReq) {
-				t.Fatalf("request as the handler sees it:\n got %s\nwant %s", show(tc.req), show(tc.wantReq))
+				t.Fatalf("request as the handler sees it:\n got %s\nwant %s", showMsg(tc.req), showMsg(tc.wantReq))
 			}
 			if tc.resp == nil {
 				return
 			}
 			tc.scope.Response(tc.resp, refused)
 			if !reflect.DeepEqual(tc.resp, tc.wantResp) {
-				t.Fatalf("response as the client sees it:\n got %s\nwant %s", show(tc.resp), show(tc.wantResp))
+				t.Fatalf("response as the client sees it:\n got %s\nwant %s", showMsg(tc.resp), showMsg(tc.wantResp))
 			}
 		})
 	}
@@ -70,7 +70,7 @@ func TestScopeTable(t *testing.T) {
 // TestScopeUnscoped: a super user's requests and responses pass unchanged,
 // byte for byte, whatever tenants they name.
 func TestScopeUnscoped(t *testing.T) {
-	su := Scope{Unscoped: true, TopicOwner: fakeOwner}
+	su := Scope{Unscoped: true, TopicOwner: scopeOwner}
 	for _, tc := range scopeCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			before := tc.req.AppendTo(nil)
@@ -79,7 +79,7 @@ func TestScopeUnscoped(t *testing.T) {
 				t.Fatalf("Request = %v, %v; want nothing refused", refused, err)
 			}
 			if after := tc.req.AppendTo(nil); string(after) != string(before) {
-				t.Fatalf("a super user's request changed:\n got %s", show(tc.req))
+				t.Fatalf("a super user's request changed:\n got %s", showMsg(tc.req))
 			}
 			if tc.resp == nil {
 				return
@@ -87,7 +87,7 @@ func TestScopeUnscoped(t *testing.T) {
 			before = tc.resp.AppendTo(nil)
 			su.Response(tc.resp, nil)
 			if after := tc.resp.AppendTo(nil); string(after) != string(before) {
-				t.Fatalf("a super user's response changed:\n got %s", show(tc.resp))
+				t.Fatalf("a super user's response changed:\n got %s", showMsg(tc.resp))
 			}
 		})
 	}
@@ -103,15 +103,15 @@ func TestScopeForeignTopicID(t *testing.T) {
 		id        [16]byte
 		wantKnown bool
 	}{
-		{"own", acme, idAcme, true},
-		{"another tenant's", acme, idBob, false},
-		{"the default tenant's, asked by acme", acme, idDefault, false},
-		{"acme's, asked by the default tenant", dflt, idAcme, false},
-		{"no topic's", acme, idNone, false},
+		{"own", acmeScope, idAcme, true},
+		{"another tenant's", acmeScope, idBob, false},
+		{"the default tenant's, asked by acme", acmeScope, idDefault, false},
+		{"acme's, asked by the default tenant", defaultScope, idAcme, false},
+		{"no topic's", acmeScope, idNone, false},
 		{"own, without TopicOwner", Scope{Tenant: "acme"}, idAcme, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			req := versioned(13, kmsg.NewPtrFetchRequest())
+			req := withVersion(13, kmsg.NewPtrFetchRequest())
 			req.Topics = []kmsg.FetchRequestTopic{{TopicID: tt.id, Partitions: []kmsg.FetchRequestTopicPartition{{Partition: 0}, {Partition: 1}}}}
 			refused, err := tt.scope.Request(req)
 			if err != nil {
@@ -124,11 +124,11 @@ func TestScopeForeignTopicID(t *testing.T) {
 			if tt.wantKnown {
 				return
 			}
-			if _, ok := fakeTopics[seen]; ok {
+			if _, ok := scopeTopics[seen]; ok {
 				t.Fatalf("placeholder %x is a topic's ID", seen)
 			}
 			// The handler answers the placeholder as the unknown ID it is.
-			resp := versioned(13, kmsg.NewPtrFetchResponse())
+			resp := withVersion(13, kmsg.NewPtrFetchResponse())
 			rt := kmsg.NewFetchResponseTopic()
 			rt.TopicID = seen
 			for _, p := range []int32{0, 1} {
@@ -142,7 +142,7 @@ func TestScopeForeignTopicID(t *testing.T) {
 			tt.scope.Response(resp, refused)
 			got := resp.Topics[0]
 			if got.TopicID != tt.id || len(got.Partitions) != 2 || got.Partitions[1].ErrorCode != kerr.UnknownTopicID.Code {
-				t.Fatalf("client sees %s; want its ID %x answered UNKNOWN_TOPIC_ID", show(resp), tt.id)
+				t.Fatalf("client sees %s; want its ID %x answered UNKNOWN_TOPIC_ID", showMsg(resp), tt.id)
 			}
 		})
 	}
@@ -154,9 +154,9 @@ func TestScopeRefusesWhatItCannotSee(t *testing.T) {
 		scope Scope
 		req   kmsg.Request
 	}{
-		{"OffsetCommit v10 names topics by ID", acme, versioned(10, kmsg.NewPtrOffsetCommitRequest())},
-		{"OffsetFetch v10 names topics by ID", acme, versioned(10, kmsg.NewPtrOffsetFetchRequest())},
-		{"an API the stage does not know", acme, kmsg.NewPtrDescribeClusterRequest()},
+		{"OffsetCommit v10 names topics by ID", acmeScope, withVersion(10, kmsg.NewPtrOffsetCommitRequest())},
+		{"OffsetFetch v10 names topics by ID", acmeScope, withVersion(10, kmsg.NewPtrOffsetFetchRequest())},
+		{"an API the stage does not know", acmeScope, kmsg.NewPtrDescribeClusterRequest()},
 		{"no tenant", Scope{}, kmsg.NewPtrMetadataRequest()},
 		{"an invalid tenant", Scope{Tenant: "Acme~"}, kmsg.NewPtrMetadataRequest()},
 	} {
@@ -213,7 +213,7 @@ func TestScrubMessage(t *testing.T) {
 	}
 }
 
-func show(v any) string {
+func showMsg(v any) string {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err.Error()
