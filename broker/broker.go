@@ -154,7 +154,14 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	defer guard.Close()
 
-	b.kafka = kafka.New(b.Node, b, b.coord, append([]kafka.Option{kafka.WithAuthorizer(guard), kafka.WithCredentials(guard.ScramLookup)}, b.kafkaOpts...)...)
+	// The security Guard decides for both front ends: who a principal is,
+	// where SASL finds credentials (unless a test configured its own), and
+	// what an identity may do.
+	kopts := []kafka.Option{kafka.WithAuthorizer(guard), kafka.WithIdentities(guard.Identity)}
+	if b.Cfg.SASLCredentials == nil {
+		kopts = append(kopts, kafka.WithCredentials(guard.ScramLookup))
+	}
+	b.kafka = kafka.New(b.Node, b, b.coord, append(kopts, b.kafkaOpts...)...)
 	b.http = httpapi.New(b.Node, b, b.coord, guard)
 	if err := b.kafka.Listen(); err != nil {
 		return fmt.Errorf("broker: %w", err)

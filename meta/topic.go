@@ -98,13 +98,32 @@ func decodeTopic(name string, kv *mvccpb.KeyValue) (Topic, error) {
 	}, nil
 }
 
-// ValidateTopicName reports whether Kafka would accept name: 1 to 249
-// characters of [a-zA-Z0-9._-], not "." or "..".
+// TenantSeparator ends the tenant part of the stored name of a tenant's
+// topic or group: tenant~name. The default tenant's names are stored
+// unqualified.
+const TenantSeparator = '~'
+
+// ValidateTopicName reports whether name is a topic's stored name: at most
+// 249 characters, Kafka's rules (1 or more of [a-zA-Z0-9._-], not "." or
+// "..") for the name, and a valid tenant other than the default before a
+// TenantSeparator.
 func ValidateTopicName(name string) error {
-	if name == "" || name == "." || name == ".." || len(name) > maxTopicNameLen {
+	if len(name) > maxTopicNameLen {
 		return fmt.Errorf("%w: %q", ErrInvalidTopic, name)
 	}
-	for _, c := range []byte(name) {
+	local := name
+	if i := strings.IndexByte(name, TenantSeparator); i >= 0 {
+		// A tenant's topic is stored as tenant~name; '~' is no character of
+		// a Kafka topic name, so the two never collide.
+		if err := ValidateTenantName(name[:i]); err != nil || name[:i] == DefaultTenant {
+			return fmt.Errorf("%w: %q: no tenant's name before %q", ErrInvalidTopic, name, TenantSeparator)
+		}
+		local = name[i+1:]
+	}
+	if local == "" || local == "." || local == ".." {
+		return fmt.Errorf("%w: %q", ErrInvalidTopic, name)
+	}
+	for _, c := range []byte(local) {
 		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-'
 		if !ok {
 			return fmt.Errorf("%w: %q contains %q", ErrInvalidTopic, name, c)

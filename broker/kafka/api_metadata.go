@@ -56,7 +56,7 @@ func handleMetadata(b *Server, ctx context.Context, req *request) (reply, error)
 			t = b.LookupTopicID(rt.TopicID)
 		}
 		if t == nil && rt.Topic != nil {
-			if err := node.ValidateTopicName(name); err != nil {
+			if err := node.ValidateQualifiedTopicName(name); err != nil {
 				resp.Topics = append(resp.Topics, metadataTopicError(rt, kerr.InvalidTopicException.Code))
 				continue
 			}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/sluice-mq/sluice/broker/acl"
 	"github.com/sluice-mq/sluice/broker/auth"
+	"github.com/sluice-mq/sluice/broker/node"
 )
 
 // authzCheck asks the Authorizer for one request, remembering answers (a
@@ -52,7 +53,13 @@ func (c *authzCheck) allowed(op acl.Operation, rt acl.ResourceType, name string)
 	if v, ok := c.cache[k]; ok {
 		return v
 	}
-	d := c.b.authorizer.Authorize(c.id, c.host, op, rt, name)
+	// Names reach this stage scoped (tenant~name, scope.go); ACLs are
+	// written on the tenant's own names.
+	local := name
+	if rt == acl.ResourceTopic || rt == acl.ResourceGroup || rt == acl.ResourceTransactionalID {
+		_, local = node.SplitName(name)
+	}
+	d := c.b.authorizer.Authorize(c.id, c.host, op, rt, local)
 	if !d.Allowed {
 		c.b.Logger.Debug().Str("principal", c.id.Principal.String()).Str("tenant", c.id.Principal.Tenant).
 			Str("host", c.host).Stringer("operation", op).Stringer("resource_type", rt).Str("resource", name).

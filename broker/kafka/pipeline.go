@@ -80,13 +80,29 @@ func (b *Server) serveRequest(ctx context.Context, sec *connSecurity, req *reque
 	if err != nil {
 		return nil, err
 	}
+	if b.identify != nil && id.Principal.User != "" {
+		id = b.identify(id.Principal)
+	}
 	var merge func(kmsg.Response)
-	if !req.interBroker {
+	if !req.interBroker && !preAuthAPI(req.key) {
+		// Scope: the tenant's names become internal names (tenant~name),
+		// and back in the response, where other tenants' are removed.
+		scope := Scope{Tenant: id.Principal.Tenant, Unscoped: id.IsSuper(), TopicOwner: b.topicOwner}
+		foreign, err := scope.Request(req.body)
+		if err != nil {
+			return nil, fmt.Errorf("%s from %s: %w", apiName(req.key), id.Principal, err)
+		}
 		refused, m, whole := b.authorise(id, sec.ip, req)
 		if whole {
+			scope.Response(refused, foreign)
 			return done(refused), nil
 		}
-		merge = m
+		merge = func(resp kmsg.Response) {
+			if m != nil {
+				m(resp)
+			}
+			scope.Response(resp, foreign)
+		}
 	}
 	if err := b.admitter.Admit(ctx, id, req.body); err != nil {
 		return nil, fmt.Errorf("%s not admitted: %w", apiName(req.key), err)
@@ -114,3 +130,12 @@ func (r mergedReply) response() kmsg.Response {
 
 // apiName names an API key for logs.
 func apiName(key int16) string { return kmsg.NameForKey(key) }
+
+// topicOwner is the internal name of the topic with id, for the scope
+// stage's check of topic IDs.
+func (b *Server) topicOwner(id [16]byte) (string, bool) {
+	if t := b.LookupTopicID(id); t != nil {
+		return t.Meta.Name, true
+	}
+	return "", false
+}

@@ -22,12 +22,10 @@ type scopeEntry struct {
 	response   func(*pass, kmsg.Response) // nil: no names in the response
 }
 
-// Config resource types that name a tenant's resource (KIP-848's group
-// configs are covered before they are served).
-const (
-	configResourceTopic = 2
-	configResourceGroup = 32
-)
+// configResourceGroup is the config resource type of KIP-848's group
+// configs, covered before they are served (configResourceTopic is in
+// authz_topics.go).
+const configResourceGroup = 32
 
 // scopeTable is filled once and never changed.
 var scopeTable = map[int16]scopeEntry{

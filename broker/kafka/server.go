@@ -52,6 +52,7 @@ type Server struct {
 	authorizer  Authorizer
 	admitter    Admitter
 	certTenant  func(user string) (tenant string, ok bool) // tenant of a client-certificate user
+	identify    func(p auth.Principal) auth.Identity       // the role of an authenticated principal; nil: ordinary
 	failDelay   *auth.FailureDelay
 	now         func() time.Time
 
@@ -67,6 +68,13 @@ type Option func(*Server)
 // broker's cache of etcd); it wins over node.Config's SASLCredentials.
 func WithCredentials(lookup auth.CredentialLookup) Option {
 	return func(b *Server) { b.credentials = lookup }
+}
+
+// WithIdentities gives each authenticated principal its identity: its
+// role (a super user is not scoped to a tenant's names; a tenant admin may
+// manage its tenant's ACLs and users).
+func WithIdentities(fn func(p auth.Principal) auth.Identity) Option {
+	return func(b *Server) { b.identify = fn }
 }
 
 // WithAuthorizer sets the authorise stage's decider; without it every

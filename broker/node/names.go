@@ -32,7 +32,7 @@ import (
 )
 
 // TenantSeparator ends the tenant part of an internal name.
-const TenantSeparator = '~'
+const TenantSeparator = meta.TenantSeparator
 
 // QualifyName returns the internal name of tenant's name.
 func QualifyName(tenant, name string) string {

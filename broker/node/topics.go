@@ -244,7 +244,7 @@ func (b *Node) startPartition(p *partition.Partition) {
 
 // createTopic validates, stores and opens a new topic.
 func (b *Node) CreateTopic(ctx context.Context, name string, partitions int32, replication int16, configs map[string]string, validateOnly bool) (meta.Topic, error) {
-	if err := ValidateTopicName(name); err != nil {
+	if err := ValidateQualifiedTopicName(name); err != nil {
 		return meta.Topic{}, err
 	}
 	if partitions == -1 {

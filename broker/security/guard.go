@@ -222,7 +222,8 @@ func (g *Guard) CheckBasic(user, password string) (auth.Identity, error) {
 // (SystemTenant for a super user). A principal named in SuperUsers is
 // RoleSuper either way.
 func (g *Guard) Identity(p auth.Principal) auth.Identity {
-	if u, ok := g.idx.Load().users[p.User]; ok {
+	// The anonymous principal is never a stored user, even one named so.
+	if u, ok := g.idx.Load().users[p.User]; ok && !p.IsAnonymous() {
 		return g.identityOf(u)
 	}
 	id := auth.Identity{Principal: p}
