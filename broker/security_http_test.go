@@ -131,7 +131,10 @@ func TestHTTPSecurity(t *testing.T) {
 	}
 
 	admin.must(http.StatusCreated, "POST", "/v1/tenants", `{"name":"team-a"}`)
-	admin.must(http.StatusCreated, "POST", "/v1/users", `{"name":"alice","tenant":"team-a","password":"alice-pw"}`)
+	// The HTTP API serves the default tenant's topics and groups (its
+	// names are not scoped to tenants yet): alice is in it.
+	admin.must(http.StatusCreated, "POST", "/v1/users", `{"name":"alice","tenant":"default","password":"alice-pw"}`)
+	admin.must(http.StatusCreated, "POST", "/v1/users", `{"name":"erin","tenant":"team-a","password":"erin-pw"}`)
 	key, _ := admin.must(http.StatusCreated, "POST", "/v1/users/alice/api-keys", `{}`)["key"].(string)
 	if key == "" {
 		t.Fatal("no key in the answer that created it")
@@ -153,8 +156,23 @@ func TestHTTPSecurity(t *testing.T) {
 		t.Errorf("alice created a tenant: %d", code)
 	}
 
-	admin.must(http.StatusCreated, "POST", "/v1/acls", `{"tenant":"team-a","bindings":[
+	admin.must(http.StatusCreated, "POST", "/v1/acls", `{"tenant":"default","bindings":[
 		{"resource_type":"topic","resource_name":"orders","principal":"User:alice","operation":"write","permission":"allow"}]}`)
+	// Another tenant's user never reaches the default tenant's names over
+	// HTTP, even with an ACL of its own tenant that would allow the name.
+	admin.must(http.StatusCreated, "POST", "/v1/acls", `{"tenant":"team-a","bindings":[
+		{"resource_type":"topic","resource_name":"*","principal":"User:erin","operation":"all","permission":"allow"}]}`)
+	erin := anon.with(basic("erin", "erin-pw"))
+	for _, route := range []struct{ method, path, body string }{
+		{"POST", "/v1/topics/orders/messages:publish", onePublish},
+		{"GET", "/v1/topics", ""},
+		{"POST", "/v1/topics", `{"name":"mine"}`},
+	} {
+		code, out, _ := erin.call(route.method, route.path, route.body)
+		if ec, _ := errorCode(out); code != http.StatusForbidden || ec != "tenant_not_served" {
+			t.Errorf("team-a's erin: %s %s: %d %v, want 403 tenant_not_served", route.method, route.path, code, out)
+		}
+	}
 	added := time.Now()
 	for {
 		code, out, _ := aliceKey.call("POST", "/v1/topics/orders/messages:publish", onePublish)
@@ -167,6 +185,17 @@ func TestHTTPSecurity(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	alicePw.must(http.StatusOK, "POST", "/v1/topics/orders/messages:publish", onePublish)
+	// The internal form of another tenant's name is refused to all but
+	// super users.
+	for _, route := range []struct{ method, path, body string }{
+		{"POST", "/v1/topics/team-a~orders/messages:publish", onePublish},
+		{"POST", "/v1/topics", `{"name":"team-a~orders"}`},
+	} {
+		code, out, _ := aliceKey.call(route.method, route.path, route.body)
+		if ec, _ := errorCode(out); code != http.StatusBadRequest || ec != "invalid_name" {
+			t.Errorf("alice: %s %s: %d %v, want 400 invalid_name", route.method, route.path, code, out)
+		}
+	}
 	// The ACL is for orders only.
 	if code, _, _ := aliceKey.call("POST", "/v1/topics/secret/messages:publish", onePublish); code != http.StatusForbidden {
 		t.Errorf("alice published to secret: %d", code)

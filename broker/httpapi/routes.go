@@ -29,9 +29,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/sluice-mq/sluice/broker/acl"
 	"github.com/sluice-mq/sluice/broker/auth"
+	"github.com/sluice-mq/sluice/meta"
 )
 
 // routeRule is how one route is authorised.
@@ -153,6 +155,9 @@ func (b *Server) authorise(w http.ResponseWriter, r *http.Request, rule routeRul
 		}
 		return forbidden(id, op, rt, name, d.Reason)
 	}
+	if err := tenantServed(r, rule, id, b.sec.Enabled()); err != nil {
+		return r, err
+	}
 	switch {
 	case rule.super:
 		if !b.sec.Enabled() || id.IsSuper() {
@@ -184,6 +189,14 @@ func (b *Server) authorise(w http.ResponseWriter, r *http.Request, rule routeRul
 	if err != nil {
 		return r, err
 	}
+	if !id.IsSuper() {
+		for _, n := range names {
+			if strings.ContainsRune(n, meta.TenantSeparator) {
+				return r, &APIError{Status: http.StatusBadRequest, Code: "invalid_name",
+					Message: fmt.Sprintf("topic %q: '%c' is reserved for the names of other tenants", n, meta.TenantSeparator)}
+			}
+		}
+	}
 	if rule.pathValue == "" {
 		// Create topic, Kafka's rule for CreateTopics: CREATE on the
 		// cluster, or on the topic itself.
@@ -212,4 +225,31 @@ func forbidden(id auth.Identity, op acl.Operation, rt acl.ResourceType, name, re
 	}
 	return &APIError{Status: http.StatusForbidden, Code: "forbidden",
 		Message: fmt.Sprintf("%s (tenant %q) may not %s %s: %s", id.Principal, id.Principal.Tenant, op, what, reason)}
+}
+
+// tenantServed refuses what the HTTP API cannot yet serve a tenant. Names
+// over HTTP are not scoped to tenants as the Kafka protocol's are
+// (broker/kafka/scope.go): a topic or group named here is the default
+// tenant's, stored unqualified. So with security on, routes that name
+// topics or groups serve the default tenant and super users (who address
+// every tenant's names by their internal form, tenant~name), and refuse
+// another tenant's identity rather than let it at the default tenant's
+// names; and no one but a super user may name an internal form, which
+// would reach another tenant's topic or group.
+func tenantServed(r *http.Request, rule routeRule, id auth.Identity, enabled bool) error {
+	if !enabled || id.IsSuper() {
+		return nil
+	}
+	names := rule.rt == acl.ResourceTopic || rule.rt == acl.ResourceGroup || rule.list != 0 || rule.bodyTopics != nil
+	if names && id.Principal.Tenant != auth.DefaultTenant {
+		return &APIError{Status: http.StatusForbidden, Code: "tenant_not_served",
+			Message: fmt.Sprintf("the HTTP API serves topics and groups of the default tenant (and super users); %s is in tenant %q, whose topics and groups are served over the Kafka protocol", id.Principal, id.Principal.Tenant)}
+	}
+	for _, v := range []string{"topic", "group"} {
+		if strings.ContainsRune(r.PathValue(v), meta.TenantSeparator) {
+			return &APIError{Status: http.StatusBadRequest, Code: "invalid_name",
+				Message: fmt.Sprintf("%s %q: '%c' is reserved for the names of other tenants", v, r.PathValue(v), meta.TenantSeparator)}
+		}
+	}
+	return nil
 }
