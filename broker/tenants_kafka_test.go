@@ -149,3 +149,72 @@ func TestTenantsKafkaNamespaces(t *testing.T) {
 		}
 	}
 }
+
+// TestDeletedUserCutOffWithinSessionLifetime: a user deleted while its
+// client keeps producing on an open connection stops being served within
+// the SASL session lifetime (KIP-368): its re-authentication fails and
+// the connection closes; a new login is refused.
+func TestDeletedUserCutOffWithinSessionLifetime(t *testing.T) {
+	const lifetime = 2 * time.Second
+	cfg := testBrokerConfig(t)
+	cfg.Listeners = "SASL_PLAINTEXT://" + cfg.KafkaListen
+	cfg.KafkaListen, cfg.KafkaAdvertise = "", ""
+	cfg.SecurityEnabled = true
+	cfg.AllowEveryoneIfNoACLFound = true
+	cfg.SASLSessionLifetime = lifetime
+	b := startBroker(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := b.Store.EnsureTenant(ctx, "acme"); err != nil {
+		t.Fatal(err)
+	}
+	cred, err := auth.NewScramCredential(auth.MechanismScramSHA512, "dan-pw", auth.DefaultIterations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Store.CreateUser(ctx, meta.User{Name: "dan", Tenant: "acme", Scram: map[string]meta.ScramKeys{
+		auth.MechanismScramSHA512: {Salt: cred.Salt, StoredKey: cred.StoredKey, ServerKey: cred.ServerKey, Iterations: cred.Iterations},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	cl := testClient(t, b, kgo.SASL(scram.Auth{User: "dan", Pass: "dan-pw"}.AsSha512Mechanism()),
+		kgo.DefaultProduceTopic("stream"), kgo.RecordRetries(0), kgo.RequestRetries(0))
+	createTopic(t, cl, "stream", 1, nil)
+	produce := func() error {
+		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+		defer pcancel()
+		return cl.ProduceSync(pctx, &kgo.Record{Value: []byte("tick")}).FirstErr()
+	}
+	if err := produce(); err != nil {
+		t.Fatalf("produce before the deletion: %v", err)
+	}
+	if err := b.Store.DeleteUser(ctx, "dan"); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	lastServed := deleted
+	for {
+		err := produce()
+		if err != nil {
+			t.Logf("last served %v after the deletion; then refused: %v", lastServed.Sub(deleted).Round(10*time.Millisecond), err)
+			break
+		}
+		lastServed = time.Now()
+		if lastServed.Sub(deleted) > 2*lifetime+5*time.Second {
+			t.Fatalf("still served %v after the user was deleted (session lifetime %v)", lastServed.Sub(deleted), lifetime)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// Served at most until the session's lifetime ran out (a margin for
+	// etcd's watch and the scheduling of this shared machine), never after.
+	if served := lastServed.Sub(deleted); served > lifetime+2*time.Second {
+		t.Fatalf("served %v after the user was deleted, beyond the session lifetime %v", served, lifetime)
+	}
+	// A new login fails too.
+	fresh := testClient(t, b, kgo.SASL(scram.Auth{User: "dan", Pass: "dan-pw"}.AsSha512Mechanism()), kgo.RequestRetries(0))
+	pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+	defer pcancel()
+	if err := fresh.Ping(pctx); err == nil {
+		t.Fatal("a deleted user logged in")
+	}
+}
