@@ -129,6 +129,9 @@ func init() {
 		21:                  authzDeleteRecords,
 		22:                  authzInitProducerID,
 		23:                  authzOffsetForLeaderEpoch,
+		29:                  authzManageACLs(acl.OpDescribe),
+		30:                  authzManageACLs(acl.OpAlter),
+		31:                  authzManageACLs(acl.OpAlter),
 		32:                  authzDescribeConfigs,
 		33:                  authzAlterConfigs,
 		saslAuthenticateKey: noAuthz,
@@ -136,6 +139,8 @@ func init() {
 		42:                  authzDeleteGroups,
 		44:                  authzIncrementalAlterConfigs,
 		47:                  authzOffsetDelete,
+		50:                  authzManageUsers,
+		51:                  authzManageUsers,
 	}
 }
 

@@ -34,6 +34,9 @@ func init() {
 	for k, a := range groupAPIs() {
 		apis[k] = a
 	}
+	for k, a := range adminAPIs() {
+		apis[k] = a
+	}
 }
 
 func apiTable() map[int16]api {
