@@ -24,10 +24,13 @@ run: build
 # one cluster; prints the bootstrap servers. Data and logs in
 # $(DATA_DIR)/cluster. N=2 acts on broker 2 alone (`make cluster-restart
 # N=2` brings it back after a crash); cluster-status shows each broker's
-# pid, liveness, AZ, role and leaderships (deploy/cluster.sh).
+# pid, liveness, AZ, role and leaderships (deploy/cluster.sh). SECURE=1
+# starts it with SASL_SSL listeners, HTTPS and security on, certificates
+# of its own (sluicectl certs create), and prints the client settings.
 N ?=
+SECURE ?=
 cluster: build tools
-	deploy/cluster.sh start $(DATA_DIR)/cluster $(N)
+	SECURE=$(SECURE) deploy/cluster.sh start $(DATA_DIR)/cluster $(N)
 
 cluster-stop:
 	deploy/cluster.sh stop $(DATA_DIR)/cluster $(N)

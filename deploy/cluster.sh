@@ -89,6 +89,11 @@ ebase=$(setting ETCD_BASE 2379)
 s3port=$(setting S3_PORT 19000)
 object_store=$(setting OBJECT_STORE "")
 sluiced_args=$(setting SLUICED_ARGS "")
+# SECURE=1: SASL_SSL listeners and HTTPS with certificates of our own
+# (sluicectl certs create), security on, the super user admin.
+secure=$(setting SECURE "")
+ctl=$(setting SLUICECTL bin/sluicectl)
+certs=$adir/certs
 azs=(a b c)
 s3bin=${VERSITYGW:-bin/versitygw}
 export AWS_ACCESS_KEY_ID=${S3_ACCESS_KEY:-sluice}
@@ -97,6 +102,17 @@ export AWS_REGION=us-east-1
 
 kafka() { echo "127.0.0.1:$((kbase + $1))"; }
 http() { echo "127.0.0.1:$((hbase + $1))"; }
+# hcurl calls a broker's HTTP API, over HTTPS checked against the
+# cluster's CA when SECURE=1.
+hcurl() {
+	local url=$1
+	shift
+	if [[ $secure == 1 ]]; then
+		curl --cacert "$certs/ca.crt" "$@" "https://$url"
+	else
+		curl "$@" "http://$url"
+	fi
+}
 inter_broker() { echo "127.0.0.1:$((ibase + $1))"; }
 etcd_client() { echo "127.0.0.1:$((ebase + 10 * ($1 - 1)))"; }
 etcd_peer() { echo "127.0.0.1:$((ebase + 1 + 10 * ($1 - 1)))"; }
@@ -177,6 +193,18 @@ start_s3() {
 	done
 }
 
+# make_secrets makes the cluster's CA, one certificate per broker and the
+# super user's password, once: a restart keeps them.
+make_secrets() {
+	if [[ ! -f $certs/broker-3.crt ]]; then
+		"$ctl" certs create --dir "$certs" --brokers broker-1,broker-2,broker-3 --clients admin \
+			--hosts localhost,127.0.0.1 >/dev/null
+	fi
+	if [[ ! -f $adir/admin-password ]]; then
+		(umask 077 && head -c 18 /dev/urandom | base64 | tr -d '/+=' >"$adir/admin-password")
+	fi
+}
+
 # launch N starts broker N in the background, its output appended to its
 # log after a line that dates the start and names the pid.
 launch() {
@@ -185,13 +213,20 @@ launch() {
 		initial+="${initial:+,}$m=http://$(etcd_peer $m)"
 	done
 	mkdir -p "$adir/n$n/data"
+	local listen=(--kafka-listen "$(kafka "$n")") security=()
+	if [[ $secure == 1 ]]; then
+		listen=(--listeners "SASL_SSL://$(kafka "$n")")
+		security=(--security --admin-password-file "$adir/admin-password"
+			--tls-cert-file "$certs/broker-$n.crt" --tls-key-file "$certs/broker-$n.key" --tls-client-ca-file "$certs/ca.crt"
+			--sasl-enabled-mechanisms SCRAM-SHA-256,SCRAM-SHA-512,PLAIN)
+	fi
 	# The subshell prints its own pid, then becomes sluiced (exec keeps the
 	# pid), so the separator, the pid file and the process agree.
 	# shellcheck disable=SC2086 # SLUICED_ARGS is a list of flags
 	(
 		echo "=== $(date -u +%Y-%m-%dT%H:%M:%SZ) deploy/cluster.sh: broker $n starts (pid $BASHPID)"
 		exec "$bin" --node-id "$n" --az "${azs[$((n - 1))]}" --data-dir "$adir/n$n/data" \
-			--kafka-listen "$(kafka "$n")" --http-listen "$(http "$n")" --inter-broker-listen "$(inter_broker "$n")" \
+			"${listen[@]}" "${security[@]}" --http-listen "$(http "$n")" --inter-broker-listen "$(inter_broker "$n")" \
 			--etcd-listen-client "$(etcd_client "$n")" --etcd-listen-peer "$(etcd_peer "$n")" \
 			--etcd-initial-cluster "$initial" --object-store "$object_store" $sluiced_args
 	) >>"$adir/n$n/sluiced.log" 2>&1 </dev/null &
@@ -212,7 +247,7 @@ await_ready() {
 	local n=$1 pid i
 	pid=$(<"$adir/n$n/pid")
 	for i in $(seq 1 240); do
-		curl -sf -m 2 "$(http "$n")/readyz" >/dev/null && return 0
+		hcurl "$(http "$n")/readyz" -sf -m 2 >/dev/null && return 0
 		if ! owns "$pid" sluiced --data-dir "$adir/n$n/data"; then
 			echo "node $n exited; its log ($adir/n$n/sluiced.log) ends:" >&2
 			tail -n 20 "$adir/n$n/sluiced.log" >&2
@@ -234,6 +269,7 @@ record_settings() {
 		echo "S3_PORT=$s3port"
 		echo "OBJECT_STORE=$object_store"
 		echo "SLUICED_ARGS=$sluiced_args"
+		echo "SECURE=$secure"
 	} >"$adir/cluster.env"
 }
 
@@ -249,6 +285,7 @@ start() {
 		fi
 	done
 	[[ -n ${1:-} ]] || record_settings
+	[[ $secure != 1 ]] || make_secrets
 	start_s3
 	# The etcd members wait for each other's quorum: start all, then wait.
 	for n in "${nodes[@]}"; do
@@ -266,6 +303,16 @@ start() {
 	fi
 	echo "three brokers ready (AZs a, b, c); logs in $adir/n*/sluiced.log"
 	echo "bootstrap servers: $(kafka 1),$(kafka 2),$(kafka 3)"
+	if [[ $secure == 1 ]]; then
+		echo "HTTP APIs:         https://$(http 1) https://$(http 2) https://$(http 3) (CA $certs/ca.crt)"
+		echo "object store:      $object_store"
+		echo "super user:        admin, password in $adir/admin-password"
+		echo "kcat:              kcat -b $(kafka 1) -X security.protocol=SASL_SSL -X ssl.ca.location=$certs/ca.crt \\"
+		echo "                     -X sasl.mechanisms=PLAIN -X sasl.username=admin -X sasl.password=\"\$(cat $adir/admin-password)\" -L"
+		echo "                   (SCRAM-SHA-512 too, with librdkafka 2.6.1 or later)"
+		echo "sluicectl:         $ctl --server https://$(http 1) --cacert $certs/ca.crt --user admin --password-file $adir/admin-password tenant ls"
+		return
+	fi
 	echo "HTTP APIs:         http://$(http 1) http://$(http 2) http://$(http 3)"
 	echo "object store:      $object_store"
 }
@@ -307,7 +354,12 @@ stop() {
 metadata() {
 	local seeds=$1
 	[[ -n $seeds ]] && command -v kcat >/dev/null || return 0
-	kcat -L -m 5 -b "$seeds" 2>/dev/null | awk '
+	local auth=()
+	if [[ $secure == 1 ]]; then
+		auth=(-X security.protocol=SASL_SSL -X "ssl.ca.location=$certs/ca.crt" -X sasl.mechanisms=PLAIN
+			-X sasl.username=admin -X "sasl.password=$(<"$adir/admin-password")")
+	fi
+	{ kcat -L -m 5 -b "$seeds" "${auth[@]}" 2>/dev/null || true; } | awk '
 		/^  broker [0-9]+ at / { print "listed " $2; if (/\(controller\)/) print "controller " $2 }
 		/^    partition [0-9]+, leader / { l = $4; sub(/,$/, "", l); print "leader " l }'
 }
@@ -333,11 +385,11 @@ status() {
 		health=- ready=- role=- leads=- reason=""
 		if [[ -n $pid ]]; then
 			health=down ready="not ready"
-			curl -sf -m 2 -o /dev/null "$(http "$n")/healthz" && health=ok
-			if reason=$(curl -sf -m 2 "$(http "$n")/readyz" 2>/dev/null); then
+			hcurl "$(http "$n")/healthz" -sf -m 2 -o /dev/null && health=ok
+			if reason=$(hcurl "$(http "$n")/readyz" -sf -m 2 2>/dev/null); then
 				ready=ready reason=""
 			else
-				reason=$(curl -s -m 2 "$(http "$n")/readyz" 2>/dev/null | head -n 1) || true
+				reason=$(hcurl "$(http "$n")/readyz" -s -m 2 2>/dev/null | head -n 1) || true
 			fi
 			if ! command -v kcat >/dev/null; then
 				role="?" leads="?"
