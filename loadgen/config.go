@@ -34,6 +34,7 @@ type Config struct {
 	Brokers  []string // Kafka bootstrap addresses (http: for consumers only; empty: none)
 	NATSURL  string   // JetStream server URL
 	HTTPURL  string   // HTTP API base URL, e.g. http://127.0.0.1:8080
+	Security Security // TLS and SASL of the Kafka clients
 	Label    string   // free text carried into the report (e.g. "sync_interval=always")
 	Scenario string   // one of Scenarios()
 	Topic    string   // default: loadgen-<scenario>-<unix nanos>

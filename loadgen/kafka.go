@@ -27,7 +27,11 @@ type kafkaSystem struct {
 }
 
 func newKafkaSystem(cfg Config, log zerolog.Logger) (*kafkaSystem, error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	sec, err := cfg.Security.opts(nil)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...)}, sec...)...)
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: kafka admin client: %w", err)
 	}
@@ -123,7 +127,11 @@ func (s *kafkaSystem) NewProducer(_ context.Context, id int) (Producer, error) {
 	if !s.cfg.Idempotent {
 		opts = append(opts, kgo.DisableIdempotentWrite())
 	}
-	cl, err := kgo.NewClient(opts...)
+	sec, err := s.cfg.Security.opts(nil)
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(opts, sec...)...)
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: kafka producer %d: %w", id, err)
 	}
@@ -162,9 +170,13 @@ func (s *kafkaSystem) NewConsumer(_ context.Context, spec ConsumerSpec) (Consume
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(s.cfg.Brokers...),
 		kgo.ClientID(fmt.Sprintf("loadgen-consumer-%d", spec.ID)),
-		kgo.Dialer(d.DialContext),
 		kgo.FetchMaxWait(500 * time.Millisecond),
 	}
+	sec, err := s.cfg.Security.opts(d.DialContext)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, sec...)
 	if spec.Group != "" {
 		opts = append(opts,
 			kgo.ConsumerGroup(spec.Group),
