@@ -78,7 +78,10 @@ type brokerOptions struct {
 	az                string
 	noAutoCreate      bool
 	defaultPartitions int
-	extraArgs         []string
+	// saslListener makes the Kafka listener SASL_PLAINTEXT (--listeners)
+	// instead of --kafka-listen's PLAINTEXT.
+	saslListener bool
+	extraArgs    []string
 }
 
 // broker is one sluiced process. Its ports and data dir stay the same
@@ -175,8 +178,6 @@ func (b *broker) args() []string {
 		"--node-id", strconv.Itoa(o.nodeID),
 		"--az", o.az,
 		"--data-dir", b.dataDir,
-		"--kafka-listen", b.kafkaAddr,
-		"--kafka-advertise", b.kafkaAddr,
 		"--http-listen", b.httpAddr,
 		"--inter-broker-listen", b.interBrokerAddr,
 		"--etcd-listen-client", b.etcdClientAddr,
@@ -185,6 +186,11 @@ func (b *broker) args() []string {
 		"--default-partitions", strconv.Itoa(o.defaultPartitions),
 		"--retention-check-interval", "200ms",
 		"--log-level", logLevel(),
+	}
+	if o.saslListener {
+		args = append(args, "--listeners", "SASL_PLAINTEXT://"+b.kafkaAddr)
+	} else {
+		args = append(args, "--kafka-listen", b.kafkaAddr, "--kafka-advertise", b.kafkaAddr)
 	}
 	return append(args, o.extraArgs...)
 }
