@@ -155,4 +155,3 @@ func TestKafkaGoSCRAM(t *testing.T) {
 		t.Logf("refused: %v", err)
 	}
 }
-
