@@ -64,9 +64,11 @@ func (c Config) validateInterBroker() error {
 	default:
 		return fmt.Errorf("broker: --inter-broker-security-protocol %q: want PLAINTEXT or SSL", c.InterBrokerSecurityProtocol)
 	}
-	for flag, file := range map[string]string{"tls-cert-file": c.TLSCertFile, "tls-key-file": c.TLSKeyFile, "tls-client-ca-file": c.TLSClientCAFile} {
-		if file == "" {
-			return fmt.Errorf("broker: --inter-broker-security-protocol SSL needs --%s (mutual TLS between brokers)", flag)
+	for _, f := range []struct{ flag, file string }{
+		{"tls-cert-file", c.TLSCertFile}, {"tls-key-file", c.TLSKeyFile}, {"tls-client-ca-file", c.TLSClientCAFile},
+	} {
+		if f.file == "" {
+			return fmt.Errorf("broker: --inter-broker-security-protocol SSL needs --%s (mutual TLS between brokers)", f.flag)
 		}
 	}
 	for _, p := range c.InterBrokerPrincipals {
