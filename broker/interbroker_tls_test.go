@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,8 +110,9 @@ func refusedConns(t *testing.T, b *Broker, reason string) float64 {
 
 // TestInterBrokerSSLReplicates: three brokers whose inter-broker links are
 // mutual TLS replicate a topic with RF 3 (acks=all, every replica in
-// sync), elect a new leader when the leader stops (election messages over
-// TLS), and serve it; no broker refused another.
+// sync), forward an HTTP publish to the leader, elect a new leader when
+// the leader stops (election messages over TLS), and serve every record;
+// no broker refused another.
 func TestInterBrokerSSLReplicates(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-member etcd cluster")
@@ -139,11 +141,30 @@ func TestInterBrokerSSLReplicates(t *testing.T) {
 		}
 	}
 
-	// The leader stops: the others elect over TLS and serve every record.
 	li := c.leaderOf("ssl", 0)
 	if li < 0 {
 		t.Fatal("no leader")
 	}
+	// An HTTP publish through a broker that does not lead the partition is
+	// forwarded by its producer over the leader's inter-broker listener.
+	https := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: pki.clientTLS(nil)}}
+	other := c.brokers[(li+1)%3]
+	resp, err := https.Post("https://"+other.httpLn.Addr().String()+"/v1/topics/ssl/messages:publish", "application/json",
+		strings.NewReader(`{"messages":[{"payload":"forwarded"}]}`))
+	if err != nil {
+		t.Fatalf("publish through node %d: %v", other.Cfg.NodeID, err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	var answer struct {
+		Results []struct{ Status string } `json:"results"`
+	}
+	if err := json.Unmarshal(raw, &answer); err != nil || resp.StatusCode != http.StatusOK ||
+		len(answer.Results) != 1 || answer.Results[0].Status != "ok" {
+		t.Fatalf("publish through node %d: %d %s", other.Cfg.NodeID, resp.StatusCode, raw)
+	}
+
+	// The leader stops: the others elect over TLS and serve every record.
 	c.stops[li]()
 	var rest []string
 	for i, b := range c.brokers {
@@ -170,11 +191,11 @@ func TestInterBrokerSSLReplicates(t *testing.T) {
 	seen := map[string]bool{}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for len(seen) < n && ctx.Err() == nil {
+	for len(seen) < n+1 && ctx.Err() == nil {
 		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
 	}
-	if len(seen) != n {
-		t.Fatalf("read back %d of %d after the leader stopped", len(seen), n)
+	if len(seen) != n+1 || !seen["forwarded"] {
+		t.Fatalf("read back %d of %d after the leader stopped (forwarded one: %v)", len(seen), n+1, seen["forwarded"])
 	}
 }
 
