@@ -25,7 +25,8 @@ run: build
 # $(DATA_DIR)/cluster. N=2 acts on broker 2 alone (`make cluster-restart
 # N=2` brings it back after a crash); cluster-status shows each broker's
 # pid, liveness, AZ, role and leaderships (deploy/cluster.sh). SECURE=1
-# starts it with SASL_SSL listeners, HTTPS and security on, certificates
+# starts it with SASL_SSL listeners, HTTPS, mutual TLS between the brokers
+# and security on, certificates
 # of its own (sluicectl certs create), and prints the client settings.
 N ?=
 SECURE ?=

@@ -64,6 +64,9 @@ func New(cfg Config, logger zerolog.Logger, kafkaOpts ...kafka.Option) (*Broker,
 	}
 	nodeLog := logger.With().Int32("node", cfg.NodeID).Logger()
 	n := node.New(cfg, nodeLog)
+	if err := n.OpenInterBrokerTLS(); err != nil {
+		return nil, err
+	}
 	b := &Broker{Node: n, Cluster: cluster.New(n), readyCh: make(chan struct{}), kafkaOpts: kafkaOpts}
 	b.Hooks.ForgetTopic = func(ctx context.Context, name string, id [16]byte) {
 		if b.coord != nil {

@@ -90,7 +90,8 @@ s3port=$(setting S3_PORT 19000)
 object_store=$(setting OBJECT_STORE "")
 sluiced_args=$(setting SLUICED_ARGS "")
 # SECURE=1: SASL_SSL listeners and HTTPS with certificates of our own
-# (sluicectl certs create), security on, the super user admin.
+# (sluicectl certs create), mutual TLS between the brokers, security on,
+# the super user admin.
 secure=$(setting SECURE "")
 ctl=$(setting SLUICECTL bin/sluicectl)
 certs=$adir/certs
@@ -218,7 +219,8 @@ launch() {
 		listen=(--listeners "SASL_SSL://$(kafka "$n")")
 		security=(--security --admin-password-file "$adir/admin-password"
 			--tls-cert-file "$certs/broker-$n.crt" --tls-key-file "$certs/broker-$n.key" --tls-client-ca-file "$certs/ca.crt"
-			--sasl-enabled-mechanisms SCRAM-SHA-256,SCRAM-SHA-512,PLAIN)
+			--sasl-enabled-mechanisms SCRAM-SHA-256,SCRAM-SHA-512,PLAIN
+			--inter-broker-security-protocol SSL --inter-broker-principals User:broker-1,User:broker-2,User:broker-3)
 	fi
 	# The subshell prints its own pid, then becomes sluiced (exec keeps the
 	# pid), so the separator, the pid file and the process agree.

@@ -142,8 +142,10 @@ func (f *fetcher) run(ctx context.Context) {
 			}
 			if addr != "" {
 				var err error
+				// DialInterBroker speaks TLS with this broker's certificate
+				// under --inter-broker-security-protocol SSL.
 				cl, err = kgo.NewClient(kgo.SeedBrokers(addr), kgo.ClientID(fmt.Sprintf("sluice-replica-%d", f.b.Cfg.NodeID)),
-					kgo.RequestRetries(0))
+					kgo.RequestRetries(0), kgo.Dialer(f.b.DialInterBroker))
 				if err != nil {
 					f.b.Logger.Warn().Err(err).Int32("leader", f.leader).Msg("replica fetcher client")
 					cl = nil

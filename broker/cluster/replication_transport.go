@@ -300,6 +300,9 @@ func (b *Cluster) startReplicationTransport(ctx context.Context) {
 	b.registerReplicationMetrics()
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 2
+	// The URL stays http://: under SSL the dial itself is the TLS client
+	// (with this broker's certificate), and HTTP/1.1 runs inside it.
+	tr.DialContext = b.DialInterBroker
 	b.repl.client.Store(&http.Client{Transport: tr})
 	b.clusterWG.Add(1)
 	go func() {

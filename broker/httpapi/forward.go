@@ -113,7 +113,10 @@ func (b *Server) closeForwarder() {
 
 // dialPeer dials a broker's inter-broker listener. The address is the one
 // the broker registered (Metadata on the inter-broker listener names those);
-// Config.PeerInterBroker may route that node elsewhere.
+// Config.PeerInterBroker may route that node elsewhere. Under
+// --inter-broker-security-protocol SSL the conn is a TLS client with this
+// broker's certificate (node.DialInterBroker), so the internal calls keep
+// their http:// URLs.
 func (b *Server) dialPeer(ctx context.Context, network, addr string) (net.Conn, error) {
 	for _, bi := range b.Brokers() {
 		if bi.InterBroker == addr {
@@ -123,8 +126,7 @@ func (b *Server) dialPeer(ctx context.Context, network, addr string) (net.Conn, 
 			break
 		}
 	}
-	var d net.Dialer
-	return d.DialContext(ctx, network, addr)
+	return b.DialInterBroker(ctx, network, addr)
 }
 
 // peerHTTP is the HTTP client of the internal calls, dialling like

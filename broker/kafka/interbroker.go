@@ -19,9 +19,15 @@ package kafka
 // route (404).
 // Invariant: the envelope route exists only on this listener's HTTP server.
 //
-// Nothing here authenticates a peer: anyone who can reach this port can
-// still claim to be a broker it names (with that broker's incarnation).
-// Keep the port on the brokers' network.
+// Invariant: under --inter-broker-security-protocol SSL a connection is
+// served (its first byte read) only after a TLS handshake that verified a
+// client certificate whose principal node.Config.InterBrokerPeerAllowed
+// accepts; any other is closed, counted (sluice_inter_broker_refused_total)
+// and logged, before any Kafka or HTTP byte is read.
+//
+// Under PLAINTEXT (the default) nothing here authenticates a peer: anyone
+// who can reach this port can still claim to be a broker it names (with
+// that broker's incarnation). Keep the port on the brokers' network.
 //
 // Goroutines: the accept loop (serveInterBroker, started by Run) starts one
 // goroutine per connection, counted in Broker.conns, which reads the first
@@ -33,6 +39,7 @@ package kafka
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"net"
 	"slices"
@@ -42,6 +49,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/sluice-mq/sluice/broker/listener"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -67,14 +75,23 @@ const (
 
 var fetchRefusals = [...]string{RefuseClientListener, RefuseNoReplicaState, RefuseBrokerEpoch, RefuseNotReplica}
 
+// Reasons an inter-broker connection is refused under SSL, as metric labels.
+const (
+	RefuseTLSHandshake = "tls_handshake" // no client certificate, one the CA did not sign, or no TLS at all
+	RefusePrincipal    = "principal"     // a verified certificate of a principal that is not a broker's
+)
+
+var connRefusals = [...]string{RefuseTLSHandshake, RefusePrincipal}
+
 // interBroker is the Broker's state for the inter-broker listener.
 type interBroker struct {
-	ln        net.Listener // bound in Run before the registration
-	advertise string       // registered for the other brokers; set with ln
-	httpConns *connQueue   // connections for the HTTP server
-	refusals  zerolog.Logger
-	refused   [len(fetchRefusals)]atomic.Uint64 // by index in fetchRefusals
-	metrics   sync.Once
+	ln           net.Listener // bound in Run before the registration
+	advertise    string       // registered for the other brokers; set with ln
+	httpConns    *connQueue   // connections for the HTTP server
+	refusals     zerolog.Logger
+	refused      [len(fetchRefusals)]atomic.Uint64 // by index in fetchRefusals
+	connsRefused [len(connRefusals)]atomic.Uint64  // by index in connRefusals
+	metrics      sync.Once
 }
 
 // interBrokerAPIs is the dispatch table of the inter-broker listener: what
@@ -152,6 +169,17 @@ func (b *Server) serveInterBroker(ctx context.Context, mem *requestMemory) error
 // serveInterBrokerConn tells the connection's protocol by its first byte
 // and serves it; leave runs once the connection is closed.
 func (b *Server) serveInterBrokerConn(ctx context.Context, nc net.Conn, mem *requestMemory, leave func()) {
+	raw := nc // what closeConns holds; closing it ends a TLS conn over it too
+	if b.InterBrokerTLS != nil {
+		tc, ok := b.authenticatePeer(ctx, nc)
+		if !ok {
+			_ = nc.Close()
+			b.trackConn(raw, false)
+			leave()
+			return
+		}
+		nc = tc
+	}
 	br := bufio.NewReaderSize(nc, 16)
 	_ = nc.SetReadDeadline(time.Now().Add(interBrokerHandshake))
 	first, err := br.Peek(1)
@@ -163,15 +191,51 @@ func (b *Server) serveInterBrokerConn(ctx context.Context, nc net.Conn, mem *req
 	case first[0] == 0:
 		b.serveConn(ctx, pc, mem, nil)
 	default:
-		b.trackConn(nc, false)
+		b.trackConn(raw, false)
 		hc := &closeHookConn{Conn: pc, onClose: leave}
 		if !b.ib.httpConns.put(hc) {
 			_ = hc.Close()
 		}
 		return
 	}
-	b.trackConn(nc, false)
+	b.trackConn(raw, false)
 	leave()
+}
+
+// authenticatePeer runs the TLS handshake of an inter-broker connection
+// (the source requires a client certificate that chains to the CA) and
+// checks the certificate's principal. It returns the TLS conn, or false
+// after counting and logging the refusal; the caller closes nc.
+func (b *Server) authenticatePeer(ctx context.Context, nc net.Conn) (*tls.Conn, bool) {
+	tc := tls.Server(nc, b.InterBrokerTLS.ServerConfig())
+	hctx, cancel := context.WithTimeout(ctx, interBrokerHandshake)
+	err := tc.HandshakeContext(hctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil {
+			b.ib.refuseConn(RefuseTLSHandshake, nc.RemoteAddr().String(), "", err)
+		}
+		return nil, false
+	}
+	user, ok := listener.PeerPrincipal(tc.ConnectionState())
+	principal := "User:" + user
+	if !ok || !b.Cfg.InterBrokerPeerAllowed(principal) {
+		b.ib.refuseConn(RefusePrincipal, nc.RemoteAddr().String(), principal, nil)
+		return nil, false
+	}
+	return tc, true
+}
+
+// refuseConn counts and logs (sampled) a refused inter-broker connection.
+func (ib *interBroker) refuseConn(reason, remote, principal string, err error) {
+	if i := slices.Index(connRefusals[:], reason); i >= 0 {
+		ib.connsRefused[i].Add(1)
+	}
+	ev := ib.refusals.Warn().Str("reason", reason).Str("remote", remote)
+	if principal != "" {
+		ev = ev.Str("principal", principal)
+	}
+	ev.Err(err).Msg("inter-broker connection refused (logged at most 5 times per 10s)")
 }
 
 // trackConn adds nc to, or removes it from, the connections closeConns ends.
@@ -286,6 +350,15 @@ func (b *Server) registerInterBrokerMetrics() {
 				Name: "sluice_replica_fetches_refused_total", Help: "Replica fetches (or partitions of one) refused, by reason.",
 				ConstLabels: prometheus.Labels{"reason": reason},
 			}, func() float64 { return float64(b.ib.refused[i].Load()) })
+			if err := b.M.Reg.Register(c); err != nil {
+				b.Logger.Warn().Err(err).Msg("register inter-broker metric")
+			}
+		}
+		for i, reason := range connRefusals {
+			c := prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "sluice_inter_broker_refused_total", Help: "Inter-broker connections refused under SSL, by reason.",
+				ConstLabels: prometheus.Labels{"reason": reason},
+			}, func() float64 { return float64(b.ib.connsRefused[i].Load()) })
 			if err := b.M.Reg.Register(c); err != nil {
 				b.Logger.Warn().Err(err).Msg("register inter-broker metric")
 			}

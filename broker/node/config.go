@@ -166,6 +166,15 @@ type Config struct {
 	// "default" and the super user "admin" (in "system") with this file's
 	// password if no user "admin" exists (--admin-password-file).
 	AdminPasswordFile string
+	// InterBrokerSecurityProtocol is what the inter-broker listener and
+	// every dial to another broker's speak (--inter-broker-security-protocol):
+	// PLAINTEXT (the default; "" is the same) or SSL, mutual TLS with
+	// TLSCertFile, TLSKeyFile and TLSClientCAFile (interbroker_tls.go).
+	InterBrokerSecurityProtocol string
+	// InterBrokerPrincipals are the certificate principals ("User:broker-1")
+	// the inter-broker listener serves under SSL
+	// (--inter-broker-principals); empty: SuperUsers.
+	InterBrokerPrincipals []string
 	// The HTTP listener serves HTTPS with ListenerConfig's TLSCertFile and
 	// TLSKeyFile when they are set, and accepts client certificates that
 	// chain to its TLSClientCAFile (optional there: Bearer and Basic work
@@ -212,7 +221,8 @@ func DefaultConfig() Config {
 		ControllerTTL:   meta.DefaultControllerTTL,
 
 		// Security: off, and every resource without ACLs open (dev default).
-		AllowEveryoneIfNoACLFound: true,
+		AllowEveryoneIfNoACLFound:   true,
+		InterBrokerSecurityProtocol: InterBrokerPlaintext,
 	}
 }
 
@@ -296,7 +306,7 @@ func (c Config) validateSecurity() error {
 	if c.TLSClientCAFile != "" && c.TLSCertFile == "" {
 		return errors.New("broker: --tls-client-ca-file needs --tls-cert-file and --tls-key-file")
 	}
-	return nil
+	return c.validateInterBroker()
 }
 
 // distinctListeners refuses two listeners on one fixed port of one host:

@@ -33,6 +33,17 @@ func TestConfigValidateLimits(t *testing.T) {
 		{"super users", func(c *Config) { c.SuperUsers = []string{"User:alice", "User:bob"} }, ""},
 		{"tls cert without key", func(c *Config) { c.TLSCertFile = "c.pem" }, "go together"},
 		{"tls client ca without cert", func(c *Config) { c.TLSClientCAFile = "ca.pem" }, "--tls-client-ca-file"},
+		{"inter-broker protocol unknown", func(c *Config) { c.InterBrokerSecurityProtocol = "SASL_SSL" }, "--inter-broker-security-protocol"},
+		{"inter-broker plaintext spelled empty", func(c *Config) { c.InterBrokerSecurityProtocol = "" }, ""},
+		{"inter-broker SSL without files", func(c *Config) { c.InterBrokerSecurityProtocol = "SSL" }, "needs --tls-cert-file"},
+		{"inter-broker SSL without CA", func(c *Config) { interBrokerSSL(c); c.TLSClientCAFile = "" }, "needs --tls-client-ca-file"},
+		{"inter-broker SSL without principals", func(c *Config) { interBrokerSSL(c); c.InterBrokerPrincipals = nil }, "--inter-broker-principals"},
+		{"inter-broker SSL with super users", func(c *Config) {
+			interBrokerSSL(c)
+			c.InterBrokerPrincipals, c.SuperUsers = nil, []string{"User:broker"}
+		}, ""},
+		{"inter-broker principal not a principal", func(c *Config) { interBrokerSSL(c); c.InterBrokerPrincipals = []string{"broker-1"} }, "--inter-broker-principals"},
+		{"inter-broker SSL", interBrokerSSL, ""},
 		{"all on free ports", func(c *Config) {
 			c.KafkaListen, c.HTTPListen, c.InterBrokerListen = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
 		}, ""},
@@ -48,5 +59,27 @@ func TestConfigValidateLimits(t *testing.T) {
 				t.Fatalf("Validate = %v, want an error about %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// interBrokerSSL is a valid inter-broker SSL setting (Validate does not
+// read the files).
+func interBrokerSSL(c *Config) {
+	c.InterBrokerSecurityProtocol = InterBrokerSSL
+	c.TLSCertFile, c.TLSKeyFile, c.TLSClientCAFile = "b.crt", "b.key", "ca.crt"
+	c.InterBrokerPrincipals = []string{"User:broker-1", "User:broker-2"}
+}
+
+// TestInterBrokerPeerAllowed: the listener serves the named principals, or
+// the super users when none are named.
+func TestInterBrokerPeerAllowed(t *testing.T) {
+	c := DefaultConfig()
+	c.SuperUsers = []string{"User:admin"}
+	if !c.InterBrokerPeerAllowed("User:admin") || c.InterBrokerPeerAllowed("User:alice") {
+		t.Fatal("without --inter-broker-principals the super users, and only they, are allowed")
+	}
+	c.InterBrokerPrincipals = []string{"User:broker-1"}
+	if !c.InterBrokerPeerAllowed("User:broker-1") || c.InterBrokerPeerAllowed("User:admin") {
+		t.Fatal("--inter-broker-principals replaces the super users")
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-mq/sluice/broker/listener"
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/cache"
@@ -66,6 +67,11 @@ type Node struct {
 	// component's logger derives from it, as zerolog writes a key given
 	// twice twice.
 	NodeLog zerolog.Logger
+
+	// InterBrokerTLS is the TLS of the links between brokers under
+	// --inter-broker-security-protocol SSL, nil under PLAINTEXT; set by
+	// OpenInterBrokerTLS before Run starts anything (interbroker_tls.go).
+	InterBrokerTLS *listener.TLSSource
 
 	Store     *meta.Store
 	ClusterID string

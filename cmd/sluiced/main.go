@@ -84,7 +84,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.KafkaListen, "kafka-listen", cfg.KafkaListen, "Kafka protocol listen address")
 	fs.StringVar(&cfg.KafkaAdvertise, "kafka-advertise", "", "address given to clients (default: the listen address)")
 	fs.StringVar(&cfg.HTTPListen, "http-listen", cfg.HTTPListen, "HTTP API, /metrics, /healthz and /readyz listen address")
-	fs.StringVar(&cfg.InterBrokerListen, "inter-broker-listen", cfg.InterBrokerListen, "inter-broker listen address: replica fetches and election messages from the other brokers, served nowhere else; keep it on the brokers' network (not authenticated)")
+	fs.StringVar(&cfg.InterBrokerListen, "inter-broker-listen", cfg.InterBrokerListen, "inter-broker listen address: replica fetches and election messages from the other brokers, served nowhere else; keep it on the brokers' network (not authenticated unless --inter-broker-security-protocol SSL)")
+	// Inter-broker security (broker/node/interbroker_tls.go).
+	fs.StringVar(&cfg.InterBrokerSecurityProtocol, "inter-broker-security-protocol", cfg.InterBrokerSecurityProtocol, "PLAINTEXT, or SSL: the inter-broker listener and every dial to another broker's speak mutual TLS with --tls-cert-file, --tls-key-file and --tls-client-ca-file (the certificate needs server and client usage)")
+	interBrokerPrincipals := fs.String("inter-broker-principals", "", "with --inter-broker-security-protocol SSL, the certificate principals served on the inter-broker listener, User:broker-1,User:broker-2 (default: --super-users); any other is refused and logged")
 	fs.StringVar(&cfg.InterBrokerAdvertise, "inter-broker-advertise", "", "inter-broker address given to the other brokers, never to clients (default: the listen address; with a 0.0.0.0 listen address, its port on the Kafka advertised host)")
 	fs.StringVar(&cfg.Meta.ListenClient, "etcd-listen-client", cfg.Meta.ListenClient, "embedded etcd client address")
 	fs.StringVar(&cfg.Meta.ListenPeer, "etcd-listen-peer", cfg.Meta.ListenPeer, "embedded etcd peer address")
@@ -187,6 +190,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		cfg.AllowEveryoneIfNoACLFound = !cfg.SecurityEnabled
 	}
 	cfg.SuperUsers = parseSuperUsers(*superUsers)
+	cfg.InterBrokerPrincipals = parseSuperUsers(*interBrokerPrincipals)
 	if cfg.Listeners != "" && (flagGiven(fs, "kafka-listen") || flagGiven(fs, "kafka-advertise")) {
 		return &usageError{msg: "--listeners replaces --kafka-listen and --kafka-advertise; give one or the other"}
 	}
@@ -241,8 +245,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 // default stays where the request budget's bound holds (docs/durability.md).
 const defaultGCPercent = 100
 
-// parseSuperUsers splits --super-users at ',' or ';' (Kafka's
-// super.users separator); the broker's Validate checks each principal.
+// parseSuperUsers splits --super-users (and --inter-broker-principals) at
+// ',' or ';' (Kafka's super.users separator); the broker's Validate checks
+// each principal.
 func parseSuperUsers(v string) []string {
 	var out []string
 	for _, p := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ';' }) {
