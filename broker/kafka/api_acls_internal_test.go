@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/sluice-mq/sluice/broker/kafka/authz"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -22,10 +24,10 @@ func TestAdminErrorCode(t *testing.T) {
 		err  error
 		want *kerr.Error
 	}{
-		{errSecurityDisabled, kerr.SecurityDisabled},
-		{fmt.Errorf("x: %w", errUnknownMechanism), kerr.UnsupportedSaslMechanism},
-		{fmt.Errorf("x: %w", errDuplicate), kerr.DuplicateResource},
-		{unknownUserError("u"), kerr.ResourceNotFound},
+		{authz.ErrSecurityDisabled, kerr.SecurityDisabled},
+		{fmt.Errorf("x: %w", authz.ErrUnknownMechanism), kerr.UnsupportedSaslMechanism},
+		{fmt.Errorf("x: %w", authz.ErrDuplicate), kerr.DuplicateResource},
+		{authz.UnknownUserError("u"), kerr.ResourceNotFound},
 		{fmt.Errorf("x: %w", acl.ErrInvalidBinding), kerr.InvalidRequest},
 		{fmt.Errorf("x: %w", meta.ErrInvalidACL), kerr.InvalidRequest},
 		{fmt.Errorf("x: %w", auth.ErrInvalidCredential), kerr.UnacceptableCredential},
@@ -35,12 +37,12 @@ func TestAdminErrorCode(t *testing.T) {
 		{errors.New("etcd is gone"), kerr.UnknownServerError},
 	} {
 		t.Run(tc.err.Error(), func(t *testing.T) {
-			if got := adminErrorCode(tc.err); got != tc.want.Code {
+			if got := authz.AdminErrorCode(tc.err); got != tc.want.Code {
 				t.Fatalf("code %d (%v), want %s", got, kerr.ErrorForCode(got), tc.want.Message)
 			}
 		})
 	}
-	if code, msg := adminError(nil); code != 0 || msg != nil {
+	if code, msg := authz.AdminError(nil); code != 0 || msg != nil {
 		t.Fatalf("nil error: %d %v", code, msg)
 	}
 }
@@ -75,13 +77,13 @@ func TestBindingOf(t *testing.T) {
 		{"empty name", creation(2, 3, 3, 3, "", "User:carl", "*"), false, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := bindingOf("team-a", &tc.c)
+			b, err := authz.BindingOf("team-a", &tc.c)
 			if tc.ok != (err == nil) {
 				t.Fatalf("ok = %v (%v), want %v", err == nil, err, tc.ok)
 			}
 			if err != nil {
-				if adminErrorCode(err) != kerr.InvalidRequest.Code {
-					t.Fatalf("refusal code %v, want INVALID_REQUEST", kerr.ErrorForCode(adminErrorCode(err)))
+				if authz.AdminErrorCode(err) != kerr.InvalidRequest.Code {
+					t.Fatalf("refusal code %v, want INVALID_REQUEST", kerr.ErrorForCode(authz.AdminErrorCode(err)))
 				}
 				return
 			}
@@ -99,23 +101,23 @@ func TestFilterOf(t *testing.T) {
 		Operation: acl.OpRead, Permission: acl.PermissionAllow}
 	for _, tc := range []struct {
 		name    string
-		w       aclFilter
+		w       authz.ACLFilter
 		tenant  string
 		valid   bool
 		none    bool
 		matches bool
 	}{
-		{"all", aclFilter{resourceType: 1, pattern: 1, operation: 1, permission: 1}, "team-a", true, false, true},
-		{"other tenant", aclFilter{resourceType: 1, pattern: 1, operation: 1, permission: 1}, "team-b", true, false, false},
-		{"match by name", aclFilter{resourceType: 2, name: str("orders"), pattern: 2, operation: 3, permission: 3}, "team-a", true, false, true},
-		{"mapped host", aclFilter{resourceType: 1, pattern: 1, host: str("::ffff:10.0.0.1"), operation: 1, permission: 1}, "team-a", true, false, true},
-		{"empty principal selects nothing", aclFilter{resourceType: 1, pattern: 1, principal: str(""), operation: 1, permission: 1}, "team-a", true, true, false},
-		{"unknown resource type", aclFilter{resourceType: 0, pattern: 1, operation: 1, permission: 1}, "team-a", false, false, false},
-		{"unknown pattern", aclFilter{resourceType: 1, pattern: 0, operation: 1, permission: 1}, "team-a", false, false, false},
-		{"operation out of range", aclFilter{resourceType: 1, pattern: 1, operation: 13, permission: 1}, "team-a", false, false, false},
+		{"all", authz.ACLFilter{ResourceType: 1, Pattern: 1, Operation: 1, Permission: 1}, "team-a", true, false, true},
+		{"other tenant", authz.ACLFilter{ResourceType: 1, Pattern: 1, Operation: 1, Permission: 1}, "team-b", true, false, false},
+		{"match by name", authz.ACLFilter{ResourceType: 2, Name: str("orders"), Pattern: 2, Operation: 3, Permission: 3}, "team-a", true, false, true},
+		{"mapped host", authz.ACLFilter{ResourceType: 1, Pattern: 1, Host: str("::ffff:10.0.0.1"), Operation: 1, Permission: 1}, "team-a", true, false, true},
+		{"empty principal selects nothing", authz.ACLFilter{ResourceType: 1, Pattern: 1, Principal: str(""), Operation: 1, Permission: 1}, "team-a", true, true, false},
+		{"unknown resource type", authz.ACLFilter{ResourceType: 0, Pattern: 1, Operation: 1, Permission: 1}, "team-a", false, false, false},
+		{"unknown pattern", authz.ACLFilter{ResourceType: 1, Pattern: 0, Operation: 1, Permission: 1}, "team-a", false, false, false},
+		{"operation out of range", authz.ACLFilter{ResourceType: 1, Pattern: 1, Operation: 13, Permission: 1}, "team-a", false, false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f, none, err := filterOf(tc.tenant, tc.w)
+			f, none, err := authz.FilterOf(tc.tenant, tc.w)
 			if tc.valid != (err == nil) {
 				t.Fatalf("valid = %v (%v), want %v", err == nil, err, tc.valid)
 			}
@@ -157,14 +159,14 @@ func TestScramChanges(t *testing.T) {
 		upsertion("mixed", 1, 8192, 32),
 		upsertion("mixed", 2, 1, 64),
 	}
-	changes, bad := scramChanges(r)
+	changes, bad := authz.ScramChanges(r)
 	want := map[string]*kerr.Error{
 		"dup": kerr.DuplicateResource, "badmech": kerr.UnsupportedSaslMechanism,
 		"few": kerr.UnacceptableCredential, "many": kerr.UnacceptableCredential,
 		"short": kerr.UnacceptableCredential, "": kerr.UnacceptableCredential, "mixed": kerr.UnacceptableCredential,
 	}
 	for user, e := range want {
-		if got := adminErrorCode(bad[user]); got != e.Code {
+		if got := authz.AdminErrorCode(bad[user]); got != e.Code {
 			t.Errorf("user %q: %v (%v), want %s", user, kerr.ErrorForCode(got), bad[user], e.Message)
 		}
 		if _, ok := changes[user]; ok {
@@ -175,11 +177,11 @@ func TestScramChanges(t *testing.T) {
 		t.Errorf("refused %v", bad)
 	}
 	ok := changes["ok"]
-	if len(ok) != 2 || ok[0].keys != nil || ok[0].mechanism != auth.MechanismScramSHA256 ||
-		ok[1].keys == nil || ok[1].keys.Iterations != 4096 || len(ok[1].keys.StoredKey) != 64 {
+	if len(ok) != 2 || ok[0].Keys != nil || ok[0].Mechanism != auth.MechanismScramSHA256 ||
+		ok[1].Keys == nil || ok[1].Keys.Iterations != 4096 || len(ok[1].Keys.StoredKey) != 64 {
 		t.Fatalf("changes of ok: %+v", ok)
 	}
-	if got := alteredUsers(r); len(got) != 8 || got[0] != "ok" || got[7] != "mixed" {
+	if got := authz.AlteredUsers(r); len(got) != 8 || got[0] != "ok" || got[7] != "mixed" {
 		t.Fatalf("altered users %q", got)
 	}
 }
@@ -215,8 +217,8 @@ func TestRefuseAdmin(t *testing.T) {
 		}},
 	} {
 		t.Run(kmsg.NameForKey(tc.body.Key()), func(t *testing.T) {
-			req := &request{key: tc.body.Key(), version: tc.body.MaxVersion(), body: tc.body}
-			if resp := refuseAdmin(req, code, "no"); !tc.check(resp) {
+			tc.body.SetVersion(tc.body.MaxVersion())
+			if resp := authz.RefuseAdmin(tc.body, code, "no"); !tc.check(resp) {
 				t.Fatalf("refusal %+v", resp)
 			}
 		})
@@ -234,9 +236,9 @@ func FuzzACLConversion(f *testing.F) {
 	f.Add(int8(-1), int8(9), int8(13), int8(0), "*", "User:", "fe80::1%eth0", []byte{0xff, 0xff, 0xff, 0xff}, int16(0))
 	f.Fuzz(func(t *testing.T, rt, pt, op, perm int8, name, principal, host string, body []byte, version int16) {
 		check := func(c *kmsg.CreateACLsRequestCreation) {
-			b, err := bindingOf("team-a", c)
+			b, err := authz.BindingOf("team-a", c)
 			if err != nil {
-				if adminErrorCode(err) != kerr.InvalidRequest.Code {
+				if authz.AdminErrorCode(err) != kerr.InvalidRequest.Code {
 					t.Fatalf("creation %+v refused with %v", c, err)
 				}
 				return
@@ -244,14 +246,14 @@ func FuzzACLConversion(f *testing.F) {
 			if err := b.Validate(); err != nil {
 				t.Fatalf("accepted binding does not validate: %v", err)
 			}
-			if back := bindingOfMeta(metaOfBinding(b)); back != b {
+			if back := authz.BindingOfMeta(authz.MetaOfBinding(b)); back != b {
 				t.Fatalf("store form changes the binding: %s -> %s", b, back)
 			}
 		}
-		filter := func(w aclFilter) {
-			fl, _, err := filterOf("team-a", w)
+		filter := func(w authz.ACLFilter) {
+			fl, _, err := authz.FilterOf("team-a", w)
 			if err != nil {
-				if adminErrorCode(err) != kerr.InvalidRequest.Code {
+				if authz.AdminErrorCode(err) != kerr.InvalidRequest.Code {
 					t.Fatalf("filter %+v refused with %v", w, err)
 				}
 				return
@@ -259,15 +261,17 @@ func FuzzACLConversion(f *testing.F) {
 			if fl.Tenant != "team-a" || fl.AnyTenant {
 				t.Fatalf("filter escapes the tenant: %+v", fl)
 			}
-			fl.Matches(acl.Binding{Tenant: "team-b", ResourceType: acl.ResourceTopic, ResourceName: name,
-				PatternType: acl.PatternLiteral, Principal: principal, Host: host}) // must not panic
+			if fl.Matches(acl.Binding{Tenant: "team-b", ResourceType: acl.ResourceTopic, ResourceName: name,
+				PatternType: acl.PatternLiteral, Principal: principal, Host: host}) {
+				t.Fatalf("filter %+v of tenant team-a matches a binding of team-b", fl)
+			}
 		}
 		c := creation(rt, pt, op, perm, name, principal, host)
 		check(&c)
-		filter(aclFilter{resourceType: kmsg.ACLResourceType(rt), name: &name, pattern: kmsg.ACLResourcePatternType(pt),
-			principal: &principal, host: &host, operation: kmsg.ACLOperation(op), permission: kmsg.ACLPermissionType(perm)})
-		filter(aclFilter{resourceType: kmsg.ACLResourceType(rt), pattern: kmsg.ACLResourcePatternType(pt),
-			operation: kmsg.ACLOperation(op), permission: kmsg.ACLPermissionType(perm)})
+		filter(authz.ACLFilter{ResourceType: kmsg.ACLResourceType(rt), Name: &name, Pattern: kmsg.ACLResourcePatternType(pt),
+			Principal: &principal, Host: &host, Operation: kmsg.ACLOperation(op), Permission: kmsg.ACLPermissionType(perm)})
+		filter(authz.ACLFilter{ResourceType: kmsg.ACLResourceType(rt), Pattern: kmsg.ACLResourcePatternType(pt),
+			Operation: kmsg.ACLOperation(op), Permission: kmsg.ACLPermissionType(perm)})
 
 		v := 1 + int16(uint16(version)%3) // the served versions, 1-3
 		cr := kmsg.NewPtrCreateACLsRequest()
@@ -281,8 +285,8 @@ func FuzzACLConversion(f *testing.F) {
 		dr.Version = v
 		if dr.ReadFrom(body) == nil {
 			for _, w := range dr.Filters {
-				filter(aclFilter{resourceType: w.ResourceType, name: w.ResourceName, pattern: w.ResourcePatternType,
-					principal: w.Principal, host: w.Host, operation: w.Operation, permission: w.PermissionType})
+				filter(authz.ACLFilter{ResourceType: w.ResourceType, Name: w.ResourceName, Pattern: w.ResourcePatternType,
+					Principal: w.Principal, Host: w.Host, Operation: w.Operation, Permission: w.PermissionType})
 			}
 		}
 	})

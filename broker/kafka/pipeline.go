@@ -30,6 +30,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/sluice-mq/sluice/broker/kafka/scope"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/acl"
@@ -87,21 +89,21 @@ func (b *Server) serveRequest(ctx context.Context, sec *connSecurity, req *reque
 	if !req.interBroker && !preAuthAPI(req.key) {
 		// Scope: the tenant's names become internal names (tenant~name),
 		// and back in the response, where other tenants' are removed.
-		scope := Scope{Tenant: id.Principal.Tenant, Unscoped: id.IsSuper(), TopicOwner: b.topicOwner}
-		foreign, err := scope.Request(req.body)
+		sc := scope.Scope{Tenant: id.Principal.Tenant, Unscoped: id.IsSuper(), TopicOwner: b.topicOwner}
+		foreign, err := sc.Request(req.body)
 		if err != nil {
 			return nil, fmt.Errorf("%s from %s: %w", apiName(req.key), id.Principal, err)
 		}
 		refused, m, whole := b.authorise(id, sec.ip, req)
 		if whole {
-			scope.Response(refused, foreign)
+			sc.Response(refused, foreign)
 			return done(refused), nil
 		}
 		merge = func(resp kmsg.Response) {
 			if m != nil {
 				m(resp)
 			}
-			scope.Response(resp, foreign)
+			sc.Response(resp, foreign)
 		}
 	}
 	if err := b.admitter.Admit(ctx, id, req.body); err != nil {

@@ -73,7 +73,7 @@ func ValidateQualifiedTopicName(internal string) error {
 		return fmt.Errorf("%w: %q: the default tenant's topics are unqualified", errInvalidTopic, internal)
 	}
 	if err := meta.ValidateTenantName(tenant); err != nil {
-		return fmt.Errorf("%w: %q: tenant part: %v", errInvalidTopic, internal, err)
+		return fmt.Errorf("%w: %q: tenant part: %w", errInvalidTopic, internal, err)
 	}
 	return nil
 }

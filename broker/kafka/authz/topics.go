@@ -1,4 +1,4 @@
-package kafka
+package authz
 
 // This file owns the authorise rules (authz.go) of the APIs about topics,
 // the cluster and producer ids: what each needs, Kafka's table.
@@ -26,14 +26,14 @@ import (
 
 var topicRefused = kerr.TopicAuthorizationFailed.Code
 
-func authzProduce(c *authzCheck, req *request) authzResult {
-	r := req.body.(*kmsg.ProduceRequest)
+func Produce(c *Check, body kmsg.Request) Result {
+	r := body.(*kmsg.ProduceRequest)
 	var refused []kmsg.ProduceRequestTopic
 	r.Topics, refused = keepAllowed(r.Topics, func(t *kmsg.ProduceRequestTopic) bool { return c.topic(acl.OpWrite, t.Topic) })
 	if len(refused) == 0 {
-		return authzResult{}
+		return Result{}
 	}
-	return authzResult{merge: func(resp kmsg.Response) {
+	return Result{Merge: func(resp kmsg.Response) {
 		pr := resp.(*kmsg.ProduceResponse)
 		for _, t := range refused {
 			rt := kmsg.NewProduceResponseTopic()
@@ -49,16 +49,16 @@ func authzProduce(c *authzCheck, req *request) authzResult {
 	}}
 }
 
-func authzFetch(c *authzCheck, req *request) authzResult {
-	r := req.body.(*kmsg.FetchRequest)
+func Fetch(c *Check, body kmsg.Request) Result {
+	r := body.(*kmsg.FetchRequest)
 	if id, _ := fetchReplica(r); id >= 0 {
 		// A follower's fetch: refused on a client listener by the handler
 		// whatever the identity (interbroker.go); nothing to decide here.
-		return authzResult{}
+		return Result{}
 	}
 	allow := func(t *kmsg.FetchRequestTopic) bool {
 		name := t.Topic
-		if req.version >= 13 {
+		if body.GetVersion() >= 13 {
 			if name = c.topicName(t.TopicID); name == "" {
 				return true // unknown id: the handler answers UNKNOWN_TOPIC_ID
 			}
@@ -68,9 +68,9 @@ func authzFetch(c *authzCheck, req *request) authzResult {
 	var refused []kmsg.FetchRequestTopic
 	r.Topics, refused = keepAllowed(r.Topics, allow)
 	if len(refused) == 0 {
-		return authzResult{}
+		return Result{}
 	}
-	return authzResult{merge: func(resp kmsg.Response) {
+	return Result{Merge: func(resp kmsg.Response) {
 		fr := resp.(*kmsg.FetchResponse)
 		for _, t := range refused {
 			rt := kmsg.NewFetchResponseTopic()
@@ -86,14 +86,14 @@ func authzFetch(c *authzCheck, req *request) authzResult {
 	}}
 }
 
-func authzListOffsets(c *authzCheck, req *request) authzResult {
-	r := req.body.(*kmsg.ListOffsetsRequest)
+func ListOffsets(c *Check, body kmsg.Request) Result {
+	r := body.(*kmsg.ListOffsetsRequest)
 	var refused []kmsg.ListOffsetsRequestTopic
 	r.Topics, refused = keepAllowed(r.Topics, func(t *kmsg.ListOffsetsRequestTopic) bool { return c.topic(acl.OpDescribe, t.Topic) })
 	if len(refused) == 0 {
-		return authzResult{}
+		return Result{}
 	}
-	return authzResult{merge: func(resp kmsg.Response) {
+	return Result{Merge: func(resp kmsg.Response) {
 		lr := resp.(*kmsg.ListOffsetsResponse)
 		for _, t := range refused {
 			rt := kmsg.NewListOffsetsResponseTopic()
@@ -108,13 +108,13 @@ func authzListOffsets(c *authzCheck, req *request) authzResult {
 	}}
 }
 
-// authzMetadata: a named topic the identity may not describe is answered
+// Metadata: a named topic the identity may not describe is answered
 // TOPIC_AUTHORIZATION_FAILED; a missing one it may not create is answered
 // UNKNOWN_TOPIC_OR_PARTITION instead of being auto-created; a listing of
 // every topic keeps only the describable ones.
-func authzMetadata(c *authzCheck, req *request) authzResult {
-	r := req.body.(*kmsg.MetadataRequest)
-	all := r.Topics == nil || (req.version == 0 && len(r.Topics) == 0)
+func Metadata(c *Check, body kmsg.Request) Result {
+	r := body.(*kmsg.MetadataRequest)
+	all := r.Topics == nil || (body.GetVersion() == 0 && len(r.Topics) == 0)
 	type refusal struct {
 		t    kmsg.MetadataRequestTopic
 		code int16
@@ -140,23 +140,23 @@ func authzMetadata(c *authzCheck, req *request) authzResult {
 			case !c.topic(acl.OpDescribe, name):
 				refused = append(refused, refusal{*t, topicRefused})
 				return false
-			case c.b.LookupTopic(name) == nil && !canCreate(name):
+			case !c.TopicExists(name) && !canCreate(name):
 				refused = append(refused, refusal{*t, kerr.UnknownTopicOrPartition.Code})
 				return false
 			}
 			return true
 		})
-		if len(r.Topics) == 0 && req.version == 0 {
+		if len(r.Topics) == 0 && body.GetVersion() == 0 {
 			// An empty v0 list would ask for every topic.
-			resp := newResponse(req).(*kmsg.MetadataResponse)
-			resp.Brokers = c.b.metadataBrokers(req)
+			resp := newResponse(body).(*kmsg.MetadataResponse)
+			resp.Brokers = c.MetadataBrokers()
 			for _, x := range refused {
 				resp.Topics = append(resp.Topics, metadataTopicError(x.t, x.code))
 			}
-			return authzResult{refused: resp}
+			return Result{Refused: resp}
 		}
 	}
-	return authzResult{merge: func(resp kmsg.Response) {
+	return Result{Merge: func(resp kmsg.Response) {
 		mr := resp.(*kmsg.MetadataResponse)
 		if all {
 			mr.Topics, _ = keepAllowed(mr.Topics, func(t *kmsg.MetadataResponseTopic) bool {
@@ -169,9 +169,9 @@ func authzMetadata(c *authzCheck, req *request) authzResult {
 	}}
 }
 
-func authzOffsetForLeaderEpoch(c *authzCheck, req *request) authzResult {
-	r := req.body.(*kmsg.OffsetForLeaderEpochRequest)
-	replica := req.version >= 3 && r.ReplicaID >= 0
+func OffsetForLeaderEpoch(c *Check, body kmsg.Request) Result {
+	r := body.(*kmsg.OffsetForLeaderEpochRequest)
+	replica := body.GetVersion() >= 3 && r.ReplicaID >= 0
 	var refused []kmsg.OffsetForLeaderEpochRequestTopic
 	r.Topics, refused = keepAllowed(r.Topics, func(t *kmsg.OffsetForLeaderEpochRequestTopic) bool {
 		if replica {
@@ -180,13 +180,13 @@ func authzOffsetForLeaderEpoch(c *authzCheck, req *request) authzResult {
 		return c.topic(acl.OpDescribe, t.Topic)
 	})
 	if len(refused) == 0 {
-		return authzResult{}
+		return Result{}
 	}
 	code := topicRefused
 	if replica {
 		code = kerr.ClusterAuthorizationFailed.Code
 	}
-	return authzResult{merge: func(resp kmsg.Response) {
+	return Result{Merge: func(resp kmsg.Response) {
 		or := resp.(*kmsg.OffsetForLeaderEpochResponse)
 		for _, t := range refused {
 			rt := kmsg.NewOffsetForLeaderEpochResponseTopic()
@@ -201,16 +201,16 @@ func authzOffsetForLeaderEpoch(c *authzCheck, req *request) authzResult {
 	}}
 }
 
-func authzCreateTopics(c *authzCheck, req *request) authzResult {
-	r := req.body.(*kmsg.CreateTopicsRequest)
+func CreateTopics(c *Check, body kmsg.Request) Result {
+	r := body.(*kmsg.CreateTopicsRequest)
 	var refused []kmsg.CreateTopicsRequestTopic
 	r.Topics, refused = keepAllowed(r.Topics, func(t *kmsg.CreateTopicsRequestTopic) bool {
 		return c.cluster(acl.OpCreate) || c.topic(acl.OpCreate, t.Topic)
 	})
 	if len(refused) == 0 {
-		return authzResult{}
+		return Result{}
 	}
-	return authzResult{merge: func(resp kmsg.Response) {
+	return Result{Merge: func(resp kmsg.Response) {
 		cr := resp.(*kmsg.CreateTopicsResponse)
 		for _, t := range refused {
 			rt := kmsg.NewCreateTopicsResponseTopic()
@@ -222,8 +222,8 @@ func authzCreateTopics(c *authzCheck, req *request) authzResult {
 	}}
 }
 
-func authzDeleteTopics(c *authzCheck, req *request) authzResult {
-	r := req.body.(*kmsg.DeleteTopicsRequest)
+func DeleteTopics(c *Check, body kmsg.Request) Result {
+	r := body.(*kmsg.DeleteTopicsRequest)
 	var refusedNames []string
 	var refusedTopics []kmsg.DeleteTopicsRequestTopic
 	r.TopicNames, refusedNames = keepAllowed(r.TopicNames, func(n *string) bool { return c.topic(acl.OpDelete, *n) })
@@ -240,9 +240,9 @@ func authzDeleteTopics(c *authzCheck, req *request) authzResult {
 		refusedTopics = append(refusedTopics, kmsg.DeleteTopicsRequestTopic{Topic: kmsg.StringPtr(n)})
 	}
 	if len(refusedTopics) == 0 {
-		return authzResult{}
+		return Result{}
 	}
-	return authzResult{merge: func(resp kmsg.Response) {
+	return Result{Merge: func(resp kmsg.Response) {
 		dr := resp.(*kmsg.DeleteTopicsResponse)
 		for _, t := range refusedTopics {
 			rt := kmsg.NewDeleteTopicsResponseTopic()
@@ -255,14 +255,14 @@ func authzDeleteTopics(c *authzCheck, req *request) authzResult {
 	}}
 }
 
-func authzDeleteRecords(c *authzCheck, req *request) authzResult {
-	r := req.body.(*kmsg.DeleteRecordsRequest)
+func DeleteRecords(c *Check, body kmsg.Request) Result {
+	r := body.(*kmsg.DeleteRecordsRequest)
 	var refused []kmsg.DeleteRecordsRequestTopic
 	r.Topics, refused = keepAllowed(r.Topics, func(t *kmsg.DeleteRecordsRequestTopic) bool { return c.topic(acl.OpDelete, t.Topic) })
 	if len(refused) == 0 {
-		return authzResult{}
+		return Result{}
 	}
-	return authzResult{merge: func(resp kmsg.Response) {
+	return Result{Merge: func(resp kmsg.Response) {
 		dr := resp.(*kmsg.DeleteRecordsResponse)
 		for _, t := range refused {
 			rt := kmsg.NewDeleteRecordsResponseTopic()
@@ -277,14 +277,14 @@ func authzDeleteRecords(c *authzCheck, req *request) authzResult {
 	}}
 }
 
-func authzCreatePartitions(c *authzCheck, req *request) authzResult {
-	r := req.body.(*kmsg.CreatePartitionsRequest)
+func CreatePartitions(c *Check, body kmsg.Request) Result {
+	r := body.(*kmsg.CreatePartitionsRequest)
 	var refused []kmsg.CreatePartitionsRequestTopic
 	r.Topics, refused = keepAllowed(r.Topics, func(t *kmsg.CreatePartitionsRequestTopic) bool { return c.topic(acl.OpAlter, t.Topic) })
 	if len(refused) == 0 {
-		return authzResult{}
+		return Result{}
 	}
-	return authzResult{merge: func(resp kmsg.Response) {
+	return Result{Merge: func(resp kmsg.Response) {
 		cr := resp.(*kmsg.CreatePartitionsResponse)
 		for _, t := range refused {
 			rt := kmsg.NewCreatePartitionsResponseTopic()
@@ -304,15 +304,15 @@ const (
 
 // configAllowed decides op on a config resource: a topic's own, or the
 // cluster for a broker's or its loggers'.
-func configAllowed(c *authzCheck, op acl.Operation, rtype int8, name string) (bool, int16) {
+func configAllowed(c *Check, op acl.Operation, rtype int8, name string) (bool, int16) {
 	if rtype == configResourceTopic {
 		return c.topic(op, name), topicRefused
 	}
 	return c.cluster(op), kerr.ClusterAuthorizationFailed.Code
 }
 
-func authzDescribeConfigs(c *authzCheck, req *request) authzResult {
-	r := req.body.(*kmsg.DescribeConfigsRequest)
+func DescribeConfigs(c *Check, body kmsg.Request) Result {
+	r := body.(*kmsg.DescribeConfigsRequest)
 	var refused []kmsg.DescribeConfigsResponseResource
 	r.Resources, _ = keepAllowed(r.Resources, func(x *kmsg.DescribeConfigsRequestResource) bool {
 		ok, code := configAllowed(c, acl.OpDescribeConfigs, int8(x.ResourceType), x.ResourceName)
@@ -325,16 +325,16 @@ func authzDescribeConfigs(c *authzCheck, req *request) authzResult {
 		return ok
 	})
 	if len(refused) == 0 {
-		return authzResult{}
+		return Result{}
 	}
-	return authzResult{merge: func(resp kmsg.Response) {
+	return Result{Merge: func(resp kmsg.Response) {
 		dr := resp.(*kmsg.DescribeConfigsResponse)
 		dr.Resources = append(dr.Resources, refused...)
 	}}
 }
 
-func authzAlterConfigs(c *authzCheck, req *request) authzResult {
-	r := req.body.(*kmsg.AlterConfigsRequest)
+func AlterConfigs(c *Check, body kmsg.Request) Result {
+	r := body.(*kmsg.AlterConfigsRequest)
 	var refused []kmsg.AlterConfigsResponseResource
 	r.Resources, _ = keepAllowed(r.Resources, func(x *kmsg.AlterConfigsRequestResource) bool {
 		ok, code := configAllowed(c, acl.OpAlterConfigs, int8(x.ResourceType), x.ResourceName)
@@ -347,16 +347,16 @@ func authzAlterConfigs(c *authzCheck, req *request) authzResult {
 		return ok
 	})
 	if len(refused) == 0 {
-		return authzResult{}
+		return Result{}
 	}
-	return authzResult{merge: func(resp kmsg.Response) {
+	return Result{Merge: func(resp kmsg.Response) {
 		ar := resp.(*kmsg.AlterConfigsResponse)
 		ar.Resources = append(ar.Resources, refused...)
 	}}
 }
 
-func authzIncrementalAlterConfigs(c *authzCheck, req *request) authzResult {
-	r := req.body.(*kmsg.IncrementalAlterConfigsRequest)
+func IncrementalAlterConfigs(c *Check, body kmsg.Request) Result {
+	r := body.(*kmsg.IncrementalAlterConfigsRequest)
 	var refused []kmsg.IncrementalAlterConfigsResponseResource
 	r.Resources, _ = keepAllowed(r.Resources, func(x *kmsg.IncrementalAlterConfigsRequestResource) bool {
 		ok, code := configAllowed(c, acl.OpAlterConfigs, int8(x.ResourceType), x.ResourceName)
@@ -369,9 +369,9 @@ func authzIncrementalAlterConfigs(c *authzCheck, req *request) authzResult {
 		return ok
 	})
 	if len(refused) == 0 {
-		return authzResult{}
+		return Result{}
 	}
-	return authzResult{merge: func(resp kmsg.Response) {
+	return Result{Merge: func(resp kmsg.Response) {
 		ar := resp.(*kmsg.IncrementalAlterConfigsResponse)
 		ar.Resources = append(ar.Resources, refused...)
 	}}
@@ -384,8 +384,8 @@ func configACLType(rtype int8) acl.ResourceType {
 	return acl.ResourceCluster
 }
 
-func authzInitProducerID(c *authzCheck, req *request) authzResult {
-	r := req.body.(*kmsg.InitProducerIDRequest)
+func InitProducerID(c *Check, body kmsg.Request) Result {
+	r := body.(*kmsg.InitProducerIDRequest)
 	var ok bool
 	var code int16
 	if r.TransactionalID != nil {
@@ -394,9 +394,9 @@ func authzInitProducerID(c *authzCheck, req *request) authzResult {
 		ok, code = c.cluster(acl.OpIdempotentWrite), kerr.ClusterAuthorizationFailed.Code
 	}
 	if ok {
-		return authzResult{}
+		return Result{}
 	}
-	resp := newResponse(req)
-	setTopLevelError(resp, code)
-	return authzResult{refused: resp}
+	resp := newResponse(body)
+	SetTopLevelError(resp, code)
+	return Result{Refused: resp}
 }

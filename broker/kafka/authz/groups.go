@@ -1,4 +1,4 @@
-package kafka
+package authz
 
 // This file owns the authorise rules (authz.go) of the group APIs, Kafka's
 // table:
@@ -24,10 +24,10 @@ import (
 
 var groupRefused = kerr.GroupAuthorizationFailed.Code
 
-// authzGroupMember: JoinGroup, SyncGroup, Heartbeat, LeaveGroup.
-func authzGroupMember(c *authzCheck, req *request) authzResult {
+// GroupMember: JoinGroup, SyncGroup, Heartbeat, LeaveGroup.
+func GroupMember(c *Check, body kmsg.Request) Result {
 	var group string
-	switch r := req.body.(type) {
+	switch r := body.(type) {
 	case *kmsg.JoinGroupRequest:
 		group = r.Group
 	case *kmsg.SyncGroupRequest:
@@ -38,15 +38,15 @@ func authzGroupMember(c *authzCheck, req *request) authzResult {
 		group = r.Group
 	}
 	if c.group(acl.OpRead, group) {
-		return authzResult{}
+		return Result{}
 	}
-	resp := newResponse(req)
-	setTopLevelError(resp, groupRefused)
-	return authzResult{refused: resp}
+	resp := newResponse(body)
+	SetTopLevelError(resp, groupRefused)
+	return Result{Refused: resp}
 }
 
-func authzOffsetCommit(c *authzCheck, req *request) authzResult {
-	r := req.body.(*kmsg.OffsetCommitRequest)
+func OffsetCommit(c *Check, body kmsg.Request) Result {
+	r := body.(*kmsg.OffsetCommitRequest)
 	groupOK := c.group(acl.OpRead, r.Group)
 	var refused []kmsg.OffsetCommitRequestTopic
 	r.Topics, refused = keepAllowed(r.Topics, func(t *kmsg.OffsetCommitRequestTopic) bool {
@@ -58,14 +58,14 @@ func authzOffsetCommit(c *authzCheck, req *request) authzResult {
 	}
 	if !groupOK {
 		// Every partition is answered here: the coordinator is not asked.
-		resp := newResponse(req).(*kmsg.OffsetCommitResponse)
+		resp := newResponse(body).(*kmsg.OffsetCommitResponse)
 		mergeOffsetCommit(resp, refused, code)
-		return authzResult{refused: resp}
+		return Result{Refused: resp}
 	}
 	if len(refused) == 0 {
-		return authzResult{}
+		return Result{}
 	}
-	return authzResult{merge: func(resp kmsg.Response) {
+	return Result{Merge: func(resp kmsg.Response) {
 		mergeOffsetCommit(resp.(*kmsg.OffsetCommitResponse), refused, code)
 	}}
 }
@@ -83,13 +83,13 @@ func mergeOffsetCommit(resp *kmsg.OffsetCommitResponse, refused []kmsg.OffsetCom
 	}
 }
 
-func authzOffsetFetch(c *authzCheck, req *request) authzResult {
-	r := req.body.(*kmsg.OffsetFetchRequest)
-	if req.version >= 8 {
+func OffsetFetch(c *Check, body kmsg.Request) Result {
+	r := body.(*kmsg.OffsetFetchRequest)
+	if body.GetVersion() >= 8 {
 		return authzOffsetFetchGroups(c, r)
 	}
 	if !c.group(acl.OpDescribe, r.Group) {
-		resp := newResponse(req).(*kmsg.OffsetFetchResponse)
+		resp := newResponse(body).(*kmsg.OffsetFetchResponse)
 		resp.ErrorCode = groupRefused
 		for _, t := range r.Topics { // v0-1 have no top-level code
 			rt := kmsg.OffsetFetchResponseTopic{Topic: t.Topic}
@@ -98,7 +98,7 @@ func authzOffsetFetch(c *authzCheck, req *request) authzResult {
 			}
 			resp.Topics = append(resp.Topics, rt)
 		}
-		return authzResult{refused: resp}
+		return Result{Refused: resp}
 	}
 	all := r.Topics == nil
 	var refused []kmsg.OffsetFetchRequestTopic
@@ -107,12 +107,12 @@ func authzOffsetFetch(c *authzCheck, req *request) authzResult {
 		if len(r.Topics) == 0 && len(refused) > 0 {
 			// Nothing left: an empty list must not become "every topic"
 			// (the handler treats null and empty alike in some versions).
-			resp := newResponse(req).(*kmsg.OffsetFetchResponse)
+			resp := newResponse(body).(*kmsg.OffsetFetchResponse)
 			mergeOffsetFetch(resp, refused)
-			return authzResult{refused: resp}
+			return Result{Refused: resp}
 		}
 	}
-	return authzResult{merge: func(resp kmsg.Response) {
+	return Result{Merge: func(resp kmsg.Response) {
 		or := resp.(*kmsg.OffsetFetchResponse)
 		if all {
 			or.Topics, _ = keepAllowed(or.Topics, func(t *kmsg.OffsetFetchResponseTopic) bool { return c.topic(acl.OpDescribe, t.Topic) })
@@ -132,7 +132,7 @@ func mergeOffsetFetch(resp *kmsg.OffsetFetchResponse, refused []kmsg.OffsetFetch
 }
 
 // authzOffsetFetchGroups is OffsetFetch v8+, with many groups.
-func authzOffsetFetchGroups(c *authzCheck, r *kmsg.OffsetFetchRequest) authzResult {
+func authzOffsetFetchGroups(c *Check, r *kmsg.OffsetFetchRequest) Result {
 	var refusedGroups []string
 	refusedTopics := map[string][]kmsg.OffsetFetchRequestGroupTopic{}
 	allTopics := map[string]bool{}
@@ -152,7 +152,7 @@ func authzOffsetFetchGroups(c *authzCheck, r *kmsg.OffsetFetchRequest) authzResu
 		}
 		return true
 	})
-	return authzResult{merge: func(resp kmsg.Response) {
+	return Result{Merge: func(resp kmsg.Response) {
 		or := resp.(*kmsg.OffsetFetchResponse)
 		for i := range or.Groups {
 			g := &or.Groups[i]
@@ -173,19 +173,19 @@ func authzOffsetFetchGroups(c *authzCheck, r *kmsg.OffsetFetchRequest) authzResu
 	}}
 }
 
-func authzOffsetDelete(c *authzCheck, req *request) authzResult {
-	r := req.body.(*kmsg.OffsetDeleteRequest)
+func OffsetDelete(c *Check, body kmsg.Request) Result {
+	r := body.(*kmsg.OffsetDeleteRequest)
 	if !c.group(acl.OpDelete, r.Group) {
-		resp := newResponse(req)
-		setTopLevelError(resp, groupRefused)
-		return authzResult{refused: resp}
+		resp := newResponse(body)
+		SetTopLevelError(resp, groupRefused)
+		return Result{Refused: resp}
 	}
 	var refused []kmsg.OffsetDeleteRequestTopic
 	r.Topics, refused = keepAllowed(r.Topics, func(t *kmsg.OffsetDeleteRequestTopic) bool { return c.topic(acl.OpRead, t.Topic) })
 	if len(refused) == 0 {
-		return authzResult{}
+		return Result{}
 	}
-	return authzResult{merge: func(resp kmsg.Response) {
+	return Result{Merge: func(resp kmsg.Response) {
 		dr := resp.(*kmsg.OffsetDeleteResponse)
 		for _, t := range refused {
 			rt := kmsg.NewOffsetDeleteResponseTopic()
@@ -198,8 +198,8 @@ func authzOffsetDelete(c *authzCheck, req *request) authzResult {
 	}}
 }
 
-func authzFindCoordinator(c *authzCheck, req *request) authzResult {
-	r := req.body.(*kmsg.FindCoordinatorRequest)
+func FindCoordinator(c *Check, body kmsg.Request) Result {
+	r := body.(*kmsg.FindCoordinatorRequest)
 	allow := func(key string) (bool, int16) {
 		switch r.CoordinatorType {
 		case coordinatorKeyGroup:
@@ -209,13 +209,13 @@ func authzFindCoordinator(c *authzCheck, req *request) authzResult {
 		}
 		return true, 0 // the handler refuses an unknown key type
 	}
-	if req.version < 4 {
+	if body.GetVersion() < 4 {
 		if ok, code := allow(r.CoordinatorKey); !ok {
-			resp := newResponse(req)
-			setTopLevelError(resp, code)
-			return authzResult{refused: resp}
+			resp := newResponse(body)
+			SetTopLevelError(resp, code)
+			return Result{Refused: resp}
 		}
-		return authzResult{}
+		return Result{}
 	}
 	var refused []kmsg.FindCoordinatorResponseCoordinator
 	r.CoordinatorKeys, _ = keepAllowed(r.CoordinatorKeys, func(key *string) bool {
@@ -226,22 +226,22 @@ func authzFindCoordinator(c *authzCheck, req *request) authzResult {
 		return ok
 	})
 	if len(refused) == 0 {
-		return authzResult{}
+		return Result{}
 	}
-	return authzResult{merge: func(resp kmsg.Response) {
+	return Result{Merge: func(resp kmsg.Response) {
 		fr := resp.(*kmsg.FindCoordinatorResponse)
 		fr.Coordinators = append(fr.Coordinators, refused...)
 	}}
 }
 
-func authzDescribeGroups(c *authzCheck, req *request) authzResult {
-	r := req.body.(*kmsg.DescribeGroupsRequest)
+func DescribeGroups(c *Check, body kmsg.Request) Result {
+	r := body.(*kmsg.DescribeGroupsRequest)
 	var refused []string
 	r.Groups, refused = keepAllowed(r.Groups, func(g *string) bool { return c.group(acl.OpDescribe, *g) })
 	if len(refused) == 0 {
-		return authzResult{}
+		return Result{}
 	}
-	return authzResult{merge: func(resp kmsg.Response) {
+	return Result{Merge: func(resp kmsg.Response) {
 		dr := resp.(*kmsg.DescribeGroupsResponse)
 		for _, g := range refused {
 			rg := kmsg.NewDescribeGroupsResponseGroup()
@@ -252,21 +252,21 @@ func authzDescribeGroups(c *authzCheck, req *request) authzResult {
 	}}
 }
 
-func authzListGroups(c *authzCheck, _ *request) authzResult {
-	return authzResult{merge: func(resp kmsg.Response) {
+func ListGroups(c *Check, _ kmsg.Request) Result {
+	return Result{Merge: func(resp kmsg.Response) {
 		lr := resp.(*kmsg.ListGroupsResponse)
 		lr.Groups, _ = keepAllowed(lr.Groups, func(g *kmsg.ListGroupsResponseGroup) bool { return c.group(acl.OpDescribe, g.Group) })
 	}}
 }
 
-func authzDeleteGroups(c *authzCheck, req *request) authzResult {
-	r := req.body.(*kmsg.DeleteGroupsRequest)
+func DeleteGroups(c *Check, body kmsg.Request) Result {
+	r := body.(*kmsg.DeleteGroupsRequest)
 	var refused []string
 	r.Groups, refused = keepAllowed(r.Groups, func(g *string) bool { return c.group(acl.OpDelete, *g) })
 	if len(refused) == 0 {
-		return authzResult{}
+		return Result{}
 	}
-	return authzResult{merge: func(resp kmsg.Response) {
+	return Result{Merge: func(resp kmsg.Response) {
 		dr := resp.(*kmsg.DeleteGroupsResponse)
 		for _, g := range refused {
 			rg := kmsg.NewDeleteGroupsResponseGroup()

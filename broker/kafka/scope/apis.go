@@ -1,4 +1,4 @@
-package kafka
+package scope
 
 // This file owns the scope stage's table: for each Kafka API, where its
 // request and response hold topic names, topic IDs, group ids and
@@ -22,10 +22,12 @@ type scopeEntry struct {
 	response   func(*pass, kmsg.Response) // nil: no names in the response
 }
 
-// configResourceGroup is the config resource type of KIP-848's group
-// configs, covered before they are served (configResourceTopic is in
-// authz_topics.go).
-const configResourceGroup = 32
+// Config resource types that name a tenant's resource (KIP-848's group
+// configs are covered before they are served).
+const (
+	configResourceTopic = 2
+	configResourceGroup = 32
+)
 
 // scopeTable is filled once and never changed.
 var scopeTable = map[int16]scopeEntry{

@@ -1,4 +1,4 @@
-package kafka
+package scope
 
 // This file owns the scope stage of the request pipeline: the translation
 // between the names a tenant's client uses and the internal names
@@ -230,14 +230,6 @@ func (p *pass) clientIn(name *string) bool {
 	return ok
 }
 
-// clientPtr is clientIn for a nullable name; null stays null.
-func (p *pass) clientPtr(name *string) bool {
-	if name == nil {
-		return true
-	}
-	return p.clientIn(name)
-}
-
 // topic is the rule for one topic entry of a response, by name and ID:
 // a placeholder is put back (restored true), a foreign name or ID removes
 // the entry (keep false), and the tenant's name loses its prefix.
@@ -306,4 +298,12 @@ func keep[T any](xs []T, f func(*T) bool) []T {
 		}
 	}
 	return out
+}
+
+// Covers reports whether requests of API key at version are scoped: the
+// broker serves only what the stage sees (broker/kafka checks its
+// dispatch tables against it).
+func Covers(key, version int16) bool {
+	e, ok := scopeTable[key]
+	return ok && version <= e.maxVersion
 }
