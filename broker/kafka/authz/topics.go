@@ -311,70 +311,78 @@ func configAllowed(c *Check, op acl.Operation, rtype int8, name string) (bool, i
 	return c.cluster(op), kerr.ClusterAuthorizationFailed.Code
 }
 
-func DescribeConfigs(c *Check, body kmsg.Request) Result {
-	r := body.(*kmsg.DescribeConfigsRequest)
-	var refused []kmsg.DescribeConfigsResponseResource
-	r.Resources, _ = keepAllowed(r.Resources, func(x *kmsg.DescribeConfigsRequestResource) bool {
-		ok, code := configAllowed(c, acl.OpDescribeConfigs, int8(x.ResourceType), x.ResourceName)
+// configRule is the rule of the three config APIs: it takes out of items
+// the resources op is not allowed on, and merges back for each the answer
+// refusal builds. of reads an item's resource type and name.
+func configRule[Item, Answer any](c *Check, op acl.Operation, items *[]Item,
+	of func(*Item) (kmsg.ConfigResourceType, string),
+	refusal func(rt kmsg.ConfigResourceType, name string, code int16, msg *string) Answer,
+	merge func(resp kmsg.Response, refused []Answer),
+) Result {
+	var refused []Answer
+	*items, _ = keepAllowed(*items, func(x *Item) bool {
+		rt, name := of(x)
+		ok, code := configAllowed(c, op, int8(rt), name)
 		if !ok {
-			rr := kmsg.NewDescribeConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName, rr.ErrorCode = x.ResourceType, x.ResourceName, code
-			rr.ErrorMessage = refusedMessage(acl.OpDescribeConfigs, configACLType(int8(x.ResourceType)), x.ResourceName)
-			refused = append(refused, rr)
+			refused = append(refused, refusal(rt, name, code, refusedMessage(op, configACLType(int8(rt)), name)))
 		}
 		return ok
 	})
 	if len(refused) == 0 {
 		return Result{}
 	}
-	return Result{Merge: func(resp kmsg.Response) {
-		dr := resp.(*kmsg.DescribeConfigsResponse)
-		dr.Resources = append(dr.Resources, refused...)
-	}}
+	return Result{Merge: func(resp kmsg.Response) { merge(resp, refused) }}
+}
+
+func DescribeConfigs(c *Check, body kmsg.Request) Result {
+	r := body.(*kmsg.DescribeConfigsRequest)
+	return configRule(c, acl.OpDescribeConfigs, &r.Resources,
+		func(x *kmsg.DescribeConfigsRequestResource) (kmsg.ConfigResourceType, string) {
+			return x.ResourceType, x.ResourceName
+		},
+		func(rt kmsg.ConfigResourceType, name string, code int16, msg *string) kmsg.DescribeConfigsResponseResource {
+			rr := kmsg.NewDescribeConfigsResponseResource()
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = rt, name, code, msg
+			return rr
+		},
+		func(resp kmsg.Response, refused []kmsg.DescribeConfigsResponseResource) {
+			dr := resp.(*kmsg.DescribeConfigsResponse)
+			dr.Resources = append(dr.Resources, refused...)
+		})
 }
 
 func AlterConfigs(c *Check, body kmsg.Request) Result {
 	r := body.(*kmsg.AlterConfigsRequest)
-	var refused []kmsg.AlterConfigsResponseResource
-	r.Resources, _ = keepAllowed(r.Resources, func(x *kmsg.AlterConfigsRequestResource) bool {
-		ok, code := configAllowed(c, acl.OpAlterConfigs, int8(x.ResourceType), x.ResourceName)
-		if !ok {
+	return configRule(c, acl.OpAlterConfigs, &r.Resources,
+		func(x *kmsg.AlterConfigsRequestResource) (kmsg.ConfigResourceType, string) {
+			return x.ResourceType, x.ResourceName
+		},
+		func(rt kmsg.ConfigResourceType, name string, code int16, msg *string) kmsg.AlterConfigsResponseResource {
 			rr := kmsg.NewAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName, rr.ErrorCode = x.ResourceType, x.ResourceName, code
-			rr.ErrorMessage = refusedMessage(acl.OpAlterConfigs, configACLType(int8(x.ResourceType)), x.ResourceName)
-			refused = append(refused, rr)
-		}
-		return ok
-	})
-	if len(refused) == 0 {
-		return Result{}
-	}
-	return Result{Merge: func(resp kmsg.Response) {
-		ar := resp.(*kmsg.AlterConfigsResponse)
-		ar.Resources = append(ar.Resources, refused...)
-	}}
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = rt, name, code, msg
+			return rr
+		},
+		func(resp kmsg.Response, refused []kmsg.AlterConfigsResponseResource) {
+			ar := resp.(*kmsg.AlterConfigsResponse)
+			ar.Resources = append(ar.Resources, refused...)
+		})
 }
 
 func IncrementalAlterConfigs(c *Check, body kmsg.Request) Result {
 	r := body.(*kmsg.IncrementalAlterConfigsRequest)
-	var refused []kmsg.IncrementalAlterConfigsResponseResource
-	r.Resources, _ = keepAllowed(r.Resources, func(x *kmsg.IncrementalAlterConfigsRequestResource) bool {
-		ok, code := configAllowed(c, acl.OpAlterConfigs, int8(x.ResourceType), x.ResourceName)
-		if !ok {
+	return configRule(c, acl.OpAlterConfigs, &r.Resources,
+		func(x *kmsg.IncrementalAlterConfigsRequestResource) (kmsg.ConfigResourceType, string) {
+			return x.ResourceType, x.ResourceName
+		},
+		func(rt kmsg.ConfigResourceType, name string, code int16, msg *string) kmsg.IncrementalAlterConfigsResponseResource {
 			rr := kmsg.NewIncrementalAlterConfigsResponseResource()
-			rr.ResourceType, rr.ResourceName, rr.ErrorCode = x.ResourceType, x.ResourceName, code
-			rr.ErrorMessage = refusedMessage(acl.OpAlterConfigs, configACLType(int8(x.ResourceType)), x.ResourceName)
-			refused = append(refused, rr)
-		}
-		return ok
-	})
-	if len(refused) == 0 {
-		return Result{}
-	}
-	return Result{Merge: func(resp kmsg.Response) {
-		ar := resp.(*kmsg.IncrementalAlterConfigsResponse)
-		ar.Resources = append(ar.Resources, refused...)
-	}}
+			rr.ResourceType, rr.ResourceName, rr.ErrorCode, rr.ErrorMessage = rt, name, code, msg
+			return rr
+		},
+		func(resp kmsg.Response, refused []kmsg.IncrementalAlterConfigsResponseResource) {
+			ar := resp.(*kmsg.IncrementalAlterConfigsResponse)
+			ar.Resources = append(ar.Resources, refused...)
+		})
 }
 
 func configACLType(rtype int8) acl.ResourceType {
