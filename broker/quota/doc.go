@@ -1,0 +1,26 @@
+// Package quota is the vocabulary and the pure cores of per-tenant limits
+// in a shared cluster: the quota keys (Kafka's names where Kafka has one),
+// their units and validation, and the limiters the brokers' admit stages
+// use. It does no I/O: the limits come from etcd through meta, the clocks
+// are injected, and the Kafka and HTTP pipelines turn its answers into
+// throttle times, error codes and status codes.
+//
+// A quota belongs to a tenant and is cluster-wide: a rate of 10 MB/s is
+// what the whole cluster accepts from the tenant, not each broker. How a
+// broker learns its share of a cluster-wide rate is described with the
+// Split type.
+//
+//	kind     keys                                           enforced as
+//	rate     producer_byte_rate, consumer_byte_rate,        throttle (KIP-219):
+//	         producer_record_rate, request_percentage,      answer at once with
+//	         connection_creation_rate,                      throttle_time_ms, then
+//	         object_upload_byte_rate                        stop reading the
+//	                                                        connection
+//	rate     controller_mutation_rate                       THROTTLING_QUOTA_EXCEEDED
+//	count    partitions, topics, groups, connections,       POLICY_VIOLATION /
+//	         inflight_requests, object_downloads            HTTP 403
+//	storage  storage_bytes, object_storage_bytes            retriable refusal /
+//	                                                        HTTP 507
+//
+// A key that is absent is unlimited.
+package quota
