@@ -180,3 +180,18 @@ func mapKeys(l Limits) func(func(string) bool) {
 		}
 	}
 }
+
+// Source answers a tenant's current limits (nil or empty: unlimited). The
+// broker's is fed by a watch of etcd, so a change applies within a second;
+// it is called on request paths and must be safe for concurrent use and
+// cheap (no I/O).
+type Source interface {
+	Limits(tenant string) Limits
+}
+
+// Static is a Source of fixed limits, by tenant: for tests and for a broker
+// without a metadata store.
+type Static map[string]Limits
+
+// Limits returns the tenant's limits.
+func (s Static) Limits(tenant string) Limits { return s[tenant] }
