@@ -207,8 +207,24 @@ func (c *Cache) joinOrStart(ctx context.Context, key string, fill Fill) (*flight
 	c.wg.Go(func() {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.FillTimeout)
 		defer cancel()
+		gone := func(int) {}
+		if gate := c.cfg.FillGate; gate != nil {
+			var err error
+			gone, err = gate(fctx)
+			if err != nil {
+				c.finish(key, f, nil, fmt.Errorf("cache: fill %q: wait at the gate: %w", key, err))
+				return
+			}
+			inner := fill
+			fill = func(ctx context.Context) ([]byte, error) {
+				val, err := inner(ctx)
+				gone(len(val))
+				return val, err
+			}
+		}
 		release, err := c.acquire(fctx)
 		if err != nil {
+			gone(0)
 			c.finish(key, f, nil, fmt.Errorf("cache: fill %q: wait for a slot: %w", key, err))
 			return
 		}

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"reflect"
 	"bytes"
 	"context"
 	"errors"
@@ -109,7 +110,7 @@ func TestConfigDefaults(t *testing.T) {
 	got := Config{}.WithDefaults()
 	want := Config{MaxBytes: DefaultMaxBytes, MaxConcurrentFills: DefaultMaxConcurrentFills,
 		ReservedGetFills: DefaultReservedGetFills, FillTimeout: DefaultFillTimeout}
-	if got != want {
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("WithDefaults() = %+v, want %+v", got, want)
 	}
 	if got := (Config{MaxConcurrentFills: 1}).WithDefaults().ReservedGetFills; got != 1 {

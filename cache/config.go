@@ -7,6 +7,7 @@ package cache
 // WithDefaults, so 1 <= ReservedGetFills <= MaxConcurrentFills.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -50,6 +51,13 @@ type Config struct {
 	// moment the fill is started (waiting for a slot included). It bounds how
 	// long Close waits, provided fills honour their context. Default 30 s.
 	FillTimeout time.Duration
+	// FillGate, if set, is passed by every fill a Get starts before it
+	// takes its slot, with the Get's context values (the broker's fair
+	// backfill lane reads the tenant there and orders tenants' GETs by
+	// deficit round robin). It returns the function that gives the gate
+	// back, told the bytes the fill read. Prefetches do not pass it: they
+	// never wait.
+	FillGate func(ctx context.Context) (done func(bytes int), err error)
 }
 
 // WithDefaults returns c with its zero fields set to their defaults.

@@ -64,6 +64,13 @@ func backlogged(t *testing.T, l *Lane, workers int, budget float64, tenants map[
 	var mu sync.Mutex
 	served := map[string]float64{}
 	var total atomic.Int64
+	// Every worker queues behind a held slot before any is served, so a
+	// slow start of one tenant's goroutines cannot leave the lane to the
+	// others.
+	hold, err := l.Acquire(ctx, "holder", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
 	var wg sync.WaitGroup
 	for name, tc := range tenants {
 		for range workers {
@@ -84,6 +91,13 @@ func backlogged(t *testing.T, l *Lane, workers int, budget float64, tenants map[
 			}()
 		}
 	}
+	for deadline := time.Now().Add(10 * time.Second); l.Stats().Waiting < workers*len(tenants); {
+		if time.Now().After(deadline) {
+			t.Fatalf("workers did not queue: %+v", l.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	hold.Done(0)
 	ch := make(chan struct{})
 	go func() { wg.Wait(); close(ch) }()
 	select {

@@ -58,8 +58,12 @@ func handleFetch(b *Server, ctx context.Context, req *request) (reply, error) {
 	wait = min(max(wait, 0), maxFetchWait)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
+	tenant := node.TenantOf(ctx)
 	for {
-		resp, res := b.fetchOnce(req, r)
+		resp, res, err := b.fairFetchOnce(ctx, tenant, req, r)
+		if err != nil {
+			return nil, err
+		}
 		if len(res.remote) > 0 {
 			// Object storage may take a while: the reply completes on the
 			// connection's writer, and the reader goes on with the
@@ -74,7 +78,10 @@ func handleFetch(b *Server, ctx context.Context, req *request) (reply, error) {
 			return done(resp), nil
 		}
 		if !waitAny(ctx, deadline.C, res.waits) {
-			resp, _ = b.fetchOnce(req, r)
+			resp, _, err = b.fairFetchOnce(ctx, tenant, req, r)
+			if err != nil {
+				return nil, err
+			}
 			return done(resp), nil
 		}
 	}
@@ -126,6 +133,21 @@ type consumerFetch struct {
 	version int16
 	rack    string // the client's rack (v11+), "" when none
 	label   string // the client's rack as the consumer-bytes metric labels it
+}
+
+// fairFetchOnce is fetchOnce in its tenant's turn of the tail lane, charged
+// the bytes it read: a tenant whose consumers read much takes no more than
+// its share of the passes while others wait.
+func (b *Server) fairFetchOnce(ctx context.Context, tenant string, req *request, r *kmsg.FetchRequest) (resp *kmsg.FetchResponse, res fetchResult, err error) {
+	err = b.Fair.Run(ctx, b.Fair.Tail, tenant, func() float64 {
+		resp, res = b.fetchOnce(req, r)
+		local := res.bytes
+		for _, rp := range res.remote {
+			local -= rp.budget // reserved for object storage: the backfill lane's
+		}
+		return float64(local)
+	})
+	return resp, res, err
 }
 
 // fetchOnce reads every requested partition once.

@@ -109,7 +109,15 @@ func (b *Server) serveRequest(ctx context.Context, sec *connSecurity, req *reque
 	if err := b.admitter.Admit(ctx, id, req.body); err != nil {
 		return nil, fmt.Errorf("%s not admitted: %w", apiName(req.key), err)
 	}
-	rep, err := a.handle(b, auth.WithIdentity(ctx, id), req)
+	var rep reply
+	ctx = auth.WithIdentity(ctx, id)
+	if req.key == kmsg.Produce.Int16() && !req.interBroker {
+		// Produce takes its tenant's turn in the handler lane (fair.go of
+		// broker/node); a fetch takes its turns pass by pass (api_fetch.go).
+		err = b.Fair.RunTimed(ctx, id.Principal.Tenant, func() { rep, err = a.handle(b, ctx, req) })
+	} else {
+		rep, err = a.handle(b, ctx, req)
+	}
 	if err != nil || rep == nil || merge == nil {
 		return rep, err
 	}

@@ -18,6 +18,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/fair"
+
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-mq/sluice/broker/listener"
@@ -86,7 +88,10 @@ type Node struct {
 	diskFull   atomic.Pointer[string] // why produce is refused (diskguard.go); "" or nil: accepted
 	restarting sync.Map               // PartitionKey → true while restartBehindLeader reopens it
 	Rcache     *cache.Cache
-	Tiers      *tier.Manager
+	// Fair is the tenants' lanes of handler time, tail reads and backfill
+	// GETs (fair.go); built by New, never nil.
+	Fair  *fair.Set
+	Tiers *tier.Manager
 
 	// AdminMu serialises topic changes (create, delete, configs, partitions)
 	// so that each reads and replaces the registry entry it changes alone.
@@ -115,12 +120,14 @@ func New(cfg Config, nodeLog zerolog.Logger) *Node {
 	if fs == nil {
 		fs = vfs.OS
 	}
+	m := NewMetrics()
 	return &Node{
 		Cfg:           cfg,
 		Logger:        nodeLog.With().Str("component", "broker").Logger(),
 		NodeLog:       nodeLog,
 		FS:            fs,
-		M:             NewMetrics(),
+		M:             m,
+		Fair:          newFair(m.Reg),
 		topics:        make(map[string]*Topic),
 		byID:          make(map[[16]byte]*Topic),
 		PendingStates: make(map[PartitionKey]meta.PartitionState),

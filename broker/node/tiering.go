@@ -56,7 +56,8 @@ func (b *Node) StartTiering(ctx context.Context) error {
 			return fmt.Errorf("broker: object store %s: %w", url, err)
 		}
 	}
-	c, err := cache.New(cache.Config{MaxBytes: b.Cfg.ReadCacheBytes})
+	c, err := cache.New(cache.Config{MaxBytes: b.Cfg.ReadCacheBytes,
+		MaxConcurrentFills: cache.DefaultMaxConcurrentFills, FillGate: b.backfillGate})
 	if err != nil {
 		return fmt.Errorf("broker: read cache: %w", err)
 	}
