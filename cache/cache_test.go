@@ -1,11 +1,11 @@
 package cache
 
 import (
-	"reflect"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"testing"
