@@ -8,9 +8,8 @@ package fair
 // (its tenant under PerTenant) waits: every change that frees a slot or adds
 // a waiter runs dispatchLocked before it unlocks.
 // Invariant: each tenant's waiters are granted in their arrival order.
-// Invariant: a flow exists only while its tenant has waiters or grants; an
-// idle tenant's debt or credit is forgotten (DRR banks nothing across idle
-// periods).
+// Invariant: an idle tenant (no waiters, no grants) has a deficit of 0: its
+// debt or credit is forgotten (DRR banks nothing across idle periods).
 //
 // All state is guarded by mu; waiters block on their own channel, never
 // holding mu.
@@ -70,7 +69,7 @@ type waiter struct {
 	est     float64
 }
 
-// Grant is one slot held; Done returns it.
+// Grant is one slot held; Done returns it. The zero Grant holds nothing.
 type Grant struct {
 	l      *Lane
 	f      *flow
@@ -119,7 +118,7 @@ func (l *Lane) mayRun(f *flow) bool {
 // Acquire waits for a slot for tenant (of weight, > 0; anything else counts
 // as 1) and returns it; the caller must call Done on it. It fails only
 // when ctx ends first.
-func (l *Lane) Acquire(ctx context.Context, tenant string, weight float64) (*Grant, error) {
+func (l *Lane) Acquire(ctx context.Context, tenant string, weight float64) (Grant, error) {
 	l.mu.Lock()
 	f := l.flowLocked(tenant, weight)
 	if l.waiting == 0 && l.busy < l.cfg.Slots && l.mayRun(f) {
@@ -127,7 +126,7 @@ func (l *Lane) Acquire(ctx context.Context, tenant string, weight float64) (*Gra
 		l.busy++
 		f.running++
 		l.mu.Unlock()
-		return &Grant{l: l, f: f}, nil
+		return Grant{l: l, f: f}, nil
 	}
 	w := &waiter{ready: make(chan struct{}), since: l.cfg.Now()}
 	f.queue = append(f.queue, w)
@@ -147,22 +146,26 @@ func (l *Lane) Acquire(ctx context.Context, tenant string, weight float64) (*Gra
 			l.removeWaiterLocked(f, w)
 			l.dropIfIdleLocked(f)
 			l.mu.Unlock()
-			return nil, ctx.Err()
+			return Grant{}, ctx.Err()
 		}
 		l.mu.Unlock()
 		// Granted as ctx ended: keep the grant; the caller returns it.
 	}
-	g := &Grant{l: l, f: f, est: w.est, Waited: l.cfg.Now().Sub(w.since)}
+	g := Grant{l: l, f: f, est: w.est, Waited: l.cfg.Now().Sub(w.since)}
 	if l.cfg.Waited != nil {
 		l.cfg.Waited(tenant, g.Waited)
 	}
 	return g, nil
 }
 
+// Charged reports whether the grant queued, and so is charged its cost; an
+// uncontended grant is not, and Done ignores its cost.
+func (g *Grant) Charged() bool { return g.est > 0 }
+
 // Done returns the grant's slot and charges its tenant cost (bytes, or
 // nanoseconds: the lane's unit). Calling it twice is a no-op.
 func (g *Grant) Done(cost float64) {
-	if g == nil || g.done {
+	if g == nil || g.l == nil || g.done {
 		return
 	}
 	g.done = true
@@ -216,8 +219,17 @@ func (l *Lane) leaveRingLocked(f *flow) {
 	f.visited = false
 }
 
+// maxIdleFlows is how many idle tenants' flows a lane keeps for reuse (an
+// idle flow costs ~100 bytes; reusing it saves an allocation per request).
+const maxIdleFlows = 256
+
 func (l *Lane) dropIfIdleLocked(f *flow) {
-	if f.running == 0 && len(f.queue) == 0 && l.flows[f.tenant] == f {
+	if f.running != 0 || len(f.queue) != 0 {
+		return
+	}
+	// Idle: DRR forgets its debt or credit.
+	f.deficit, f.visited = 0, false
+	if len(l.flows) > maxIdleFlows && l.flows[f.tenant] == f {
 		delete(l.flows, f.tenant)
 	}
 }
@@ -298,7 +310,8 @@ func (l *Lane) fastForwardLocked() bool {
 	return true
 }
 
-// Stats is a lane's state for metrics and tests.
+// Stats is a lane's state for metrics and tests: grants held, waiters,
+// and tenants with either.
 type Stats struct {
 	Busy, Waiting, Tenants int
 }
@@ -307,5 +320,11 @@ type Stats struct {
 func (l *Lane) Stats() Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return Stats{Busy: l.busy, Waiting: l.waiting, Tenants: len(l.flows)}
+	active := 0
+	for _, f := range l.flows {
+		if f.running > 0 || len(f.queue) > 0 {
+			active++
+		}
+	}
+	return Stats{Busy: l.busy, Waiting: l.waiting, Tenants: active}
 }

@@ -187,7 +187,7 @@ func TestPerTenantBound(t *testing.T) {
 	ctx := ctxWithin(t, 5*time.Second)
 	a1, _ := l.Acquire(ctx, "a", 1)
 	a2, _ := l.Acquire(ctx, "a", 1)
-	got := make(chan *Grant, 1)
+	got := make(chan Grant, 1)
 	go func() {
 		g, err := l.Acquire(ctx, "a", 1)
 		if err == nil {
