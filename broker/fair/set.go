@@ -8,6 +8,7 @@ package fair
 import (
 	"context"
 	"runtime"
+	"sync/atomic"
 	"time"
 )
 
@@ -38,8 +39,18 @@ type Set struct {
 	Handler  *Lane // handler time of produce requests and fetch passes, in ns
 	Tail     *Lane // bytes a fetch pass reads from the local log
 	Backfill *Lane // bytes GET from object storage for readers
-	weight   func(string) float64
+	weightFn atomic.Pointer[func(string) float64]
 }
+
+// SetWeight replaces the source of tenants' weights (the quota table's
+// scheduling attributes, once it is watched); safe while lanes run.
+func (s *Set) SetWeight(fn func(tenant string) float64) {
+	if s != nil && fn != nil {
+		s.weightFn.Store(&fn)
+	}
+}
+
+func (s *Set) weight(tenant string) float64 { return (*s.weightFn.Load())(tenant) }
 
 // NewSet builds the lanes.
 func NewSet(cfg SetConfig) (*Set, error) {
@@ -66,7 +77,8 @@ func NewSet(cfg SetConfig) (*Set, error) {
 		}
 		return NewLane(lc)
 	}
-	s := &Set{weight: cfg.Weight}
+	s := &Set{}
+	s.SetWeight(cfg.Weight)
 	var err error
 	// Quanta near a typical grant: 100 µs of handler time, 64 KiB of a
 	// fetch pass, one 1 MiB chunk of an object.
