@@ -316,6 +316,16 @@ type Stats struct {
 	Busy, Waiting, Tenants int
 }
 
+// Queued reports how many of tenant's requests wait in the lane now.
+func (l *Lane) Queued(tenant string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if f := l.flows[tenant]; f != nil {
+		return len(f.queue)
+	}
+	return 0
+}
+
 // Stats returns the lane's state now.
 func (l *Lane) Stats() Stats {
 	l.mu.Lock()

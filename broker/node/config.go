@@ -43,6 +43,10 @@ type Config struct {
 	ObjectStoreOptions objstore.Options
 	// ReadCacheBytes bounds the read cache of remote object ranges.
 	ReadCacheBytes int64
+	// FairHandlerSlots and FairTailSlots override the slots of the
+	// fair-scheduling lanes (fair.go; 0: 2 × GOMAXPROCS). Tests set 1 to
+	// make a lane's queue observable.
+	FairHandlerSlots, FairTailSlots int
 	// PageCacheTailBytes is how much of each partition's newest durable log
 	// the broker leaves in the kernel's page cache; older bytes are dropped
 	// from it once fsynced (wal.Config.CacheTailBytes). 0 or less leaves

@@ -20,7 +20,7 @@ import (
 )
 
 // newFair builds the lanes with their queue-delay metric on reg.
-func newFair(reg *prometheus.Registry) *fair.Set {
+func newFair(cfg Config, reg *prometheus.Registry) *fair.Set {
 	delay := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "sluice_fair_queue_delay_seconds",
 		Help:    "Time a request waited for its tenant's turn in a fair-scheduling lane (handler, tail, backfill), by lane and tenant; only waits that queued are observed.",
@@ -31,6 +31,8 @@ func newFair(reg *prometheus.Registry) *fair.Set {
 		// As many backfill slots as the read cache runs fills, so a
 		// reader's fill that passed the gate finds a slot.
 		BackfillSlots: cache.DefaultMaxConcurrentFills,
+		HandlerSlots:  cfg.FairHandlerSlots,
+		TailSlots:     cfg.FairTailSlots,
 		Waited: func(lane, tenant string, d time.Duration) {
 			delay.WithLabelValues(lane, tenant).Observe(d.Seconds())
 		},

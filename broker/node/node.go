@@ -127,7 +127,7 @@ func New(cfg Config, nodeLog zerolog.Logger) *Node {
 		NodeLog:       nodeLog,
 		FS:            fs,
 		M:             m,
-		Fair:          newFair(m.Reg),
+		Fair:          newFair(cfg, m.Reg),
 		topics:        make(map[string]*Topic),
 		byID:          make(map[[16]byte]*Topic),
 		PendingStates: make(map[PartitionKey]meta.PartitionState),
