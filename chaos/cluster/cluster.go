@@ -88,6 +88,13 @@ type Config struct {
 	// (EtcdProxy), so a scenario can cut, blackhole or stall one broker's
 	// link to etcd, in one direction or both, while etcd itself stays up.
 	ExternalEtcd bool
+	// Tenants turns security on for tenants' clients: each broker keeps
+	// its PLAINTEXT listener (KafkaAddr) for the anonymous principal of
+	// the default tenant, which every ACL-less resource allows
+	// (--allow-everyone-if-no-acl-found), and adds a SASL_PLAINTEXT one
+	// (SASLAddr) for SCRAM users of other tenants. The super user admin's
+	// password is AdminPassword; Admin calls the HTTP admin API as admin.
+	Tenants bool
 	// DataDirBytes, when > 0, makes each broker's data dir a tmpfs of this
 	// size, mounted by Start and unmounted by Stop (Linux, as root; Start
 	// fails with ErrNoMount otherwise), so FillDisk can bring a broker to a
@@ -162,6 +169,8 @@ type Broker struct {
 	// messages: the other brokers dial it (through the peer mesh, when
 	// there is one); clients never do.
 	InterBrokerAddr string
+	// SASLAddr is the SASL_PLAINTEXT listener, with Config.Tenants only.
+	SASLAddr string
 	// EtcdClientAddr and EtcdPeerAddr are the listeners of the broker's
 	// embedded etcd member; empty with Config.ExternalEtcd.
 	EtcdClientAddr string
@@ -223,6 +232,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		spawn:   newSpawner(),
 		http:    &http.Client{Transport: &http.Transport{}, Timeout: requestTimeout},
 		clients: map[int32]*kgo.Client{},
+	}
+	if cfg.Tenants {
+		if err := os.WriteFile(c.adminPasswordFile(), []byte(AdminPassword+"\n"), 0o600); err != nil {
+			return nil, fmt.Errorf("chaos/cluster: admin password: %w", err)
+		}
 	}
 	if cfg.DataDirBytes > 0 {
 		if err := c.mountDataDirs(); err != nil {
@@ -316,6 +330,9 @@ func (c *Cluster) makeBrokers() error {
 	if c.etcd != nil {
 		perBroker = 3
 	}
+	if c.cfg.Tenants {
+		perBroker++ // the SASL listener, last
+	}
 	ports, err := freePorts(perBroker * Size) // at once, so no two are the same
 	if err != nil {
 		return err
@@ -331,6 +348,9 @@ func (c *Cluster) makeBrokers() error {
 			InterBrokerAddr: ports[perBroker*i+2],
 			DataDir:         dataDir(c.cfg.Dir, int32(i+1)),
 			LogPath:         filepath.Join(c.cfg.Dir, fmt.Sprintf("n%d", i+1), "sluiced.log"),
+		}
+		if c.cfg.Tenants {
+			b.SASLAddr = ports[perBroker*i+perBroker-1]
 		}
 		if c.etcd == nil {
 			b.EtcdClientAddr, b.EtcdPeerAddr = ports[perBroker*i+3], ports[perBroker*i+4]
@@ -367,10 +387,16 @@ func (c *Cluster) brokerArgs(b *Broker, initialCluster string) []string {
 		"--node-id", strconv.Itoa(int(b.ID)),
 		"--az", b.AZ,
 		"--data-dir", b.DataDir,
-		"--kafka-listen", b.KafkaAddr,
-		"--kafka-advertise", b.KafkaAddr,
 		"--http-listen", b.HTTPAddr,
 		"--inter-broker-listen", b.InterBrokerAddr,
+	}
+	if c.cfg.Tenants {
+		listeners := "PLAINTEXT://" + b.KafkaAddr + ",SASL_PLAINTEXT://" + b.SASLAddr
+		args = append(args, "--listeners", listeners, "--advertised-listeners", listeners,
+			"--security", "--allow-everyone-if-no-acl-found",
+			"--admin-password-file", c.adminPasswordFile())
+	} else {
+		args = append(args, "--kafka-listen", b.KafkaAddr, "--kafka-advertise", b.KafkaAddr)
 	}
 	if c.etcd != nil {
 		args = append(args, "--etcd-endpoints", c.etcd.endpoint(b.ID))

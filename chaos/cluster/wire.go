@@ -43,6 +43,7 @@ func (c *Cluster) httpGet(ctx context.Context, url string) (io.ReadCloser, error
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", url, err)
 	}
+	c.authorize(req)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("GET %s: %w", url, err)

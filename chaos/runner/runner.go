@@ -68,12 +68,15 @@ type Result struct {
 	OutOfSync []string
 	// LagAcked counts the side topic's acknowledged records.
 	LagAcked int
+	// Violations are the noisy-tenant family's findings: a tenant over its
+	// quota, or the quiet workload below its floor during a burst.
+	Violations []string
 }
 
 // OK reports whether the run found no anomaly, no broker died by itself and
 // every replica was back in sync.
 func (r Result) OK() bool {
-	return r.Report.OK() && len(r.UnexpectedExits) == 0 && len(r.OutOfSync) == 0
+	return r.Report.OK() && len(r.UnexpectedExits) == 0 && len(r.OutOfSync) == 0 && len(r.Violations) == 0
 }
 
 const (
@@ -123,6 +126,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	runErr := sc.run(ctx, env, cfg.Duration)
 	healErr := env.healAll(ctx)
 	res.LagAcked = env.stopLag()
+	res.Violations = env.stopNoisy()
 	w.Stop()
 	res.Stats = w.Stats()
 	if cfg.DrainTimeout == 0 {
@@ -171,6 +175,7 @@ const tmpfsBytes = 256 << 20
 func startCluster(ctx context.Context, cfg Config, has needs) (*cluster.Cluster, error) {
 	ccfg := cluster.Config{Dir: filepath.Join(cfg.Dir, "cluster"), Sluiced: cfg.Sluiced, VersityGW: cfg.VersityGW,
 		PeerMesh: has.mesh, S3Proxy: has.s3, S3Faults: has.s3faults, ExternalEtcd: has.etcd || has.disk,
+		Tenants:    has.tenants,
 		ExtraArgs:  []string{"--crash-loses-unsynced"},
 		BrokerArgs: func(id int32) []string { return []string{"--clock-offset-file", clockFile(cfg.Dir, id)} },
 		Logger:     cfg.Logger, LogLevel: cfg.BrokerLogLevel}

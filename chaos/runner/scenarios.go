@@ -40,6 +40,7 @@ type needs struct {
 	s3faults bool // … and through an S3 protocol fault proxy (chaos/s3fault)
 	etcd     bool // the cluster's own etcd, each broker behind a proxy
 	disk     bool // each data dir a small tmpfs (implies etcd)
+	tenants  bool // security on: a SASL listener for tenants' users, an admin
 }
 
 // repeat builds a scenario that runs one fault at seeded intervals.
@@ -88,6 +89,8 @@ var families = map[string]scenario{
 		needs{etcd: true}, (*faultEnv).diskLoss),
 	"lagging-follower": repeat("pause a follower of a partition of an untiered topic with a 3 s retention for three retentions and more, then resume it; repeat",
 		needs{}, (*faultEnv).lagFollower),
+	"noisy-tenant": repeat("a second tenant with a 256 KiB/s produce quota bursts to ten times it for 6 s beside the workload; repeat (its acknowledged bytes must stay within the quota, the workload's acks above a floor)",
+		needs{tenants: true}, (*faultEnv).noisyBurst),
 	"consumer-crash": repeat("crash a consumer-group member (no LeaveGroup) and start a new one, during rebalances; repeat",
 		needs{}, func(e *faultEnv, _ context.Context) error { return e.crashMember() }),
 }
@@ -103,9 +106,10 @@ type faultEnv struct {
 	dir    string // the run's directory: clock files (faults_clock.go)
 	nextID int
 	paused []int32
-	filled []int32   // brokers whose disk a fault has filled
-	has    needs     // the optional parts of the cluster
-	lag    *lagState // the lagging-follower family's side topic, once made
+	filled []int32     // brokers whose disk a fault has filled
+	has    needs       // the optional parts of the cluster
+	lag    *lagState   // the lagging-follower family's side topic, once made
+	noisy  *noisyState // the noisy-tenant family's tenant, once made
 }
 
 // every runs fault at seeded intervals of 4–8 s until d has passed.

@@ -20,7 +20,7 @@ const soakName = "soak"
 // lookup returns the scenario called name: a family, or the soak.
 func lookup(name string) (scenario, bool) {
 	if name == soakName {
-		return mix(familyNames(), needs{mesh: true, s3: true, s3faults: true, etcd: true, disk: true}), true
+		return mix(familyNames(), needs{mesh: true, s3: true, s3faults: true, etcd: true, disk: true, tenants: true}), true
 	}
 	sc, ok := families[name]
 	return sc, ok
@@ -59,7 +59,7 @@ func mix(names []string, n needs) scenario {
 // within reports whether every part n asks for is in have.
 func (n needs) within(have needs) bool {
 	return (!n.mesh || have.mesh) && (!n.s3 || have.s3) && (!n.s3faults || have.s3faults) &&
-		(!n.etcd || have.etcd) && (!n.disk || have.disk)
+		(!n.etcd || have.etcd) && (!n.disk || have.disk) && (!n.tenants || have.tenants)
 }
 
 // Scenarios lists the scenario names: every family and the soak.

@@ -119,11 +119,17 @@ func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	for _, s := range res.OutOfSync {
 		fmt.Fprintf(stdout, "not healed: %s\n", s)
 	}
+	for _, s := range res.Violations {
+		fmt.Fprintf(stdout, "violation: %s\n", s)
+	}
 	if err := res.Report.WriteText(stdout); err != nil {
 		return 2
 	}
 	if len(res.OutOfSync) > 0 {
 		fmt.Fprintf(stdout, "FAILED: %d partitions or replicas had not healed a minute after the drain\n", len(res.OutOfSync))
+	}
+	if len(res.Violations) > 0 {
+		fmt.Fprintf(stdout, "FAILED: %d quota or fairness violations\n", len(res.Violations))
 	}
 	if !res.OK() {
 		return 1

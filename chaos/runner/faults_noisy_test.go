@@ -1,0 +1,39 @@
+package runner
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestJudgeQuiet: the quiet workload's rate during a burst is judged
+// against the median of its calm seconds.
+func TestJudgeQuiet(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	// 1,000 acks a second, except during the burst from 10 s to 16 s.
+	samples := func(during int64) []ackSample {
+		var out []ackSample
+		var acked int64
+		for s := 0; s <= 30; s++ {
+			out = append(out, ackSample{at: at(s), acked: acked})
+			if s >= 10 && s < 16 {
+				acked += during
+			} else {
+				acked += 1000
+			}
+		}
+		return out
+	}
+	bursts := [][2]time.Time{{at(10), at(16)}}
+	if bad := judgeQuiet(samples(900), bursts); len(bad) != 0 {
+		t.Errorf("900/s during a burst (floor 700) judged bad: %v", bad)
+	}
+	bad := judgeQuiet(samples(300), bursts)
+	if len(bad) != 1 || !strings.Contains(bad[0], "300 acknowledged sends/s during noisy burst 1") {
+		t.Errorf("300/s during a burst judged %v, want one violation", bad)
+	}
+	if bad := judgeQuiet(samples(300)[:3], bursts); bad != nil {
+		t.Errorf("a run too short for a baseline judged %v", bad)
+	}
+}
