@@ -246,3 +246,89 @@ func TestTenantsHTTPNamespaces(t *testing.T) {
 		t.Fatalf("ann's Kafka client read %v, want the record ann published over HTTP", recs)
 	}
 }
+
+// TestTenantsHTTPForwarded: in a three-broker cluster with security on, a
+// tenant publishes (plainly and idempotently), joins, fetches, commits and
+// reads lag through a broker that leads nothing of its topic and does not
+// coordinate its group, so every part is forwarded (the publish and the
+// reads over the inter-broker listener with the internal name, the group
+// calls to the coordinator's public API as the client sent them). Each
+// tenant's "orders" gets its own records alone.
+func TestTenantsHTTPForwarded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a three-member etcd cluster")
+	}
+	pw := writeFile(t, "admin-password", "admin-pw\n")
+	c := startTestClusterWith(t, 3, func(cfg *Config) {
+		cfg.SecurityEnabled = true
+		cfg.AllowEveryoneIfNoACLFound = true
+		cfg.AdminPasswordFile = pw
+	})
+	caller := func(b *Broker) httpCaller {
+		return httpCaller{t: t, client: http.DefaultClient, base: httpBase(b)}
+	}
+	admin := caller(c.brokers[0]).with(basic("admin", "admin-pw"))
+	awaitAuthenticated(t, admin)
+	users := tenantHTTPSetup(t, admin, map[string]string{"ann": "acme", "gus": "globex"})
+	for _, c := range users {
+		c.must(http.StatusCreated, "POST", "/v1/topics", `{"name":"orders","partitions":1,"replication_factor":1}`)
+	}
+	host := hostOf(t, c, "globex~orders", 0)
+	// via hosts no replica of globex~orders; the group's coordinator is a
+	// third broker where one can be found.
+	via := c.brokers[host.Cfg.NodeID%3]
+	group := "billing"
+	for i := 0; i < 100; i++ {
+		g := fmt.Sprintf("billing-%d", i)
+		if co := via.GroupCoordinator("globex~" + g).NodeID; co != via.Cfg.NodeID {
+			group = g
+			break
+		}
+	}
+	gus, ann := users["gus"], users["ann"]
+	gus.base, ann.base = httpBase(via), httpBase(via)
+	awaitAuthenticated(t, gus)
+	awaitAuthenticated(t, ann)
+
+	pub := gus.must(http.StatusOK, "POST", "/v1/topics/orders/messages:publish", `{"messages":[{"payload":"g1"},{"payload":"g2"}]}`)
+	for _, r := range pub["results"].([]any) {
+		if r.(map[string]any)["status"] != "ok" {
+			t.Fatalf("forwarded publish: %v", pub)
+		}
+	}
+	pid := gus.must(http.StatusOK, "POST", "/v1/producers", `{}`)["producer_id"]
+	idem := gus.must(http.StatusOK, "POST", "/v1/topics/orders/messages:publish",
+		fmt.Sprintf(`{"producer_id":%s,"producer_epoch":0,"messages":[{"payload":"g3","sequence":0}]}`, jsonNum(pid)))
+	if r := idem["results"].([]any)[0].(map[string]any); r["status"] != "ok" {
+		t.Fatalf("forwarded idempotent publish: %v", idem)
+	}
+	ann.must(http.StatusOK, "POST", "/v1/topics/orders/messages:publish", `{"messages":[{"payload":"a1"}]}`)
+	if hw := c.leaderHW(t, "globex~orders", 0); hw != 3 {
+		t.Fatalf("globex~orders high watermark %d at its leader, want 3", hw)
+	}
+
+	ref, payloads := joinFetch(t, gus, group, "orders")
+	if !slices.Equal(payloads, []string{"g1", "g2", "g3"}) {
+		t.Fatalf("gus fetched %v through node %d, want g1 g2 g3", payloads, via.Cfg.NodeID)
+	}
+	gus.must(http.StatusOK, "POST", "/v1/groups/"+group+"/offsets:commit", fmt.Sprintf(`{%s,"offsets":[{"topic":"orders","partition":0,"offset":2}]}`, ref))
+	lag := gus.must(http.StatusOK, "GET", "/v1/groups/"+group+"/lag", "")
+	parts, _ := lag["partitions"].([]any)
+	if lag["group"] != group || len(parts) != 1 {
+		t.Fatalf("lag through node %d: %v", via.Cfg.NodeID, lag)
+	}
+	if p := parts[0].(map[string]any); p["topic"] != "orders" || p["lag"].(float64) != 1 || p["error"] != nil {
+		t.Fatalf("lag through node %d: %v, want orders at lag 1", via.Cfg.NodeID, p)
+	}
+	d := gus.must(http.StatusOK, "GET", "/v1/topics/orders", "")
+	if ps := d["partitions"].([]any); d["name"] != "orders" || len(ps) != 1 || ps[0].(map[string]any)["high_watermark"] != float64(3) {
+		t.Fatalf("gus describes orders through node %d as %v", via.Cfg.NodeID, d)
+	}
+	if g := groupNames(t, gus); !slices.Equal(g, []string{group}) {
+		t.Fatalf("gus lists groups %v through node %d, want [%s]", g, via.Cfg.NodeID, group)
+	}
+	// ann's orders holds ann's record alone.
+	if _, payloads := joinFetch(t, ann, group, "orders"); !slices.Equal(payloads, []string{"a1"}) {
+		t.Fatalf("ann fetched %v, want a1", payloads)
+	}
+}
