@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
@@ -244,6 +245,21 @@ func TestTenantsHTTPNamespaces(t *testing.T) {
 	recs := fetches.Records()
 	if len(recs) != 1 || string(recs[0].Value) != "from ann" || recs[0].Topic != "orders" {
 		t.Fatalf("ann's Kafka client read %v, want the record ann published over HTTP", recs)
+	}
+	// And on the group: what ann commits over Kafka to billing is the
+	// offset ann's HTTP lag view of billing reads; gus's billing is not
+	// touched.
+	os := kadm.Offsets{}
+	os.Add(kadm.Offset{Topic: "orders", Partition: 0, At: 1, LeaderEpoch: -1})
+	if _, err := kadm.NewClient(cl).CommitOffsets(ctx, "billing", os); err != nil {
+		t.Fatalf("ann's Kafka commit: %v", err)
+	}
+	for who, want := range map[string]float64{"ann": 1, "gus": 0} {
+		lag := users[who].must(http.StatusOK, "GET", "/v1/groups/billing/lag", "")
+		parts, _ := lag["partitions"].([]any)
+		if len(parts) != 1 || parts[0].(map[string]any)["topic"] != "orders" || parts[0].(map[string]any)["committed"] != want {
+			t.Fatalf("%s's lag of billing after ann's Kafka commit: %v, want orders-0 committed at %v", who, lag, want)
+		}
 	}
 }
 
