@@ -131,8 +131,8 @@ func TestHTTPSecurity(t *testing.T) {
 	}
 
 	admin.must(http.StatusCreated, "POST", "/v1/tenants", `{"name":"team-a"}`)
-	// The HTTP API serves the default tenant's topics and groups (its
-	// names are not scoped to tenants yet): alice is in it.
+	// alice is in the default tenant, whose topics are unqualified; erin
+	// is in team-a.
 	admin.must(http.StatusCreated, "POST", "/v1/users", `{"name":"alice","tenant":"default","password":"alice-pw"}`)
 	admin.must(http.StatusCreated, "POST", "/v1/users", `{"name":"erin","tenant":"team-a","password":"erin-pw"}`)
 	key, _ := admin.must(http.StatusCreated, "POST", "/v1/users/alice/api-keys", `{}`)["key"].(string)
@@ -159,19 +159,28 @@ func TestHTTPSecurity(t *testing.T) {
 	admin.must(http.StatusCreated, "POST", "/v1/acls", `{"tenant":"default","bindings":[
 		{"resource_type":"topic","resource_name":"orders","principal":"User:alice","operation":"write","permission":"allow"}]}`)
 	// Another tenant's user never reaches the default tenant's names over
-	// HTTP, even with an ACL of its own tenant that would allow the name.
+	// HTTP, even with an ACL of its own tenant that allows every name: its
+	// names are its tenant's.
 	admin.must(http.StatusCreated, "POST", "/v1/acls", `{"tenant":"team-a","bindings":[
 		{"resource_type":"topic","resource_name":"*","principal":"User:erin","operation":"all","permission":"allow"}]}`)
 	erin := anon.with(basic("erin", "erin-pw"))
-	for _, route := range []struct{ method, path, body string }{
-		{"POST", "/v1/topics/orders/messages:publish", onePublish},
-		{"GET", "/v1/topics", ""},
-		{"POST", "/v1/topics", `{"name":"mine"}`},
+	for _, route := range []struct {
+		method, path, body string
+		want               int
+	}{
+		{"POST", "/v1/topics/orders/messages:publish", onePublish, http.StatusNotFound},
+		{"GET", "/v1/topics/orders", "", http.StatusNotFound},
 	} {
 		code, out, _ := erin.call(route.method, route.path, route.body)
-		if ec, _ := errorCode(out); code != http.StatusForbidden || ec != "tenant_not_served" {
-			t.Errorf("team-a's erin: %s %s: %d %v, want 403 tenant_not_served", route.method, route.path, code, out)
+		if code != route.want {
+			t.Errorf("team-a's erin: %s %s: %d %v, want %d", route.method, route.path, code, out, route.want)
 		}
+	}
+	if topics := erin.must(http.StatusOK, "GET", "/v1/topics", "")["topics"].([]any); len(topics) != 0 {
+		t.Errorf("team-a's erin lists %v, want nothing", topics)
+	}
+	if out := erin.must(http.StatusCreated, "POST", "/v1/topics", `{"name":"mine"}`); out["name"] != "mine" {
+		t.Errorf("team-a's erin created %v, want the name mine", out["name"])
 	}
 	added := time.Now()
 	for {
@@ -208,8 +217,8 @@ func TestHTTPSecurity(t *testing.T) {
 	if code, _, _ := aliceKey.call("GET", "/v1/topics/secret", ""); code != http.StatusForbidden {
 		t.Errorf("alice described secret: %d", code)
 	}
-	if all := admin.must(http.StatusOK, "GET", "/v1/topics", "")["topics"].([]any); len(all) != 2 {
-		t.Errorf("the super user lists %d topics, want 2", len(all))
+	if all := admin.must(http.StatusOK, "GET", "/v1/topics", "")["topics"].([]any); len(all) != 3 || all[2].(map[string]any)["name"] != "team-a~mine" {
+		t.Errorf("the super user lists %v, want orders, secret and team-a~mine", all)
 	}
 	// Group routes check the group and the topics of the body.
 	code, out, _ := aliceKey.call("POST", "/v1/groups/g1/members:join", `{"topics":["orders"]}`)

@@ -86,14 +86,22 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // writeError logs and writes an error response. A client's mistake (4xx)
 // is logged at DEBUG: the client is told, and an operator's log is not the
 // place for it; a failure of the broker's own is an ERROR.
+// The message is shown in the request's tenant scope (names.go); the log
+// keeps the internal names.
 func (b *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	WriteError(b.Logger, w, r, err)
+	ae := *httpStatusFor(err)
+	ae.Message = scopeFrom(r.Context()).message(ae.Message)
+	writeAPIError(b.Logger, w, r, err, &ae)
 }
 
 // WriteError answers err as JSON with the status and code it maps to, and
 // logs it: 4xx at debug (a client's mistake), 5xx at warn or error.
 func WriteError(logger zerolog.Logger, w http.ResponseWriter, r *http.Request, err error) {
-	ae := httpStatusFor(err)
+	writeAPIError(logger, w, r, err, httpStatusFor(err))
+}
+
+// writeAPIError logs err and answers ae.
+func writeAPIError(logger zerolog.Logger, w http.ResponseWriter, r *http.Request, err error, ae *APIError) {
 	ev := logger.Debug()
 	if ae.Status >= 500 {
 		ev = logger.Warn()

@@ -169,7 +169,7 @@ func (b *Server) checkAssigned(groupID, memberID, topic string, partition int32)
 			}
 		}
 		for _, t := range a.Topics {
-			if t.Topic == topic && slices.Contains(t.Partitions, partition) {
+			if memberTopic(groupID, t.Topic) == topic && slices.Contains(t.Partitions, partition) {
 				return nil
 			}
 		}

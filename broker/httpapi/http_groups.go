@@ -8,7 +8,9 @@ package httpapi
 // Generations, fencing and commit rules are the coordinator's, unchanged.
 // A request for a group another broker coordinates is forwarded to that
 // broker's HTTP API once (marked with forwardedHeader so it is never
-// forwarded again); clients may use any broker.
+// forwarded again); clients may use any broker. The forwarded request is
+// the client's own (names as the client wrote them, its credentials), which
+// the coordinator's pipeline authenticates and scopes again.
 
 import (
 	"context"
@@ -72,6 +74,11 @@ func (b *Server) toCoordinator(h http.HandlerFunc) http.HandlerFunc {
 			b.writeError(w, r, &APIError{Status: http.StatusServiceUnavailable, Code: "not_coordinator",
 				Message: fmt.Sprintf("group %q is coordinated by node %d, which is not reachable from here yet; retry", groupID, co.NodeID)})
 		default:
+			// The coordinator authenticates the client's credentials and
+			// scopes its names itself: it gets the request as the client
+			// sent it (the path in r.URL is the client's), never names
+			// this broker qualified, so nothing crosses a tenant either way.
+			restoreClientBody(r)
 			target := b.peerURL(co.HTTP)
 			proxy := &httputil.ReverseProxy{
 				Transport: b.peerTransport,
@@ -153,14 +160,21 @@ func (b *Server) joinHTTP(r *http.Request, groupID string, req joinRequest) (mem
 	if len(req.Topics) == 0 {
 		return membership{}, BadRequest("topics must not be empty")
 	}
-	topics := slices.Clone(req.Topics)
-	sort.Strings(topics)
-	topics = slices.Compact(topics)
-	for _, t := range topics {
+	// The subscription holds the group's tenant's names, as a Kafka
+	// member's does (names.go).
+	topics := make([]string, 0, len(req.Topics))
+	for _, t := range req.Topics {
 		if b.LookupTopic(t) == nil {
 			return membership{}, fmt.Errorf("%w: %s", node.ErrUnknownTopic, t)
 		}
+		local, ok := memberLocal(groupID, t)
+		if !ok {
+			return membership{}, BadRequest("topic %q is not of the tenant of group %q; a group's members subscribe to its tenant's topics", t, groupID)
+		}
+		topics = append(topics, local)
 	}
+	sort.Strings(topics)
+	topics = slices.Compact(topics)
 	session := time.Duration(req.SessionTimeoutMs) * time.Millisecond
 	if session == 0 {
 		session = httpDefaultSession
@@ -187,7 +201,7 @@ func (b *Server) joinHTTP(r *http.Request, groupID string, req joinRequest) (mem
 			return membership{}, fmt.Errorf("%w: the group chose assignor %q; HTTP members assign with %q",
 				group.ErrInconsistentProtocol, res.Protocol, httpAssignor)
 		}
-		assignments = b.rangeAssign(res.Members)
+		assignments = b.rangeAssign(groupID, res.Members)
 	}
 	sres := b.coord.Sync(r.Context(), groupID, group.SyncRequest{
 		MemberID: res.MemberID, Generation: res.Generation,
@@ -203,17 +217,16 @@ func (b *Server) joinHTTP(r *http.Request, groupID string, req joinRequest) (mem
 		if err := a.ReadFrom(sres.Assignment); err != nil {
 			return membership{}, fmt.Errorf("decode assignment: %w", err)
 		}
-		for _, t := range a.Topics {
-			m.Assignment = append(m.Assignment, assignedTopic{Topic: t.Topic, Partitions: t.Partitions})
-		}
+		m.Assignment = showAssignment(scopeFrom(r.Context()), groupID, a)
 	}
 	return m, nil
 }
 
 // rangeAssign is Kafka's range assignor: per topic, subscribers in member
 // id order each take a contiguous run of partitions, the first ones one
-// extra when the count does not divide evenly.
-func (b *Server) rangeAssign(members []group.MemberInfo) map[string][]byte {
+// extra when the count does not divide evenly. Subscriptions and
+// assignments name topics as the group's tenant does.
+func (b *Server) rangeAssign(groupID string, members []group.MemberInfo) map[string][]byte {
 	subscribers := map[string][]string{}
 	for _, m := range members {
 		var md kmsg.ConsumerMemberMetadata
@@ -232,7 +245,7 @@ func (b *Server) rangeAssign(members []group.MemberInfo) map[string][]byte {
 	}
 	sort.Strings(topics)
 	for _, t := range topics {
-		tp := b.LookupTopic(t)
+		tp := b.LookupTopic(memberTopic(groupID, t))
 		if tp == nil {
 			continue
 		}
@@ -391,7 +404,7 @@ func (b *Server) httpReset(w http.ResponseWriter, r *http.Request) {
 		out = append(out, reset{p, o})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Partition < out[j].Partition })
-	writeJSON(w, http.StatusOK, map[string]any{"topic": req.Topic, "offsets": out})
+	writeJSON(w, http.StatusOK, map[string]any{"topic": scopeFrom(r.Context()).name(req.Topic), "offsets": out})
 }
 
 // resetTargets resolves a reset request to an offset per partition.

@@ -26,7 +26,7 @@ func TestRangeAssign(t *testing.T) {
 		{ID: "m2", Metadata: sub("a", "b")},
 	}
 	got := map[string]map[string][]int32{}
-	for id, raw := range b.rangeAssign(members) {
+	for id, raw := range b.rangeAssign("g", members) {
 		var a kmsg.ConsumerMemberAssignment
 		if err := a.ReadFrom(raw); err != nil {
 			t.Fatal(err)

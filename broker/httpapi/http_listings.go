@@ -85,12 +85,13 @@ type TopicConfig struct {
 
 func (b *Server) httpListTopics(w http.ResponseWriter, r *http.Request) {
 	out := []TopicSummary{}
-	visible := visibleFrom(r.Context()) // the pipeline's DESCRIBE filter
+	visible := visibleFrom(r.Context()) // the pipeline's scope and DESCRIBE filter
+	s := scopeFrom(r.Context())
 	for _, t := range b.SortedTopics() {
 		if !visible(t.Meta.Name) {
 			continue
 		}
-		out = append(out, TopicSummary{Name: t.Meta.Name, TopicID: node.UUIDString(t.Meta.ID), Partitions: int32(len(t.States)),
+		out = append(out, TopicSummary{Name: s.name(t.Meta.Name), TopicID: node.UUIDString(t.Meta.ID), Partitions: int32(len(t.States)),
 			ReplicationFactor: t.Meta.ReplicationFactor, Tiered: t.Settings.Tiered})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"topics": out})
@@ -108,7 +109,8 @@ func (b *Server) httpDescribeTopic(w http.ResponseWriter, r *http.Request) {
 		live[bi.NodeID] = true
 	}
 	stats, errs := b.leaderStats(r.Context(), t)
-	out := TopicDescription{Name: t.Meta.Name, TopicID: node.UUIDString(t.Meta.ID), ReplicationFactor: t.Meta.ReplicationFactor,
+	sc := scopeFrom(r.Context())
+	out := TopicDescription{Name: sc.name(t.Meta.Name), TopicID: node.UUIDString(t.Meta.ID), ReplicationFactor: t.Meta.ReplicationFactor,
 		Tiered: t.Settings.Tiered, Partitions: []partitionDescription{}, Configs: []TopicConfig{}}
 	for i, st := range t.States {
 		pd := partitionDescription{Partition: int32(i), Leader: st.Leader, LeaderEpoch: st.LeaderEpoch,
@@ -125,7 +127,7 @@ func (b *Server) httpDescribeTopic(w http.ResponseWriter, r *http.Request) {
 		if ok {
 			pd.InSync, pd.PartitionFigures = s.InSync, &s.PartitionFigures
 		} else {
-			pd.InSync, pd.StatsError = b.ReportedInSync(st, live), errs[int32(i)]
+			pd.InSync, pd.StatsError = b.ReportedInSync(st, live), sc.message(errs[int32(i)])
 		}
 		out.Partitions = append(out.Partitions, pd)
 	}
@@ -187,18 +189,20 @@ func (b *Server) httpListGroups(w http.ResponseWriter, r *http.Request) {
 		return err
 	})
 	out := make([]GroupListing, 0, len(byGroup))
-	visible := visibleFrom(r.Context()) // the pipeline's DESCRIBE filter
+	visible := visibleFrom(r.Context()) // the pipeline's scope and DESCRIBE filter
+	s := scopeFrom(r.Context())
 	for _, g := range byGroup {
 		if !visible(g.Group) {
 			continue
 		}
+		g.Group = s.name(g.Group)
 		out = append(out, g)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	errs := []NodeError{}
 	for _, id := range mapKeys(failed) {
 		if err := failed[id]; err != nil {
-			errs = append(errs, NodeError{Node: id, Message: err.Error()})
+			errs = append(errs, NodeError{Node: id, Message: s.message(err.Error())})
 		}
 	}
 	writeJSON(w, http.StatusOK, struct {
@@ -244,17 +248,16 @@ func (b *Server) httpDescribeGroup(w http.ResponseWriter, r *http.Request) {
 		b.groupHTTPError(w, r, err)
 		return
 	}
-	out := GroupDescription{Group: groupID, Coordinator: b.Cfg.NodeID, State: d.State, ProtocolType: d.ProtocolType,
-		Protocol: d.Protocol, Members: []groupMember{}, Offsets: b.leaderLag(r.Context(), groupID, qs)}
+	s := scopeFrom(r.Context())
+	out := GroupDescription{Group: s.name(groupID), Coordinator: b.Cfg.NodeID, State: d.State, ProtocolType: d.ProtocolType,
+		Protocol: d.Protocol, Members: []groupMember{}, Offsets: s.showLags(b.leaderLag(r.Context(), groupID, qs))}
 	for _, m := range d.Members {
 		gm := groupMember{MemberID: m.ID, InstanceID: m.InstanceID, ClientID: m.ClientID, ClientHost: m.ClientHost,
 			Assignment: []assignedTopic{}}
 		if d.ProtocolType == httpProtocolType && len(m.Assignment) > 0 {
 			var a kmsg.ConsumerMemberAssignment
 			if err := a.ReadFrom(m.Assignment); err == nil {
-				for _, t := range a.Topics {
-					gm.Assignment = append(gm.Assignment, assignedTopic{Topic: t.Topic, Partitions: t.Partitions})
-				}
+				gm.Assignment = showAssignment(s, groupID, a)
 			}
 		}
 		out.Members = append(out.Members, gm)

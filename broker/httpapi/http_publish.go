@@ -53,7 +53,7 @@ func (b *Server) httpCreateTopic(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, map[string]any{
-		"name": t.Name, "topic_id": node.UUIDString(t.ID), "partitions": t.Partitions,
+		"name": scopeFrom(r.Context()).name(t.Name), "topic_id": node.UUIDString(t.ID), "partitions": t.Partitions,
 		"replication_factor": t.ReplicationFactor, "configs": t.Configs,
 	})
 }
@@ -125,10 +125,12 @@ func (b *Server) httpPublish(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	results := b.appendPublished(ctx, t, batches, len(req.Messages), req.ProducerID != nil)
 	status := http.StatusOK
-	for _, res := range results {
+	s := scopeFrom(r.Context())
+	for i, res := range results {
 		if res.Status != "ok" && res.Status != "duplicate" {
 			status = http.StatusMultiStatus
 		}
+		results[i].Error = s.message(res.Error)
 	}
 	writeJSON(w, status, map[string]any{"results": results})
 }

@@ -135,7 +135,7 @@ func (b *Server) assignedPartitions(groupID string) []group.TopicPartition {
 		}
 		for _, t := range a.Topics {
 			for _, p := range t.Partitions {
-				out = append(out, group.TopicPartition{Topic: t.Topic, Partition: p})
+				out = append(out, group.TopicPartition{Topic: memberTopic(groupID, t.Topic), Partition: p})
 			}
 		}
 	}
@@ -218,7 +218,8 @@ func (b *Server) httpLag(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lags := b.leaderLag(r.Context(), groupID, qs)
-	writeJSON(w, http.StatusOK, map[string]any{"group": groupID, "partitions": lags})
+	s := scopeFrom(r.Context())
+	writeJSON(w, http.StatusOK, map[string]any{"group": s.name(groupID), "partitions": s.showLags(lags)})
 }
 
 // lagCollector exports every group's lag at scrape time.

@@ -9,6 +9,10 @@ package httpapi
 //	           (user and password, checked against the user's SCRAM keys),
 //	           or a verified client certificate (User:<CN>); the identity
 //	           goes into the request's context (auth.WithIdentity)
+//	scope      the topic and group names of the path and the body become
+//	           internal names of the caller's tenant (names.go; super users
+//	           are unscoped), and the scope goes into the context, from
+//	           which the handler shows names and messages back
 //	authorise  the route's rule (routes.go): operations on the resources
 //	           the path and, for a few routes, the JSON body name, decided
 //	           by Security.Authorize in the caller's tenant
@@ -257,7 +261,12 @@ func (b *Server) guarded(rule routeRule, h http.Handler) http.Handler {
 			b.writeError(w, r, &APIError{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: "the request was not authenticated"})
 			return
 		}
-		r, err := b.authorise(w, r, rule, id)
+		r, err := b.scopeRequest(w, r, rule, id)
+		if err != nil {
+			b.writeError(w, r, err)
+			return
+		}
+		r, err = b.authorise(w, r, rule, id)
 		if err != nil {
 			b.writeError(w, r, err)
 			return

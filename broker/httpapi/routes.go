@@ -13,7 +13,8 @@ package httpapi
 //	heartbeat, leave           READ group
 //	describe topic             DESCRIBE topic
 //	describe group, lag        DESCRIBE group
-//	list topics, groups        authenticated; filtered to what DESCRIBE allows
+//	list topics, groups        authenticated; filtered to the tenant's names
+//	                           that DESCRIBE allows
 //	brokers                    authenticated
 //	security admin (secapi)    authenticated; secapi decides by role
 //	unclean elections, pprof   super users only
@@ -23,17 +24,19 @@ package httpapi
 // mux set and from the body decoded with the handler's own type and
 // decoder, over the very bytes the handler then reads, so the stage
 // authorises exactly what the handler acts on.
+// Invariant: the stage runs after the scope stage (names.go) and decides on
+// the tenant-local part of the names it qualified: ACLs are written on a
+// tenant's own names, as over the Kafka protocol.
 
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/sluice-mq/sluice/broker/acl"
 	"github.com/sluice-mq/sluice/broker/auth"
-	"github.com/sluice-mq/sluice/meta"
 )
 
 // routeRule is how one route is authorised.
@@ -43,11 +46,39 @@ type routeRule struct {
 	op        acl.Operation
 	rt        acl.ResourceType // 0: no per-resource check (authenticated is enough)
 	pathValue string           // the path value naming the resource; "" with ResourceCluster
-	// topicOp on each topic bodyTopics names (group routes).
-	topicOp    acl.Operation
-	bodyTopics func(raw []byte) ([]string, error)
+	// topicOp on each topic body names (group routes).
+	topicOp acl.Operation
+	body    bodyNames
 	// list filters a listing of resources of this type by DESCRIBE.
 	list acl.ResourceType
+}
+
+// names reports whether the route names topics or groups, which the scope
+// stage qualifies.
+func (rule routeRule) names() bool {
+	return rule.rt == acl.ResourceTopic || rule.rt == acl.ResourceGroup || rule.list != 0 || rule.body != nil
+}
+
+// bodyNames decodes a buffered body with the handler's own type and
+// decoder, calls each on every topic name it holds (each may rewrite the
+// name, or refuse it) and returns the body encoded again, names rewritten.
+type bodyNames func(raw []byte, each func(name *string) error) ([]byte, error)
+
+// bodyNamesOf is the bodyNames of request type T whose topic names names
+// points at.
+func bodyNamesOf[T any](names func(*T) []*string) bodyNames {
+	return func(raw []byte, each func(*string) error) ([]byte, error) {
+		var req T
+		if err := decodeBytes(raw, &req); err != nil {
+			return nil, err
+		}
+		for _, n := range names(&req) {
+			if err := each(n); err != nil {
+				return nil, err
+			}
+		}
+		return json.Marshal(&req)
+	}
 }
 
 // publicRoutes is the table; routeMux refuses a route missing from it.
@@ -61,19 +92,19 @@ var publicRoutes = map[string]routeRule{
 	"GET /debug/pprof/trace":   {super: true},
 	"GET /debug/pprof/symbol":  {super: true},
 
-	"POST /v1/topics":                          {op: acl.OpCreate, rt: acl.ResourceTopic, bodyTopics: createTopicName},
+	"POST /v1/topics":                          {op: acl.OpCreate, rt: acl.ResourceTopic, body: createTopicName},
 	"POST /v1/topics/{topic}/messages:publish": {op: acl.OpWrite, rt: acl.ResourceTopic, pathValue: "topic"},
 	"POST /v1/producers":                       {op: acl.OpIdempotentWrite, rt: acl.ResourceCluster},
 	"GET /v1/topics":                           {list: acl.ResourceTopic},
 	"GET /v1/topics/{topic}":                   {op: acl.OpDescribe, rt: acl.ResourceTopic, pathValue: "topic"},
 	"GET /v1/brokers":                          {},
 
-	"POST /v1/groups/{group}/members:join":      {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group", topicOp: acl.OpRead, bodyTopics: joinTopics},
+	"POST /v1/groups/{group}/members:join":      {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group", topicOp: acl.OpRead, body: joinTopics},
 	"POST /v1/groups/{group}/members:heartbeat": {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group"},
 	"POST /v1/groups/{group}/members:leave":     {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group"},
-	"POST /v1/groups/{group}/messages:fetch":    {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group", topicOp: acl.OpRead, bodyTopics: fetchTopics},
-	"POST /v1/groups/{group}/offsets:commit":    {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group", topicOp: acl.OpRead, bodyTopics: commitTopics},
-	"POST /v1/groups/{group}/offsets:reset":     {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group", topicOp: acl.OpRead, bodyTopics: resetTopics},
+	"POST /v1/groups/{group}/messages:fetch":    {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group", topicOp: acl.OpRead, body: fetchTopics},
+	"POST /v1/groups/{group}/offsets:commit":    {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group", topicOp: acl.OpRead, body: commitTopics},
+	"POST /v1/groups/{group}/offsets:reset":     {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group", topicOp: acl.OpRead, body: resetTopics},
 	"GET /v1/groups/{group}/lag":                {op: acl.OpDescribe, rt: acl.ResourceGroup, pathValue: "group"},
 	"GET /v1/groups":                            {list: acl.ResourceGroup},
 	"GET /v1/groups/{group}":                    {op: acl.OpDescribe, rt: acl.ResourceGroup, pathValue: "group"},
@@ -109,43 +140,30 @@ var secapiRoutes = []string{
 // decodeBytes decodes a buffered body as decodeJSON does.
 func decodeBytes(raw []byte, v any) error { return decodeBody(bytes.NewReader(raw), v) }
 
-func createTopicName(raw []byte) ([]string, error) {
-	var req createTopicRequest
-	err := decodeBytes(raw, &req)
-	return []string{req.Name}, err
-}
+var (
+	createTopicName = bodyNamesOf(func(r *createTopicRequest) []*string { return []*string{&r.Name} })
+	joinTopics      = bodyNamesOf(func(r *joinRequest) []*string {
+		out := make([]*string, len(r.Topics))
+		for i := range r.Topics {
+			out[i] = &r.Topics[i]
+		}
+		return out
+	})
+	fetchTopics  = bodyNamesOf(func(r *fetchRequest) []*string { return []*string{&r.Topic} })
+	commitTopics = bodyNamesOf(func(r *commitRequest) []*string {
+		out := make([]*string, len(r.Offsets))
+		for i := range r.Offsets {
+			out[i] = &r.Offsets[i].Topic
+		}
+		return out
+	})
+	resetTopics = bodyNamesOf(func(r *resetRequest) []*string { return []*string{&r.Topic} })
+)
 
-func joinTopics(raw []byte) ([]string, error) {
-	var req joinRequest
-	err := decodeBytes(raw, &req)
-	return req.Topics, err
-}
-
-func fetchTopics(raw []byte) ([]string, error) {
-	var req fetchRequest
-	err := decodeBytes(raw, &req)
-	return []string{req.Topic}, err
-}
-
-func commitTopics(raw []byte) ([]string, error) {
-	var req commitRequest
-	err := decodeBytes(raw, &req)
-	out := make([]string, 0, len(req.Offsets))
-	for _, o := range req.Offsets {
-		out = append(out, o.Topic)
-	}
-	return out, err
-}
-
-func resetTopics(raw []byte) ([]string, error) {
-	var req resetRequest
-	err := decodeBytes(raw, &req)
-	return []string{req.Topic}, err
-}
-
-// authorise runs the authorise stage of rule for id. It returns the
-// request to go on with (with a buffered body, or a listing's filter), or
-// the refusal: 403 naming what was refused, or the body's 4xx.
+// authorise runs the authorise stage of rule for id, on the names the
+// scope stage qualified; ACLs are decided on their tenant-local part. It
+// returns the request to go on with (with a buffered body, or a listing's
+// filter), or the refusal: 403 naming what was refused, or the body's 4xx.
 func (b *Server) authorise(w http.ResponseWriter, r *http.Request, rule routeRule, id auth.Identity) (*http.Request, error) {
 	host := clientHost(r)
 	allowed := func(op acl.Operation, rt acl.ResourceType, name string) error {
@@ -155,9 +173,6 @@ func (b *Server) authorise(w http.ResponseWriter, r *http.Request, rule routeRul
 		}
 		return forbidden(id, op, rt, name, d.Reason)
 	}
-	if err := tenantServed(r, rule, id, b.sec.Enabled()); err != nil {
-		return r, err
-	}
 	switch {
 	case rule.super:
 		if !b.sec.Enabled() || id.IsSuper() {
@@ -166,18 +181,24 @@ func (b *Server) authorise(w http.ResponseWriter, r *http.Request, rule routeRul
 		return r, &APIError{Status: http.StatusForbidden, Code: "forbidden",
 			Message: fmt.Sprintf("%s %s is for super users; %s (tenant %q) is not one", r.Method, r.URL.Path, id.Principal, id.Principal.Tenant)}
 	case rule.list != 0:
-		visible := func(string) bool { return true }
-		if b.sec.Enabled() {
-			visible = func(name string) bool { return b.sec.Authorize(id, host, acl.OpDescribe, rule.list, name).Allowed }
+		// A listing shows the tenant's own names (the scope's) that
+		// DESCRIBE allows.
+		s := scopeFrom(r.Context())
+		enabled := b.sec.Enabled()
+		visible := func(internal string) bool {
+			if _, ok := s.show(internal); !ok {
+				return false
+			}
+			return !enabled || b.sec.Authorize(id, host, acl.OpDescribe, rule.list, aclName(internal)).Allowed
 		}
 		return r.WithContext(context.WithValue(r.Context(), visibleKey{}, visible)), nil
 	case rule.rt == 0 || !b.sec.Enabled():
 		return r, nil
 	}
-	if rule.bodyTopics == nil {
+	if rule.body == nil {
 		name := acl.ClusterName
 		if rule.pathValue != "" {
-			name = r.PathValue(rule.pathValue)
+			name = aclName(r.PathValue(rule.pathValue))
 		}
 		return r, allowed(rule.op, rule.rt, name)
 	}
@@ -185,17 +206,12 @@ func (b *Server) authorise(w http.ResponseWriter, r *http.Request, rule routeRul
 	if err != nil {
 		return r, err
 	}
-	names, err := rule.bodyTopics(raw)
-	if err != nil {
+	var names []string
+	if _, err := rule.body(raw, func(n *string) error {
+		names = append(names, aclName(*n))
+		return nil
+	}); err != nil {
 		return r, err
-	}
-	if !id.IsSuper() {
-		for _, n := range names {
-			if strings.ContainsRune(n, meta.TenantSeparator) {
-				return r, &APIError{Status: http.StatusBadRequest, Code: "invalid_name",
-					Message: fmt.Sprintf("topic %q: '%c' is reserved for the names of other tenants", n, meta.TenantSeparator)}
-			}
-		}
 	}
 	if rule.pathValue == "" {
 		// Create topic, Kafka's rule for CreateTopics: CREATE on the
@@ -206,7 +222,7 @@ func (b *Server) authorise(w http.ResponseWriter, r *http.Request, rule routeRul
 		return r, allowed(rule.op, rule.rt, names[0])
 	}
 	// A group route: the group first (as Kafka checks it), then each topic.
-	if err := allowed(rule.op, rule.rt, r.PathValue(rule.pathValue)); err != nil {
+	if err := allowed(rule.op, rule.rt, aclName(r.PathValue(rule.pathValue))); err != nil {
 		return r, err
 	}
 	for _, t := range names {
@@ -217,7 +233,8 @@ func (b *Server) authorise(w http.ResponseWriter, r *http.Request, rule routeRul
 	return r, nil
 }
 
-// forbidden is the 403 of a refused operation, naming it.
+// forbidden is the 403 of a refused operation, naming it as the client
+// named it.
 func forbidden(id auth.Identity, op acl.Operation, rt acl.ResourceType, name, reason string) *APIError {
 	what := fmt.Sprintf("%s %q", rt, name)
 	if rt == acl.ResourceCluster {
@@ -225,31 +242,4 @@ func forbidden(id auth.Identity, op acl.Operation, rt acl.ResourceType, name, re
 	}
 	return &APIError{Status: http.StatusForbidden, Code: "forbidden",
 		Message: fmt.Sprintf("%s (tenant %q) may not %s %s: %s", id.Principal, id.Principal.Tenant, op, what, reason)}
-}
-
-// tenantServed refuses what the HTTP API cannot yet serve a tenant. Names
-// over HTTP are not scoped to tenants as the Kafka protocol's are
-// (broker/kafka/scope.go): a topic or group named here is the default
-// tenant's, stored unqualified. So with security on, routes that name
-// topics or groups serve the default tenant and super users (who address
-// every tenant's names by their internal form, tenant~name), and refuse
-// another tenant's identity rather than let it at the default tenant's
-// names; and no one but a super user may name an internal form, which
-// would reach another tenant's topic or group.
-func tenantServed(r *http.Request, rule routeRule, id auth.Identity, enabled bool) error {
-	if !enabled || id.IsSuper() {
-		return nil
-	}
-	names := rule.rt == acl.ResourceTopic || rule.rt == acl.ResourceGroup || rule.list != 0 || rule.bodyTopics != nil
-	if names && id.Principal.Tenant != auth.DefaultTenant {
-		return &APIError{Status: http.StatusForbidden, Code: "tenant_not_served",
-			Message: fmt.Sprintf("the HTTP API serves topics and groups of the default tenant (and super users); %s is in tenant %q, whose topics and groups are served over the Kafka protocol", id.Principal, id.Principal.Tenant)}
-	}
-	for _, v := range []string{"topic", "group"} {
-		if strings.ContainsRune(r.PathValue(v), meta.TenantSeparator) {
-			return &APIError{Status: http.StatusBadRequest, Code: "invalid_name",
-				Message: fmt.Sprintf("%s %q: '%c' is reserved for the names of other tenants", v, r.PathValue(v), meta.TenantSeparator)}
-		}
-	}
-	return nil
 }

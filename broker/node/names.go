@@ -77,3 +77,44 @@ func ValidateQualifiedTopicName(internal string) error {
 	}
 	return nil
 }
+
+// LocalName returns the name tenant's clients use for the internal name,
+// and false when internal is not tenant's in its canonical spelling (another
+// tenant's, or a second spelling such as "default~orders" that only a super
+// user can make): a front end then shows the tenant nothing of it.
+func LocalName(tenant, internal string) (string, bool) {
+	t, name := SplitName(internal)
+	if t != tenant || QualifyName(t, name) != internal {
+		return "", false
+	}
+	return name, true
+}
+
+// ScrubMessage readies a message about internal names for a client of
+// tenant: the tenant's own prefix is removed where a name starts (at the
+// beginning or after a character no tenant name holds). It reports false
+// when a separator is still left: the message may name another tenant's
+// resource, and the front end must not show it.
+func ScrubMessage(msg, tenant string) (string, bool) {
+	prefix := tenant + string(TenantSeparator)
+	if !strings.Contains(msg, prefix) {
+		return msg, !strings.ContainsRune(msg, TenantSeparator)
+	}
+	var b strings.Builder
+	for i := 0; i < len(msg); {
+		if strings.HasPrefix(msg[i:], prefix) && (i == 0 || !isTenantByte(msg[i-1])) {
+			i += len(prefix)
+			continue
+		}
+		b.WriteByte(msg[i])
+		i++
+	}
+	out := b.String()
+	return out, !strings.ContainsRune(out, TenantSeparator)
+}
+
+// isTenantByte reports whether c can be part of a tenant name
+// (meta.ValidateTenantName).
+func isTenantByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-'
+}

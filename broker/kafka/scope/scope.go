@@ -47,7 +47,6 @@ package scope
 import (
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -216,11 +215,7 @@ func (p *pass) client(internal string) (string, bool) {
 	if internal == "" {
 		return "", true
 	}
-	tenant, name := node.SplitName(internal)
-	if tenant != p.s.Tenant || node.QualifyName(tenant, name) != internal {
-		return "", false
-	}
-	return name, true
+	return node.LocalName(p.s.Tenant, internal)
 }
 
 // clientIn rewrites *name to the client's name; false to remove its entry.
@@ -259,33 +254,8 @@ func (p *pass) message(m **string) {
 	*m = &out
 }
 
-// scrubMessage removes the tenant's own prefix where a name starts (at the
-// beginning or after a character no tenant name holds) and reports false
-// when a separator is left: the message may name another tenant's
-// resource.
-func scrubMessage(msg, tenant string) (string, bool) {
-	prefix := tenant + string(node.TenantSeparator)
-	if !strings.Contains(msg, prefix) {
-		return msg, !strings.ContainsRune(msg, node.TenantSeparator)
-	}
-	var b strings.Builder
-	for i := 0; i < len(msg); {
-		if strings.HasPrefix(msg[i:], prefix) && (i == 0 || !isTenantByte(msg[i-1])) {
-			i += len(prefix)
-			continue
-		}
-		b.WriteByte(msg[i])
-		i++
-	}
-	out := b.String()
-	return out, !strings.ContainsRune(out, node.TenantSeparator)
-}
-
-// isTenantByte reports whether c can be part of a tenant name
-// (meta.ValidateTenantName).
-func isTenantByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-'
-}
+// scrubMessage is node.ScrubMessage, shared with the HTTP front end.
+func scrubMessage(msg, tenant string) (string, bool) { return node.ScrubMessage(msg, tenant) }
 
 // keep removes, in place, the elements of xs for which f is false; f may
 // rewrite the element. A nil slice stays nil and a non-nil one non-nil
