@@ -129,11 +129,12 @@ func (b *Server) secureListener(kl *kafkaListener) error {
 			return errors.New("a SASL listener needs a credential lookup (none was configured)")
 		}
 		sc := auth.SessionConfig{
-			Mechanisms:      cfg.SASLEnabledMechanisms,
-			Lookup:          lookup,
-			AllowPlain:      kl.Protocol.TLS() || cfg.AllowPlainWithoutTLS,
-			SessionLifetime: cfg.SASLSessionLifetime,
-			Now:             b.now,
+			Mechanisms:       cfg.SASLEnabledMechanisms,
+			Lookup:           lookup,
+			AllowPlain:       kl.Protocol.TLS() || cfg.AllowPlainWithoutTLS,
+			SessionLifetime:  cfg.SASLSessionLifetime,
+			StrictScramNonce: cfg.SASLScramStrictNonce,
+			Now:              b.now,
 		}
 		if _, err := auth.NewSession(sc); err != nil {
 			return err // checked once here so that no connection meets it

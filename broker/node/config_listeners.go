@@ -58,6 +58,12 @@ type ListenerConfig struct {
 	// before the client must re-authenticate (KIP-368); 0: the
 	// connection's life.
 	SASLSessionLifetime time.Duration
+	// SASLScramStrictNonce refuses the SCRAM client-final nonce of
+	// librdkafka before 2.6.1 (its client nonce, then the whole server
+	// nonce) as Kafka 4 does (--sasl-scram-strict-nonce). False accepts
+	// that one legacy form as Kafka 3.x did; the proof is still verified
+	// over the bytes the client sent (see broker/auth/scram_legacy.go).
+	SASLScramStrictNonce bool
 	// SASLCredentials, when set, is where SASL logins find users'
 	// credentials; the broker's front end may be given one instead (its
 	// options win). Tests pass an in-memory one.

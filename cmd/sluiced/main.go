@@ -99,6 +99,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.TLSClientCAFile, "tls-client-ca-file", "", "PEM CA of client certificates (mutual TLS): SSL listeners then require one, the HTTP API accepts one, and its CN (or first SAN) is the principal User:<name>")
 	saslMechanisms := fs.String("sasl-enabled-mechanisms", strings.Join(cfg.SASLEnabledMechanisms, ","), "SASL mechanisms of SASL listeners: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN")
 	fs.BoolVar(&cfg.AllowPlainWithoutTLS, "allow-plain-without-tls", false, "offer PLAIN (which sends the password itself) on SASL_PLAINTEXT listeners too, not only on SASL_SSL")
+	fs.BoolVar(&cfg.SASLScramStrictNonce, "sasl-scram-strict-nonce", false, "refuse the SCRAM client-final nonce of librdkafka before 2.6.1 (kcat, confluent-kafka on Debian 12) as Kafka 4 does; by default that one legacy form is accepted as Kafka 3.x did, its proof still checked")
 	fs.DurationVar(&cfg.SASLSessionLifetime, "sasl-session-lifetime", cfg.SASLSessionLifetime, "how long a SASL login holds before the client must re-authenticate on its connection (KIP-368); a deleted user or changed password stops working within it (0: the connection's life)")
 	peerInterBroker := fs.String("peer-inter-broker", "", "N=host:port,...: dial node N's inter-broker listener here instead of where it registered (inter-broker routes, e.g. through proxies)")
 	fs.StringVar(&cfg.Meta.InitialCluster, "etcd-initial-cluster", "", "embedded etcd members, 1=http://host:port,2=... (default: this broker alone)")
