@@ -81,16 +81,21 @@ func (b *Server) advertiseClients(bound []*kafkaListener) error {
 		}
 		return nil
 	}
-	ls := make([]listener.Listener, len(bound))
-	for i, kl := range bound {
-		ls[i] = kl.Listener
-	}
-	adv, err := listener.ParseAdvertised(b.Cfg.AdvertisedListeners, ls)
+	// Read against every listener: the inter-broker one, which is not
+	// bound here, may have an entry too.
+	all, err := b.Cfg.AllListeners()
 	if err != nil {
 		return err
 	}
-	for i, kl := range bound {
-		a := adv[i]
+	adv, err := listener.ParseAdvertised(b.Cfg.AdvertisedListeners, all)
+	if err != nil {
+		return err
+	}
+	for _, kl := range bound {
+		a, ok := listener.Lookup(adv, kl.Name)
+		if !ok {
+			return fmt.Errorf("listener %s has no advertised address", kl.Name) // unreachable: bound ⊂ all
+		}
 		if a.Port == 0 {
 			a.Port = kl.ln.Addr().(*net.TCPAddr).Port
 		}

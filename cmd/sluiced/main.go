@@ -88,6 +88,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	// Inter-broker security (broker/node/interbroker_tls.go).
 	fs.StringVar(&cfg.InterBrokerSecurityProtocol, "inter-broker-security-protocol", cfg.InterBrokerSecurityProtocol, "PLAINTEXT, or SSL: the inter-broker listener and every dial to another broker's speak mutual TLS with --tls-cert-file, --tls-key-file and --tls-client-ca-file (the certificate needs server and client usage)")
 	interBrokerPrincipals := fs.String("inter-broker-principals", "", "with --inter-broker-security-protocol SSL, the certificate principals served on the inter-broker listener, User:broker-1,User:broker-2 (default: --super-users); any other is refused and logged")
+	fs.StringVar(&cfg.InterBrokerListener, "inter-broker-listener", "", "name of the listener of --listeners the other brokers use (Kafka's inter.broker.listener.name), e.g. BROKER with --listeners 'CLIENT://…,BROKER://…': it replaces --inter-broker-listen, its protocol (PLAINTEXT, or SSL with --inter-broker-principals) replaces --inter-broker-security-protocol, and it is never named to clients")
 	fs.StringVar(&cfg.InterBrokerAdvertise, "inter-broker-advertise", "", "inter-broker address given to the other brokers, never to clients (default: the listen address; with a 0.0.0.0 listen address, its port on the Kafka advertised host)")
 	fs.StringVar(&cfg.Meta.ListenClient, "etcd-listen-client", cfg.Meta.ListenClient, "embedded etcd client address")
 	fs.StringVar(&cfg.Meta.ListenPeer, "etcd-listen-peer", cfg.Meta.ListenPeer, "embedded etcd peer address")
@@ -194,6 +195,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	cfg.InterBrokerPrincipals = parseSuperUsers(*interBrokerPrincipals)
 	if cfg.Listeners != "" && (flagGiven(fs, "kafka-listen") || flagGiven(fs, "kafka-advertise")) {
 		return &usageError{msg: "--listeners replaces --kafka-listen and --kafka-advertise; give one or the other"}
+	}
+	if cfg.InterBrokerListener != "" {
+		// The named listener replaces these defaults; a value given beside
+		// it is refused by the configuration's check.
+		if !flagGiven(fs, "inter-broker-listen") {
+			cfg.InterBrokerListen = ""
+		}
+		if !flagGiven(fs, "inter-broker-security-protocol") {
+			cfg.InterBrokerSecurityProtocol = ""
+		}
 	}
 	cfg.SASLEnabledMechanisms = nil
 	for m := range strings.SplitSeq(*saslMechanisms, ",") {
