@@ -311,7 +311,7 @@ start() {
 		echo "super user:        admin, password in $adir/admin-password"
 		echo "kcat:              kcat -b $(kafka 1) -X security.protocol=SASL_SSL -X ssl.ca.location=$certs/ca.crt \\"
 		echo "                     -X sasl.mechanisms=PLAIN -X sasl.username=admin -X sasl.password=\"\$(cat $adir/admin-password)\" -L"
-		echo "                   (SCRAM-SHA-512 too, with librdkafka 2.6.1 or later)"
+		echo "                   (or -X sasl.mechanisms=SCRAM-SHA-512, with any librdkafka)"
 		echo "sluicectl:         $ctl --server https://$(http 1) --cacert $certs/ca.crt --user admin --password-file $adir/admin-password tenant ls"
 		return
 	fi

@@ -9,7 +9,13 @@
 // credentials from its cache of etcd through a CredentialLookup, and time
 // comes from an injected clock. The SCRAM exchange and key derivation are
 // github.com/xdg-go/scram's; this package writes no cryptography of its own
-// beyond calling it and crypto/*.
+// beyond calling it and crypto/*. One exception: the client-final of
+// librdkafka before 2.6.1, whose nonce is the client nonce followed by the
+// whole server-first nonce, is refused by the library, so scram_legacy.go
+// checks that one form's proof with crypto/hmac, crypto/sha256/512 and
+// crypto/subtle by RFC 5802 §3's formulas (unless
+// SessionConfig.StrictScramNonce, --sasl-scram-strict-nonce, refuses it as
+// Kafka 4 does).
 //
 // # Tenants
 //

@@ -29,6 +29,7 @@ func checkStepError(t *testing.T, err error) {
 // are the same on every run.
 type scramFixture struct {
 	first, serverFirst, final string
+	legacyFinal               string // the same proof made as librdkafka before 2.6.1 sends it
 }
 
 func newScramFixture(t testing.TB) scramFixture {
@@ -54,7 +55,9 @@ func newScramFixture(t testing.TB) scramFixture {
 	if _, done, err := s.Step([]byte(final)); err != nil || !done {
 		t.Fatalf("the fixture's own exchange fails: %v", err)
 	}
-	return scramFixture{first: first, serverFirst: string(serverFirst), final: final}
+	full := strings.TrimPrefix(strings.SplitN(string(serverFirst), ",", 2)[0], "r=")
+	legacy, _ := scramClientProof(t, MechanismScramSHA256, "alice-secret", first, string(serverFirst), "n,,", "fixedclientnonce"+full)
+	return scramFixture{first: first, serverFirst: string(serverFirst), final: final, legacyFinal: legacy}
 }
 
 // fixtureSession is a handshaken SCRAM-SHA-256 session with seeded entropy.
@@ -116,6 +119,7 @@ func FuzzScramClientFirst(f *testing.F) {
 func FuzzScramClientFinal(f *testing.F) {
 	fx := newScramFixture(f)
 	validPrefix, validProof := splitProof(fx.final)
+	legacyPrefix, legacyProof := splitProof(fx.legacyFinal)
 	flipped := []byte(fx.final)
 	flipped[len(flipped)-3] ^= 1
 	for _, seed := range []string{
@@ -127,6 +131,10 @@ func FuzzScramClientFinal(f *testing.F) {
 		"c=biws,p=AAAA",
 		"c=,r=,p=",
 		"",
+		fx.legacyFinal,
+		legacyPrefix + ",p=" + base64.StdEncoding.EncodeToString(validProof),
+		legacyPrefix + "x,p=" + base64.StdEncoding.EncodeToString(legacyProof),
+		"c=biws,r=fixedclientnonce" + strings.TrimPrefix(validPrefix, "c=biws,r=") + ",p=AAAA",
 	} {
 		f.Add([]byte(seed))
 	}
@@ -145,9 +153,12 @@ func FuzzScramClientFinal(f *testing.F) {
 			return
 		}
 		// Success: the message must carry the valid proof over the valid
-		// message, up to base64's spelling.
+		// message, or the legacy one over the legacy message, up to
+		// base64's spelling.
 		prefix, proof := splitProof(string(msg))
-		if prefix != validPrefix || !bytes.Equal(proof, validProof) {
+		rfc := prefix == validPrefix && bytes.Equal(proof, validProof)
+		legacy := prefix == legacyPrefix && bytes.Equal(proof, legacyProof)
+		if !rfc && !legacy {
 			t.Fatalf("client-final %q completed the exchange without the valid proof", msg)
 		}
 		if !ok || p != (Principal{Tenant: "acme", User: "alice"}) || !strings.HasPrefix(string(resp), "v=") {
@@ -234,6 +245,34 @@ func FuzzParseAPIKey(f *testing.F) {
 		}
 		if !strings.HasPrefix(k, "sk_"+id+"_") || len(id) != apiKeyIDChars {
 			t.Fatalf("ParseAPIKey(%q) = %q", k, id)
+		}
+	})
+}
+
+// FuzzParseLegacyClientFinal: the parser of the legacy client-final never
+// panics, and what it accepts is three fields whose parts, written out
+// again, parse to the same parts.
+func FuzzParseLegacyClientFinal(f *testing.F) {
+	fx := newScramFixture(f)
+	for _, seed := range []string{
+		fx.legacyFinal, fx.final, "c=biws,r=,p=", "c=biws,r=a,b,p=", "c=,r=x,p=AAAA", "c=biws,r=x,x=1,p=AAAA",
+		"r=x,c=biws,p=AAAA", "c=b!ws,r=x,p=AAAA", "c=biws,r=x,p=A", "",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, msg string) {
+		cf, err := parseLegacyClientFinal(msg)
+		if err != nil {
+			return
+		}
+		if strings.Count(msg, ",") != 2 || !strings.HasPrefix(msg, cf.withoutProof+",p=") {
+			t.Fatalf("%q parsed to %+v", msg, cf)
+		}
+		again := "c=" + base64.StdEncoding.EncodeToString(cf.channelBinding) + ",r=" + cf.nonce +
+			",p=" + base64.StdEncoding.EncodeToString(cf.proof)
+		cf2, err := parseLegacyClientFinal(again)
+		if err != nil || !bytes.Equal(cf2.channelBinding, cf.channelBinding) || cf2.nonce != cf.nonce || !bytes.Equal(cf2.proof, cf.proof) {
+			t.Fatalf("%q: written out again as %q parses to %+v, %v", msg, again, cf2, err)
 		}
 	})
 }

@@ -65,6 +65,11 @@ type SessionConfig struct {
 	// Rand is the entropy for server nonces and the keys of the stand-in
 	// credential of unknown users; nil means crypto/rand.
 	Rand io.Reader
+	// StrictScramNonce refuses the client-final nonce of librdkafka before
+	// 2.6.1 (client nonce, then the whole server-first nonce) as Kafka 4
+	// does (--sasl-scram-strict-nonce). False accepts that one form besides
+	// RFC 5802's; see scram_legacy.go for why that is safe.
+	StrictScramNonce bool
 	// UnknownUserKey keys the salt shown for a user that does not exist,
 	// so that it is stable across connections (as a real user's is) and
 	// cannot be told apart from one. Brokers of a cluster may share one so
@@ -94,6 +99,7 @@ type Session struct {
 	mechanism string                    // chosen by the handshake
 	conv      *scram.ServerConversation // the SCRAM exchange under way
 	candidate pendingUser               // who the SCRAM client-first named
+	first     scramFirst                // what the SCRAM first round fixed
 
 	principal     Principal
 	authenticated bool      // principal is set; stays true through a re-authentication
@@ -105,6 +111,7 @@ type pendingUser struct {
 	user   string
 	tenant string
 	known  bool
+	cred   ScramCredential // the credential the exchange checks: the user's, or the stand-in
 }
 
 // NewSession starts the SASL state of a new connection.
@@ -169,6 +176,7 @@ func (s *Session) Handshake(mechanism string) (enabled []string, err error) {
 	s.mechanism = mechanism
 	s.conv = nil
 	s.candidate = pendingUser{}
+	s.first = scramFirst{}
 	if mechanism != MechanismPlain {
 		hg, _, err := scramHash(mechanism)
 		if err != nil {
@@ -286,18 +294,21 @@ func (s *Session) stepScramFirst(msg []byte) ([]byte, bool, error) {
 		return nil, false, s.fail(s.mechanism, s.conv.Username(), "authorization id differs from user name",
 			fmt.Sprintf("authorization id %q differs from user %q", z, s.conv.Username()))
 	}
+	first, err := newScramFirst(string(msg), resp)
+	if err != nil {
+		return nil, false, s.fail(s.mechanism, s.conv.Username(), msgMalformed, "client-first: "+err.Error())
+	}
+	s.first = first
 	s.state = stateScramFinal
 	return []byte(resp), false, nil
 }
 
 func (s *Session) stepScramFinal(msg []byte) ([]byte, bool, error) {
 	user := s.candidate.user
-	resp, err := s.conv.Step(string(msg))
+	resp, err := s.verifyFinal(string(msg))
 	switch {
 	case err != nil:
-		return nil, false, s.fail(s.mechanism, user, msgInvalidCredentials, "client-final: "+err.Error())
-	case !s.conv.Valid():
-		return nil, false, s.fail(s.mechanism, user, msgInvalidCredentials, "client-final: proof not verified")
+		return nil, false, s.fail(s.mechanism, user, msgInvalidCredentials, err.Error())
 	case !s.candidate.known:
 		// Unreachable but for a forged proof of a random key; refuse anyway.
 		return nil, false, s.fail(s.mechanism, user, msgInvalidCredentials, "unknown user")
@@ -306,6 +317,30 @@ func (s *Session) stepScramFinal(msg []byte) ([]byte, bool, error) {
 		return nil, false, err
 	}
 	return []byte(resp), true, nil
+}
+
+// verifyFinal checks a client-final and returns the server-final. The one
+// legacy form of librdkafka before 2.6.1 is checked by verifyLegacyFinal
+// (or refused under StrictScramNonce); every other message by the library.
+func (s *Session) verifyFinal(msg string) (string, error) {
+	if cf, err := parseLegacyClientFinal(msg); err == nil && s.first.isLegacyNonce(cf.nonce) {
+		if s.cfg.StrictScramNonce {
+			return "", errors.New("client-final: the nonce repeats the client nonce (librdkafka before 2.6.1), which --sasl-scram-strict-nonce refuses")
+		}
+		resp, err := verifyLegacyFinal(s.first, cf, s.candidate.cred)
+		if err != nil {
+			return "", fmt.Errorf("legacy client-final: %w", err)
+		}
+		return resp, nil
+	}
+	resp, err := s.conv.Step(msg)
+	if err != nil {
+		return "", fmt.Errorf("client-final: %w", err)
+	}
+	if !s.conv.Valid() {
+		return "", errors.New("client-final: proof not verified")
+	}
+	return resp, nil
 }
 
 // checkScramExtensions refuses Kafka's tokenauth extension (KIP-48
@@ -332,11 +367,12 @@ func (s *Session) scramLookup(mechanism string) scram.CredentialLookup {
 	return func(user string) (scram.StoredCredentials, error) {
 		cred, tenant, ok := s.cfg.Lookup(mechanism, user)
 		if ok && tenant != "" && cred.Mechanism == mechanism && cred.Validate() == nil {
-			s.candidate = pendingUser{user: user, tenant: tenant, known: true}
+			s.candidate = pendingUser{user: user, tenant: tenant, known: true, cred: cred}
 			return cred.storedCredentials(), nil
 		}
-		s.candidate = pendingUser{user: user}
-		return s.standIn(mechanism, user).storedCredentials(), nil
+		standIn := s.standIn(mechanism, user)
+		s.candidate = pendingUser{user: user, cred: standIn}
+		return standIn.storedCredentials(), nil
 	}
 }
 

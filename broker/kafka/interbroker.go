@@ -1,6 +1,7 @@
 package kafka
 
-// This file owns the inter-broker listener (--inter-broker-listen): the one
+// This file owns the inter-broker listener (--inter-broker-listen, or the
+// listener of --listeners that --inter-broker-listener names): the one
 // port on which a broker serves the other brokers, and the checks of what
 // arrives there. It carries two protocols, told apart by a connection's
 // first byte: Kafka (a request frame starts with its 4-byte big-endian
@@ -119,17 +120,20 @@ func apisOf(req *request) map[int16]api {
 	return apis
 }
 
-// listenInterBroker binds the listener and settles the address the other
-// brokers are given: the configured one, or the bound address (with the
-// Kafka advertised host when bound to all interfaces).
+// listenInterBroker binds the listener (--inter-broker-listen, or the
+// listener --inter-broker-listener names) and settles the address the
+// other brokers are given: the configured one (--inter-broker-advertise,
+// or the named listener's --advertised-listeners entry), or the bound
+// address (with the Kafka advertised host when bound to all interfaces).
 func (b *Server) listenInterBroker() error {
-	ln, err := net.Listen("tcp", b.Cfg.InterBrokerListen)
+	bind := b.Cfg.InterBrokerBind()
+	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return err
 	}
 	b.ib.ln = ln
-	b.ib.advertise = b.Cfg.InterBrokerAdvertise
-	if b.ib.advertise == "" || b.ib.advertise == b.Cfg.InterBrokerListen {
+	b.ib.advertise = b.Cfg.InterBrokerAdvertised()
+	if b.ib.advertise == "" || b.ib.advertise == bind {
 		b.ib.advertise = node.AdvertisedHTTP(ln.Addr().String(), b.Advertise())
 	}
 	b.ib.httpConns = &connQueue{ch: make(chan net.Conn), done: make(chan struct{}), addr: ln.Addr()}

@@ -81,16 +81,21 @@ func (b *Server) advertiseClients(bound []*kafkaListener) error {
 		}
 		return nil
 	}
-	ls := make([]listener.Listener, len(bound))
-	for i, kl := range bound {
-		ls[i] = kl.Listener
-	}
-	adv, err := listener.ParseAdvertised(b.Cfg.AdvertisedListeners, ls)
+	// Read against every listener: the inter-broker one, which is not
+	// bound here, may have an entry too.
+	all, err := b.Cfg.AllListeners()
 	if err != nil {
 		return err
 	}
-	for i, kl := range bound {
-		a := adv[i]
+	adv, err := listener.ParseAdvertised(b.Cfg.AdvertisedListeners, all)
+	if err != nil {
+		return err
+	}
+	for _, kl := range bound {
+		a, ok := listener.Lookup(adv, kl.Name)
+		if !ok {
+			return fmt.Errorf("listener %s has no advertised address", kl.Name) // unreachable: bound ⊂ all
+		}
 		if a.Port == 0 {
 			a.Port = kl.ln.Addr().(*net.TCPAddr).Port
 		}
@@ -129,11 +134,12 @@ func (b *Server) secureListener(kl *kafkaListener) error {
 			return errors.New("a SASL listener needs a credential lookup (none was configured)")
 		}
 		sc := auth.SessionConfig{
-			Mechanisms:      cfg.SASLEnabledMechanisms,
-			Lookup:          lookup,
-			AllowPlain:      kl.Protocol.TLS() || cfg.AllowPlainWithoutTLS,
-			SessionLifetime: cfg.SASLSessionLifetime,
-			Now:             b.now,
+			Mechanisms:       cfg.SASLEnabledMechanisms,
+			Lookup:           lookup,
+			AllowPlain:       kl.Protocol.TLS() || cfg.AllowPlainWithoutTLS,
+			SessionLifetime:  cfg.SASLSessionLifetime,
+			StrictScramNonce: cfg.SASLScramStrictNonce,
+			Now:              b.now,
 		}
 		if _, err := auth.NewSession(sc); err != nil {
 			return err // checked once here so that no connection meets it

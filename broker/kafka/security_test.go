@@ -403,30 +403,13 @@ func TestCertificateRotation(t *testing.T) {
 	}
 }
 
-// librdkafkaScramOK reports whether kcat's librdkafka (from kcat -V) is
-// 2.6.1 or later: older ones send a client-final nonce that RFC 5802
-// servers (Kafka 4 too) refuse.
-func librdkafkaScramOK(t *testing.T, kcat string) bool {
-	out, _ := exec.Command(kcat, "-V").CombinedOutput()
-	_, rest, ok := strings.Cut(string(out), "librdkafka ")
-	if !ok {
-		return true // unknown: let the test say
-	}
-	ver, _, _ := strings.Cut(rest, " ")
-	var major, minor, patch int
-	if _, err := fmt.Sscanf(ver, "%d.%d.%d", &major, &minor, &patch); err != nil {
-		return true
-	}
-	return major > 2 || (major == 2 && (minor > 6 || (minor == 6 && patch >= 1)))
-}
-
 // kcat (librdkafka) with SCRAM-SHA-512 and SCRAM-SHA-256 over TLS, and with
-// mutual TLS.
+// mutual TLS. Debian 12's librdkafka (2.0.2) sends the SCRAM client-final
+// nonce in its pre-2.6.1 form, which the broker accepts by default.
 func TestKcatSecurity(t *testing.T) {
 	kcat := requireTool(t, "kcat")
 	sb := startSecureBroker(t, nil, kafka.WithCredentials(testUsers.lookup(t)))
 	p := sb.pki
-	scramOK := librdkafkaScramOK(t, kcat)
 	for _, tc := range []struct {
 		name     string
 		listener string
@@ -442,9 +425,6 @@ func TestKcatSecurity(t *testing.T) {
 			"-X", "ssl.certificate.location=" + p.clientCert, "-X", "ssl.key.location=" + p.clientK}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if strings.HasPrefix(tc.name, "SCRAM") && !scramOK {
-				t.Skip("this kcat's librdkafka is older than 2.6.1, whose SCRAM client repeats the client nonce in client-final (librdkafka#4895); Sluice checks the nonce as RFC 5802 and Kafka 4 do")
-			}
 			topic := "kcat-" + strings.ToLower(strings.ReplaceAll(tc.name, " ", "-"))
 			base := append([]string{"-b", sb.addr[tc.listener], "-t", topic}, tc.args...)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -477,9 +457,10 @@ func TestKcatSecurity(t *testing.T) {
 	})
 }
 
-// confluent-kafka-python (librdkafka) over SASL_SSL: PLAIN always, SCRAM
-// when its librdkafka is 2.6.1 or later (see librdkafkaScramOK). Skipped
-// without the module, except in CI.
+// confluent-kafka-python (librdkafka) over SASL_SSL with PLAIN and both
+// SCRAM mechanisms, whatever its librdkafka version (before 2.6.1 its
+// client-final nonce is the legacy form the broker accepts by default).
+// Skipped without the module, except in CI.
 func TestConfluentPythonSASL(t *testing.T) {
 	const python = "/usr/bin/python3"
 	out, err := exec.Command(python, "-c", "import confluent_kafka; print(confluent_kafka.libversion()[0])").CombinedOutput()
@@ -489,15 +470,10 @@ func TestConfluentPythonSASL(t *testing.T) {
 		}
 		t.Skipf("%s has no confluent_kafka: %s", python, bytes.TrimSpace(out))
 	}
-	var major, minor, patch int
-	_, _ = fmt.Sscanf(strings.TrimSpace(string(out)), "%d.%d.%d", &major, &minor, &patch)
-	scramOK := major > 2 || (major == 2 && (minor > 6 || (minor == 6 && patch >= 1)))
+	t.Logf("librdkafka %s", bytes.TrimSpace(out))
 	sb := startSecureBroker(t, nil, kafka.WithCredentials(testUsers.lookup(t)))
 	for _, mech := range []string{"PLAIN", "SCRAM-SHA-512", "SCRAM-SHA-256"} {
 		t.Run(mech, func(t *testing.T) {
-			if mech != "PLAIN" && !scramOK {
-				t.Skipf("librdkafka %s repeats the SCRAM client nonce (fixed in 2.6.1)", strings.TrimSpace(string(out)))
-			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			res, err := exec.CommandContext(ctx, python, "testdata/confluent_sasl.py", "--bootstrap", sb.addr["SASL_SSL"],
@@ -508,4 +484,43 @@ func TestConfluentPythonSASL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// librdkafkaLegacyNonce reports whether kcat's librdkafka (from kcat -V) is
+// older than 2.6.1, whose SCRAM client-final repeats the client nonce.
+func librdkafkaLegacyNonce(kcat string) bool {
+	out, _ := exec.Command(kcat, "-V").CombinedOutput()
+	_, rest, ok := strings.Cut(string(out), "librdkafka ")
+	if !ok {
+		return false
+	}
+	ver, _, _ := strings.Cut(rest, " ")
+	var major, minor, patch int
+	if _, err := fmt.Sscanf(ver, "%d.%d.%d", &major, &minor, &patch); err != nil {
+		return false
+	}
+	return major < 2 || (major == 2 && (minor < 6 || (minor == 6 && patch < 1)))
+}
+
+// With --sasl-scram-strict-nonce the broker refuses the legacy nonce as
+// Kafka 4 does: kcat on a librdkafka older than 2.6.1 fails to log in with
+// SCRAM, and franz-go (RFC nonce) still logs in.
+func TestKcatScramStrictNonce(t *testing.T) {
+	kcat := requireTool(t, "kcat")
+	if !librdkafkaLegacyNonce(kcat) {
+		t.Skip("this kcat's librdkafka is 2.6.1 or later and sends the RFC nonce")
+	}
+	sb := startSecureBroker(t, func(c *broker.Config) { c.SASLScramStrictNonce = true }, kafka.WithCredentials(testUsers.lookup(t)))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, kcat, "-b", sb.addr["SASL_SSL"], "-L", "-m", "3",
+		"-X", "security.protocol=SASL_SSL", "-X", "sasl.mechanisms=SCRAM-SHA-512",
+		"-X", "sasl.username=alice", "-X", "sasl.password=alice-secret", "-X", "ssl.ca.location="+sb.pki.caFile).CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || !bytes.Contains(out, []byte("Authentication failed")) {
+		t.Fatalf("kcat against --sasl-scram-strict-nonce: %v, want an authentication failure\n%s", err, out)
+	}
+	cl := sb.client(t, "SASL_SSL", kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism()),
+		kgo.DialTLSConfig(sb.pki.clientTLS(t, false)))
+	produceConsume(t, cl, "strict-nonce", "franz-go still logs in")
 }

@@ -238,7 +238,10 @@ func (c Config) Validate() error {
 	if c.DataDir == "" {
 		return errors.New("broker: data dir is required")
 	}
-	listens := map[string]string{"http-listen": c.HTTPListen, "inter-broker-listen": c.InterBrokerListen}
+	listens := map[string]string{"http-listen": c.HTTPListen}
+	if c.InterBrokerListener == "" { // a named one is among the listeners
+		listens["inter-broker-listen"] = c.InterBrokerListen
+	}
 	for name, addr := range listens {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return fmt.Errorf("broker: --%s %q: %w", name, addr, err)

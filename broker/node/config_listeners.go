@@ -11,11 +11,19 @@ package node
 // Invariant: a configuration that Validate accepts has the TLS certificate
 // and key whenever a listener speaks TLS, and at least one SASL mechanism
 // whenever a listener speaks SASL.
+// Invariant: with InterBrokerListener set, the listener it names is the
+// inter-broker listener and no client listener: KafkaListeners leaves it
+// out (so it is never registered for clients nor named in Metadata), its
+// address is the one InterBrokerBind gives, its protocol (PLAINTEXT or SSL,
+// never SASL) the one InterBrokerProtocol gives, and none of
+// InterBrokerListen, InterBrokerSecurityProtocol, InterBrokerAdvertise is
+// set beside it.
 
 import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluice-mq/sluice/broker/auth"
@@ -58,6 +66,19 @@ type ListenerConfig struct {
 	// before the client must re-authenticate (KIP-368); 0: the
 	// connection's life.
 	SASLSessionLifetime time.Duration
+	// SASLScramStrictNonce refuses the SCRAM client-final nonce of
+	// librdkafka before 2.6.1 (its client nonce, then the whole server
+	// nonce) as Kafka 4 does (--sasl-scram-strict-nonce). False accepts
+	// that one legacy form as Kafka 3.x did; the proof is still verified
+	// over the bytes the client sent (see broker/auth/scram_legacy.go).
+	SASLScramStrictNonce bool
+	// InterBrokerListener names the listener of Listeners that the other
+	// brokers use (--inter-broker-listener, Kafka's
+	// inter.broker.listener.name): its address replaces InterBrokerListen,
+	// its protocol InterBrokerSecurityProtocol (PLAINTEXT, or SSL with
+	// mutual TLS and InterBrokerPrincipals), its --advertised-listeners
+	// entry InterBrokerAdvertise. Empty: the separate InterBrokerListen.
+	InterBrokerListener string
 	// SASLCredentials, when set, is where SASL logins find users'
 	// credentials; the broker's front end may be given one instead (its
 	// options win). Tests pass an in-memory one.
@@ -70,11 +91,27 @@ var DefaultSASLMechanisms = []string{auth.MechanismScramSHA256, auth.MechanismSc
 // DefaultSASLSessionLifetime is --sasl-session-lifetime's default.
 const DefaultSASLSessionLifetime = time.Hour
 
-// KafkaListeners is the Kafka listeners to bind, in order: Listeners
-// parsed with the protocol map, or one PLAINTEXT listener on KafkaListen
-// when Listeners is empty. The first is the broker's main Kafka address
+// KafkaListeners is the client Kafka listeners to bind, in order:
+// Listeners parsed with the protocol map, without the one
+// InterBrokerListener names, or one PLAINTEXT listener on KafkaListen when
+// Listeners is empty. The first is the broker's main Kafka address
 // (meta.BrokerInfo.Kafka).
 func (c Config) KafkaListeners() ([]listener.Listener, error) {
+	ls, err := c.AllListeners()
+	if err != nil || c.InterBrokerListener == "" {
+		return ls, err
+	}
+	ib, err := c.interBrokerNamed(ls)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(ls, func(l listener.Listener) bool { return l.Name == ib.Name }), nil
+}
+
+// AllListeners is every listener of Listeners, the inter-broker one
+// included (or the one of KafkaListen): what --advertised-listeners is
+// read against.
+func (c Config) AllListeners() ([]listener.Listener, error) {
 	if c.Listeners == "" {
 		l, err := listener.ParseListeners("PLAINTEXT://"+c.KafkaListen, "")
 		if err != nil {
@@ -89,12 +126,123 @@ func (c Config) KafkaListeners() ([]listener.Listener, error) {
 	return l, nil
 }
 
+// interBrokerNamed is the listener of ls that InterBrokerListener names.
+func (c Config) interBrokerNamed(ls []listener.Listener) (listener.Listener, error) {
+	if c.Listeners == "" {
+		return listener.Listener{}, fmt.Errorf("broker: --inter-broker-listener %s needs --listeners to name it", c.InterBrokerListener)
+	}
+	l, ok := listener.Lookup(ls, c.InterBrokerListener)
+	if !ok {
+		names := make([]string, len(ls))
+		for i, l := range ls {
+			names[i] = l.Name
+		}
+		return listener.Listener{}, fmt.Errorf("broker: --inter-broker-listener %s is not one of --listeners (%s)",
+			c.InterBrokerListener, strings.Join(names, ", "))
+	}
+	return l, nil
+}
+
+// InterBrokerBind is the address the inter-broker listener binds: the
+// named listener's with InterBrokerListener, InterBrokerListen otherwise.
+// It is "" for a named listener that does not exist (Validate refuses it).
+func (c Config) InterBrokerBind() string {
+	if c.InterBrokerListener == "" {
+		return c.InterBrokerListen
+	}
+	ls, err := c.AllListeners()
+	if err != nil {
+		return ""
+	}
+	l, err := c.interBrokerNamed(ls)
+	if err != nil {
+		return ""
+	}
+	return l.Addr()
+}
+
+// InterBrokerProtocol is what the inter-broker listener and every dial to
+// another broker's speak: the named listener's protocol with
+// InterBrokerListener, InterBrokerSecurityProtocol otherwise; PLAINTEXT
+// when neither says.
+func (c Config) InterBrokerProtocol() string {
+	if c.InterBrokerListener != "" {
+		if ls, err := c.AllListeners(); err == nil {
+			if l, err := c.interBrokerNamed(ls); err == nil {
+				return string(l.Protocol)
+			}
+		}
+		return ""
+	}
+	if c.InterBrokerSecurityProtocol == "" {
+		return InterBrokerPlaintext
+	}
+	return c.InterBrokerSecurityProtocol
+}
+
+// InterBrokerAdvertised is the inter-broker address given to the other
+// brokers as configured: InterBrokerAdvertise, or with InterBrokerListener
+// the named listener's --advertised-listeners entry; "" when none is
+// given, and the caller derives it from the bound address.
+func (c Config) InterBrokerAdvertised() string {
+	if c.InterBrokerListener == "" {
+		return c.InterBrokerAdvertise
+	}
+	ls, err := c.AllListeners()
+	if err != nil {
+		return ""
+	}
+	l, err := c.interBrokerNamed(ls)
+	if err != nil {
+		return ""
+	}
+	adv, err := listener.ParseAdvertised(c.AdvertisedListeners, ls)
+	if err != nil {
+		return ""
+	}
+	if a, ok := listener.Lookup(adv, l.Name); ok && a.Addr() != l.Addr() {
+		return a.Addr()
+	}
+	return ""
+}
+
+// validateInterBrokerListener checks InterBrokerListener against the
+// listeners and the separate inter-broker settings it replaces.
+func (c Config) validateInterBrokerListener(ls []listener.Listener) error {
+	if c.InterBrokerListener == "" {
+		return nil
+	}
+	name := c.InterBrokerListener
+	switch {
+	case c.InterBrokerListen != "":
+		return fmt.Errorf("broker: --inter-broker-listen and --inter-broker-listener %s both name the inter-broker listener; give one", name)
+	case c.InterBrokerSecurityProtocol != "":
+		return fmt.Errorf("broker: --inter-broker-security-protocol goes with --inter-broker-listen; with --inter-broker-listener %s the listener's protocol is the inter-broker one", name)
+	case c.InterBrokerAdvertise != "":
+		return fmt.Errorf("broker: --inter-broker-advertise goes with --inter-broker-listen; with --inter-broker-listener %s advertise it in --advertised-listeners", name)
+	}
+	l, err := c.interBrokerNamed(ls)
+	if err != nil {
+		return err
+	}
+	if l.Protocol.SASL() {
+		return fmt.Errorf("broker: --inter-broker-listener %s speaks %s: brokers authenticate each other with mutual TLS, not SASL; map it to SSL (or PLAINTEXT)", name, l.Protocol)
+	}
+	if len(ls) == 1 {
+		return fmt.Errorf("broker: --inter-broker-listener %s is the only one of --listeners; clients need one of their own", name)
+	}
+	return nil
+}
+
 // validateListeners checks the listeners, their advertised addresses and
 // their security settings, and returns the listeners' bind addresses by a
 // name for distinctListeners.
 func (c Config) validateListeners() (map[string]string, error) {
-	ls, err := c.KafkaListeners()
+	ls, err := c.AllListeners()
 	if err != nil {
+		return nil, err
+	}
+	if err := c.validateInterBrokerListener(ls); err != nil {
 		return nil, err
 	}
 	binds := make(map[string]string, len(ls))

@@ -44,7 +44,7 @@ const (
 const interBrokerDialTimeout = 10 * time.Second
 
 // InterBrokerUsesTLS reports whether the inter-broker links speak TLS.
-func (c Config) InterBrokerUsesTLS() bool { return c.InterBrokerSecurityProtocol == InterBrokerSSL }
+func (c Config) InterBrokerUsesTLS() bool { return c.InterBrokerProtocol() == InterBrokerSSL }
 
 // InterBrokerAllowed is the list of principals served on the inter-broker
 // listener under SSL: InterBrokerPrincipals, or the super users.
@@ -57,8 +57,8 @@ func (c Config) InterBrokerAllowed() []string {
 
 // validateInterBroker checks the inter-broker security settings.
 func (c Config) validateInterBroker() error {
-	switch c.InterBrokerSecurityProtocol {
-	case "", InterBrokerPlaintext:
+	switch c.InterBrokerProtocol() {
+	case InterBrokerPlaintext:
 		return nil
 	case InterBrokerSSL:
 	default:
@@ -68,7 +68,7 @@ func (c Config) validateInterBroker() error {
 		{"tls-cert-file", c.TLSCertFile}, {"tls-key-file", c.TLSKeyFile}, {"tls-client-ca-file", c.TLSClientCAFile},
 	} {
 		if f.file == "" {
-			return fmt.Errorf("broker: --inter-broker-security-protocol SSL needs --%s (mutual TLS between brokers)", f.flag)
+			return fmt.Errorf("broker: inter-broker SSL (--inter-broker-security-protocol, or an SSL --inter-broker-listener) needs --%s (mutual TLS between brokers)", f.flag)
 		}
 	}
 	for _, p := range c.InterBrokerPrincipals {
@@ -77,7 +77,7 @@ func (c Config) validateInterBroker() error {
 		}
 	}
 	if len(c.InterBrokerAllowed()) == 0 {
-		return errors.New("broker: --inter-broker-security-protocol SSL needs --inter-broker-principals (or --super-users) to name the brokers' certificate principals")
+		return errors.New("broker: inter-broker SSL needs --inter-broker-principals (or --super-users) to name the brokers' certificate principals")
 	}
 	return nil
 }

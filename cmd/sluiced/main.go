@@ -88,6 +88,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	// Inter-broker security (broker/node/interbroker_tls.go).
 	fs.StringVar(&cfg.InterBrokerSecurityProtocol, "inter-broker-security-protocol", cfg.InterBrokerSecurityProtocol, "PLAINTEXT, or SSL: the inter-broker listener and every dial to another broker's speak mutual TLS with --tls-cert-file, --tls-key-file and --tls-client-ca-file (the certificate needs server and client usage)")
 	interBrokerPrincipals := fs.String("inter-broker-principals", "", "with --inter-broker-security-protocol SSL, the certificate principals served on the inter-broker listener, User:broker-1,User:broker-2 (default: --super-users); any other is refused and logged")
+	fs.StringVar(&cfg.InterBrokerListener, "inter-broker-listener", "", "name of the listener of --listeners the other brokers use (Kafka's inter.broker.listener.name), e.g. BROKER with --listeners 'CLIENT://…,BROKER://…': it replaces --inter-broker-listen, its protocol (PLAINTEXT, or SSL with --inter-broker-principals) replaces --inter-broker-security-protocol, and it is never named to clients")
 	fs.StringVar(&cfg.InterBrokerAdvertise, "inter-broker-advertise", "", "inter-broker address given to the other brokers, never to clients (default: the listen address; with a 0.0.0.0 listen address, its port on the Kafka advertised host)")
 	fs.StringVar(&cfg.Meta.ListenClient, "etcd-listen-client", cfg.Meta.ListenClient, "embedded etcd client address")
 	fs.StringVar(&cfg.Meta.ListenPeer, "etcd-listen-peer", cfg.Meta.ListenPeer, "embedded etcd peer address")
@@ -99,6 +100,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&cfg.TLSClientCAFile, "tls-client-ca-file", "", "PEM CA of client certificates (mutual TLS): SSL listeners then require one, the HTTP API accepts one, and its CN (or first SAN) is the principal User:<name>")
 	saslMechanisms := fs.String("sasl-enabled-mechanisms", strings.Join(cfg.SASLEnabledMechanisms, ","), "SASL mechanisms of SASL listeners: SCRAM-SHA-256, SCRAM-SHA-512, PLAIN")
 	fs.BoolVar(&cfg.AllowPlainWithoutTLS, "allow-plain-without-tls", false, "offer PLAIN (which sends the password itself) on SASL_PLAINTEXT listeners too, not only on SASL_SSL")
+	fs.BoolVar(&cfg.SASLScramStrictNonce, "sasl-scram-strict-nonce", false, "refuse the SCRAM client-final nonce of librdkafka before 2.6.1 (kcat, confluent-kafka on Debian 12) as Kafka 4 does; by default that one legacy form is accepted as Kafka 3.x did, its proof still checked")
 	fs.DurationVar(&cfg.SASLSessionLifetime, "sasl-session-lifetime", cfg.SASLSessionLifetime, "how long a SASL login holds before the client must re-authenticate on its connection (KIP-368); a deleted user or changed password stops working within it (0: the connection's life)")
 	peerInterBroker := fs.String("peer-inter-broker", "", "N=host:port,...: dial node N's inter-broker listener here instead of where it registered (inter-broker routes, e.g. through proxies)")
 	fs.StringVar(&cfg.Meta.InitialCluster, "etcd-initial-cluster", "", "embedded etcd members, 1=http://host:port,2=... (default: this broker alone)")
@@ -193,6 +195,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	cfg.InterBrokerPrincipals = parseSuperUsers(*interBrokerPrincipals)
 	if cfg.Listeners != "" && (flagGiven(fs, "kafka-listen") || flagGiven(fs, "kafka-advertise")) {
 		return &usageError{msg: "--listeners replaces --kafka-listen and --kafka-advertise; give one or the other"}
+	}
+	if cfg.InterBrokerListener != "" {
+		// The named listener replaces these defaults; a value given beside
+		// it is refused by the configuration's check.
+		if !flagGiven(fs, "inter-broker-listen") {
+			cfg.InterBrokerListen = ""
+		}
+		if !flagGiven(fs, "inter-broker-security-protocol") {
+			cfg.InterBrokerSecurityProtocol = ""
+		}
 	}
 	cfg.SASLEnabledMechanisms = nil
 	for m := range strings.SplitSeq(*saslMechanisms, ",") {

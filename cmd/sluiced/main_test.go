@@ -34,6 +34,15 @@ func TestCommandLine(t *testing.T) {
 		{"listeners parsed", []string{"--listeners", "BOGUS://127.0.0.1:9092"}, 1, "", "not a security protocol", ""},
 		{"TLS listener without a certificate", []string{"--listeners", "SASL_SSL://127.0.0.1:9093"}, 1, "", "needs --tls-cert-file", ""},
 		{"unknown SASL mechanism", []string{"--sasl-enabled-mechanisms", "GSSAPI"}, 1, "", `unknown mechanism "GSSAPI"`, ""},
+		{"inter-broker listener and listen address", []string{"--listeners", "CLIENT://127.0.0.1:0,BROKER://127.0.0.1:0", "--listener-security-protocol-map", "CLIENT:PLAINTEXT,BROKER:PLAINTEXT",
+			"--inter-broker-listener", "BROKER", "--inter-broker-listen", "127.0.0.1:0"}, 1, "", "--inter-broker-listen and --inter-broker-listener BROKER both name the inter-broker listener; give one", ""},
+		{"inter-broker listener unknown", []string{"--listeners", "CLIENT://127.0.0.1:0,BROKER://127.0.0.1:0", "--listener-security-protocol-map", "CLIENT:PLAINTEXT,BROKER:PLAINTEXT",
+			"--inter-broker-listener", "REPLICATION"}, 1, "", "--inter-broker-listener REPLICATION is not one of --listeners (CLIENT, BROKER)", ""},
+		{"inter-broker listener and protocol", []string{"--listeners", "CLIENT://127.0.0.1:0,BROKER://127.0.0.1:0", "--listener-security-protocol-map", "CLIENT:PLAINTEXT,BROKER:PLAINTEXT",
+			"--inter-broker-listener", "BROKER", "--inter-broker-security-protocol", "SSL"}, 1, "", "--inter-broker-security-protocol goes with --inter-broker-listen", ""},
+		{"inter-broker listener over SASL", []string{"--listeners", "CLIENT://127.0.0.1:0,BROKER://127.0.0.1:0", "--listener-security-protocol-map", "CLIENT:PLAINTEXT,BROKER:SASL_PLAINTEXT",
+			"--inter-broker-listener", "BROKER"}, 1, "", "speaks SASL_PLAINTEXT: brokers authenticate each other with mutual TLS, not SASL", ""},
+		{"inter-broker listener without listeners", []string{"--inter-broker-listener", "BROKER"}, 1, "", "--inter-broker-listener BROKER needs --listeners", ""},
 		{"topic defaults checked", []string{"--default-replication-factor", "2", "--default-min-insync-replicas", "3"}, 1, "", "every acks=all write would be refused", ""},
 	}
 	for _, tc := range tests {
