@@ -39,7 +39,10 @@
 // is decompressed only one time in SampleEvery (per partition), and the
 // keys of that batch stand for all the records of the compressed batches
 // since the last sample (each weighs records-since-sample/records-in-it),
-// which is unbiased while the key mix is stable. Records without a key
+// which is unbiased while the key mix is stable. At most two batches are
+// decompressed for sampling at once in the process; a batch due for a
+// sample that finds both slots busy is skipped and the next one is
+// sampled, so sampling never makes a produce wait. Records without a key
 // count toward the totals but never enter the table.
 //
 // # Invariants

@@ -4,16 +4,18 @@ package hotkeys
 // whole record batches, and the walk over the keys of an uncompressed
 // batch's records.
 //
-// Invariant: mu guards every field; nothing blocks while it is held but
-// the decompression of a sampled compressed batch (records.Each, which
-// waits for one of the process's decompression slots).
+// Invariant: mu guards every field; nothing blocks while it is held (a
+// sampled compressed batch is decompressed only if one of the process's
+// sampleSlots is free at once, and skipped otherwise).
+// Invariant: ObserveBatch reads only the batch's length and the bytes after
+// its 61-byte header, which the partition owner never rewrites (it stamps
+// the base offset and epoch in the header in place), so a batch may be
+// observed after it was handed to the owner.
 
 import (
 	"encoding/binary"
 	"sync"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/records"
 	"github.com/sluice-mq/sluice/wal"
@@ -64,14 +66,22 @@ func (m *Meter) ObserveBatch(now time.Time, h wal.BatchHeader, batch []byte) {
 	}
 	// This batch's keys stand for all skippedRecords records.
 	w *= float64(m.skippedRecords) / float64(n)
+	select {
+	case sampleSlots <- struct{}{}:
+		defer func() { <-sampleSlots }()
+	default:
+		return // the next compressed batch is sampled instead
+	}
 	m.skipped, m.skippedRecords = 0, 0
-	_ = records.Each(batch, func(_, _ int64, rec *kmsg.Record) bool {
-		if rec.Key != nil {
-			m.s.AddKey(rec.Key, w)
-		}
-		return true
-	})
+	if raw, err := records.Decompress(h.Attributes&codecMask, batch[wal.BatchHeaderSize:]); err == nil {
+		m.s.AddKeys(raw, n, w)
+	}
 }
+
+// sampleSlots bounds the compressed batches decompressed at once for key
+// sampling in the process (each at most records.MaxDecompressed), so that
+// sampling never waits: a batch that finds no slot free is not sampled.
+var sampleSlots = make(chan struct{}, 2)
 
 // Report reads the partition's rates at now (see Sketch.Report).
 func (m *Meter) Report(now time.Time, top int) Report {
