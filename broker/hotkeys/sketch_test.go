@@ -241,28 +241,33 @@ func FuzzEachKey(f *testing.F) {
 }
 
 // BenchmarkMeterObserveBatch is the produce path's cost per record: a
-// plain batch of 100 records over 10,000 zipf-distributed keys.
+// batch of 100 records over 10,000 zipf-distributed keys, plain (every key
+// read) and snappy (one batch in SampleEvery decompressed and read).
 func BenchmarkMeterObserveBatch(b *testing.B) {
-	rng := rand.New(rand.NewPCG(3, 4))
-	zipf := rand.NewZipf(rng, 1.1, 1, 9999)
-	var batches [][]byte
-	var h wal.BatchHeader
-	for range 64 {
-		keys := make([][]byte, 100)
-		for i := range keys {
-			keys[i] = fmt.Appendf(nil, "customer-%06d", zipf.Uint64())
-		}
-		var raw []byte
-		raw, h = batch(keys, false)
-		batches = append(batches, raw)
+	for _, compress := range []bool{false, true} {
+		b.Run(map[bool]string{false: "plain", true: "snappy"}[compress], func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(3, 4))
+			zipf := rand.NewZipf(rng, 1.1, 1, 9999)
+			var batches [][]byte
+			var h wal.BatchHeader
+			for range 64 {
+				keys := make([][]byte, 100)
+				for i := range keys {
+					keys[i] = fmt.Appendf(nil, "customer-%06d", zipf.Uint64())
+				}
+				var raw []byte
+				raw, h = batch(keys, compress)
+				batches = append(batches, raw)
+			}
+			var m Meter
+			now := t0
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				now = now.Add(time.Millisecond)
+				m.ObserveBatch(now, h, batches[i%len(batches)])
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*100), "ns/record")
+		})
 	}
-	var m Meter
-	now := t0
-	b.ReportAllocs()
-	b.ResetTimer()
-	for i := range b.N {
-		now = now.Add(time.Millisecond)
-		m.ObserveBatch(now, h, batches[i%len(batches)])
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*100), "ns/record")
 }
