@@ -62,6 +62,16 @@ func TestHotKeysOverHTTPAndMetrics(t *testing.T) {
 			t.Fatalf("partition 0: user-7 share %.3f, want 0.6", hot.Share)
 		}
 	}
+	// What a peer answering for its partitions sends (GET /v1/topics/{t}/hot-keys on another broker).
+	var ans httpapi.PartitionsAnswer
+	if code := getJSON(t, "http://"+b.kafka.InterBrokerAdvertise()+httpapi.InternalPartitionsPath+"?topic=clicks", &ans); code != http.StatusOK || len(ans.Partitions) != 2 {
+		t.Fatalf("internal listing: %d %+v", code, ans)
+	}
+	for _, p := range ans.Partitions {
+		if p.Ingress == nil || len(p.Ingress.Keys) != 2 || p.Ingress.Keys[0].Key != "user-7" {
+			t.Fatalf("internal listing of partition %d: ingress %+v", p.Partition, p.Ingress)
+		}
+	}
 	code, raw := httpGet(t, base+"/metrics")
 	for _, want := range []string{
 		`sluice_partition_hot_key_records_per_second{key="user-7",partition="0",rank="1",topic="clicks"}`,
