@@ -336,8 +336,11 @@ func WriteTenantTable(w io.Writer, runs []TenantRun) error {
 				target = "max"
 			}
 			tp := res.Produced
-			if role == RoleReplay && res.Replay != nil {
+			switch {
+			case role == RoleReplay && res.Replay != nil && res.Replay.ReadSeconds > 0:
 				tp = Throughput{MsgsPerSec: res.Replay.ReadMsgsPerSec, MBPerSec: res.Replay.ReadMBPerSec}
+			case role == RoleReplay:
+				tp = res.Consumed // read in one fetch: no read time of its own
 			}
 			var errs int64
 			for _, n := range res.Errors {

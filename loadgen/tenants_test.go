@@ -83,15 +83,17 @@ func TestWriteTenantTable(t *testing.T) {
 		{Tenant: Tenant{Name: "noisy", Role: RoleWriter}, Phase: "together", Result: &Result{
 			Produced: Throughput{MsgsPerSec: 90000, MBPerSec: 92.16}, AckLatency: Summary{Count: 10, P50Ms: 1.5, P99Ms: 12}}},
 		{Tenant: Tenant{Name: "replay", Role: RoleReplay}, Phase: "together", Result: &Result{
-			Replay: &ReplayResult{ReadMsgsPerSec: 50000}, FetchLatency: Summary{Count: 3, P50Ms: 2, P99Ms: 9}, E2ELatency: Summary{Count: 3, P99Ms: 1e6}}},
+			Replay: &ReplayResult{ReadSeconds: 1, ReadMsgsPerSec: 50000}, FetchLatency: Summary{Count: 3, P50Ms: 2, P99Ms: 9}, E2ELatency: Summary{Count: 3, P99Ms: 1e6}}},
 		{Tenant: Tenant{Name: "quiet"}, Phase: "alone", Error: "SASL refused"},
+		{Tenant: Tenant{Name: "small", Role: RoleReplay}, Phase: "alone", Result: &Result{ // read in one fetch
+			Replay: &ReplayResult{}, Consumed: Throughput{MsgsPerSec: 40196}}},
 	}
 	var b bytes.Buffer
 	if err := WriteTenantTable(&b, runs); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
-	if len(lines) != 4 {
+	if len(lines) != 5 {
 		t.Fatalf("table:\n%s", b.String())
 	}
 	for i, want := range [][]string{
@@ -99,6 +101,7 @@ func TestWriteTenantTable(t *testing.T) {
 		{"noisy", "max", "90000", "92.16", "1.50", "12.00"},
 		{"replay", "50000", "2.00", "9.00"},
 		{"quiet", "failed: SASL refused"},
+		{"small", "40196"},
 	} {
 		for _, w := range want {
 			if !strings.Contains(lines[i], w) {
