@@ -18,7 +18,9 @@
 // now a key's decayed count is sum(exp(-(now-t_i)/Tau)) over its records;
 // for a key arriving at a steady r records/s it tends to r*Tau, so its rate
 // is read as count/Tau. A rate therefore answers to a change within about
-// Tau (63% after Tau, 95% after 3*Tau). The landmark moves forward (and
+// Tau (63% after Tau, 95% after 3*Tau). In the sketch's first few Tau
+// the count has not filled yet (r*Tau*(1-exp(-age/Tau))), so a report
+// divides by that share and a new partition's rates read right at once. The landmark moves forward (and
 // every count is scaled down) once the exponent passes rescaleAt, so
 // weights stay far from float64 overflow.
 //

@@ -38,7 +38,8 @@ type Sketch struct {
 	seed     maphash.Seed
 	tau      float64 // seconds
 	landmark int64   // unix nanoseconds; weights are exp((t-landmark)/tau)
-	started  bool    // landmark is set
+	first    int64   // unix nanoseconds of the first observation
+	started  bool    // landmark and first are set
 	bytes    float64 // decayed totals, in landmark weights
 	records  float64
 	n        int // counters in use
@@ -79,7 +80,7 @@ func (s *Sketch) Observe(now time.Time, bytes, records int) float64 {
 func (s *Sketch) weight(now time.Time) float64 {
 	t := now.UnixNano()
 	if !s.started {
-		s.landmark, s.started = t, true
+		s.landmark, s.first, s.started = t, t, true
 	}
 	x := float64(t-s.landmark) / 1e9 / s.tau
 	if x > rescaleAt {
@@ -156,8 +157,14 @@ func (s *Sketch) Report(now time.Time, top int) Report {
 		return Report{Keys: []KeyRate{}}
 	}
 	// A count in landmark weights decays to count*exp(-(now-L)/tau) at
-	// now; divided by tau it is a rate.
+	// now; divided by tau it is a rate. A sketch younger than a few tau
+	// has not filled yet (a steady r reads r*(1-exp(-age/tau))): dividing
+	// by that share reads r from the first second on.
 	f := math.Exp(-float64(now.UnixNano()-s.landmark)/1e9/s.tau) / s.tau
+	// The age counts as at least a second, so one record just seen does
+	// not read as a burst of thousands per second.
+	age := max(float64(now.UnixNano()-s.first)/1e9, 1) / s.tau
+	f /= -math.Expm1(-age)
 	r := Report{BytesPerSec: s.bytes * f, RecordsPerSec: s.records * f, Keys: make([]KeyRate, 0, s.n)}
 	for i := range s.n {
 		c := &s.c[i]
