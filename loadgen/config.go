@@ -38,6 +38,9 @@ type Config struct {
 	Label    string   // free text carried into the report (e.g. "sync_interval=always")
 	Scenario string   // one of Scenarios()
 	Topic    string   // default: loadgen-<scenario>-<unix nanos>
+	// TopicConfigs are set on the topic the run creates (kafka), e.g.
+	// remote.storage.enable=true for a tiered topic.
+	TopicConfigs map[string]string
 
 	Partitions        int
 	ReplicationFactor int // of a created topic; -1: the broker's default (kafka, http)

@@ -24,6 +24,7 @@ type kafkaSystem struct {
 	cfg   Config
 	log   zerolog.Logger
 	admin *kgo.Client
+	fetch *Histogram // every consumer's Fetch round trips (fetchlatency.go)
 }
 
 func newKafkaSystem(cfg Config, log zerolog.Logger) (*kafkaSystem, error) {
@@ -35,7 +36,7 @@ func newKafkaSystem(cfg Config, log zerolog.Logger) (*kafkaSystem, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loadgen: kafka admin client: %w", err)
 	}
-	return &kafkaSystem{cfg: cfg, log: log, admin: cl}, nil
+	return &kafkaSystem{cfg: cfg, log: log, admin: cl, fetch: NewHistogram()}, nil
 }
 
 func (s *kafkaSystem) Setup(ctx context.Context, topic string, partitions int) error {
@@ -43,7 +44,7 @@ func (s *kafkaSystem) Setup(ctx context.Context, topic string, partitions int) e
 	if _, err := adm.DeleteTopics(ctx, topic); err != nil {
 		s.log.Debug().Err(err).Str("topic", topic).Msg("delete before create")
 	}
-	resp, err := adm.CreateTopic(ctx, int32(partitions), int16(s.cfg.ReplicationFactor), nil, topic)
+	resp, err := adm.CreateTopic(ctx, int32(partitions), int16(s.cfg.ReplicationFactor), topicConfigs(s.cfg.TopicConfigs), topic)
 	if err == nil {
 		err = resp.Err
 	}
@@ -171,6 +172,7 @@ func (s *kafkaSystem) NewConsumer(_ context.Context, spec ConsumerSpec) (Consume
 		kgo.SeedBrokers(s.cfg.Brokers...),
 		kgo.ClientID(fmt.Sprintf("loadgen-consumer-%d", spec.ID)),
 		kgo.FetchMaxWait(500 * time.Millisecond),
+		kgo.WithHooks(fetchHook{s.fetch}),
 	}
 	sec, err := s.cfg.Security.opts(d.DialContext)
 	if err != nil {

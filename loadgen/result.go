@@ -35,6 +35,7 @@ type Result struct {
 	Consumed       Throughput       `json:"consumed"`
 	AckLatency     Summary          `json:"ack_latency"`
 	E2ELatency     Summary          `json:"e2e_latency"`
+	FetchLatency   Summary          `json:"fetch_latency"` // consumers' Fetch round trips (kafka)
 	Lag            LagResult        `json:"lag"`
 	Errors         map[string]int64 `json:"errors"`
 	Peak           *PeakResult      `json:"peak,omitempty"`
@@ -154,6 +155,9 @@ func (rn *run) fill(res *Result, prodEnd, consumeStart time.Time, caughtUp bool)
 	}
 	res.AckLatency = c.ack.Summary()
 	res.E2ELatency = c.e2e.Summary()
+	if ks, ok := rn.sys.(*kafkaSystem); ok {
+		res.FetchLatency = ks.fetch.Summary()
+	}
 	res.Errors = c.errorCounts()
 
 	rn.mu.Lock()

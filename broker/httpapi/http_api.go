@@ -216,4 +216,5 @@ func (b *Server) registerAPI(mux routeMux) {
 	b.registerGroupAPI(mux)
 	b.registerAdminAPI(mux)
 	b.registerListingAPI(mux)
+	b.registerHotKeysAPI(mux) // http_hotkeys.go
 }

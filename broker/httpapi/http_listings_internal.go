@@ -37,6 +37,7 @@ import (
 
 	"github.com/sluice-mq/sluice/broker/coordinator"
 
+	"github.com/sluice-mq/sluice/broker/hotkeys"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/broker/replica"
@@ -58,6 +59,7 @@ type partitionStats struct {
 	LeaderEpoch int32   `json:"leader_epoch"`
 	InSync      []int32 `json:"in_sync"`
 	PartitionFigures
+	Ingress *hotkeys.Report `json:"ingress,omitempty"` // http_hotkeys.go
 }
 
 // PartitionFigures are a partition's offsets and sizes on its leader
@@ -148,6 +150,8 @@ func (b *Server) localPartitionStats(ctx context.Context, p *partition.Partition
 		s.InSync = append(s.InSync, int32(id))
 	}
 	slices.Sort(s.InSync)
+	ingress := p.Ingress(0)
+	s.Ingress = &ingress
 	if b.Tiers == nil {
 		return s
 	}

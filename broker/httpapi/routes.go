@@ -11,7 +11,7 @@ package httpapi
 //	group join                 READ group, READ each topic subscribed
 //	group fetch, commit, reset READ group, READ each topic named
 //	heartbeat, leave           READ group
-//	describe topic             DESCRIBE topic
+//	describe topic, hot keys   DESCRIBE topic
 //	describe group, lag        DESCRIBE group
 //	list topics, groups        authenticated; filtered to the tenant's names
 //	                           that DESCRIBE allows
@@ -97,6 +97,7 @@ var publicRoutes = map[string]routeRule{
 	"POST /v1/producers":                       {op: acl.OpIdempotentWrite, rt: acl.ResourceCluster},
 	"GET /v1/topics":                           {list: acl.ResourceTopic},
 	"GET /v1/topics/{topic}":                   {op: acl.OpDescribe, rt: acl.ResourceTopic, pathValue: "topic"},
+	"GET /v1/topics/{topic}/hot-keys":          {op: acl.OpDescribe, rt: acl.ResourceTopic, pathValue: "topic"},
 	"GET /v1/brokers":                          {},
 
 	"POST /v1/groups/{group}/members:join":      {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group", topicOp: acl.OpRead, body: joinTopics},

@@ -20,6 +20,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-mq/sluice/broker/hotkeys"
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/wal"
 	"github.com/sluice-mq/sluice/wal/vfs"
@@ -122,6 +123,8 @@ type Partition struct {
 
 	fetchMu   sync.Mutex
 	fetchNext *replica.Message // guarded by fetchMu: the fetch the follower core wants sent
+
+	ingress hotkeys.Meter // its own lock: what Enqueue accepted (ingress.go)
 
 	mu     sync.Mutex    // guards hw and hwWait
 	hw     wal.Offset    // guarded by mu
@@ -498,6 +501,7 @@ func (p *Partition) Enqueue(r *AppendRequest) error {
 	}
 	select {
 	case p.appends <- r:
+		p.ingress.ObserveBatch(p.clock(), r.hdr, r.batch) // reads only what the owner never rewrites
 		return nil
 	default:
 		return ErrBackpressure

@@ -84,11 +84,21 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&cfg.JSON, "json", false, "print the result as JSON")
 	fs.StringVar(&cfg.CSVPath, "csv", "", "write the per-interval series to this CSV file")
 	fs.StringVar(&cfg.SVGPath, "svg", "", "write a chart of throughput, latency and lag to this SVG file")
+	var tenants []loadgen.Tenant
+	fs.Func("tenant", "a tenant of a multi-tenant run, repeatable: name=N[,role=writer|replay][,user=U,password-file=F][,mechanism=M]"+
+		"[,rate=R][,topic=T][,producers=N][,consumers=N][,partitions=N][,prefill=N][,tiered=true]; other flags are every tenant's defaults", func(v string) error {
+		t, err := loadgen.ParseTenant(v)
+		tenants = append(tenants, t)
+		return err
+	})
+	alone := fs.Bool("alone", false, "tenants: run each tenant alone first, then all together")
 	fs.Usage = func() {
 		fmt.Fprintf(fs.Output(), "usage: loadgen [flags]\n\nscenarios:\n")
 		for _, s := range loadgen.Scenarios() {
 			fmt.Fprintf(fs.Output(), "  %-15s %s\n", s, loadgen.ScenarioHelp(s))
 		}
+		fmt.Fprintf(fs.Output(), "  %-15s %s\n", loadgen.ScenarioNoisyNeighbour, "three tenants (--tenant name=noisy|quiet|replay,... sets their credentials and rates): "+
+			"noisy as fast as it can, quiet at --rate with a tail reader, replay reading its topic from offset 0")
 		fmt.Fprintln(fs.Output(), "\nflags:")
 		fs.PrintDefaults()
 	}
@@ -125,11 +135,33 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	logger := zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr}).Level(level).With().Timestamp().Logger()
 
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if cfg.Scenario == loadgen.ScenarioNoisyNeighbour || len(tenants) > 0 {
+		m, err := newTenants(cfg, tenants, *alone, logger, stdout, stderr)
+		if err != nil {
+			return err
+		}
+		return m.Run(ctx)
+	}
 	r, err := loadgen.New(cfg, logger)
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	return r.Run(ctx)
+}
+
+// newTenants makes the multi-tenant run of --tenant and --scenario
+// noisy-neighbour; the other flags are each tenant's defaults.
+func newTenants(cfg loadgen.Config, tenants []loadgen.Tenant, alone bool, logger zerolog.Logger, stdout, stderr io.Writer) (*loadgen.Tenants, error) {
+	if cfg.Scenario == loadgen.ScenarioNoisyNeighbour {
+		var err error
+		if tenants, err = loadgen.NoisyNeighbour(tenants); err != nil {
+			return nil, err
+		}
+	} else if cfg.Scenario != loadgen.ScenarioSteady {
+		return nil, fmt.Errorf("%w: --tenant runs the steady scenario (role=writer) or replay (role=replay), or --scenario %s; not %s",
+			loadgen.ErrInvalidConfig, loadgen.ScenarioNoisyNeighbour, cfg.Scenario)
+	}
+	return loadgen.NewTenants(cfg, tenants, alone, logger, stdout, stderr)
 }

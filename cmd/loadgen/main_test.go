@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"flag"
 	"strings"
 	"testing"
 )
@@ -20,5 +21,30 @@ func TestCommandLine(t *testing.T) {
 	}
 	if err := run([]string{"--no-such-flag"}, &stdout, &stderr); !errors.Is(err, errUsage) {
 		t.Fatalf("unknown flag: %v", err)
+	}
+}
+
+// Tenant flags are checked before any connection is made.
+func TestTenantFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--tenant", "user=alice"}, "no name"},
+		{[]string{"--tenant", "name=a,colour=blue"}, `unknown key "colour"`},
+		{[]string{"--scenario", "noisy-neighbour", "--tenant", "name=other"}, "noisy, quiet and replay"},
+		{[]string{"--scenario", "peak", "--tenant", "name=a"}, "--tenant runs the steady scenario"},
+		{[]string{"--tenant", "name=a", "--tenant", "name=a"}, "given twice"},
+		{[]string{"--tenant", "name=a,role=reader"}, `role "reader"`},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(append([]string{"--brokers", "127.0.0.1:1"}, tc.args...), &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error()+stderr.String(), tc.want) {
+			t.Errorf("%q: %v (stderr %q), want %s", tc.args, err, stderr.String(), tc.want)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run([]string{"-h"}, &stdout, &stderr); !errors.Is(err, flag.ErrHelp) || !strings.Contains(stderr.String(), "noisy-neighbour") || !strings.Contains(stderr.String(), "-tenant") {
+		t.Errorf("-h: %v, usage lacks noisy-neighbour or --tenant:\n%s", err, stderr.String())
 	}
 }

@@ -74,6 +74,7 @@ var commands = []command{
 	{"acl", "ls", "", "list the ACL bindings a filter selects", aclLsFlags},
 	{"acl", "rm", "", "delete the ACL bindings a filter selects", aclRmFlags},
 	{"certs", "create", "", "make a CA and certificates for brokers and clients (talks to no server)", certsCreateFlags},
+	{"top", "", "", "the busiest partitions: ingress bytes/s, records/s and hot keys (top.go)", topFlags},
 }
 
 // globals are the flags every command takes.
@@ -133,6 +134,9 @@ func run(ctx context.Context, args []string, s streams) error {
 	group := args[0]
 	if !slices.ContainsFunc(commands, func(c command) bool { return c.group == group }) {
 		return usagef("unknown command %q (tenant, user, apikey, acl or certs)", group)
+	}
+	if slices.ContainsFunc(commands, func(c command) bool { return c.group == group && c.verb == "" }) {
+		args = append([]string{group, ""}, args[1:]...) // a command without subcommands (top)
 	}
 	verbs := groupVerbs(group)
 	if len(args) < 2 || args[1] == "--help" || args[1] == "-h" || args[1] == "help" {
