@@ -98,7 +98,7 @@ type quotaRecord struct {
 	PriorityClass string             `json:"priority_class"`
 }
 
-func (s *Store) quotasPrefix() string           { return s.prefix + "quotas/" }
+func (s *Store) quotasPrefix() string          { return s.prefix + "quotas/" }
 func (s *Store) quotaKey(tenant string) string { return s.quotasPrefix() + tenant }
 
 // ValidateQuotaKey accepts 1 to 64 characters of [a-z0-9_]: the shape of
