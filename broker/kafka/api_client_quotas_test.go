@@ -20,7 +20,9 @@ func entity(typ, name string) kadm.ClientQuotaEntity {
 	return kadm.ClientQuotaEntity{{Type: typ, Name: &name}}
 }
 
-func set(key string, v float64) kadm.AlterClientQuotaOp { return kadm.AlterClientQuotaOp{Key: key, Value: v} }
+func set(key string, v float64) kadm.AlterClientQuotaOp {
+	return kadm.AlterClientQuotaOp{Key: key, Value: v}
+}
 
 // altered runs one alteration of entity as cl and returns its result.
 func altered(t *testing.T, cl *kadm.Client, validate bool, e kadm.ClientQuotaEntity, ops ...kadm.AlterClientQuotaOp) kadm.AlteredClientQuota {
