@@ -163,12 +163,12 @@ func (b *Broker) Run(ctx context.Context) error {
 		return fmt.Errorf("broker: %w", err)
 	}
 	defer guard.Close()
-	quotas, err := quota.Follow(ctx, b.Store, b.Logger)
+	quotas, err := followQuotas(ctx, b.Store, b.Logger)
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
-	defer quotas.Close()
-	b.quotas.Store(quotas.Table())
+	defer quotas.close()
+	b.quotas.Store(quotas.table)
 
 	// The security Guard decides for both front ends: who a principal is,
 	// where SASL finds credentials (unless a test configured its own), and

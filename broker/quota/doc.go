@@ -27,7 +27,7 @@
 // Where the limits come from: each tenant's limits, its weight in fair
 // scheduling and its priority class are one record in etcd
 // (meta.SetQuotas, <prefix>quotas/<tenant>). Every broker follows them
-// (Follow, table_watch.go, the package's only import of meta) into a
-// Table, an atomically swapped snapshot that is the broker's Source
-// (Broker.Quotas); a change applies on every broker within about a second.
+// (broker/quotas.go) into a Table, an atomically swapped snapshot that is
+// the broker's Source (Broker.Quotas); a change applies on every broker
+// within about a second. The package imports neither meta nor etcd.
 package quota

@@ -2,7 +2,7 @@ package quota
 
 // This file owns Table: the broker's Source, an atomically swapped
 // snapshot of every tenant's limits and scheduling attributes, fed by the
-// follower in table_watch.go (or by Replace in tests).
+// broker's follower of etcd (broker/quotas.go) or by Replace in tests.
 //
 // Invariant: readers (Limits, Scheduling) load one published snapshot and
 // take no lock; a snapshot and everything it holds is never changed after

@@ -1,7 +1,8 @@
 // Package secapi is the HTTP admin API of a shared cluster's security
 // objects: tenants, users (with their SCRAM credentials), HTTP API keys,
-// ACL bindings, and each tenant's quotas and scheduling attributes. It decodes and validates requests, decides whether the
-// caller may manage the object named, and calls the metadata store. It does
+// ACL bindings, and each tenant's quotas and scheduling attributes. It
+// decodes and validates requests, decides whether the caller may manage
+// the object named, and calls the metadata store. It does
 // not authenticate: the HTTP pipeline has done that and put an
 // auth.Identity in the request's context (auth.WithIdentity); a request
 // without one is answered 401.
