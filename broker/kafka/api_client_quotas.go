@@ -18,15 +18,17 @@ package kafka
 // validate_only checks everything, the tenant's existence included, and
 // writes nothing.
 //
-// Who may call them (authzClientQuotas): a super user always. Altering
-// quotas also takes a principal of the system tenant (an operator) with
-// ALTER_CONFIGS on the cluster: a tenant may grant its own principals ACLs
-// on its cluster, so an ACL of any other tenant must not raise that
-// tenant's own quotas. Describing takes a principal of the system tenant
-// with DESCRIBE_CONFIGS on the cluster (every tenant), or a tenant admin or
-// a principal with DESCRIBE_CONFIGS on its tenant's cluster, who sees only
-// its own tenant; a user of another tenant is answered as one with no
-// quotas, so the answer never tells that a name is taken elsewhere.
+// Who may call them: a super user always. Altering quotas also takes an
+// operator, a principal of the system tenant that is its tenant admin or
+// has ALTER_CONFIGS on the cluster: a tenant may grant its own principals
+// ACLs on its cluster, so no ACL of another tenant may raise that tenant's
+// own quotas (authzClientQuotas, then mayAlterQuotas). Describing takes an
+// operator (every tenant), or a tenant admin or a principal with
+// DESCRIBE_CONFIGS on its tenant's cluster, who sees only its own tenant;
+// a user of another tenant is answered as one with no quotas, so the
+// answer never tells that a name is taken elsewhere. A broker that
+// enforces no ACLs (security off) lets every caller do both, as it does
+// every other operation.
 //
 // Invariant: an entry with any invalid op alters nothing (one SetQuotas,
 // one transaction); each entry has its own result with a message.
@@ -67,31 +69,26 @@ func quotaErrorCode(err error) (int16, *string) {
 		return 0, nil
 	case errors.Is(err, errQuotaRequest), errors.Is(err, meta.ErrInvalidQuota), errors.Is(err, meta.ErrInvalidName):
 		return kerr.InvalidRequest.Code, kmsg.StringPtr(err.Error())
+	case errors.Is(err, errQuotaAuthz):
+		return kerr.ClusterAuthorizationFailed.Code, kmsg.StringPtr(err.Error())
 	}
 	return authz.AdminError(err)
 }
 
-// authzClientQuotas is the rule of both APIs; the handlers narrow what a
-// caller of another tenant than the system one sees (quotaScope).
+// authzClientQuotas is the rule of both APIs: a super user or tenant
+// admin, or a principal allowed DESCRIBE_CONFIGS (Describe) or
+// ALTER_CONFIGS (Alter) on its tenant's cluster. The handlers narrow it:
+// mayAlterQuotas, quotaScope.
 func authzClientQuotas(c *authz.Check, body kmsg.Request) authz.Result {
 	id := c.ID
 	op, what := acl.OpDescribeConfigs, "describe"
 	if _, alter := body.(*kmsg.AlterClientQuotasRequest); alter {
 		op, what = acl.OpAlterConfigs, "alter"
 	}
-	switch {
-	case id.IsSuper():
-		return authz.Result{}
-	case op == acl.OpAlterConfigs && id.Principal.Tenant == meta.SystemTenant && c.Allow(op, acl.ResourceCluster, acl.ClusterName):
-		return authz.Result{}
-	case op == acl.OpDescribeConfigs && (id.IsTenantAdmin() || c.Allow(op, acl.ResourceCluster, acl.ClusterName)):
+	if id.IsTenantAdmin() || c.Allow(op, acl.ResourceCluster, acl.ClusterName) {
 		return authz.Result{}
 	}
 	msg := fmt.Sprintf("not authorized: to %s quotas, %s needs %s on the cluster", what, id.Principal, op)
-	if op == acl.OpAlterConfigs {
-		msg = fmt.Sprintf("not authorized: quotas are altered by a super user or a principal of tenant %q with %s on the cluster, and %s is neither",
-			meta.SystemTenant, op, id.Principal)
-	}
 	resp := body.ResponseKind()
 	resp.SetVersion(body.GetVersion())
 	code := kerr.ClusterAuthorizationFailed.Code
@@ -107,10 +104,27 @@ func authzClientQuotas(c *authz.Check, body kmsg.Request) authz.Result {
 	return authz.Result{Refused: resp}
 }
 
+// errQuotaAuthz refuses an alteration by a caller the rule let through
+// but who is no operator (CLUSTER_AUTHORIZATION_FAILED).
+var errQuotaAuthz = errors.New("not authorized")
+
+// mayAlterQuotas tells whether the caller, past authzClientQuotas, may
+// alter quotas: a super user, a principal of the system tenant (the rule
+// has checked its role or ACL), or anyone on a broker that enforces no
+// ACLs (development, as every other operation there).
+func (b *Server) mayAlterQuotas(caller auth.Identity) error {
+	if caller.IsSuper() || caller.Principal.Tenant == meta.SystemTenant || !b.aclsEnforced() {
+		return nil
+	}
+	return fmt.Errorf("%w: quotas are altered by a super user or an operator of tenant %q (tenant admin, or %s on the cluster), and %s is neither",
+		errQuotaAuthz, meta.SystemTenant, acl.OpAlterConfigs, caller.Principal)
+}
+
 // quotaScope is the one tenant a caller may see ("" = every tenant): a
-// super user's or an operator's (system tenant) scope is the cluster.
-func quotaScope(caller auth.Identity) string {
-	if caller.IsSuper() || caller.Principal.Tenant == meta.SystemTenant {
+// super user's, an operator's (system tenant) and every caller's on a
+// broker that enforces no ACLs is the cluster.
+func (b *Server) quotaScope(caller auth.Identity) string {
+	if caller.IsSuper() || caller.Principal.Tenant == meta.SystemTenant || !b.aclsEnforced() {
 		return ""
 	}
 	return caller.Principal.Tenant
@@ -161,7 +175,7 @@ func alteredEntity(es []kmsg.AlterClientQuotasRequestEntryEntity) []kmsg.AlterCl
 func handleDescribeClientQuotas(b *Server, ctx context.Context, req *request) (reply, error) {
 	r := req.body.(*kmsg.DescribeClientQuotasRequest)
 	resp := newResponse(req).(*kmsg.DescribeClientQuotasResponse)
-	scope := quotaScope(b.callerOf(ctx))
+	scope := b.quotaScope(b.callerOf(ctx))
 	tenants, err := b.describedTenants(ctx, r, scope)
 	if err != nil {
 		resp.ErrorCode, resp.ErrorMessage = quotaErrorCode(err)
@@ -228,9 +242,14 @@ func handleAlterClientQuotas(b *Server, ctx context.Context, req *request) (repl
 	r := req.body.(*kmsg.AlterClientQuotasRequest)
 	resp := newResponse(req).(*kmsg.AlterClientQuotasResponse)
 	caller := b.callerOf(ctx)
+	refused := b.mayAlterQuotas(caller)
 	for _, e := range r.Entries {
 		res := kmsg.AlterClientQuotasResponseEntry{Entity: alteredEntity(e.Entity)}
-		res.ErrorCode, res.ErrorMessage = quotaErrorCode(b.alterQuotas(ctx, caller, e, r.ValidateOnly))
+		err := refused
+		if err == nil {
+			err = b.alterQuotas(ctx, caller, e, r.ValidateOnly)
+		}
+		res.ErrorCode, res.ErrorMessage = quotaErrorCode(err)
 		resp.Entries = append(resp.Entries, res)
 	}
 	return done(resp), nil

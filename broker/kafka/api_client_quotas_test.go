@@ -12,8 +12,12 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-mq/sluice/broker/auth"
+	"github.com/sluice-mq/sluice/broker/kafka"
 	"github.com/sluice-mq/sluice/broker/quota"
+	"github.com/sluice-mq/sluice/meta"
 )
 
 func entity(typ, name string) kadm.ClientQuotaEntity {
@@ -135,6 +139,36 @@ func TestClientQuotaAPIs(t *testing.T) {
 		t.Fatal("carl described quotas")
 	}
 
+	// An ACL a tenant grants itself never lets it alter quotas; the same
+	// ACL in the system tenant makes an operator.
+	created(t, ada, kadm.NewACLs().Allow("User:carl").Clusters().Operations(kadm.OpAlterConfigs, kadm.OpDescribeConfigs).
+		ResourcePatternType(kadm.ACLPatternLiteral))
+	if r := altered(t, carl, false, entity("tenant", "team-a"), set(quota.Topics, 1000)); !errors.Is(r.Err, kerr.ClusterAuthorizationFailed) ||
+		!strings.Contains(r.ErrMessage, "operator") {
+		t.Fatalf("carl with ALTER_CONFIGS on team-a's cluster = %v: %s, want CLUSTER_AUTHORIZATION_FAILED", r.Err, r.ErrMessage)
+	}
+	if own, err := quotasOf(t, carl); err != nil || len(own) != 1 || own["{tenant=team-a}"] == nil {
+		t.Fatalf("carl with DESCRIBE_CONFIGS describes %v, %v; want team-a only", own, err)
+	}
+	ops := meta.User{Name: "ops", Tenant: meta.SystemTenant, Scram: map[string]meta.ScramKeys{}}
+	c, err := auth.NewScramCredential(auth.MechanismScramSHA512, "ops-pw", auth.MinIterations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops.Scram[auth.MechanismScramSHA512] = meta.ScramKeys{Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey, Iterations: c.Iterations}
+	if _, err := f.sb.Store.CreateUser(ctx, ops); err != nil {
+		t.Fatal(err)
+	}
+	created(t, root, kadm.NewACLs().Allow("User:ops").Clusters().Operations(kadm.OpAlterConfigs, kadm.OpDescribeConfigs).
+		ResourcePatternType(kadm.ACLPatternLiteral))
+	opsCl := f.admin(t, "ops", "ops-pw")
+	if r := altered(t, opsCl, false, entity("tenant", "team-b"), set(quota.Topics, 4)); r.Err != nil {
+		t.Fatalf("an operator of the system tenant altering team-b: %v: %s", r.Err, r.ErrMessage)
+	}
+	if everyone, err := quotasOf(t, opsCl); err != nil || len(everyone) != 2 {
+		t.Fatalf("an operator describes %v, %v; want both tenants", everyone, err)
+	}
+
 	// The broker's quota table follows the store.
 	deadline := time.After(5 * time.Second)
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -145,5 +179,24 @@ func TestClientQuotaAPIs(t *testing.T) {
 			t.Fatalf("the broker's table has team-a topics = %v, want 5", v)
 		case <-tick.C:
 		}
+	}
+}
+
+// TestClientQuotaAPIsWithoutSecurity: a broker that enforces no ACLs (the
+// development default) lets its anonymous callers alter and describe every
+// tenant's quotas, as it lets them do everything else.
+func TestClientQuotaAPIsWithoutSecurity(t *testing.T) {
+	sb := startSecureBroker(t, nil, kafka.WithCredentials(testUsers.lookup(t)))
+	ctx := testCtx(t)
+	if _, err := sb.Store.CreateTenant(ctx, "team-a"); err != nil {
+		t.Fatal(err)
+	}
+	adm := kadm.NewClient(sb.client(t, "PLAINTEXT", kgo.RequestRetries(0)))
+	if r := altered(t, adm, false, entity("tenant", "team-a"), set(quota.Topics, 7)); r.Err != nil {
+		t.Fatalf("anonymous alter without security: %v: %s", r.Err, r.ErrMessage)
+	}
+	got, err := quotasOf(t, adm)
+	if err != nil || got["{tenant=team-a}"][quota.Topics] != 7 {
+		t.Fatalf("anonymous describe without security: %v, %v", got, err)
 	}
 }
