@@ -24,6 +24,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-mq/sluice/broker/node"
+	"github.com/sluice-mq/sluice/broker/quota"
 	"github.com/sluice-mq/sluice/broker/security"
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/wal/vfs"
@@ -45,7 +46,13 @@ type Broker struct {
 	readyCh chan struct{} // closed once the broker serves Kafka and HTTP
 
 	kafkaOpts []kafka.Option // the Kafka front end's dependencies (credentials, authoriser, admitter), from New
+
+	quotas atomic.Pointer[quota.Table] // every tenant's limits, followed from etcd; set by Run
 }
+
+// Quotas is every tenant's limits and scheduling attributes as this broker
+// applies them, followed from etcd (nil before Run has read them).
+func (b *Broker) Quotas() *quota.Table { return b.quotas.Load() }
 
 // New checks the configuration and prepares a broker; Run starts it.
 // kafkaOpts are passed to the Kafka front end (kafka.New).
@@ -156,6 +163,12 @@ func (b *Broker) Run(ctx context.Context) error {
 		return fmt.Errorf("broker: %w", err)
 	}
 	defer guard.Close()
+	quotas, err := followQuotas(ctx, b.Store, b.Logger)
+	if err != nil {
+		return fmt.Errorf("broker: %w", err)
+	}
+	defer quotas.close()
+	b.quotas.Store(quotas.table)
 
 	// The security Guard decides for both front ends: who a principal is,
 	// where SASL finds credentials (unless a test configured its own), and

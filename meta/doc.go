@@ -5,7 +5,7 @@
 // the registry of live brokers (registry.go) and the controller election
 // (election.go) and partition state with leader epochs (partition.go) today;
 // tenants, users, credentials, API keys and ACL bindings (security.go,
-// security_acl.go), and quotas in a later step. It imports nothing else of
+// security_acl.go), and per-tenant quotas (quota.go). It imports nothing else of
 // Sluice's.
 //
 // # Key layout, version 1
@@ -93,6 +93,12 @@
 //	                                        codes; <hash> is 32 hex digits of SHA-256 over
 //	                                        the binding, so an identical binding is one key;
 //	                                        deleted with its tenant
+//	<prefix>quotas/<tenant>                 {"v":1,"tenant","limits":{"<key>":<value>},
+//	                                         "weight","priority_class"} (quota.go): a
+//	                                        tenant's quotas and scheduling attributes;
+//	                                        written only while the tenant exists, deleted
+//	                                        with it (DeleteTenant's transaction) or when
+//	                                        only defaults are left; followed by WatchQuotas
 //
 // Everything under <prefix>security/ is followed by one watch
 // (WatchSecurity, security_watch.go), so brokers see a consistent state of

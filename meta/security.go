@@ -372,7 +372,8 @@ func (s *Store) ListTenants(ctx context.Context) ([]Tenant, error) {
 }
 
 // DeleteTenant deletes a tenant and, in the same transaction, its ACL
-// bindings (a tenant created later under the name starts without them).
+// bindings and its quota record (a tenant created later under the name
+// starts without them).
 // It refuses with ErrNotEmpty while any user belongs to the tenant (its
 // topics are the caller's to check first), ErrReserved for SystemTenant
 // and DefaultTenant, ErrNotFound if there is none.
@@ -422,6 +423,7 @@ func (s *Store) DeleteTenant(ctx context.Context, name string) error {
 			Then(
 				clientv3.OpDelete(key),
 				clientv3.OpDelete(s.aclsPrefix(name), clientv3.WithPrefix()),
+				clientv3.OpDelete(s.quotaKey(name)), // quota.go
 			).
 			Commit()
 		if err != nil {

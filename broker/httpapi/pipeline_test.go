@@ -79,7 +79,7 @@ func TestSecAPIRoutesMounted(t *testing.T) {
 			t.Errorf("secapi route %s has no rule", pattern)
 		}
 	}
-	if len(secapiRoutes) != 13 {
-		t.Errorf("%d secapi routes mounted, Register adds 13", len(secapiRoutes))
+	if len(secapiRoutes) != 17 {
+		t.Errorf("%d secapi routes mounted, Register adds 17", len(secapiRoutes))
 	}
 }

@@ -127,6 +127,12 @@ var publicRoutes = map[string]routeRule{
 	"POST /v1/acls":                  {},
 	"GET /v1/acls":                   {},
 	"POST /v1/acls:delete":           {},
+
+	// secapi's quota routes (quotas.go): likewise.
+	"GET /v1/quotas":                    {},
+	"GET /v1/tenants/{name}/quotas":     {},
+	"PUT /v1/tenants/{name}/quotas":     {},
+	"PUT /v1/tenants/{name}/scheduling": {},
 }
 
 // secapiRoutes are the routes secapi.Register adds, mounted behind the
@@ -136,6 +142,7 @@ var secapiRoutes = []string{
 	"POST /v1/users", "GET /v1/users", "DELETE /v1/users/{name}", "PUT /v1/users/{name}/password",
 	"POST /v1/users/{name}/api-keys", "GET /v1/users/{name}/api-keys", "DELETE /v1/api-keys/{id}",
 	"POST /v1/acls", "GET /v1/acls", "POST /v1/acls:delete",
+	"GET /v1/quotas", "GET /v1/tenants/{name}/quotas", "PUT /v1/tenants/{name}/quotas", "PUT /v1/tenants/{name}/scheduling",
 }
 
 // decodeBytes decodes a buffered body as decodeJSON does.

@@ -55,6 +55,8 @@ func apiTable() map[int16]api {
 		33: {min: 0, max: 2, handle: handleAlterConfigs},            // AlterConfigs
 		37: {min: 0, max: 3, handle: handleCreatePartitions},        // CreatePartitions
 		44: {min: 0, max: 1, handle: handleIncrementalAlterConfigs}, // IncrementalAlterConfigs
+		48: {min: 0, max: 1, handle: handleDescribeClientQuotas},    // DescribeClientQuotas (api_client_quotas.go)
+		49: {min: 0, max: 1, handle: handleAlterClientQuotas},       // AlterClientQuotas
 		17: {min: 0, max: 1, handle: handleSaslHandshake},           // SaslHandshake: v0 answered UNSUPPORTED_VERSION
 		36: {min: 0, max: 2, handle: handleSaslAuthenticate},        // SaslAuthenticate
 	}

@@ -23,4 +23,11 @@
 //	                                                        HTTP 507
 //
 // A key that is absent is unlimited.
+//
+// Where the limits come from: each tenant's limits, its weight in fair
+// scheduling and its priority class are one record in etcd
+// (meta.SetQuotas, <prefix>quotas/<tenant>). Every broker follows them
+// (broker/quotas.go) into a Table, an atomically swapped snapshot that is
+// the broker's Source (Broker.Quotas); a change applies on every broker
+// within about a second. The package imports neither meta nor etcd.
 package quota

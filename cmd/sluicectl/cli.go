@@ -74,6 +74,9 @@ var commands = []command{
 	{"acl", "ls", "", "list the ACL bindings a filter selects", aclLsFlags},
 	{"acl", "rm", "", "delete the ACL bindings a filter selects", aclRmFlags},
 	{"certs", "create", "", "make a CA and certificates for brokers and clients (talks to no server)", certsCreateFlags},
+	{"quota", "set", "KEY=VALUE…", "set or remove a tenant's quotas, weight or priority class (super users)", quotaSetFlags},
+	{"quota", "ls", "", "list quotas: one tenant's, or every tenant's with any set", quotaLsFlags},
+	{"quota", "keys", "", "list the quota keys with their kind, unit and meaning (talks to no server)", quotaKeysFlags},
 	{"top", "", "", "the busiest partitions: ingress bytes/s, records/s and hot keys (top.go)", topFlags},
 }
 
@@ -125,7 +128,7 @@ func run(ctx context.Context, args []string, s streams) error {
 	}
 	args = top.Args()
 	if len(args) == 0 {
-		return usagef("no command (tenant, user, apikey, acl or certs)")
+		return usagef("no command (tenant, user, apikey, acl, quota or certs)")
 	}
 	if args[0] == "help" {
 		usage(s.stderr, top)
@@ -133,7 +136,7 @@ func run(ctx context.Context, args []string, s streams) error {
 	}
 	group := args[0]
 	if !slices.ContainsFunc(commands, func(c command) bool { return c.group == group }) {
-		return usagef("unknown command %q (tenant, user, apikey, acl or certs)", group)
+		return usagef("unknown command %q (tenant, user, apikey, acl, quota, top or certs)", group)
 	}
 	if slices.ContainsFunc(commands, func(c command) bool { return c.group == group && c.verb == "" }) {
 		args = append([]string{group, ""}, args[1:]...) // a command without subcommands (top)

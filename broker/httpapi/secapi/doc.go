@@ -1,7 +1,8 @@
 // Package secapi is the HTTP admin API of a shared cluster's security
-// objects: tenants, users (with their SCRAM credentials), HTTP API keys and
-// ACL bindings. It decodes and validates requests, decides whether the
-// caller may manage the object named, and calls the metadata store. It does
+// objects: tenants, users (with their SCRAM credentials), HTTP API keys,
+// ACL bindings, and each tenant's quotas and scheduling attributes. It
+// decodes and validates requests, decides whether the caller may manage
+// the object named, and calls the metadata store. It does
 // not authenticate: the HTTP pipeline has done that and put an
 // auth.Identity in the request's context (auth.WithIdentity); a request
 // without one is answered 401.
@@ -23,13 +24,20 @@
 //	GET    /v1/acls[?tenant&resource_type&resource_name&pattern_type    200 {bindings}    admin of tenant
 //	            &principal&host&operation&permission]
 //	POST   /v1/acls:delete                 {tenant?,filter}              200 {deleted}     admin of tenant
+//	GET    /v1/quotas                                                    200 {tenants}     super
+//	GET    /v1/tenants/{name}/quotas                                     200 TenantQuotas  admin of tenant
+//	PUT    /v1/tenants/{name}/quotas       {set?,remove?}                200 TenantQuotas  super
+//	PUT    /v1/tenants/{name}/scheduling   {weight?,priority_class?}     200 TenantQuotas  super
 //
 // "admin of tenant T" is a super user (auth.RoleSuper), or a tenant admin
 // (auth.RoleTenantAdmin) whose principal belongs to T (acl.CanManage).
 // Where a request names no tenant it is the caller's own; a super user who
 // lists or deletes ACLs without one acts on every tenant. Only a super user
 // creates, lists or deletes tenants, creates a super user, or manages a
-// super user's password and keys. An ordinary user may change its own
+// super user's password and keys. Only a super user changes quotas (a
+// tenant admin able to raise its own tenant's would make them pointless);
+// a tenant admin reads its own tenant's. Quota keys are broker/quota's,
+// checked with quota.Check. An ordinary user may change its own
 // password and manage its own API keys, nothing else here.
 //
 // A password is never stored or logged: POST /v1/users and the password
@@ -52,7 +60,9 @@
 // the HTTP API; code is stable (a program may switch on it), message is for
 // a person and names the field or object at fault. Codes: bad_request and
 // too_large (400, 413), unauthenticated (401), forbidden (403),
-// tenant_not_found, user_not_found, api_key_not_found (404),
+// invalid_quota (400: an unknown quota key or a value it does not take, a
+// weight or priority class out of range), tenant_not_found,
+// user_not_found, api_key_not_found (404),
 // tenant_exists, user_exists, tenant_not_empty, tenant_reserved,
 // api_key_limit, conflict (409), metadata_unavailable (503), internal
 // (500). A 4xx is logged at DEBUG, a 5xx at WARN (503) or ERROR.

@@ -71,6 +71,8 @@ func storeError(err error, what string) *apiError {
 		return errorf(http.StatusConflict, "conflict", "%s; retry", msg)
 	case errors.Is(err, meta.ErrNotFound):
 		return errorf(http.StatusNotFound, notFoundCode(msg, code), "%s", msg)
+	case errors.Is(err, meta.ErrInvalidQuota):
+		return errorf(http.StatusBadRequest, "invalid_quota", "%s", msg)
 	case errors.Is(err, meta.ErrInvalidName), errors.Is(err, meta.ErrInvalidCredential),
 		errors.Is(err, meta.ErrInvalidACL):
 		return badRequest("%s", msg)

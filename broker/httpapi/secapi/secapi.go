@@ -40,6 +40,11 @@ type Store interface {
 	CreateACLs(ctx context.Context, acls []meta.ACL) error
 	ListACLs(ctx context.Context, tenant string) ([]meta.ACL, error)
 	DeleteACLs(ctx context.Context, match func(meta.ACL) bool) ([]meta.ACL, error)
+
+	GetQuotas(ctx context.Context, tenant string) (meta.TenantQuotas, error)
+	ListQuotas(ctx context.Context) ([]meta.TenantQuotas, error)
+	SetQuotas(ctx context.Context, tenant string, set map[string]float64, remove []string, check meta.QuotaCheck) (meta.TenantQuotas, error)
+	SetTenantScheduling(ctx context.Context, tenant string, weight float64, class string) (meta.TenantQuotas, error)
 }
 
 var _ Store = (*meta.Store)(nil)
@@ -95,6 +100,10 @@ func Register(mux *http.ServeMux, d Deps) {
 	mux.HandleFunc("POST /v1/acls", a.createACLs)
 	mux.HandleFunc("GET /v1/acls", a.listACLs)
 	mux.HandleFunc("POST /v1/acls:delete", a.deleteACLs)
+	mux.HandleFunc("GET /v1/quotas", a.listQuotas)
+	mux.HandleFunc("GET /v1/tenants/{name}/quotas", a.getQuotas)
+	mux.HandleFunc("PUT /v1/tenants/{name}/quotas", a.setQuotas)
+	mux.HandleFunc("PUT /v1/tenants/{name}/scheduling", a.setScheduling)
 }
 
 // caller is the authenticated identity of one request.

@@ -69,6 +69,9 @@ var scopeTable = map[int16]scopeEntry{
 	36: {2, nil, nil}, // SaslAuthenticate
 	50: {0, nil, nil}, // DescribeUserScramCredentials
 	51: {0, nil, nil}, // AlterUserScramCredentials
+	// Quota entities name tenants and users, both cluster-wide names.
+	48: {1, nil, nil}, // DescribeClientQuotas
+	49: {1, nil, nil}, // AlterClientQuotas
 }
 
 func scopeGroup(p *pass, group *string) { *group = p.name(*group) }
