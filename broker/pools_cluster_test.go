@@ -13,8 +13,18 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/sluice-mq/sluice/broker/controller"
 	"github.com/sluice-mq/sluice/meta"
 )
+
+// TestDefaultPoolsAgree: the pure placement core cannot import meta, so it
+// names the default pool itself; the two must be the same string, or a
+// broker registered without a pool would be in no tenant's pool.
+func TestDefaultPoolsAgree(t *testing.T) {
+	if controller.DefaultPool != meta.DefaultPool {
+		t.Fatalf("controller.DefaultPool %q, meta.DefaultPool %q", controller.DefaultPool, meta.DefaultPool)
+	}
+}
 
 // TestClusterTenantPools runs three brokers: 1 in the shared pool (AZ a),
 // 2 and 3 in pool gold (AZs a and b). Three, not more, so that stopping

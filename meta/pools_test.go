@@ -3,6 +3,8 @@ package meta
 import (
 	"errors"
 	"testing"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
 )
 
 // TestBrokerPool: a broker's pool is stored with its registration, a
@@ -82,4 +84,29 @@ func TestTenantPool(t *testing.T) {
 	if _, err := s.SetTenantPool(ctx, "plain", "-x"); !errors.Is(err, ErrInvalidName) {
 		t.Fatalf("SetTenantPool with a bad pool = %v, want ErrInvalidName", err)
 	}
+}
+
+// FuzzDecodeBroker: no value under a broker key panics the decoder, and a
+// record that decodes encodes to one that decodes the same (its pool
+// included: a stored "shared" and an absent pool read alike).
+func FuzzDecodeBroker(f *testing.F) {
+	s := &Store{prefix: DefaultPrefix}
+	f.Add(`{"v":1,"node_id":3,"az":"a","kafka":"h:1","http":"h:2","started_ms":1}`)
+	f.Add(`{"v":1,"node_id":3,"az":"a","kafka":"h:1","http":"h:2","pool":"gold","started_ms":1}`)
+	f.Add(`{"v":1,"node_id":3,"az":"a","kafka":"h:1","http":"h:2","pool":"shared","listeners":{"x":"h:3"}}`)
+	f.Fuzz(func(t *testing.T, val string) {
+		kv := &mvccpb.KeyValue{Key: []byte(s.brokerKey(3)), Value: []byte(val)}
+		b, err := s.decodeBroker(kv)
+		if err != nil {
+			return
+		}
+		again, err := encodeBroker(b)
+		if err != nil {
+			t.Fatalf("encode %+v: %v", b, err)
+		}
+		w, err := s.decodeBroker(&mvccpb.KeyValue{Key: kv.Key, Value: again})
+		if err != nil || !sameBroker(w, b) || w.Pool != b.Pool {
+			t.Fatalf("broker %+v re-decodes as %+v, %v", b, w, err)
+		}
+	})
 }

@@ -268,7 +268,7 @@ func (s *Store) decodeTenant(key string, val []byte) (Tenant, error) {
 	if ValidateTenantName(r.Name) != nil || s.tenantKey(r.Name) != key || r.Pool != "" && ValidatePoolName(r.Pool) != nil {
 		return Tenant{}, fmt.Errorf("meta: decode %s: tenant %q: %w", key, r.Name, ErrCorrupt)
 	}
-	return Tenant{Name: r.Name, Pool: r.Pool, Created: time.UnixMilli(r.CreatedMs)}, nil
+	return Tenant{Name: r.Name, Pool: omitDefaultPool(r.Pool), Created: time.UnixMilli(r.CreatedMs)}, nil
 }
 
 func (s *Store) encodeUser(u User) (string, error) {
