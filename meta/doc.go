@@ -44,7 +44,8 @@
 //	                                        deleted by tier/ after every object it names
 //	<prefix>brokers/<node id>               {"v":1,"node_id","az","kafka","http",
 //	                                        "inter_broker" (optional),"listeners"
-//	                                        (optional: {name: host:port}),"started_ms"};
+//	                                        (optional: {name: host:port}),"pool" (optional:
+//	                                        absent is "shared"),"started_ms"};
 //	                                        bound to the broker's lease (default TTL 10 s),
 //	                                        created only if absent (one incarnation per node
 //	                                        id; its create revision is the incarnation),
@@ -74,8 +75,10 @@
 //	                                        epoch it leads; written only by that broker,
 //	                                        when a set changes, bound to its registration
 //	                                        lease (gone with the registration)
-//	<prefix>security/tenants/<name>         {"v":1,"name","created_ms"} (security.go): a
-//	                                        tenant; created only if absent; "system" and
+//	<prefix>security/tenants/<name>         {"v":1,"name","pool" (optional: absent is
+//	                                        "shared"),"created_ms"} (security.go): a
+//	                                        tenant; created only if absent, its pool changed
+//	                                        by a transaction on its revision; "system" and
 //	                                        "default" are created at start-up (EnsureTenant)
 //	<prefix>security/users/<user>           {"v":1,"name","tenant","role","scram":{
 //	                                         "<mechanism>":{"salt","stored_key","server_key",

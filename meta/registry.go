@@ -7,7 +7,7 @@ package meta
 //	<prefix>brokers/<node id>
 //	{"v":1,"node_id":2,"az":"eu-west-1b","kafka":"10.0.0.2:9092",
 //	 "http":"10.0.0.2:8080","inter_broker":"10.0.0.2:9093",
-//	 "started_ms":1767000000000}
+//	 "pool":"gold","started_ms":1767000000000}
 //
 // "inter_broker" (optional in version 1: a record without it was written by
 // a build without the inter-broker listener) is where the other brokers
@@ -82,6 +82,10 @@ type BrokerInfo struct {
 	// listener it came in on. Nil in a record of a build without
 	// listeners, whose only listener is Kafka.
 	Listeners map[string]string
+	// Pool is the broker's pool (--pool): a tenant bound to a pool has
+	// its partitions placed on that pool's brokers only. "" is
+	// DefaultPool, as in a record of a build without pools.
+	Pool string
 	// Started is when the broker process started; Register fills in now if zero.
 	// Stored with millisecond precision.
 	Started time.Time
@@ -110,6 +114,11 @@ func (b BrokerInfo) Validate() error {
 			return fmt.Errorf("%w: node %d: inter-broker address %q: %w", ErrInvalidBroker, b.NodeID, b.InterBroker, err)
 		}
 	}
+	if b.Pool != "" {
+		if err := ValidatePoolName(b.Pool); err != nil {
+			return fmt.Errorf("%w: node %d: %w", ErrInvalidBroker, b.NodeID, err)
+		}
+	}
 	for name, addr := range b.Listeners {
 		if name == "" {
 			return fmt.Errorf("%w: node %d: a listener without a name", ErrInvalidBroker, b.NodeID)
@@ -119,6 +128,36 @@ func (b BrokerInfo) Validate() error {
 		}
 	}
 	return nil
+}
+
+// DefaultPool is the pool of a broker started without --pool and of a
+// tenant bound to none.
+const DefaultPool = "shared"
+
+// ValidatePoolName accepts the names of tenants' rule: 1 to 64 characters
+// of [a-z0-9_-] starting with a letter.
+func ValidatePoolName(name string) error {
+	if err := ValidateTenantName(name); err != nil {
+		return fmt.Errorf("%w: pool %q: 1 to %d characters of [a-z0-9_-], starting with a letter", ErrInvalidName, name, maxTenantNameLen)
+	}
+	return nil
+}
+
+// PoolOrDefault is pool, or DefaultPool for "".
+func PoolOrDefault(pool string) string {
+	if pool == "" {
+		return DefaultPool
+	}
+	return pool
+}
+
+// omitDefaultPool stores DefaultPool as nothing, so the records of brokers
+// and tenants that never chose a pool read the same in every build.
+func omitDefaultPool(pool string) string {
+	if pool == DefaultPool {
+		return ""
+	}
+	return pool
 }
 
 // validateHostPort accepts a non-empty host and a port in 1..65535: an
@@ -148,7 +187,10 @@ type brokerRecord struct {
 	// Listeners was added within version 1: a reader that does not know
 	// it ignores it, and a record without it has the Kafka listener only.
 	Listeners map[string]string `json:"listeners,omitempty"`
-	StartedMs int64             `json:"started_ms"`
+	// Pool was added within version 1: a record without it (or a broker
+	// in DefaultPool) reads as DefaultPool.
+	Pool      string `json:"pool,omitempty"`
+	StartedMs int64  `json:"started_ms"`
 }
 
 func encodeBroker(b BrokerInfo) ([]byte, error) {
@@ -161,6 +203,7 @@ func encodeBroker(b BrokerInfo) ([]byte, error) {
 		InterBroker: b.InterBroker,
 		Listeners:   b.Listeners,
 		StartedMs:   b.Started.UnixMilli(),
+		Pool:        omitDefaultPool(b.Pool),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("meta: encode broker %d: %w", b.NodeID, err)
@@ -194,6 +237,7 @@ func (s *Store) decodeBroker(kv *mvccpb.KeyValue) (BrokerInfo, error) {
 		HTTP:        r.HTTP,
 		InterBroker: r.InterBroker,
 		Listeners:   r.Listeners,
+		Pool:        PoolOrDefault(r.Pool),
 		Started:     time.UnixMilli(r.StartedMs),
 		Incarnation: kv.CreateRevision,
 		Lease:       clientv3.LeaseID(kv.Lease),

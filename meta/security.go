@@ -5,7 +5,7 @@ package meta
 // their transactions. API keys and ACL bindings are in security_acl.go, the
 // watch cache of all four in security_watch.go.
 //
-//	<prefix>security/tenants/<name>         {"v":1,"name","created_ms"}
+//	<prefix>security/tenants/<name>         {"v":1,"name","pool"?,"created_ms"}
 //	<prefix>security/users/<user>           {"v":1,"name","tenant","role","scram":
 //	                                         {"<mechanism>":{"salt","stored_key",
 //	                                         "server_key","iterations"}},"created_ms"}
@@ -74,7 +74,11 @@ const (
 
 // Tenant is one team's namespace in a shared cluster.
 type Tenant struct {
-	Name    string
+	Name string
+	// Pool is the broker pool the tenant's new partitions are placed in;
+	// "" (a tenant bound to none, or a record from before pools) is
+	// DefaultPool.
+	Pool    string
 	Created time.Time
 }
 
@@ -100,6 +104,7 @@ type User struct {
 type tenantRecord struct {
 	V         int    `json:"v"`
 	Name      string `json:"name"`
+	Pool      string `json:"pool,omitempty"` // added within version 1; absent is DefaultPool
 	CreatedMs int64  `json:"created_ms"`
 }
 
@@ -251,7 +256,8 @@ func createdOrNow(t time.Time) time.Time {
 }
 
 func (s *Store) encodeTenant(t Tenant) (string, error) {
-	return encodeRecord("tenant "+t.Name, tenantRecord{V: securityRecordVersion, Name: t.Name, CreatedMs: t.Created.UnixMilli()})
+	return encodeRecord("tenant "+t.Name, tenantRecord{V: securityRecordVersion, Name: t.Name,
+		Pool: omitDefaultPool(t.Pool), CreatedMs: t.Created.UnixMilli()})
 }
 
 func (s *Store) decodeTenant(key string, val []byte) (Tenant, error) {
@@ -259,10 +265,10 @@ func (s *Store) decodeTenant(key string, val []byte) (Tenant, error) {
 	if err != nil {
 		return Tenant{}, err
 	}
-	if ValidateTenantName(r.Name) != nil || s.tenantKey(r.Name) != key {
+	if ValidateTenantName(r.Name) != nil || s.tenantKey(r.Name) != key || r.Pool != "" && ValidatePoolName(r.Pool) != nil {
 		return Tenant{}, fmt.Errorf("meta: decode %s: tenant %q: %w", key, r.Name, ErrCorrupt)
 	}
-	return Tenant{Name: r.Name, Created: time.UnixMilli(r.CreatedMs)}, nil
+	return Tenant{Name: r.Name, Pool: omitDefaultPool(r.Pool), Created: time.UnixMilli(r.CreatedMs)}, nil
 }
 
 func (s *Store) encodeUser(u User) (string, error) {
@@ -294,13 +300,24 @@ func (s *Store) decodeUser(key string, val []byte) (User, error) {
 // CreateTenant stores a new tenant: ErrExists if it is already there (a
 // reserved name always is, and also wraps ErrReserved).
 func (s *Store) CreateTenant(ctx context.Context, name string) (Tenant, error) {
+	return s.CreateTenantInPool(ctx, name, "")
+}
+
+// CreateTenantInPool is CreateTenant with the tenant bound to pool ("" or
+// DefaultPool: bound to none).
+func (s *Store) CreateTenantInPool(ctx context.Context, name, pool string) (Tenant, error) {
 	if err := ValidateTenantName(name); err != nil {
 		return Tenant{}, fmt.Errorf("meta: create tenant: %w", err)
 	}
 	if IsReservedTenant(name) {
 		return Tenant{}, fmt.Errorf("meta: create tenant %q: %w: %w (it exists implicitly)", name, ErrExists, ErrReserved)
 	}
-	t := Tenant{Name: name, Created: createdOrNow(time.Time{})}
+	if pool != "" {
+		if err := ValidatePoolName(pool); err != nil {
+			return Tenant{}, fmt.Errorf("meta: create tenant %q: %w", name, err)
+		}
+	}
+	t := Tenant{Name: name, Pool: omitDefaultPool(pool), Created: createdOrNow(time.Time{})}
 	val, err := s.encodeTenant(t)
 	if err != nil {
 		return Tenant{}, err

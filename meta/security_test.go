@@ -124,6 +124,8 @@ func FuzzDecodeSecurityRecord(f *testing.F) {
 	k, _ := s.encodeAPIKey(APIKey{ID: "k", User: "a/b", Hash: []byte{1}})
 	a, _ := s.encodeACL(testACL("t", "User:a"))
 	f.Add(uint8(0), "t", `{"v":1,"name":"t","created_ms":5}`)
+	f.Add(uint8(0), "t", `{"v":1,"name":"t","pool":"shared","created_ms":5}`)
+	f.Add(uint8(0), "t", `{"v":1,"name":"t","pool":"gold","created_ms":5}`)
 	f.Add(uint8(1), "a%2Fb", u)
 	f.Add(uint8(2), "k", k)
 	f.Add(uint8(3), "t/"+aclHash(testACL("t", "User:a")), a)

@@ -64,6 +64,7 @@ func (b *Cluster) register(ctx context.Context) error {
 		AZ:     b.Cfg.AZ,
 		Kafka:  b.addrs.Kafka,
 		HTTP:   node.AdvertisedHTTP(b.addrs.HTTP, b.addrs.Kafka),
+		Pool:   b.Cfg.Pool,
 
 		InterBroker: b.addrs.InterBroker,
 		Listeners:   b.addrs.Listeners,
@@ -331,14 +332,19 @@ func (b *Cluster) applyTopicEvent(ctx context.Context, ev meta.TopicEvent) {
 	}
 }
 
-// place assigns the replicas of n new partitions over the live brokers
-// (broker/controller); rf -1 asks for the default.
-func (b *Cluster) place(n, rf int) ([][]int32, error) {
+// place assigns the replicas of n new partitions of topic over the live
+// brokers of its tenant's pool (broker/controller, placement.go); rf -1
+// asks for the default, which counts the AZs of the whole cluster.
+func (b *Cluster) place(ctx context.Context, topic string, n, rf int) ([][]int32, error) {
 	brokers := b.PlacementBrokers()
 	if rf == -1 {
 		rf = b.DefaultReplicationFactor(brokers)
 	}
-	assign, err := controller.Place(brokers, n, rf, b.placementLoad())
+	tenant, err := b.tenantPlacement(ctx, topic)
+	if err != nil {
+		return nil, err
+	}
+	assign, err := controller.PlaceForTenant(brokers, tenant, n, rf, b.placementLoad())
 	switch {
 	case errors.Is(err, controller.ErrInvalidReplicationFactor):
 		return nil, fmt.Errorf("%w: %w", node.ErrInvalidReplication, err)
@@ -352,15 +358,19 @@ func (b *Cluster) place(n, rf int) ([][]int32, error) {
 
 // placeMore assigns replicas to the partitions t gains in growing to count,
 // with t's replication factor.
-func (b *Cluster) placeMore(t *node.Topic, count int) ([][]int32, error) {
+func (b *Cluster) placeMore(ctx context.Context, t *node.Topic, count int) ([][]int32, error) {
 	brokers := b.PlacementBrokers()
+	tenant, err := b.tenantPlacement(ctx, t.Meta.Name)
+	if err != nil {
+		return nil, err
+	}
 	existing := make([][]controller.NodeID, len(t.States))
 	for i, st := range t.States {
 		for _, id := range st.Replicas {
 			existing[i] = append(existing[i], controller.NodeID(id))
 		}
 	}
-	assign, err := controller.AddPartitions(brokers, existing, count-len(existing), b.placementLoad())
+	assign, err := controller.AddTenantPartitions(brokers, tenant, existing, count-len(existing), b.placementLoad())
 	switch {
 	case errors.Is(err, controller.ErrInvalidReplicationFactor):
 		return nil, fmt.Errorf("%w: %w", node.ErrInvalidReplication, err)
@@ -376,11 +386,11 @@ func (b *Cluster) placeMore(t *node.Topic, count int) ([][]int32, error) {
 func (b *Cluster) PlacementBrokers() []controller.Broker {
 	live := b.Brokers()
 	if len(live) == 0 {
-		live = []meta.BrokerInfo{{NodeID: b.Cfg.NodeID, AZ: b.Cfg.AZ}}
+		live = []meta.BrokerInfo{{NodeID: b.Cfg.NodeID, AZ: b.Cfg.AZ, Pool: b.Cfg.Pool}}
 	}
 	brokers := make([]controller.Broker, len(live))
 	for i, bi := range live {
-		brokers[i] = controller.Broker{ID: controller.NodeID(bi.NodeID), AZ: bi.AZ}
+		brokers[i] = controller.Broker{ID: controller.NodeID(bi.NodeID), AZ: bi.AZ, Pool: bi.Pool}
 	}
 	return brokers
 }

@@ -1,14 +1,20 @@
 package cluster
 
 import (
+	"context"
+	"fmt"
+
+	"github.com/sluice-mq/sluice/broker/controller"
 	"github.com/sluice-mq/sluice/broker/coordinator"
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/meta"
 )
 
 // This file owns where consumer groups are placed in this broker's view of
 // the cluster (rendezvous hashing over the live brokers, in
-// broker/coordinator) and this broker's registration as the coordinator
-// sees it.
+// broker/coordinator), this broker's registration as the coordinator
+// sees it, and what replica placement (cluster.go, broker/controller)
+// needs of a topic's tenant: its pool and its leaders per broker.
 
 // groupCoordinator is the broker that coordinates groupID in this broker's
 // view of the cluster. Before the broker has registered it is itself.
@@ -56,4 +62,30 @@ func (b *Cluster) registrationLost() bool {
 	default:
 		return false
 	}
+}
+
+// tenantPlacement is what placement needs of the tenant of topic (an
+// internal name, node.SplitName): the pool it is bound to, read from etcd
+// at each placement so a change of pool applies from the next topic or
+// partition on, and the preferred leaderships its topics already hold per
+// broker, so its leaders spread over its pool. Existing partitions are not
+// moved when the pool changes.
+func (b *Cluster) tenantPlacement(ctx context.Context, topic string) (controller.Tenant, error) {
+	tenant, _ := node.SplitName(topic)
+	pool, err := b.Store.TenantPool(ctx, tenant)
+	if err != nil {
+		return controller.Tenant{}, fmt.Errorf("broker: place topic %q: pool of tenant %q: %w", topic, tenant, err)
+	}
+	leaders := map[controller.NodeID]int{}
+	for _, t := range b.SortedTopics() {
+		if owner, _ := node.SplitName(t.Meta.Name); owner != tenant {
+			continue
+		}
+		for _, st := range t.States {
+			if len(st.Replicas) > 0 {
+				leaders[controller.NodeID(st.Replicas[0])]++
+			}
+		}
+	}
+	return controller.Tenant{Pool: pool, Leaders: leaders}, nil
 }

@@ -50,6 +50,21 @@
 // next one, so one-partition topics take their leaders from broker after
 // broker instead of all from the lowest id.
 //
+// # Pools and tenants
+//
+// The broker places every new partition for a tenant (PlaceForTenant,
+// AddTenantPartitions, pools.go): only the brokers of the tenant's pool
+// (Broker.Pool, "" meaning DefaultPool) are offered, with the rules above,
+// except that step 1 first takes the broker with the fewest of that
+// tenant's preferred leaderships (Tenant.Leaders plus those placed so
+// far), the rules above breaking ties. So one tenant's leaders are
+// water-filled over its pool's brokers even when other tenants have left
+// the pool uneven, at the price of the cluster-wide leader evenness below,
+// which then holds per tenant rather than overall. A pool with fewer AZs
+// than the replication factor, or with no live broker, is
+// ErrInvalidReplicationFactor with a message naming the pool and its AZs.
+// Place and AddPartitions ignore pools and tenants.
+//
 // # Evenness
 //
 // Guaranteed (proved by the argument below, and checked by the tests):

@@ -8,7 +8,9 @@ package controller
 // Invariant: the replicas of one partition are on distinct brokers in
 // distinct AZs, so the loss of one AZ loses at most one replica.
 // Invariant: each preferred leader is given to a broker whose leader count
-// (existing load plus leaders placed so far) is the minimum over all brokers.
+// (existing load plus leaders placed so far) is the minimum over all brokers;
+// for a tenant's placement (pools.go), whose count of that tenant's leaders
+// is the minimum over the brokers of its pool, the overall count breaking ties.
 // Invariant: each follower is given to a broker whose replica count is the
 // minimum over the brokers of the AZs the partition does not use yet.
 // Invariant: the same brokers (in any order), counts and load give the same
@@ -28,8 +30,9 @@ type NodeID int32
 
 // Broker is a live broker as placement sees it.
 type Broker struct {
-	ID NodeID
-	AZ string // the broker's --az; brokers with the same string share an AZ, "" included
+	ID   NodeID
+	AZ   string // the broker's --az; brokers with the same string share an AZ, "" included
+	Pool string // the broker's --pool; "" is DefaultPool. Only pools.go reads it
 }
 
 // BrokerLoad is what one broker already holds.
@@ -98,6 +101,22 @@ func Place(brokers []Broker, partitions, replicationFactor int, load Load) ([][]
 	return c.place(partitions, replicationFactor), nil
 }
 
+// existingRF is the replication factor of a topic's current assignment,
+// checked to be the same in every partition.
+func existingRF(existing [][]NodeID) (int, error) {
+	if len(existing) == 0 {
+		return 0, fmt.Errorf("%w: the topic has no partitions to extend", ErrInvalidPartitions)
+	}
+	rf := len(existing[0])
+	for p, replicas := range existing {
+		if len(replicas) != rf {
+			return 0, fmt.Errorf("%w: partition %d has %d replicas, partition 0 has %d",
+				ErrInvalidPartitions, p, len(replicas), rf)
+		}
+	}
+	return rf, nil
+}
+
 // AddPartitions places count more partitions of a topic whose current
 // assignment is existing (as CreatePartitions does), with the topic's
 // replication factor and the same rules as Place. load should already count
@@ -105,15 +124,9 @@ func Place(brokers []Broker, partitions, replicationFactor int, load Load) ([][]
 // Existing replicas on brokers that are gone are not an error: only the new
 // partitions are placed, on the brokers offered.
 func AddPartitions(brokers []Broker, existing [][]NodeID, count int, load Load) ([][]NodeID, error) {
-	if len(existing) == 0 {
-		return nil, fmt.Errorf("controller: add partitions: %w: the topic has no partitions to extend", ErrInvalidPartitions)
-	}
-	rf := len(existing[0])
-	for p, replicas := range existing {
-		if len(replicas) != rf {
-			return nil, fmt.Errorf("controller: add partitions: %w: partition %d has %d replicas, partition 0 has %d",
-				ErrInvalidPartitions, p, len(replicas), rf)
-		}
+	rf, err := existingRF(existing)
+	if err != nil {
+		return nil, fmt.Errorf("controller: add partitions: %w", err)
 	}
 	c, err := newCluster(brokers, load)
 	if err != nil {
@@ -132,10 +145,15 @@ func AddPartitions(brokers []Broker, existing [][]NodeID, count int, load Load) 
 // an AZ index and the counts placement balances.
 type cluster struct {
 	ids      []NodeID
-	az       []int // az[i] indexes the distinct AZs in order of first appearance by id
-	azs      int   // number of distinct AZs
+	az       []int    // az[i] indexes the distinct AZs in order of first appearance by id
+	azs      int      // number of distinct AZs
+	azNames  []string // azNames[az[i]] is broker i's AZ
 	replicas []int
 	leaders  []int
+	// tenant is the leaderships of the tenant being placed, per broker,
+	// when the placement is a tenant's (pools.go); nil otherwise.
+	tenant []int
+	pool   string // the tenant's pool, for messages; "" when not a tenant's placement
 }
 
 func newCluster(brokers []Broker, load Load) (*cluster, error) {
@@ -159,6 +177,7 @@ func newCluster(brokers []Broker, load Load) (*cluster, error) {
 		if !ok {
 			idx = len(azIndex)
 			azIndex[b.AZ] = idx
+			c.azNames = append(c.azNames, b.AZ)
 		}
 		c.ids[i] = b.ID
 		c.az[i] = idx
@@ -170,6 +189,10 @@ func newCluster(brokers []Broker, load Load) (*cluster, error) {
 }
 
 func (c *cluster) checkReplicationFactor(rf int) error {
+	if c.pool != "" && (rf < 1 || rf > c.azs) {
+		return fmt.Errorf("%w: %d replicas asked, but replicas must be in distinct AZs and pool %q has %d AZs (%s) over %d live brokers (allowed 1 to %d)",
+			ErrInvalidReplicationFactor, rf, c.pool, c.azs, quoteAZs(c.azNames), len(c.ids), c.azs)
+	}
 	if rf < 1 || rf > c.azs {
 		return fmt.Errorf("%w: %d replicas asked, but replicas must be in distinct AZs and the cluster has %d AZs over %d live brokers (allowed 1 to %d)",
 			ErrInvalidReplicationFactor, rf, c.azs, len(c.ids), c.azs)
@@ -185,15 +208,25 @@ func (c *cluster) place(partitions, rf int) [][]NodeID {
 		clear(usedAZ)
 		replicas := make([]NodeID, 0, rf)
 
-		// The preferred leader: fewest leaderships anywhere, then fewest
-		// replicas, then lowest id. Any broker qualifies, since rf <= azs
-		// leaves enough other AZs for the followers.
+		// The preferred leader: fewest leaderships of the tenant (for a
+		// tenant's placement), then fewest leaderships anywhere, then
+		// fewest replicas, then lowest id. Any broker qualifies, since
+		// rf <= azs leaves enough other AZs for the followers.
 		leader := 0
 		for i := 1; i < len(c.ids); i++ {
+			if c.tenant != nil && c.tenant[i] != c.tenant[leader] {
+				if c.tenant[i] < c.tenant[leader] {
+					leader = i
+				}
+				continue
+			}
 			if c.leaders[i] < c.leaders[leader] ||
 				c.leaders[i] == c.leaders[leader] && c.replicas[i] < c.replicas[leader] {
 				leader = i
 			}
+		}
+		if c.tenant != nil {
+			c.tenant[leader]++
 		}
 		c.leaders[leader]++
 		c.replicas[leader]++

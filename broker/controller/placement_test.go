@@ -177,7 +177,7 @@ func TestPlaceErrors(t *testing.T) {
 		{"no partitions", sixIn3, 0, 3, ErrInvalidPartitions, []string{"0 partitions"}},
 		{"negative partitions", sixIn3, -2, 3, ErrInvalidPartitions, nil},
 		{"no brokers", nil, 1, 1, ErrNoBrokers, nil},
-		{"duplicate broker", []Broker{{1, "a"}, {2, "b"}, {1, "c"}}, 1, 1, ErrDuplicateBroker, []string{"1"}},
+		{"duplicate broker", []Broker{{ID: 1, AZ: "a"}, {ID: 2, AZ: "b"}, {ID: 1, AZ: "c"}}, 1, 1, ErrDuplicateBroker, []string{"1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Place(tc.brokers, tc.partitions, tc.rf, nil)

@@ -8,7 +8,7 @@ package httpapi
 //	GET /v1/groups           every group of the cluster with its coordinator
 //	GET /v1/groups/{group}   state, members and their assignments, committed
 //	                         offsets with lag (answered by the coordinator)
-//	GET /v1/brokers          every broker: id, AZ, addresses, controller, live
+//	GET /v1/brokers          every broker: id, AZ, pool, addresses, controller, live
 //
 // Any broker answers any of them with the same figures. Placement (leader,
 // replicas, epochs) comes from the partition states in etcd that every
@@ -32,6 +32,7 @@ import (
 
 	"github.com/sluice-mq/sluice/broker/group"
 	"github.com/sluice-mq/sluice/broker/node"
+	"github.com/sluice-mq/sluice/meta"
 )
 
 // registerListingAPI adds the listing routes to the public HTTP mux.
@@ -298,6 +299,7 @@ func (b *Server) lagQueries(groupID string) ([]lagQuery, error) {
 type BrokerListing struct {
 	ID          int32  `json:"id"`
 	AZ          string `json:"az,omitempty"`
+	Pool        string `json:"pool,omitempty"` // live brokers only: "shared" unless --pool
 	Kafka       string `json:"kafka,omitempty"`
 	HTTP        string `json:"http,omitempty"`
 	InterBroker string `json:"inter_broker,omitempty"`
@@ -315,8 +317,8 @@ func (b *Server) httpListBrokers(w http.ResponseWriter, _ *http.Request) {
 	out := []BrokerListing{}
 	seen := make(map[int32]bool)
 	for _, bi := range b.Brokers() {
-		bl := BrokerListing{ID: bi.NodeID, AZ: bi.AZ, Kafka: bi.Kafka, HTTP: bi.HTTP, InterBroker: bi.InterBroker,
-			Controller: bi.NodeID == ctl, Live: true}
+		bl := BrokerListing{ID: bi.NodeID, AZ: bi.AZ, Pool: meta.PoolOrDefault(bi.Pool), Kafka: bi.Kafka, HTTP: bi.HTTP,
+			InterBroker: bi.InterBroker, Controller: bi.NodeID == ctl, Live: true}
 		if !bi.Started.IsZero() {
 			bl.StartedMs = bi.Started.UnixMilli()
 		}

@@ -33,6 +33,10 @@ type Config struct {
 	// there and nowhere else. It is registered in etcd for the other
 	// brokers and never given to clients.
 	InterBrokerListen string
+	// Pool is the broker pool (--pool, meta.DefaultPool when empty): a
+	// tenant bound to a pool has its new partitions placed on that pool's
+	// brokers only.
+	Pool string
 	// InterBrokerAdvertise is the host:port the other brokers dial for it;
 	// defaults to InterBrokerListen (the bound address when that is the
 	// same, so port 0 works).
@@ -237,6 +241,11 @@ func (c Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		return errors.New("broker: data dir is required")
+	}
+	if c.Pool != "" {
+		if err := meta.ValidatePoolName(c.Pool); err != nil {
+			return fmt.Errorf("broker: --pool: %w", err)
+		}
 	}
 	listens := map[string]string{"http-listen": c.HTTPListen}
 	if c.InterBrokerListener == "" { // a named one is among the listeners

@@ -42,10 +42,12 @@ const ReplicaFetchMaxBytes = 16 << 20
 
 // Hooks are the calls the Node makes into the packages above it.
 type Hooks struct {
-	// Place assigns replicas to n new partitions with replication factor
-	// rf (-1: the default); PlaceMore to count more partitions of t.
-	Place     func(n, rf int) ([][]int32, error)
-	PlaceMore func(t *Topic, count int) ([][]int32, error)
+	// Place assigns replicas to n new partitions of the topic named topic
+	// (its internal name: the tenant's pool and leaders count) with
+	// replication factor rf (-1: the default); PlaceMore to count more
+	// partitions of t.
+	Place     func(ctx context.Context, topic string, n, rf int) ([][]int32, error)
+	PlaceMore func(ctx context.Context, t *Topic, count int) ([][]int32, error)
 	// AwaitLeaders waits up to d for every partition of the topic to have
 	// a leader.
 	AwaitLeaders func(ctx context.Context, id [16]byte, d time.Duration)

@@ -256,7 +256,7 @@ func (b *Node) CreateTopic(ctx context.Context, name string, partitions int32, r
 	if err := validateTopicConfigs(configs); err != nil {
 		return meta.Topic{}, err
 	}
-	replicas, err := b.Hooks.Place(int(partitions), int(replication))
+	replicas, err := b.Hooks.Place(ctx, name, int(partitions), int(replication))
 	if err != nil {
 		return meta.Topic{}, err
 	}

@@ -85,7 +85,7 @@ func (b *Node) AddPartitions(ctx context.Context, name string, count int32, vali
 	if validateOnly {
 		return nil
 	}
-	replicas, err := b.Hooks.PlaceMore(t, int(count))
+	replicas, err := b.Hooks.PlaceMore(ctx, t, int(count))
 	if err != nil {
 		return err
 	}

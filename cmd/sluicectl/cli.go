@@ -63,6 +63,7 @@ var commands = []command{
 	{"tenant", "create", "NAME", "create a tenant (super users)", tenantCreateFlags},
 	{"tenant", "ls", "", "list tenants (super users)", tenantLsFlags},
 	{"tenant", "rm", "NAME", "delete a tenant without users (super users)", tenantRmFlags},
+	{"tenant", "set-pool", "NAME POOL", "bind a tenant's new partitions to a broker pool (super users)", tenantSetPoolFlags},
 	{"user", "create", "NAME", "create a user; the password is read from stdin", userCreateFlags},
 	{"user", "ls", "", "list the users of a tenant", userLsFlags},
 	{"user", "rm", "NAME", "delete a user and its API keys", userRmFlags},

@@ -31,6 +31,7 @@ func (e *env) table() *tabwriter.Writer {
 
 type tenant struct {
 	Name      string `json:"name"`
+	Pool      string `json:"pool"`
 	CreatedMs int64  `json:"created_ms"`
 }
 
@@ -84,19 +85,43 @@ func (e *env) done(what, name string) error {
 
 // --- tenant ---
 
-func tenantCreateFlags(*flag.FlagSet) func(context.Context, *env, []string) error {
+func tenantCreateFlags(fs *flag.FlagSet) func(context.Context, *env, []string) error {
+	pool := fs.String("pool", "", "broker pool the tenant's partitions are placed in (default: none, the shared pool)")
 	return func(ctx context.Context, e *env, args []string) error {
 		if err := positional(args, "NAME"); err != nil {
 			return err
 		}
+		req := map[string]string{"name": args[0]}
+		if *pool != "" {
+			req["pool"] = *pool
+		}
 		var t tenant
-		if err := e.call(ctx, "POST", "/v1/tenants", nil, map[string]string{"name": args[0]}, &t); err != nil {
+		if err := e.call(ctx, "POST", "/v1/tenants", nil, req, &t); err != nil {
 			return err
 		}
 		if e.json {
 			return e.writeJSON(t)
 		}
-		fmt.Fprintf(e.stdout, "created tenant %s\n", t.Name)
+		fmt.Fprintf(e.stdout, "created tenant %s in pool %s\n", t.Name, t.Pool)
+		return nil
+	}
+}
+
+// tenantSetPoolFlags binds a tenant to a broker pool: its partitions
+// created from then on are placed there; existing ones do not move.
+func tenantSetPoolFlags(*flag.FlagSet) func(context.Context, *env, []string) error {
+	return func(ctx context.Context, e *env, args []string) error {
+		if err := positional(args, "NAME", "POOL"); err != nil {
+			return err
+		}
+		var t tenant
+		if err := e.call(ctx, "PUT", "/v1/tenants/"+esc(args[0])+"/pool", nil, map[string]string{"pool": args[1]}, &t); err != nil {
+			return err
+		}
+		if e.json {
+			return e.writeJSON(t)
+		}
+		fmt.Fprintf(e.stdout, "tenant %s is in pool %s (new partitions only; existing ones stay where they are)\n", t.Name, t.Pool)
 		return nil
 	}
 }
@@ -116,9 +141,9 @@ func tenantLsFlags(*flag.FlagSet) func(context.Context, *env, []string) error {
 			return e.writeJSON(out)
 		}
 		tw := e.table()
-		fmt.Fprintln(tw, "NAME\tCREATED")
+		fmt.Fprintln(tw, "NAME\tPOOL\tCREATED")
 		for _, t := range out.Tenants {
-			fmt.Fprintf(tw, "%s\t%s\n", t.Name, msTime(t.CreatedMs))
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, t.Pool, msTime(t.CreatedMs))
 		}
 		return tw.Flush()
 	}

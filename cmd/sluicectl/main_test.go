@@ -200,7 +200,7 @@ func TestUsageAndExitCodes(t *testing.T) {
 	}{
 		{"no command", "", nil, nil, 2, "no command"},
 		{"unknown command", "", nil, []string{"topic", "ls"}, 2, `unknown command "topic"`},
-		{"unknown subcommand", "", nil, []string{"tenant", "list"}, 2, `unknown subcommand "list" of tenant (create, ls, rm)`},
+		{"unknown subcommand", "", nil, []string{"tenant", "list"}, 2, `unknown subcommand "list" of tenant (create, ls, rm, set-pool)`},
 		{"missing subcommand", "", nil, []string{"acl"}, 2, "acl needs a subcommand (add, ls, rm)"},
 		{"unknown flag", "", nil, []string{"tenant", "ls", "--all"}, 2, "tenant ls: flag provided but not defined: -all"},
 		{"missing name", "", nil, []string{"tenant", "create"}, 2, "tenant create: missing NAME"},

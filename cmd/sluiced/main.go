@@ -80,6 +80,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		gcPercent   = fs.Int("gc-percent", defaultGCPercent, "Go GC target: heap growth over the live heap before a collection (GOGC); higher trades memory for fewer collections and lower ack latency tails; a GOGC environment variable wins unless this flag is given")
 	)
 	fs.StringVar(&cfg.AZ, "az", cfg.AZ, "availability zone of this broker")
+	fs.StringVar(&cfg.Pool, "pool", "shared", "broker pool: tenants bound to a pool get their new partitions only on its brokers (sluicectl tenant set-pool)")
 	fs.StringVar(&cfg.DataDir, "data-dir", cfg.DataDir, "directory for the WAL, embedded etcd and the default object store")
 	fs.StringVar(&cfg.KafkaListen, "kafka-listen", cfg.KafkaListen, "Kafka protocol listen address")
 	fs.StringVar(&cfg.KafkaAdvertise, "kafka-advertise", "", "address given to clients (default: the listen address)")

@@ -9,9 +9,10 @@
 //
 // # Routes
 //
-//	POST   /v1/tenants                     {name}                        201 Tenant        super
+//	POST   /v1/tenants                     {name,pool?}                  201 Tenant        super
 //	GET    /v1/tenants                                                   200 {tenants}     super
 //	DELETE /v1/tenants/{name}                                            204               super
+//	PUT    /v1/tenants/{name}/pool         {pool}                        200 Tenant        super
 //	POST   /v1/users                       {name,tenant?,password,       201 User          admin of tenant
 //	                                        role?,mechanisms?}
 //	GET    /v1/users[?tenant=T]                                          200 {users}       admin of tenant

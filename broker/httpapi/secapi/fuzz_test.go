@@ -13,6 +13,7 @@ import (
 func FuzzDecodeRequests(f *testing.F) {
 	for _, seed := range []string{
 		`{"name":"acme"}`,
+		`{"name":"acme","pool":"gold"}`,
 		`{"name":"alice","tenant":"acme","password":"pw","role":"tenant-admin","mechanisms":["SCRAM-SHA-512"]}`,
 		`{"password":"x"}`,
 		`{"description":"ci"}`,
@@ -33,8 +34,14 @@ func FuzzDecodeRequests(f *testing.F) {
 				t.Fatalf("refusal %v (%T) is not a 4xx with a code and message", err, err)
 			}
 		}
-		for _, v := range []any{&CreateTenantRequest{}, &CreateUserRequest{}, &SetPasswordRequest{}, &CreateAPIKeyRequest{}} {
+		for _, v := range []any{&CreateTenantRequest{}, &CreateUserRequest{}, &SetPasswordRequest{}, &CreateAPIKeyRequest{}, &SetTenantPoolRequest{}} {
 			if err := decodeBody(bytes.NewReader(body), v); err != nil {
+				refusal(err)
+			}
+		}
+		var sp SetTenantPoolRequest
+		if decodeBody(bytes.NewReader(body), &sp) == nil {
+			if err := validPool(sp.Pool); err != nil {
 				refusal(err)
 			}
 		}

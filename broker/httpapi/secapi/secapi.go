@@ -25,6 +25,8 @@ type Store interface {
 	CreateTenant(ctx context.Context, name string) (meta.Tenant, error)
 	ListTenants(ctx context.Context) ([]meta.Tenant, error)
 	DeleteTenant(ctx context.Context, name string) error
+	CreateTenantInPool(ctx context.Context, name, pool string) (meta.Tenant, error)
+	SetTenantPool(ctx context.Context, name, pool string) (meta.Tenant, error)
 
 	CreateUser(ctx context.Context, u meta.User) (meta.User, error)
 	GetUser(ctx context.Context, name string) (meta.User, error)
@@ -90,6 +92,7 @@ func Register(mux *http.ServeMux, d Deps) {
 	mux.HandleFunc("POST /v1/tenants", a.createTenant)
 	mux.HandleFunc("GET /v1/tenants", a.listTenants)
 	mux.HandleFunc("DELETE /v1/tenants/{name}", a.deleteTenant)
+	mux.HandleFunc("PUT /v1/tenants/{name}/pool", a.setTenantPool)
 	mux.HandleFunc("POST /v1/users", a.createUser)
 	mux.HandleFunc("GET /v1/users", a.listUsers)
 	mux.HandleFunc("DELETE /v1/users/{name}", a.deleteUser)

@@ -1,7 +1,7 @@
 package secapi
 
-// This file owns the tenant routes: create, list, delete, for super users
-// only.
+// This file owns the tenant routes: create, list, delete and bind to a
+// broker pool, for super users only.
 
 import (
 	"fmt"
@@ -13,7 +13,10 @@ import (
 
 // Tenant is a tenant as the API shows it.
 type Tenant struct {
-	Name      string `json:"name"`
+	Name string `json:"name"`
+	// Pool is the broker pool the tenant's new partitions are placed in
+	// ("shared" for a tenant bound to none).
+	Pool      string `json:"pool"`
 	CreatedMs int64  `json:"created_ms"`
 }
 
@@ -25,9 +28,17 @@ type TenantList struct {
 // CreateTenantRequest is the body of POST /v1/tenants.
 type CreateTenantRequest struct {
 	Name string `json:"name"`
+	Pool string `json:"pool,omitempty"` // default: none, the shared pool
 }
 
-func tenantOut(t meta.Tenant) Tenant { return Tenant{Name: t.Name, CreatedMs: t.Created.UnixMilli()} }
+// SetTenantPoolRequest is the body of PUT /v1/tenants/{name}/pool.
+type SetTenantPoolRequest struct {
+	Pool string `json:"pool"` // "" or "shared": bound to none
+}
+
+func tenantOut(t meta.Tenant) Tenant {
+	return Tenant{Name: t.Name, Pool: meta.PoolOrDefault(t.Pool), CreatedMs: t.Created.UnixMilli()}
+}
 
 // mustBeSuper refuses with 403 unless the caller is a super user.
 func (c caller) mustBeSuper(what string) error {
@@ -53,16 +64,19 @@ func (a *api) createTenant(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = validTenant(req.Name)
 	}
+	if err == nil {
+		err = validPool(req.Pool)
+	}
 	if err != nil {
 		a.writeError(w, r, err, "tenant")
 		return
 	}
-	t, err := a.store.CreateTenant(r.Context(), req.Name)
+	t, err := a.store.CreateTenantInPool(r.Context(), req.Name, req.Pool)
 	if err != nil {
 		a.writeError(w, r, err, "tenant")
 		return
 	}
-	a.log.Info().Str("tenant", t.Name).Str("by", c.Principal.String()).Msg("tenant created")
+	a.log.Info().Str("tenant", t.Name).Str("pool", meta.PoolOrDefault(t.Pool)).Str("by", c.Principal.String()).Msg("tenant created")
 	writeJSON(w, http.StatusCreated, tenantOut(t))
 }
 
@@ -113,6 +127,52 @@ func (a *api) deleteTenant(w http.ResponseWriter, r *http.Request) {
 	}
 	a.log.Info().Str("tenant", name).Str("by", c.Principal.String()).Msg("tenant deleted")
 	w.WriteHeader(http.StatusNoContent)
+}
+
+// setTenantPool binds a tenant to a broker pool. It applies to partitions
+// created from then on; existing ones stay where they are. A pool without
+// live brokers is accepted (its brokers may come later): creating a
+// partition in it is refused until it has enough AZs.
+func (a *api) setTenantPool(w http.ResponseWriter, r *http.Request) {
+	const what = "set tenant pool"
+	name := r.PathValue("name")
+	c, err := callerOf(r)
+	if err == nil {
+		err = c.mustBeSuper(what)
+	}
+	var req SetTenantPoolRequest
+	if err == nil {
+		err = decodeJSON(w, r, &req)
+	}
+	if err == nil {
+		err = validTenant(name)
+	}
+	if err == nil {
+		err = validPool(req.Pool)
+	}
+	if err != nil {
+		a.writeError(w, r, err, "tenant")
+		return
+	}
+	t, err := a.store.SetTenantPool(r.Context(), name, req.Pool)
+	if err != nil {
+		a.writeError(w, r, err, "tenant")
+		return
+	}
+	a.log.Info().Str("tenant", t.Name).Str("pool", meta.PoolOrDefault(t.Pool)).Str("by", c.Principal.String()).Msg("tenant pool set")
+	writeJSON(w, http.StatusOK, tenantOut(t))
+}
+
+// validPool is meta's pool name rule ("" allowed: no pool), answered as a
+// 400 without meta's prefix.
+func validPool(pool string) error {
+	if pool == "" {
+		return nil
+	}
+	if err := meta.ValidatePoolName(pool); err != nil {
+		return badRequest("%s", strings.TrimPrefix(err.Error(), "meta: invalid name: "))
+	}
+	return nil
 }
 
 // checkNoTopics refuses to delete a tenant that still has topics: its
