@@ -4,6 +4,10 @@ package kafka
 // rate meter (framereader.go): no goroutines, no sockets.
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -280,4 +284,37 @@ func TestRecvMeter(t *testing.T) {
 	if slow != 0 {
 		t.Fatalf("onSlow called %d times by checkLocked alone", slow)
 	}
+}
+
+// FuzzFrameReader: any bytes from a connection either read as a sequence of
+// whole frames, each exactly what its size announced, or fail; nothing
+// stays reserved after a failure or a release, and nothing panics.
+func FuzzFrameReader(f *testing.F) {
+	f.Add([]byte{0, 0, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8})
+	f.Add([]byte{0, 0, 0, 9, 1, 2, 3})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
+	f.Add(append([]byte{0, 1, 0, 10}, make([]byte, 65546)...))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		m := newRequestMemory(1<<17, nil)
+		fr := &frameReader{mem: m, br: bufio.NewReader(bytes.NewReader(in)), max: 1 << 17}
+		rest := in
+		for {
+			frame, r, err := fr.next(context.Background(), "fuzz")
+			if err != nil {
+				if got := m.reserved(); got != 0 {
+					t.Fatalf("a failed read left %d bytes reserved", got)
+				}
+				return
+			}
+			n := int(binary.BigEndian.Uint32(rest))
+			if !bytes.Equal(frame, rest[4:4+n]) || r.held != int64(n) {
+				t.Fatalf("frame of %d bytes (held %d), want the %d announced", len(frame), r.held, n)
+			}
+			rest = rest[4+n:]
+			m.release(&r)
+			if got := m.reserved(); got != 0 {
+				t.Fatalf("%d bytes reserved after release", got)
+			}
+		}
+	})
 }
