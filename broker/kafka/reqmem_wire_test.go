@@ -61,7 +61,7 @@ func floodHalfFrames(t *testing.T, addr string, n, announce, sent int) {
 // TestRequestMemoryFloodSparesOtherTenants: unauthenticated connections on
 // the PLAINTEXT listener announce frames as large as the whole request
 // memory and send part of them, far more than the memory in all; a SCRAM
-// tenant on the SASL_PLAINTEXT listener keeps producing throughout, every
+// tenant on the SASL_SSL listener keeps producing throughout, every
 // produce answered within 2s, and a new SCRAM connection logs in and
 // produces while the flood holds the memory. (With one queue for every
 // connection, the tenant waited behind the flood for as long as it stayed
@@ -78,8 +78,12 @@ func TestRequestMemoryFloodSparesOtherTenants(t *testing.T) {
 		c.QueuedMaxRequestBytes = budget
 		c.MinReceiveRate = 0 // the flood is held by the shares alone, not closed
 	}, kafka.WithCredentials(testUsers.lookup(t)))
-	login := kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism())
-	quiet := sb.client(t, "SASL_PLAINTEXT", login, kgo.DefaultProduceTopic("quiet"))
+	login := []kgo.Opt{
+		kgo.SASL(scram.Auth{User: "alice", Pass: "alice-secret"}.AsSha512Mechanism()),
+		kgo.DialTLSConfig(sb.pki.clientTLS(t, false)),
+		kgo.DefaultProduceTopic("quiet"),
+	}
+	quiet := sb.client(t, "SASL_SSL", login...)
 	// produceWithin produces one record and waits at most bound for its
 	// acknowledgement (a buffered record's context does not end its wait).
 	produceWithin := func(cl *kgo.Client, i int) error {
@@ -144,7 +148,7 @@ func TestRequestMemoryFloodSparesOtherTenants(t *testing.T) {
 
 	// A new connection of the tenant authenticates (its SASL frames are
 	// charged to the unauthenticated share, not the flood's) and produces.
-	fresh := sb.client(t, "SASL_PLAINTEXT", login, kgo.DefaultProduceTopic("quiet"))
+	fresh := sb.client(t, "SASL_SSL", login...)
 	for i := range 5 {
 		if err := produceWithin(fresh, i); err != nil {
 			t.Fatalf("a new connection during the flood: %v", err)
