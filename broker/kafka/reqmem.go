@@ -56,7 +56,8 @@ package kafka
 // Invariant: a waiting head whose bytes fit in the free memory and in its
 // share's guaranteed part is never left waiting once wake has run.
 // Invariant: every share with waiters has its overdraft held by a frame
-// that grows without waiting.
+// that does not wait: it grows without waiting until it is read, and then
+// waits only for its reply.
 // Invariant: a frame's bytes stay reserved until its reply is written (or,
 // without a reply, until the request is dropped), because produce batches
 // are referenced, and stamped in place, until they are appended.
