@@ -149,3 +149,28 @@ func TestSlowReceiveClosed(t *testing.T) {
 		t.Fatalf("sluice_connections_closed_total{reason=slow_receive} = %v after the others went on, want 1", n)
 	}
 }
+
+// TestSlowReceiveDrainsFlood: a flood of half-sent frames larger than the
+// request memory, with the minimum receive rate on: frames that wait for
+// memory are not measured, each frame that stalls while reading is closed,
+// and in the end every flood connection is closed and all of its memory is
+// back, without the idle timeout.
+func TestSlowReceiveDrainsFlood(t *testing.T) {
+	const conns = 8
+	cfg := testBrokerConfig(t)
+	cfg.QueuedMaxRequestBytes = 4 << 20
+	cfg.MinReceiveRate = 1 << 10
+	cfg.MinReceiveWindow = 300 * time.Millisecond
+	b := startBroker(t, cfg)
+
+	startFlood(t, b, conns, 3<<20, 1<<20)
+	brokertest.Eventually(t, 60*time.Second, "every flood connection closed for its receive rate", func() bool {
+		return metricValue(t, b, "sluice_connections_closed_total", "reason", "slow_receive") == conns
+	})
+	brokertest.Eventually(t, 10*time.Second, "the flood's memory returned", func() bool {
+		return metricValue(t, b, "sluice_request_memory_bytes") == 0
+	})
+	if n := metricValue(t, b, "sluice_connections_idle_closed_total"); n != 0 {
+		t.Fatalf("%v connections closed as idle; the flood's were slow", n)
+	}
+}
