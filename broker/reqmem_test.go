@@ -113,3 +113,64 @@ func TestRequestMemoryFloodRecovers(t *testing.T) {
 		t.Fatalf("%v idle connections closed; the flood's should have been", n)
 	}
 }
+
+// TestSlowReceiveClosed: a connection that announces a frame and then sends
+// nothing more is closed once a window of the minimum receive rate ends, its
+// request memory comes back, and it is counted as slow_receive; a connection
+// with no partial frame is left to the idle timeout, and a client that sends
+// its requests whole goes on.
+func TestSlowReceiveClosed(t *testing.T) {
+	const window = 500 * time.Millisecond
+	cfg := testBrokerConfig(t)
+	cfg.MinReceiveRate = 1 << 10
+	cfg.MinReceiveWindow = window
+	b := startBroker(t, cfg)
+	createTopic(t, testClient(t, b), "loris", 1, nil)
+
+	idle := dialRaw(t, b, "")
+	idle.apiVersions() // a whole request, then nothing: idle, not slow
+	loris := dialRaw(t, b, "")
+	if _, err := loris.nc.Write(append(binary.BigEndian.AppendUint32(nil, 1<<20), make([]byte, 100)...)); err != nil {
+		t.Fatal(err)
+	}
+	brokertest.Eventually(t, 10*time.Second, "the partial frame reserved", func() bool {
+		return metricValue(t, b, "sluice_request_memory_bytes") > 0
+	})
+	loris.waitClosed(10 * window) // one window, and the time to see it
+	if n := metricValue(t, b, "sluice_connections_closed_total", "reason", "slow_receive"); n != 1 {
+		t.Fatalf("sluice_connections_closed_total{reason=slow_receive} = %v, want 1", n)
+	}
+	brokertest.Eventually(t, 10*time.Second, "the slow frame's memory returned", func() bool {
+		return metricValue(t, b, "sluice_request_memory_bytes") == 0
+	})
+	produceAndConsume(t, b, "loris", 10)
+	idle.apiVersions()
+	if n := metricValue(t, b, "sluice_connections_closed_total", "reason", "slow_receive"); n != 1 {
+		t.Fatalf("sluice_connections_closed_total{reason=slow_receive} = %v after the others went on, want 1", n)
+	}
+}
+
+// TestSlowReceiveDrainsFlood: a flood of half-sent frames larger than the
+// request memory, with the minimum receive rate on: frames that wait for
+// memory are not measured, each frame that stalls while reading is closed,
+// and in the end every flood connection is closed and all of its memory is
+// back, without the idle timeout.
+func TestSlowReceiveDrainsFlood(t *testing.T) {
+	const conns = 8
+	cfg := testBrokerConfig(t)
+	cfg.QueuedMaxRequestBytes = 4 << 20
+	cfg.MinReceiveRate = 1 << 10
+	cfg.MinReceiveWindow = 300 * time.Millisecond
+	b := startBroker(t, cfg)
+
+	startFlood(t, b, conns, 3<<20, 1<<20)
+	brokertest.Eventually(t, 60*time.Second, "every flood connection closed for its receive rate", func() bool {
+		return metricValue(t, b, "sluice_connections_closed_total", "reason", "slow_receive") == conns
+	})
+	brokertest.Eventually(t, 10*time.Second, "the flood's memory returned", func() bool {
+		return metricValue(t, b, "sluice_request_memory_bytes") == 0
+	})
+	if n := metricValue(t, b, "sluice_connections_idle_closed_total"); n != 0 {
+		t.Fatalf("%v connections closed as idle; the flood's were slow", n)
+	}
+}

@@ -163,14 +163,18 @@ func (b *Server) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory,
 	}()
 
 	remoteHost := "/" + remoteIP(nc.RemoteAddr()) // Kafka's form: "/host"
-	r := bufio.NewReaderSize(&idleReader{nc: nc, idle: b.Cfg.ConnectionsMaxIdle, act: act}, 64<<10)
+	frames := b.newFrameReader(nc, &idleReader{nc: nc, idle: b.Cfg.ConnectionsMaxIdle, act: act}, mem)
+	defer frames.close()
 	for {
-		frame, res, err := mem.readFrame(ctx, r, b.Cfg.MaxRequestBytes)
+		// The share is looked up per frame: SASL authenticates mid-connection.
+		frame, res, err := frames.next(ctx, memShare(sec))
 		if err != nil {
 			switch {
 			case errors.Is(err, errIdle):
 				b.M.ConnsIdle.Inc()
 				logger.Debug().Err(err).Msg("closing idle connection")
+			case errors.Is(err, errSlowReceive): // counted by the frame reader
+				logger.Debug().Err(err).Msg("closing connection")
 			case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil:
 				peerLevel(logger, interBroker).Err(err).Msg("closing connection")
 			}

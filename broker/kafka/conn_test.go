@@ -45,7 +45,7 @@ func TestReadFrameLimits(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			mem := newRequestMemory(1<<20-2, nil)
-			if _, _, err := mem.readFrame(context.Background(), bufio.NewReader(bytes.NewReader(tt.input)), 1<<20); !errors.Is(err, errFrame) {
+			if _, _, err := (&frameReader{mem: mem, br: bufio.NewReader(bytes.NewReader(tt.input)), max: 1 << 20}).next(context.Background(), "t"); !errors.Is(err, errFrame) {
 				t.Fatalf("readFrame = %v, want errFrame", err)
 			}
 			if got := mem.reserved(); got != 0 {

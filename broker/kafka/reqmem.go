@@ -1,27 +1,63 @@
 package kafka
 
-// This file owns the broker-wide budget of request memory (Kafka's
-// queued.max.request.bytes) and the reading of request frames against it.
+// This file owns the broker's request memory (Kafka's
+// queued.max.request.bytes) and how it is shared between tenants. The
+// reading of frames against it is in framereader.go.
 //
-// Design. Kafka reserves a frame's announced size from its pool as soon as
-// the four size bytes arrive, so one client that announces 100 MiB and sends
-// nothing holds the whole default pool and the broker stops reading every
-// socket. Here a frame reserves memory as its bytes arrive instead: the
-// buffer starts at frameChunk (or the frame size, if smaller) and doubles,
-// and each growth is reserved before it is allocated and only once the next
-// byte is waiting. A frame therefore holds at most twice what it has sent
-// (and at least frameChunk), and a client that announces 100 MiB and stalls
-// costs 64 KiB. Stalled partial frames are closed by the idle timeout
-// (connlimit.go), which returns their memory.
+// Reservation. Kafka reserves a frame's announced size from its pool as soon
+// as the four size bytes arrive, so one client that announces 100 MiB and
+// sends nothing holds the whole default pool. Here a frame reserves memory
+// as its bytes arrive (framereader.go): its buffer doubles, and each growth
+// is reserved before it is allocated and only once the next byte is
+// waiting. A frame therefore holds at most twice what it has sent.
 //
-// Growing while holding is hold-and-wait: frames that each hold part of the
-// pool and wait for more could wait forever. One overdraft breaks the cycle:
-// the first waiter that does not fit may take the overdraft, if no frame
-// holds it and the pool is not already over capacity, and then grows without
-// waiting until its frame is read. So some frame always completes, and
+// Shares. Every reservation is charged to a share: the tenant of the
+// connection's principal, one share for connections that have not yet
+// authenticated (before SASL completes, or after a SASL session expired),
+// and one for the inter-broker listener (memShare). A share is active while
+// it holds memory or waits for it; each active share is guaranteed an equal
+// part of the capacity, capacity / active shares. A share may borrow memory
+// that the others leave idle, but memory that comes free goes first to the
+// waiters of shares that are under their guaranteed part (within a share,
+// waiters are served in arrival order; across shares, the oldest grantable
+// head first). So one tenant that floods the broker with half-sent frames
+// borrows the capacity only until the others want their part, and a tenant
+// that is waiting never holds back a frame of another share: a grant looks
+// only at its own share's queue, at the free memory, and (when it would
+// borrow) at whether an under-share waiter of another share comes first.
 //
-// Invariant: reserved bytes ≤ capacity + one frame (≤ MaxRequestBytes).
-// Invariant: waiters are served in arrival order; none is passed over.
+// Hold and wait. Growing while holding is hold-and-wait: the frames of one
+// share that each hold part of the memory and wait for more could wait for
+// each other forever, and memory borrowed by a share whose frames all wait
+// would never come back. Each share therefore has one overdraft: a frame of
+// the share that does not fit takes the share's overdraft if no frame of
+// the share holds it, and then grows without waiting until its frame is
+// read. The share's overdraft is free again when that frame's memory is
+// released (after its reply is written). So, per share:
+//
+//   - a share with waiters always has a frame that is not waiting for memory
+//     (the holder of its overdraft, or else its head takes the overdraft at
+//     once): no set of shares deadlocks; each share completes its frames one
+//     at a time at worst, whatever the other shares do;
+//   - a share's borrowed memory comes back as its frames complete, and what
+//     comes free goes first to a share under its guaranteed part.
+//
+// The cost is that a share waiting behind borrowers reads past the capacity
+// by one frame. The shares are tenants the operator created, plus the
+// unauthenticated share and the inter-broker one, so a client without
+// credentials adds at most one frame. A frame that stalls while it holds an
+// overdraft keeps it only until the minimum receive rate closes its
+// connection (framereader.go).
+//
+// Invariant: bytes granted without an overdraft keep the reserved total
+// within the capacity; reserved ≤ capacity + one frame (≤ MaxRequestBytes)
+// per share that holds its overdraft.
+// Invariant: within a share waiters are served in arrival order.
+// Invariant: a waiting head whose bytes fit in the free memory and in its
+// share's guaranteed part is never left waiting once wake has run.
+// Invariant: every share with waiters has its overdraft held by a frame
+// that does not wait: it grows without waiting until it is read, and then
+// waits only for its reply.
 // Invariant: a frame's bytes stay reserved until its reply is written (or,
 // without a reply, until the request is dropped), because produce batches
 // are referenced, and stamped in place, until they are appended.
@@ -30,48 +66,72 @@ package kafka
 // connection goroutine reading the frame, then to its writer.
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
-	"errors"
 	"fmt"
-	"io"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// frameChunk is the first allocation of a frame larger than it.
-const frameChunk = 64 << 10
+// The shares of request memory that are not tenants. Their names cannot be
+// tenant names, which are DNS-style labels.
+const (
+	shareUnauthenticated = "(unauthenticated)"
+	shareInterBroker     = "(inter-broker)"
+)
+
+// memShare is the share of request memory a connection's next frame is
+// charged to, from what the connection's security state knows now.
+func memShare(sec *connSecurity) string {
+	if sec.listener == "" {
+		return shareInterBroker
+	}
+	id, ok := sec.identity()
+	if !ok {
+		return shareUnauthenticated
+	}
+	return id.Principal.Tenant
+}
 
 // requestMemory is a budget of bytes shared by every connection.
 type requestMemory struct {
 	capacity int64
 	gauge    prometheus.Gauge // the reserved bytes, exported; may be nil
 
-	mu        sync.Mutex
-	used      int64        // guarded by mu
-	overdraft bool         // guarded by mu: a frame is being read past capacity
-	waiters   []*memWaiter // guarded by mu; in arrival order
+	mu     sync.Mutex
+	used   int64                 // guarded by mu
+	shares map[string]*memShareQ // guarded by mu; only active shares
+	seq    uint64                // guarded by mu; numbers waiters in arrival order
+}
+
+// memShareQ is one active share's state.
+type memShareQ struct {
+	used      int64        // bytes its reservations hold
+	overdraft bool         // a reservation of the share holds its overdraft, until released
+	waiters   []*memWaiter // in arrival order
 }
 
 type memWaiter struct {
 	n     int64
+	seq   uint64
 	ready chan bool // receives once: whether the grant took the overdraft
 }
 
 // reservation is what one frame holds.
 type reservation struct {
+	share     string // charged to this share
 	held      int64
-	overdraft bool // this frame holds the overdraft until it is read
+	overdraft bool // growing without waiting until its frame is read
+	ownsOD    bool // holds its share's overdraft until released
 }
 
 func newRequestMemory(capacity int64, gauge prometheus.Gauge) *requestMemory {
-	return &requestMemory{capacity: capacity, gauge: gauge}
+	return &requestMemory{capacity: capacity, gauge: gauge, shares: make(map[string]*memShareQ)}
 }
 
-func (m *requestMemory) addLocked(n int64) {
+func (m *requestMemory) addLocked(s *memShareQ, n int64) {
 	m.used += n
+	s.used += n
 	if m.gauge != nil {
 		m.gauge.Set(float64(m.used))
 	}
@@ -84,163 +144,168 @@ func (m *requestMemory) reserved() int64 {
 	return m.used
 }
 
-// grow reserves n more bytes for r, waiting (until ctx ends) if the budget is
-// spent.
+// shareLocked returns the active share name, making it active.
+func (m *requestMemory) shareLocked(name string) *memShareQ {
+	s := m.shares[name]
+	if s == nil {
+		s = &memShareQ{}
+		m.shares[name] = s
+	}
+	return s
+}
+
+// forgetLocked drops a share that holds and waits for nothing.
+func (m *requestMemory) forgetLocked(name string, s *memShareQ) {
+	if s.used == 0 && len(s.waiters) == 0 && !s.overdraft {
+		delete(m.shares, name)
+	}
+}
+
+// guaranteedLocked is what each active share is guaranteed.
+func (m *requestMemory) guaranteedLocked() int64 {
+	return m.capacity / int64(max(1, len(m.shares)))
+}
+
+// grow reserves n more bytes for r, waiting (until ctx ends) if its share
+// cannot have them now.
 func (m *requestMemory) grow(ctx context.Context, r *reservation, n int64) error {
+	if w := m.tryGrow(r, n); w != nil {
+		return m.await(ctx, r, w)
+	}
+	return nil
+}
+
+// tryGrow grants r n more bytes if it can, and otherwise queues a waiter
+// whose ready channel receives the grant; await collects it.
+func (m *requestMemory) tryGrow(r *reservation, n int64) *memWaiter {
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	s := m.shareLocked(r.share)
 	if r.overdraft {
-		m.addLocked(n)
-		m.mu.Unlock()
+		m.addLocked(s, n)
 		r.held += n
 		return nil
 	}
-	if len(m.waiters) == 0 {
-		if ok, od := m.grantLocked(n); ok {
-			m.mu.Unlock()
+	if len(s.waiters) == 0 {
+		if ok, od := m.canGrantLocked(s, n); ok {
+			m.grantLocked(s, n, od)
 			r.held += n
-			r.overdraft = od
+			r.overdraft, r.ownsOD = od || r.overdraft, od || r.ownsOD
 			return nil
 		}
 	}
-	w := &memWaiter{n: n, ready: make(chan bool, 1)}
-	m.waiters = append(m.waiters, w)
-	m.mu.Unlock()
+	m.seq++
+	w := &memWaiter{n: n, seq: m.seq, ready: make(chan bool, 1)}
+	s.waiters = append(s.waiters, w)
+	return w
+}
 
+// await waits for w's grant, or leaves the queue when ctx ends.
+func (m *requestMemory) await(ctx context.Context, r *reservation, w *memWaiter) error {
 	select {
 	case od := <-w.ready:
-		r.held += n
-		r.overdraft = od
+		m.granted(r, w.n, od)
 		return nil
 	case <-ctx.Done():
 	}
 	m.mu.Lock()
-	defer m.mu.Unlock()
-	for i, x := range m.waiters {
+	s := m.shares[r.share]
+	for i, x := range s.waiters {
 		if x == w {
-			m.waiters = append(m.waiters[:i], m.waiters[i+1:]...)
+			s.waiters = append(s.waiters[:i], s.waiters[i+1:]...)
+			m.forgetLocked(r.share, s)
 			m.wakeLocked()
+			m.mu.Unlock()
 			return fmt.Errorf("wait for request memory: %w", ctx.Err())
 		}
 	}
+	m.mu.Unlock()
 	// Granted while ctx ended: keep the grant so the caller's release
 	// returns it.
-	r.held += n
-	r.overdraft = <-w.ready
+	m.granted(r, w.n, <-w.ready)
 	return fmt.Errorf("wait for request memory: %w", ctx.Err())
 }
 
-// grantLocked takes n bytes if they fit, or the overdraft if it is free.
-func (m *requestMemory) grantLocked(n int64) (ok, overdraft bool) {
-	switch {
-	case m.used+n <= m.capacity:
-		m.addLocked(n)
+func (m *requestMemory) granted(r *reservation, n int64, od bool) {
+	r.held += n
+	r.overdraft, r.ownsOD = od || r.overdraft, od || r.ownsOD
+}
+
+// canGrantLocked decides whether s may have n more bytes now, and whether
+// by its overdraft: without it when they fit in the free memory and either
+// in s's guaranteed part or ahead of no under-share waiter of another share
+// (borrowing idle memory); else by the overdraft if s's is free.
+func (m *requestMemory) canGrantLocked(s *memShareQ, n int64) (ok, overdraft bool) {
+	if m.used+n <= m.capacity && (s.used+n <= m.guaranteedLocked() || !m.underShareWaitingLocked(s)) {
 		return true, false
-	case !m.overdraft && m.used <= m.capacity:
-		m.overdraft = true
-		m.addLocked(n)
+	}
+	if !s.overdraft {
 		return true, true
 	}
 	return false, false
 }
 
-// wakeLocked grants waiters in order until one does not fit.
-func (m *requestMemory) wakeLocked() {
-	for len(m.waiters) > 0 {
-		w := m.waiters[0]
-		ok, od := m.grantLocked(w.n)
-		if !ok {
-			return
+// underShareWaitingLocked reports whether a share other than except has a
+// head waiter that fits in its guaranteed part.
+func (m *requestMemory) underShareWaitingLocked(except *memShareQ) bool {
+	g := m.guaranteedLocked()
+	for _, s := range m.shares {
+		if s != except && len(s.waiters) > 0 && s.used+s.waiters[0].n <= g {
+			return true
 		}
-		m.waiters = m.waiters[1:]
-		w.ready <- od
+	}
+	return false
+}
+
+func (m *requestMemory) grantLocked(s *memShareQ, n int64, overdraft bool) {
+	m.addLocked(s, n)
+	if overdraft {
+		s.overdraft = true
 	}
 }
 
-// read ends r's overdraft, if it holds it: its frame is complete. Its bytes
-// stay reserved.
-func (m *requestMemory) read(r *reservation) {
-	if !r.overdraft {
-		return
+// wakeLocked grants head waiters, oldest grantable first, until none can
+// be granted.
+func (m *requestMemory) wakeLocked() {
+	for {
+		var best *memShareQ
+		var bestOD bool
+		for _, s := range m.shares {
+			if len(s.waiters) == 0 || (best != nil && s.waiters[0].seq > best.waiters[0].seq) {
+				continue
+			}
+			if ok, od := m.canGrantLocked(s, s.waiters[0].n); ok {
+				best, bestOD = s, od
+			}
+		}
+		if best == nil {
+			return
+		}
+		w := best.waiters[0]
+		best.waiters = best.waiters[1:]
+		m.grantLocked(best, w.n, bestOD)
+		w.ready <- bestOD
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	r.overdraft = false
-	m.overdraft = false
-	m.wakeLocked()
 }
+
+// read ends r's growing without waiting: its frame is complete. Its bytes,
+// and its share's overdraft if it holds it, stay reserved until release.
+func (m *requestMemory) read(r *reservation) { r.overdraft = false }
 
 // release returns everything r holds.
 func (m *requestMemory) release(r *reservation) {
-	if r.held == 0 && !r.overdraft {
+	if r.held == 0 && !r.ownsOD {
+		*r = reservation{share: r.share}
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.addLocked(-r.held)
-	if r.overdraft {
-		m.overdraft = false
+	s := m.shareLocked(r.share)
+	m.addLocked(s, -r.held)
+	if r.ownsOD {
+		s.overdraft = false
 	}
-	*r = reservation{}
+	*r = reservation{share: r.share}
+	m.forgetLocked(r.share, s)
 	m.wakeLocked()
-}
-
-// readFrame reads one size-prefixed request, reserving its bytes as they
-// arrive. On success the caller owns the reservation and releases it once
-// the request is done with; on error nothing stays reserved.
-func (m *requestMemory) readFrame(ctx context.Context, br *bufio.Reader, max int32) ([]byte, reservation, error) {
-	var size [4]byte
-	if _, err := io.ReadFull(br, size[:]); err != nil {
-		return nil, reservation{}, err
-	}
-	n := int32(binary.BigEndian.Uint32(size[:]))
-	if n < 8 || n > max {
-		return nil, reservation{}, fmt.Errorf("%w: request size %d outside [8, %d]", errFrame, n, max)
-	}
-	if int64(n) > m.capacity {
-		return nil, reservation{}, fmt.Errorf("%w: request size %d exceeds the request memory of %d bytes (queued max request bytes)",
-			errFrame, n, m.capacity)
-	}
-	var r reservation
-	frame, err := m.readBody(ctx, br, int(n), &r)
-	if err != nil {
-		m.release(&r)
-		return nil, reservation{}, err
-	}
-	m.read(&r)
-	return frame, r, nil
-}
-
-// readBody reads n bytes into a buffer that doubles as they arrive,
-// reserving each growth in r before allocating it.
-func (m *requestMemory) readBody(ctx context.Context, br *bufio.Reader, n int, r *reservation) ([]byte, error) {
-	size := min(n, frameChunk)
-	if err := m.grow(ctx, r, int64(size)); err != nil {
-		return nil, err
-	}
-	buf := make([]byte, size)
-	got := 0
-	for {
-		k, err := io.ReadFull(br, buf[got:])
-		got += k
-		if err == nil && got < n {
-			// Reserve the next growth only once a byte of it is here.
-			_, err = br.Peek(1)
-		}
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return nil, fmt.Errorf("%w: truncated request (%d of %d bytes): %w", errFrame, got, n, err)
-		}
-		if got == n {
-			return buf, nil
-		}
-		next := min(n, 2*len(buf))
-		if err := m.grow(ctx, r, int64(next-len(buf))); err != nil {
-			return nil, err
-		}
-		grown := make([]byte, next)
-		copy(grown, buf)
-		buf = grown
-	}
 }

@@ -24,10 +24,19 @@ func growAsync(m *requestMemory, r *reservation, n int64) <-chan error {
 func waitQueued(t *testing.T, m *requestMemory, n int) {
 	t.Helper()
 	brokertest.Eventually(t, 10*time.Second, fmt.Sprintf("%d waiters", n), func() bool {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		return len(m.waiters) == n
+		return m.waiting() == n
 	})
+}
+
+// waiting counts m's waiters over every share.
+func (m *requestMemory) waiting() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, s := range m.shares {
+		n += len(s.waiters)
+	}
+	return n
 }
 
 func mustGranted(t *testing.T, what string, done <-chan error) {
@@ -120,8 +129,8 @@ func TestRequestMemoryCancel(t *testing.T) {
 	m.release(&c)
 	m.release(&b)
 	m.release(&a)
-	if got := m.reserved(); got != 0 || len(m.waiters) != 0 {
-		t.Fatalf("reserved %d, %d waiters after every release", got, len(m.waiters))
+	if got := m.reserved(); got != 0 || m.waiting() != 0 || len(m.shares) != 0 {
+		t.Fatalf("reserved %d, %d waiters, %d active shares after every release", got, m.waiting(), len(m.shares))
 	}
 }
 
@@ -138,7 +147,8 @@ func TestReadFrameReservesAsBytesArrive(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		f, r, err := m.readFrame(context.Background(), bufio.NewReaderSize(pr, 64<<10), 1<<20)
+		fr := &frameReader{mem: m, br: bufio.NewReaderSize(pr, 64<<10), max: 1 << 20}
+		f, r, err := fr.next(context.Background(), "t")
 		done <- result{f, r, err}
 	}()
 	body := make([]byte, size)

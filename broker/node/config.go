@@ -121,6 +121,13 @@ type Config struct {
 	// flight and has sent no request bytes for this long (Kafka's
 	// connections.max.idle.ms).
 	ConnectionsMaxIdle time.Duration
+	// MinReceiveRate is the bytes per second a Kafka connection must
+	// deliver while a request frame is partly received, measured over
+	// MinReceiveWindow; a slower one is closed and its request memory
+	// returned (a slow-loris defence). 0 turns it off.
+	MinReceiveRate int64
+	// MinReceiveWindow is the window MinReceiveRate is measured over.
+	MinReceiveWindow time.Duration
 	// ProducerIDExpiration is how long an idle idempotent producer's state
 	// is kept (Kafka's producer.id.expiration.ms).
 	ProducerIDExpiration time.Duration
@@ -214,6 +221,8 @@ func DefaultConfig() Config {
 		MaxConnections:           10000,
 		MaxConnectionsPerIP:      0,
 		ConnectionsMaxIdle:       10 * time.Minute,
+		MinReceiveRate:           1 << 10,
+		MinReceiveWindow:         10 * time.Second,
 		PartitionQueue:           256,
 		ProducerIDExpiration:     24 * time.Hour,
 		Meta: meta.Config{
@@ -298,6 +307,10 @@ func (c Config) Validate() error {
 	}
 	if c.ConnectionsMaxIdle < time.Millisecond {
 		return fmt.Errorf("broker: connections max idle %v must be at least 1ms", c.ConnectionsMaxIdle)
+	}
+	if c.MinReceiveRate < 0 || (c.MinReceiveRate > 0 && c.MinReceiveWindow < time.Millisecond) {
+		return fmt.Errorf("broker: min receive rate %d must not be negative (0: off), and its window %v must be at least 1ms",
+			c.MinReceiveRate, c.MinReceiveWindow)
 	}
 	if c.ProducerIDExpiration <= 0 {
 		return fmt.Errorf("broker: producer id expiration %v must be positive", c.ProducerIDExpiration)

@@ -31,6 +31,7 @@ type Metrics struct {
 	ConnsOpen    prometheus.Gauge       // connlimit.go
 	ConnsRefused *prometheus.CounterVec // connlimit.go
 	ConnsIdle    prometheus.Counter     // connlimit.go
+	ConnsClosed  *prometheus.CounterVec // framereader.go: closed by the broker, by reason
 	RequestMem   prometheus.Gauge       // reqmem.go
 
 	orphans        prometheus.Gauge   // tiering.go: orphans left after the last scrub
@@ -42,6 +43,10 @@ const (
 	RefusedMaxConnections = "max_connections"
 	RefusedMaxPerIP       = "max_connections_per_ip"
 )
+
+// ClosedSlowReceive labels, in sluice_connections_closed_total, the
+// connections closed below the minimum receive rate.
+const ClosedSlowReceive = "slow_receive"
 
 // NewMetrics registers the broker's metrics.
 func NewMetrics() *Metrics {
@@ -89,6 +94,10 @@ func NewMetrics() *Metrics {
 	m.ConnsIdle = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sluice_connections_idle_closed_total", Help: "Kafka connections closed after connections max idle without a request.",
 	})
+	m.ConnsClosed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_connections_closed_total", Help: "Kafka connections the broker closed while they were sending a request, by reason (slow_receive: below the minimum receive rate).",
+	}, []string{"reason"})
+	m.ConnsClosed.WithLabelValues(ClosedSlowReceive) // export a zero
 	m.RequestMem = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "sluice_request_memory_bytes", Help: "Request bytes held (read and not yet answered), over all Kafka connections; bounded by queued max request bytes.",
 	})
@@ -98,7 +107,7 @@ func NewMetrics() *Metrics {
 	m.orphansRemoved = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sluice_tier_orphans_removed_total", Help: "Orphaned objects removed by the scrub.",
 	})
-	m.Reg.MustRegister(m.ConnsOpen, m.ConnsRefused, m.ConnsIdle, m.RequestMem, m.consumerBytes, m.orphans, m.orphansRemoved)
+	m.Reg.MustRegister(m.ConnsOpen, m.ConnsRefused, m.ConnsIdle, m.ConnsClosed, m.RequestMem, m.consumerBytes, m.orphans, m.orphansRemoved)
 	m.Reg.MustRegister(m.requests, m.latency, m.bytesInC, m.recordsInC, m.bytesOutC, m.recordsOut, m.fsync,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

@@ -137,6 +137,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.Int64Var(&cfg.QueuedMaxRequestBytes, "queued-max-request-bytes", cfg.QueuedMaxRequestBytes, "request bytes held at once over all connections; when spent the broker stops reading requests")
 	fs.IntVar(&cfg.MaxConnections, "max-connections", cfg.MaxConnections, "open Kafka connections accepted; more are closed at accept")
 	fs.IntVar(&cfg.MaxConnectionsPerIP, "max-connections-per-ip", cfg.MaxConnectionsPerIP, "open Kafka connections accepted from one client IP (0: no per-IP limit)")
+	fs.Int64Var(&cfg.MinReceiveRate, "min-receive-rate", cfg.MinReceiveRate, "bytes/s a Kafka connection must deliver while a request is partly received, measured over 10s; a slower one is closed (0: off)")
 	fs.DurationVar(&cfg.ConnectionsMaxIdle, "connections-max-idle", cfg.ConnectionsMaxIdle, "close a Kafka connection with no request in flight and none received for this long")
 	fs.DurationVar(&cfg.RegistrationTTL, "registration-ttl", cfg.RegistrationTTL, "lease of the broker's registration in etcd: a broker that stops renewing it (crashed, paused, cut off) leaves the cluster this long after, and its partitions get new leaders")
 	fs.DurationVar(&cfg.ControllerTTL, "controller-ttl", cfg.ControllerTTL, "lease of the controller's election key: how long after the controller's loss another broker takes over")
