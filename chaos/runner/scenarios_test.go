@@ -30,7 +30,7 @@ func TestScenarioTable(t *testing.T) {
 // The soak draws only families its cluster can serve: without tmpfs data
 // dirs, never disk-full.
 func TestMixPoolFollowsTheCluster(t *testing.T) {
-	all := needs{mesh: true, s3: true, s3faults: true, etcd: true, disk: true}
+	all := needs{mesh: true, s3: true, s3faults: true, etcd: true, disk: true, tenants: true}
 	noDisk := all
 	noDisk.disk = false
 	var withAll, withoutDisk []string
@@ -50,6 +50,9 @@ func TestMixPoolFollowsTheCluster(t *testing.T) {
 	}
 	if (needs{mesh: true}).within(needs{}) {
 		t.Error("a family needing the mesh fits a cluster without one")
+	}
+	if (needs{tenants: true}).within(needs{}) {
+		t.Error("a family needing tenants fits a cluster without security")
 	}
 }
 
