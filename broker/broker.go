@@ -24,6 +24,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-mq/sluice/broker/node"
+	"github.com/sluice-mq/sluice/broker/quota"
 	"github.com/sluice-mq/sluice/broker/security"
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/wal/vfs"
@@ -45,6 +46,7 @@ type Broker struct {
 	readyCh chan struct{} // closed once the broker serves Kafka and HTTP
 
 	kafkaOpts []kafka.Option // the Kafka front end's dependencies (credentials, authoriser, admitter), from New
+	quotas    quota.Source   // the tenants' quotas (quotas.go); nil: none
 }
 
 // New checks the configuration and prepares a broker; Run starts it.
@@ -164,8 +166,15 @@ func (b *Broker) Run(ctx context.Context) error {
 	if b.Cfg.SASLCredentials == nil {
 		kopts = append(kopts, kafka.WithCredentials(guard.ScramLookup))
 	}
+	meters := b.quotaMeters()
+	if meters != nil {
+		kopts = append(kopts, kafka.WithAdmitter(kafka.NewQuotaAdmitter(meters)))
+	}
 	b.kafka = kafka.New(b.Node, b, b.coord, append(kopts, b.kafkaOpts...)...)
 	b.http = httpapi.New(b.Node, b, b.coord, guard)
+	if meters != nil {
+		b.http.SetAdmitter(httpapi.NewQuotaAdmitter(meters))
+	}
 	if err := b.kafka.Listen(); err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
@@ -206,6 +215,10 @@ func (b *Broker) Run(ctx context.Context) error {
 		b.WaitCluster()
 	}()
 	var maintWG sync.WaitGroup
+	if meters != nil {
+		maintWG.Add(1)
+		go func() { defer maintWG.Done(); b.quotaSplitLoop(serveCtx, meters) }()
+	}
 	maintWG.Add(3)
 	go func() { defer maintWG.Done(); b.maintainLoop(serveCtx) }()
 	go func() { defer maintWG.Done(); b.DiskGuardLoop(serveCtx) }()
