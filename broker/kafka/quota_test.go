@@ -212,7 +212,7 @@ func TestProduceIgnoringThrottleHeld(t *testing.T) {
 	first := c.corr + 1
 	done := make(chan error, 1)
 	slots := make(chan struct{}, 16) // a full pipeline, as a client's max in flight
-	go func() { // the writer: never waits for a throttle
+	go func() {                      // the writer: never waits for a throttle
 		deadline := time.NewTimer(time.Until(stop))
 		defer deadline.Stop()
 		for corr := first; ; corr++ {
