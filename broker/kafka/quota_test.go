@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -56,6 +57,13 @@ func tenantUsers(t testing.TB) auth.CredentialLookup {
 	}
 }
 
+// nopRegisterer registers nothing, for metrics nobody scrapes.
+type nopRegisterer struct{}
+
+func (nopRegisterer) Register(prometheus.Collector) error  { return nil }
+func (nopRegisterer) MustRegister(...prometheus.Collector) {}
+func (nopRegisterer) Unregister(prometheus.Collector) bool { return true }
+
 // startQuotaBroker runs a broker enforcing limits; the meters are returned
 // for the test to look at.
 func startQuotaBroker(t *testing.T, limits quota.Static) (*secureBroker, *quota.Meters) {
@@ -75,6 +83,10 @@ func (h *throttles) OnBrokerThrottle(_ kgo.BrokerMetadata, d time.Duration, _ bo
 }
 
 func tenantClient(t *testing.T, sb *secureBroker, user string, opts ...kgo.Opt) *kgo.Client {
+	return tenantClientB(t, sb, user, opts...)
+}
+
+func tenantClientB(t testing.TB, sb *secureBroker, user string, opts ...kgo.Opt) *kgo.Client {
 	mech := scram.Auth{User: user, Pass: user + "-pw"}.AsSha512Mechanism()
 	return sb.client(t, "SASL_PLAINTEXT", append([]kgo.Opt{kgo.SASL(mech)}, opts...)...)
 }
