@@ -201,7 +201,7 @@ type reqQuota struct {
 // request.
 func (b *Server) admitAndHandle(ctx context.Context, a api, id auth.Identity, req *request) (reply, error) {
 	cq := req.quota.conn
-	if cq == nil || preAuthAPI(req.key) {
+	if _, none := b.admitter.(AdmitAll); none || cq == nil || preAuthAPI(req.key) {
 		return a.handle(b, auth.WithIdentity(ctx, id), req)
 	}
 	if !cq.known {
@@ -256,9 +256,10 @@ func (c *connQuota) hold(h Hold, now time.Time) {
 func (c *connQuota) wait(ctx context.Context) error {
 	for {
 		c.mu.Lock()
-		d := time.Until(c.until)
+		until := c.until
 		c.mu.Unlock()
-		if d > 0 {
+		// A connection never held reads no clock here.
+		if d := holdLeft(until); d > 0 {
 			t := time.NewTimer(d)
 			select {
 			case <-t.C:
@@ -277,6 +278,14 @@ func (c *connQuota) wait(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// holdLeft is the time until until, 0 for the zero time.
+func holdLeft(until time.Time) time.Duration {
+	if until.IsZero() {
+		return 0
+	}
+	return time.Until(until)
 }
 
 // sent counts a request handed to the writer.
