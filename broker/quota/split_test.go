@@ -57,21 +57,38 @@ type splitClient struct {
 // recomputed every SplitPeriod from the demands the brokers published the
 // period before: the cluster-wide rate over 60 s is the quota ±10%.
 func TestSplitThreeBrokers(t *testing.T) {
-	const quota, req = 300 << 10, 16 << 10
 	span := 60 * time.Second
+	schedules := map[string][]*splitClient{
+		"moves every 15-20s": {
+			{broker: 0, from: 0, till: 20 * time.Second},
+			{broker: 0, from: 20 * time.Second, till: 35 * time.Second},
+			{broker: 1, from: 20 * time.Second, till: 35 * time.Second},
+			{broker: 2, from: 35 * time.Second, till: 50 * time.Second},
+			{broker: 0, from: 50 * time.Second, till: span},
+			{broker: 1, from: 50 * time.Second, till: span},
+			{broker: 2, from: 50 * time.Second, till: span},
+		},
+		"moves at 7, 41 and 47s": {
+			{broker: 0, from: 0, till: 7 * time.Second},
+			{broker: 0, from: 7 * time.Second, till: 41 * time.Second},
+			{broker: 1, from: 7 * time.Second, till: 41 * time.Second},
+			{broker: 2, from: 41 * time.Second, till: 47 * time.Second},
+			{broker: 0, from: 47 * time.Second, till: span},
+			{broker: 1, from: 47 * time.Second, till: span},
+			{broker: 2, from: 47 * time.Second, till: span},
+		},
+	}
+	for name, clients := range schedules {
+		t.Run(name, func(t *testing.T) { splitThreeBrokers(t, span, clients) })
+	}
+}
+
+func splitThreeBrokers(t *testing.T, span time.Duration, clients []*splitClient) {
+	const quota, req = 300 << 10, 16 << 10
 	src := Static{"a": {ProducerByteRate: quota}}
 	var meters []*Meters
 	for range 3 {
 		meters = append(meters, NewMeters(src, 0, nil))
-	}
-	clients := []*splitClient{
-		{broker: 0, from: 0, till: 20 * time.Second},
-		{broker: 0, from: 20 * time.Second, till: 35 * time.Second},
-		{broker: 1, from: 20 * time.Second, till: 35 * time.Second},
-		{broker: 2, from: 35 * time.Second, till: 50 * time.Second},
-		{broker: 0, from: 50 * time.Second, till: span},
-		{broker: 1, from: 50 * time.Second, till: span},
-		{broker: 2, from: 50 * time.Second, till: span},
 	}
 	for _, c := range clients {
 		c.next = epoch.Add(c.from)
