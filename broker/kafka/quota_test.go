@@ -381,3 +381,58 @@ func TestTenantConnectionsQuota(t *testing.T) {
 		return err == nil
 	})
 }
+
+// TestConnectionCreationRateQuota: acme may open one connection a second;
+// of connections opened back to back, one past the rate (it may run one
+// connection into debt) is closed once it has authenticated, and counted;
+// globex, without quotas, is not.
+func TestConnectionCreationRateQuota(t *testing.T) {
+	sb, _ := startQuotaBroker(t, quota.Static{"acme": {quota.ConnectionCreationRate: 1}})
+	served := func(user string) bool {
+		c := dialRaw(t, sb.addr["SASL_PLAINTEXT"], nil)
+		if ar := scramLogin(t, c, auth.MechanismScramSHA512, user, user+"-pw"); ar.ErrorCode != 0 {
+			t.Fatalf("login: %d", ar.ErrorCode)
+		}
+		_, err := c.roundTrip(metadataRequest())
+		return err == nil
+	}
+	refused := 0
+	for range 3 {
+		if !served("ann") {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Fatal("three connections of acme at once, over 1/s: none refused")
+	}
+	for i := range 3 {
+		if !served("gus") {
+			t.Fatalf("globex's connection %d refused", i)
+		}
+	}
+	if got := refusedCount(t, sb, quota.RefusedCreationRate); got != float64(refused) {
+		t.Fatalf("refused-connections metric %v, want %d", got, refused)
+	}
+}
+
+// refusedCount is sluice_connections_refused_total{reason}.
+func refusedCount(t *testing.T, sb *secureBroker, reason string) float64 {
+	t.Helper()
+	mfs, err := sb.M.Reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "sluice_connections_refused_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "reason" && l.GetValue() == reason {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
