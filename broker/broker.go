@@ -47,7 +47,8 @@ type Broker struct {
 
 	kafkaOpts []kafka.Option // the Kafka front end's dependencies (credentials, authoriser, admitter), from New
 
-	quotas atomic.Pointer[quota.Table] // every tenant's limits, followed from etcd; set by Run
+	quotas   atomic.Pointer[quota.Table] // every tenant's limits, followed from etcd; set by Run
+	quotaSrc quota.Source                // SetQuotas' source of the tenants' quotas; nil: the followed table
 }
 
 // Quotas is every tenant's limits and scheduling attributes as this broker
@@ -169,6 +170,13 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	defer quotas.close()
 	b.quotas.Store(quotas.table)
+	if b.quotaSrc == nil {
+		b.quotaSrc = quotas.table
+	}
+	b.Fair.SetWeight(func(tenant string) float64 {
+		w, _ := quotas.table.Scheduling(tenant)
+		return w
+	})
 
 	// The security Guard decides for both front ends: who a principal is,
 	// where SASL finds credentials (unless a test configured its own), and
@@ -177,8 +185,15 @@ func (b *Broker) Run(ctx context.Context) error {
 	if b.Cfg.SASLCredentials == nil {
 		kopts = append(kopts, kafka.WithCredentials(guard.ScramLookup))
 	}
+	meters := b.quotaMeters()
+	if meters != nil {
+		kopts = append(kopts, kafka.WithAdmitter(kafka.NewQuotaAdmitter(meters)))
+	}
 	b.kafka = kafka.New(b.Node, b, b.coord, append(kopts, b.kafkaOpts...)...)
 	b.http = httpapi.New(b.Node, b, b.coord, guard)
+	if meters != nil {
+		b.http.SetAdmitter(httpapi.NewQuotaAdmitter(meters))
+	}
 	if err := b.kafka.Listen(); err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
@@ -219,6 +234,10 @@ func (b *Broker) Run(ctx context.Context) error {
 		b.WaitCluster()
 	}()
 	var maintWG sync.WaitGroup
+	if meters != nil {
+		maintWG.Add(1)
+		go func() { defer maintWG.Done(); b.quotaSplitLoop(serveCtx, meters) }()
+	}
 	maintWG.Add(3)
 	go func() { defer maintWG.Done(); b.maintainLoop(serveCtx) }()
 	go func() { defer maintWG.Done(); b.DiskGuardLoop(serveCtx) }()

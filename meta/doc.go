@@ -75,6 +75,11 @@
 //	                                        epoch it leads; written only by that broker,
 //	                                        when a set changes, bound to its registration
 //	                                        lease (gone with the registration)
+//	<prefix>quota-usage/<node id>           {"v":1,"tenants":{"<tenant>":{"<quota key>":
+//	                                         <units/s>}}} (quota_usage.go): the broker's
+//	                                        measured demand of each tenant's quota keys,
+//	                                        every 2 s, bound to its registration lease; each
+//	                                        broker splits a tenant's cluster-wide rate by it
 //	<prefix>security/tenants/<name>         {"v":1,"name","pool" (optional: absent is
 //	                                        "shared"),"created_ms"} (security.go): a
 //	                                        tenant; created only if absent, its pool changed

@@ -212,6 +212,21 @@ func (b *Cluster) Brokers() []meta.BrokerInfo {
 	return nil
 }
 
+// RegistrationLease is the lease of this broker's live registration, 0
+// while it has none: what keys that must go with the broker are bound to.
+func (b *Cluster) RegistrationLease() clientv3.LeaseID {
+	reg := b.reg.Load()
+	if reg == nil {
+		return 0
+	}
+	select {
+	case <-reg.Lost():
+		return 0
+	default:
+		return reg.Info().Lease
+	}
+}
+
 // controllerID is the node id of the controller, or -1 while none is known.
 func (b *Cluster) ControllerID() int32 { return b.controller.Load() }
 

@@ -16,7 +16,9 @@ package httpapi
 //	authorise  the route's rule (routes.go): operations on the resources
 //	           the path and, for a few routes, the JSON body name, decided
 //	           by Security.Authorize in the caller's tenant
-//	admit      Admitter (quotas; admits everything today)
+//	admit      Admitter (quota.go: a publish or fetch of a tenant over its
+//	           rate is answered 429 with Retry-After; what is served is
+//	           charged to the tenant's meters)
 //	handle     the route's handler
 //	respond    the handler's answer, or the stage's JSON error
 //
@@ -73,15 +75,19 @@ type Security interface {
 
 // Admitter is the admit stage: it may refuse a request an identity is
 // allowed to make (a quota, fair scheduling). A nil error admits; an
-// *APIError is answered as it is, any other error as 429.
+// *APIError is answered as it is, a *Throttled as 429 with Retry-After,
+// any other error as 429. Served is told, once the handler is done, how
+// many body bytes the response had.
 type Admitter interface {
 	Admit(r *http.Request, id auth.Identity) error
+	Served(r *http.Request, id auth.Identity, written int64)
 }
 
-// admitAll is the admit stage until quotas exist.
+// admitAll is the admit stage of a broker without quotas.
 type admitAll struct{}
 
-func (admitAll) Admit(*http.Request, auth.Identity) error { return nil }
+func (admitAll) Admit(*http.Request, auth.Identity) error   { return nil }
+func (admitAll) Served(*http.Request, auth.Identity, int64) {}
 
 // openSecurity is the Security of a Server built without one: security
 // off, everything allowed, credentials refused (there is nothing to check
@@ -274,12 +280,15 @@ func (b *Server) guarded(rule routeRule, h http.Handler) http.Handler {
 		if err := b.admit.Admit(r, id); err != nil {
 			var ae *APIError
 			if !errors.As(err, &ae) {
+				setRetryAfter(w, err)
 				err = &APIError{Status: http.StatusTooManyRequests, Code: "throttled", Message: err.Error()}
 			}
 			b.writeError(w, r, err)
 			return
 		}
-		h.ServeHTTP(w, r)
+		cw := &countingWriter{ResponseWriter: w}
+		h.ServeHTTP(cw, r)
+		b.admit.Served(r, id, cw.n)
 	})
 }
 

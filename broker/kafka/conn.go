@@ -51,6 +51,7 @@ type request struct {
 	interBroker  bool          // arrived on the inter-broker listener (interbroker.go)
 	listener     string        // the name of the client listener it arrived on; "" on the inter-broker one
 	sec          *connSecurity // the connection's identity state (authn.go); set by the pipeline
+	quota        reqQuota      // the admit stage's state (quota.go)
 	body         kmsg.Request
 }
 
@@ -150,22 +151,30 @@ func (b *Server) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory,
 		return
 	}
 	act := newConnActivity(time.Now())
+	cq := newConnQuota(b.admitter)
 	out := make(chan outbound, maxPipelined)
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		b.writeReplies(nc, out, mem, act, logger)
+		b.writeReplies(nc, out, mem, act, cq, logger)
 	}()
 	defer func() {
 		close(out)
 		<-writerDone
 		_ = nc.Close() // may already be closed by closeConns or writeReplies
+		if cq.known {
+			b.admitter.Disconnected(cq.id)
+		}
 	}()
 
 	remoteHost := "/" + remoteIP(nc.RemoteAddr()) // Kafka's form: "/host"
 	frames := b.newFrameReader(nc, &idleReader{nc: nc, idle: b.Cfg.ConnectionsMaxIdle, act: act}, mem)
 	defer frames.close()
 	for {
+		// Held by a quota, or at its tenant's inflight_requests: not read.
+		if cq.wait(ctx) != nil {
+			return
+		}
 		// The share is looked up per frame: SASL authenticates mid-connection.
 		frame, res, err := frames.next(ctx, memShare(sec))
 		if err != nil {
@@ -192,6 +201,7 @@ func (b *Server) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory,
 			return
 		}
 		req.remoteHost, req.interBroker, req.listener = remoteHost, interBroker, sec.listener
+		req.quota.conn = cq
 		silent := answerAcksZeroSilently(req)
 		start := time.Now()
 		rep, err := b.serveRequest(ctx, sec, req)
@@ -203,6 +213,8 @@ func (b *Server) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory,
 				ev = peerLevel(logger, interBroker) // an API or version not served
 			case errors.Is(err, errUnauthenticated):
 				ev = logger.Debug() // the client's to see; a flood of them must not flood the log
+			case errors.Is(err, errQuotaClosed):
+				ev = logger.Info() // counted in sluice_connections_refused_total
 			}
 			ev.Err(err).Str("api", kmsg.NameForKey(req.key)).Int16("version", req.version).
 				Str("client", req.clientID).Msg("closing connection")
@@ -213,6 +225,7 @@ func (b *Server) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory,
 			drop()
 			continue
 		}
+		cq.sent()
 		select {
 		case out <- outbound{req: req, reply: rep, mem: res, silent: silent}:
 		case <-ctx.Done():
@@ -255,7 +268,7 @@ func answerAcksZeroSilently(req *request) bool {
 // writeReplies writes each reply in order and then releases its request.
 // After a write error it keeps draining so the reader never blocks on a dead
 // connection.
-func (b *Server) writeReplies(nc net.Conn, out <-chan outbound, mem *requestMemory, act *connActivity, logger zerolog.Logger) {
+func (b *Server) writeReplies(nc net.Conn, out <-chan outbound, mem *requestMemory, act *connActivity, cq *connQuota, logger zerolog.Logger) {
 	w := bufio.NewWriterSize(nc, 64<<10)
 	var buf []byte
 	failed := false
@@ -268,6 +281,7 @@ func (b *Server) writeReplies(nc net.Conn, out <-chan outbound, mem *requestMemo
 			}
 		}
 		resp := o.reply.response()
+		hold := cq.answer(&o, resp)
 		var err error
 		if !failed && !o.silent {
 			if n := fetchReplySize(resp); cap(buf) < n {
@@ -282,6 +296,7 @@ func (b *Server) writeReplies(nc net.Conn, out <-chan outbound, mem *requestMemo
 		}
 		mem.release(&o.mem)
 		act.finished(time.Now())
+		cq.answeredOne(hold)
 		if err != nil {
 			logger.Debug().Err(err).Msg("write response")
 			failed = true

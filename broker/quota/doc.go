@@ -6,9 +6,11 @@
 // throttle times, error codes and status codes.
 //
 // A quota belongs to a tenant and is cluster-wide: a rate of 10 MB/s is
-// what the whole cluster accepts from the tenant, not each broker. How a
-// broker learns its share of a cluster-wide rate is described with the
-// Split type.
+// what the whole cluster accepts from the tenant, not each broker. Each
+// rate is metered by a Bucket (limiter.go), a token bucket with debt, held
+// per tenant and key by the broker's Meters (limiter_meters.go) at the
+// broker's share of the quota; how a broker learns its share, and how far
+// the cluster's rate may stray from the quota, is described in split.go.
 //
 //	kind     keys                                           enforced as
 //	rate     producer_byte_rate, consumer_byte_rate,        throttle (KIP-219):

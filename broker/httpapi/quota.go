@@ -1,0 +1,140 @@
+package httpapi
+
+// This file owns the enforcement of tenants' rate quotas on the public HTTP
+// API: QuotaAdmitter, the admit stage over the broker's quota.Meters, the
+// same meters (same tenant, same share of the cluster-wide rate) the Kafka
+// front end charges.
+//
+//	publish   the request body's bytes charged to producer_byte_rate and
+//	          its messages to producer_record_rate
+//	fetch     the response body's bytes charged to consumer_byte_rate
+//
+// HTTP has no connection to stop reading, so a request of a tenant already
+// in debt on the key is refused before it is read, answered 429 with
+// Retry-After (whole seconds, rounded up) and the JSON error code
+// "throttled"; a request that is admitted is served whole and charged, even
+// when that takes its tenant into debt, so nothing received is dropped.
+//
+// Invariant: only a publish or a fetch is refused, and only before its
+// handler runs.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/sluice-mq/sluice/broker/auth"
+	"github.com/sluice-mq/sluice/broker/quota"
+)
+
+// The routes the quotas apply to.
+const (
+	publishRoute = "POST /v1/topics/{topic}/messages:publish"
+	fetchRoute   = "POST /v1/groups/{group}/messages:fetch"
+)
+
+// Throttled is a refusal by a rate quota: the client may retry after
+// Delay.
+type Throttled struct {
+	Key   string
+	Delay time.Duration
+}
+
+func (e *Throttled) Error() string {
+	return fmt.Sprintf("over the tenant's %s quota; retry in %.1fs", e.Key, e.Delay.Seconds())
+}
+
+// retryAfterSeconds is d in whole seconds, rounded up, at least 1.
+func retryAfterSeconds(d time.Duration) int64 {
+	return max(1, int64(math.Ceil(d.Seconds())))
+}
+
+// setRetryAfter sets Retry-After for a *Throttled err.
+func setRetryAfter(w http.ResponseWriter, err error) {
+	var t *Throttled
+	if errors.As(err, &t) {
+		w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(t.Delay), 10))
+	}
+}
+
+// QuotaAdmitter charges HTTP publishes and fetches to the meters m.
+type QuotaAdmitter struct {
+	m   *quota.Meters
+	now func() time.Time
+}
+
+// NewQuotaAdmitter returns the admit stage of the meters m.
+func NewQuotaAdmitter(m *quota.Meters) *QuotaAdmitter {
+	return &QuotaAdmitter{m: m, now: time.Now}
+}
+
+// Admit refuses a publish or fetch of a tenant in debt, and charges an
+// admitted publish.
+func (q *QuotaAdmitter) Admit(r *http.Request, id auth.Identity) error {
+	tenant := id.Principal.Tenant
+	now := q.now()
+	switch r.Pattern {
+	case publishRoute:
+		if err := q.refuse(tenant, now, quota.ProducerByteRate, quota.ProducerRecordRate); err != nil {
+			return err
+		}
+		raw, err := bufferBody(nil, r)
+		if err != nil {
+			var ae *APIError
+			if !errors.As(err, &ae) {
+				return BadRequest("reading the body: %v", err)
+			}
+			return err // too large: answered as the handler would
+		}
+		var msgs struct {
+			Messages []json.RawMessage `json:"messages"`
+		}
+		_ = json.Unmarshal(raw, &msgs) // a bad body is the handler's to answer; its bytes are charged all the same
+		q.m.Record(tenant, quota.ProducerByteRate, float64(len(raw)), now)
+		q.m.Record(tenant, quota.ProducerRecordRate, float64(len(msgs.Messages)), now)
+	case fetchRoute:
+		return q.refuse(tenant, now, quota.ConsumerByteRate)
+	}
+	return nil
+}
+
+// refuse is a *Throttled when the tenant is in debt on any of keys.
+func (q *QuotaAdmitter) refuse(tenant string, now time.Time, keys ...string) error {
+	var worst *Throttled
+	for _, k := range keys {
+		if d := q.m.Delay(tenant, k, now); d > 0 && (worst == nil || d > worst.Delay) {
+			worst = &Throttled{Key: k, Delay: d}
+		}
+	}
+	if worst == nil {
+		return nil
+	}
+	q.m.Metrics().Throttled(tenant, worst.Key, worst.Delay)
+	return worst
+}
+
+// Served charges a fetch's response bytes.
+func (q *QuotaAdmitter) Served(r *http.Request, id auth.Identity, written int64) {
+	if r.Pattern == fetchRoute && written > 0 {
+		q.m.Record(id.Principal.Tenant, quota.ConsumerByteRate, float64(written), q.now())
+	}
+}
+
+// countingWriter counts the body bytes written through it.
+type countingWriter struct {
+	http.ResponseWriter
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// Unwrap lets http.ResponseController reach the writer beneath.
+func (c *countingWriter) Unwrap() http.ResponseWriter { return c.ResponseWriter }

@@ -1,0 +1,76 @@
+package broker
+
+// This file owns the enforcement side of per-tenant quotas: the broker's meters
+// (broker/quota) behind both front ends' admit stages, and the split loop
+// that publishes this broker's demand every quota.SplitPeriod and sets its
+// share of each tenant's cluster-wide rates from every live broker's.
+//
+// Invariant: without a quota.Source (SetQuotas not called, or nil) both
+// front ends admit everything, as before quotas existed.
+//
+// The split loop is started and waited for by Run; the meters are safe for
+// concurrent use by every connection.
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/sluice-mq/sluice/broker/quota"
+	"github.com/sluice-mq/sluice/meta"
+)
+
+// SetQuotas makes the broker enforce the tenants' quotas src answers (nil:
+// none). Call it before Run.
+func (b *Broker) SetQuotas(src quota.Source) { b.quotaSrc = src }
+
+// quotaMeters returns the broker's meters, or nil without quotas.
+func (b *Broker) quotaMeters() *quota.Meters {
+	if b.quotaSrc == nil {
+		return nil
+	}
+	return quota.NewMeters(b.quotaSrc, quota.DefaultBurst, quota.NewMetrics(b.M.Reg))
+}
+
+// quotaSplitLoop publishes this broker's demand and applies its shares
+// every quota.SplitPeriod until ctx ends.
+func (b *Broker) quotaSplitLoop(ctx context.Context, m *quota.Meters) {
+	t := time.NewTicker(quota.SplitPeriod)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			b.splitQuotas(ctx, m, m.TakeUsage(now.Sub(last)))
+			last = now
+		}
+	}
+}
+
+// splitQuotas publishes own and sets the shares from every broker's
+// published demand. A failure keeps the shares it had (logged): a broker
+// cut off from etcd keeps its last split rather than taking the whole.
+func (b *Broker) splitQuotas(ctx context.Context, m *quota.Meters, own quota.Demand) {
+	ctx, cancel := context.WithTimeout(ctx, quota.SplitPeriod)
+	defer cancel()
+	if lease := b.RegistrationLease(); lease != 0 {
+		if err := b.Store.PublishQuotaUsage(ctx, b.Cfg.NodeID, lease, meta.QuotaUsage(own)); err != nil {
+			b.Logger.Warn().Err(err).Msg("quota split: publish demand")
+		}
+	}
+	all, err := b.Store.QuotaUsages(ctx)
+	if err != nil {
+		b.Logger.Warn().Err(err).Msg("quota split: read demands")
+		return
+	}
+	self := strconv.FormatInt(int64(b.Cfg.NodeID), 10)
+	demands := make(map[string]quota.Demand, len(all)+1)
+	for id, u := range all {
+		demands[strconv.FormatInt(int64(id), 10)] = quota.Demand(u)
+	}
+	demands[self] = own // this period's, whether or not the put landed
+	live := len(b.Brokers())
+	m.SetShares(quota.Shares(self, demands, live), quota.DefaultShare(max(live, len(demands))))
+}
