@@ -293,7 +293,7 @@ func (b *Server) appendLocal(ctx context.Context, t *node.Topic, pbs []*publishB
 	for j, pb := range pbs {
 		h, err := node.ValidateBatch(pb.raw, t.Settings.MaxMessageBytes)
 		if err == nil {
-			err = b.CheckDisk()
+			err = b.CheckAppend(t.Meta.Name)
 		}
 		var p *partition.Partition
 		if err == nil {
