@@ -140,20 +140,20 @@ func (b *Node) Ladder() LevelReader { return ladderView{b} }
 func (b *Node) DiskLevel() int { return int(b.level.Load()) }
 
 // SetOverQuota sets how the third level tells a tenant over its quota (the
-// rate admitter knows); nil: only a tenant at its storage quota is. Set
-// once before the broker serves.
-func (b *Node) SetOverQuota(fn func(tenant string) bool) { b.overQuota = fn }
+// rate admitter knows); nil: none is, and only the storage quota and the
+// reserve refuse publishes.
+func (b *Node) SetOverQuota(fn func(tenant string) bool) { b.overQuota.Store(&fn) }
 
 // stepLadder feeds one reading to the ladder and logs each level entered
 // or left. It runs on the disk guard loop only.
 func (b *Node) stepLadder(usedPct float64) {
 	from, to := b.ladder.step(usedPct)
 	for l := from + 1; l <= to; l++ {
-		b.Logger.Warn().Int("level", l).Float64("used_pct", usedPct).Float64("watermark_pct", b.ladder.marks[l-1]).
+		b.Logger.Warn().Int("disk_level", l).Float64("used_pct", usedPct).Float64("watermark_pct", b.ladder.marks[l-1]).
 			Msgf("disk above watermark %d: %s", l, levelMeaning[l])
 	}
 	for l := from; l > to; l-- {
-		b.Logger.Info().Int("level", l).Float64("used_pct", usedPct).Float64("watermark_pct", b.ladder.marks[l-1]).
+		b.Logger.Info().Int("disk_level", l).Float64("used_pct", usedPct).Float64("watermark_pct", b.ladder.marks[l-1]).
 			Msgf("disk below watermark %d again: %s no more", l, levelMeaning[l])
 	}
 	b.level.Store(int32(to))

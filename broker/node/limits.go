@@ -177,12 +177,11 @@ type limitState struct {
 	mutMu     sync.Mutex
 	mutations map[string]*mutationBucket // by tenant; guarded by mutMu
 
-	ladder  diskLadder   // diskladder.go; owned by the disk guard loop
-	level   atomic.Int32 // the ladder's level, read by every creation and produce
+	ladder  diskLadder                       // diskladder.go; owned by the disk guard loop
+	level   atomic.Int32                     // the ladder's level, read by every creation and produce
 	storage atomic.Pointer[map[string]int64] // storage.go: retained bytes by tenant
-	// overQuota tells the third level a tenant over quota; set once before
-	// the broker serves (SetOverQuota).
-	overQuota func(tenant string) bool
+	// overQuota tells the third level a tenant over quota (SetOverQuota).
+	overQuota atomic.Pointer[func(tenant string) bool]
 }
 
 // mutationBucket is one tenant's controller_mutation_rate (KIP-599): a

@@ -87,7 +87,7 @@ func (b *Node) CheckAppend(topic string) error {
 		return fmt.Errorf("%w: tenant %q: quota %s is %d bytes; it retains %d; retry once retention frees room or the quota is raised",
 			ErrStorageQuota, tenant, quota.StorageBytes, int64(max), used)
 	}
-	if b.DiskLevel() >= 3 && b.overQuota != nil && b.overQuota(tenant) {
+	if over := b.overQuota.Load(); b.DiskLevel() >= 3 && over != nil && *over != nil && (*over)(tenant) {
 		return fmt.Errorf("%w: tenant %q is over its quota; retry later", ErrDiskOverQuota, tenant)
 	}
 	return nil
