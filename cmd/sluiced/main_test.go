@@ -34,6 +34,7 @@ func TestCommandLine(t *testing.T) {
 		{"listeners parsed", []string{"--listeners", "BOGUS://127.0.0.1:9092"}, 1, "", "not a security protocol", ""},
 		{"TLS listener without a certificate", []string{"--listeners", "SASL_SSL://127.0.0.1:9093"}, 1, "", "needs --tls-cert-file", ""},
 		{"unknown SASL mechanism", []string{"--sasl-enabled-mechanisms", "GSSAPI"}, 1, "", `unknown mechanism "GSSAPI"`, ""},
+		{"disk watermarks checked", []string{"--disk-watermarks", "90,80,95"}, 2, "", "must increase", ""},
 		{"topic defaults checked", []string{"--default-replication-factor", "2", "--default-min-insync-replicas", "3"}, 1, "", "every acks=all write would be refused", ""},
 	}
 	for _, tc := range tests {
