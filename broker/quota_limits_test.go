@@ -3,6 +3,7 @@ package broker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"net/http"
 	"strings"
@@ -349,5 +350,61 @@ func TestHTTPQuotaStatuses(t *testing.T) {
 	}
 	if ec, msg := errorCode(out); code != http.StatusInsufficientStorage || ec != "quota_exceeded" || !strings.Contains(msg, "storage_bytes") {
 		t.Fatalf("publish over the storage quota: %d %v, want 507 quota_exceeded naming storage_bytes", code, out)
+	}
+}
+
+// TestStorageFigureIsClusterWide: a tenant's partitions led by two brokers
+// retain bytes on each; every broker's figure is the sum over both
+// (exchanged through etcd), so a quota above each broker's share but below
+// the sum refuses produce on either leader.
+func TestStorageFigureIsClusterWide(t *testing.T) {
+	q := &testQuotas{by: map[string]quota.Limits{}}
+	c := startTestClusterWith(t, 2, func(cfg *Config) { cfg.Quotas = q })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.RecordRetries(1), kgo.RecordDeliveryTimeout(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	createReplicatedTopic(t, cl, "s", 2, 1)
+	var leaders [2]int32
+	eventuallyTrue(t, "both partitions led", func() (bool, string) {
+		tp := c.brokers[0].LookupTopic("s")
+		if tp == nil || len(tp.States) != 2 {
+			return false, "topic not known yet"
+		}
+		leaders = [2]int32{tp.States[0].Leader, tp.States[1].Leader}
+		return leaders[0] >= 0 && leaders[1] >= 0, fmt.Sprint(leaders)
+	})
+	if leaders[0] == leaders[1] {
+		t.Skipf("both partitions placed on node %d; the test needs one on each", leaders[0])
+	}
+	value := make([]byte, 1000)
+	for i := range 10 {
+		r := &kgo.Record{Topic: "s", Partition: int32(i % 2), Value: value}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var sum int64
+	for _, b := range c.brokers {
+		for _, p := range b.AllPartitions() {
+			sum += p.Log().Size()
+		}
+	}
+	for _, b := range c.brokers {
+		eventuallyTrue(t, fmt.Sprintf("node %d sees the tenant's cluster-wide bytes", b.Cfg.NodeID), func() (bool, string) {
+			got := b.StorageBytes(meta.DefaultTenant)
+			return got >= sum, fmt.Sprintf("%d of %d", got, sum)
+		})
+	}
+	q.set(meta.DefaultTenant, quota.Limits{quota.StorageBytes: float64(sum - 1)})
+	for part := range int32(2) {
+		err := cl.ProduceSync(ctx, &kgo.Record{Topic: "s", Partition: part, Value: value}).FirstErr()
+		if !errors.Is(err, kerr.KafkaStorageError) {
+			t.Fatalf("produce to partition %d over the cluster-wide quota: %v, want KAFKA_STORAGE_ERROR", part, err)
+		}
 	}
 }

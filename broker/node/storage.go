@@ -17,9 +17,10 @@ package node
 //
 // Bounds: the figure is at most storageInterval old, so a tenant may
 // overshoot by what it produces in that time; a partition counts once (at
-// its leader), and a tenant whose partitions are led by several brokers is
-// held per broker to its quota over the partitions each leads (the sum is
-// not exchanged between brokers yet).
+// its leader), and a tenant's figure is the sum over the brokers, exchanged
+// through etcd (meta/usage.go: each broker publishes what the partitions it
+// leads retain, under a lease, and sums every broker's); while etcd cannot
+// be reached, this broker's own figures hold.
 //
 // Invariant: a refusal happens before the batch is enqueued, so nothing
 // refused is acknowledged and nothing acknowledged is dropped.
@@ -36,7 +37,7 @@ import (
 // ErrDiskOverQuota refuses a publish at the third disk level; retriable.
 var ErrDiskOverQuota = errors.New("disk above the third watermark")
 
-// storageInterval is how often the retained bytes are summed.
+// storageInterval is how often the retained bytes are summed and exchanged.
 const storageInterval = 2 * time.Second
 
 // refreshStorage sums the retained bytes of the partitions this broker
@@ -62,7 +63,31 @@ func (b *Node) refreshStorage(ctx context.Context) {
 			out[tenant] += n
 		}
 	}
+	if total, err := b.shareUsage(ctx, out); err == nil {
+		out = total
+	} else if ctx.Err() == nil {
+		// This broker's own figures hold the tenant meanwhile.
+		b.Logger.Debug().Err(err).Msg("storage figures not exchanged through etcd; using this broker's")
+	}
 	b.storage.Store(&out)
+}
+
+// shareUsage publishes this broker's figures and returns the cluster's sum.
+func (b *Node) shareUsage(ctx context.Context, mine map[string]int64) (map[string]int64, error) {
+	if b.Store == nil {
+		return nil, errors.New("no metadata store")
+	}
+	ctx, cancel := context.WithTimeout(ctx, storageInterval)
+	defer cancel()
+	lease, err := b.Store.UsageLease(ctx, b.usageLease, 3*storageInterval)
+	if err != nil {
+		return nil, err
+	}
+	b.usageLease = lease
+	if err := b.Store.PutUsage(ctx, b.Cfg.NodeID, mine, lease); err != nil {
+		return nil, err
+	}
+	return b.Store.Usage(ctx)
 }
 
 // StorageBytes is the tenant's retained bytes as last summed.
