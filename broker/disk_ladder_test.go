@@ -37,7 +37,7 @@ func TestDiskLadderOnBroker(t *testing.T) {
 	b.SetOverQuota(func(string) bool { return over.Load() })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cl := testClient(t, b, kgo.RecordRetries(1), kgo.RecordDeliveryTimeout(2*time.Second))
+	cl := testClient(t, b, kgo.RecordRetries(1), kgo.RecordDeliveryTimeout(30*time.Second))
 	createTopic(t, cl, "t", 1, nil)
 	produce := func() error {
 		return cl.ProduceSync(ctx, &kgo.Record{Topic: "t", Value: []byte("v")}).FirstErr()

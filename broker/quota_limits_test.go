@@ -261,15 +261,17 @@ func TestTenantMutationRate(t *testing.T) {
 // TestTenantStorageQuota: a tenant at storage_bytes is refused produce
 // with the retriable KAFKA_STORAGE_ERROR once the broker's figure catches
 // up; raising the quota lets writes resume; every acknowledged record is
-// read back. Another tenant keeps producing throughout.
+// read back. Another tenant keeps producing throughout. Then, at the
+// quota again, retention freeing room (retention.bytes=0) lets writes
+// resume without a raise.
 func TestTenantStorageQuota(t *testing.T) {
 	q := &testQuotas{by: map[string]quota.Limits{"acme": {quota.StorageBytes: 4096}}}
 	_, client := startTenantBroker(t, q, map[string]string{"ann": "acme", "gus": "globex"})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	opts := []kgo.Opt{kgo.RecordRetries(1), kgo.RecordDeliveryTimeout(5 * time.Second)}
+	opts := []kgo.Opt{kgo.RecordRetries(1), kgo.RecordDeliveryTimeout(30 * time.Second), kgo.ProducerBatchCompression(kgo.NoCompression())}
 	ann, gus := client("ann", opts...), client("gus", opts...)
-	createTopic(t, ann, "s", 1, nil)
+	createTopic(t, ann, "s", 1, map[string]string{"segment.bytes": "1024"})
 	createTopic(t, gus, "s", 1, nil)
 
 	value := make([]byte, 1024)
@@ -320,6 +322,33 @@ func TestTenantStorageQuota(t *testing.T) {
 	if got != acked {
 		t.Fatalf("read %d records, %d were acknowledged", got, acked)
 	}
+
+	// At the quota again; retention frees room and writes resume.
+	q.set("acme", quota.Limits{quota.StorageBytes: 4096})
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		err := ann.ProduceSync(ctx, &kgo.Record{Topic: "s", Value: value}).FirstErr()
+		if errors.Is(err, kerr.KafkaStorageError) {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("at the quota again: %v", err)
+		}
+	}
+	alt, err := kadm.NewClient(ann).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.bytes", Value: kadm.StringPtr("0")}}, "s")
+	if err != nil || alt[0].Err != nil {
+		t.Fatalf("retention.bytes=0: %v %v", err, alt)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		err := ann.ProduceSync(ctx, &kgo.Record{Topic: "s", Value: value}).FirstErr()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, kerr.KafkaStorageError) || time.Now().After(deadline) {
+			t.Fatalf("after retention freed room: %v", err)
+		}
+	}
 }
 
 // TestHTTPQuotaStatuses: over the HTTP API a count quota answers 403 and
@@ -363,7 +392,7 @@ func TestStorageFigureIsClusterWide(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.seeds()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
-		kgo.RecordRetries(1), kgo.RecordDeliveryTimeout(5*time.Second))
+		kgo.RecordRetries(1), kgo.RecordDeliveryTimeout(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ package node
 // disk is full, and accepted again once uploads and retention have made
 // room. Nothing is deleted to make room: data not yet uploaded stays.
 // The same loop feeds the disk ladder (diskladder.go), whose reserve is
-// --disk-min-free-bytes, and sums the storage quota's figures (storage.go).
+// --disk-min-free-bytes, and runs the storage quota's (storage.go).
 //
 // Invariant: the guard only refuses appends; it never deletes and never
 // blocks a read.
@@ -19,6 +19,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"syscall"
 	"time"
 
@@ -37,19 +38,23 @@ func (b *Node) DiskGuardLoop(ctx context.Context) {
 		Name: "sluice_disk_watermark_level",
 		Help: "The disk-watermark ladder's level: 0 none, 1 no new topics or partitions, 2 no bursts for low-priority tenants, 3 publishes over quota refused.",
 	}, func() float64 { return float64(b.DiskLevel()) }))
+	// The storage figures have a loop of their own: they read etcd, which
+	// must never hold up the disk guard.
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		b.storageLoop(ctx)
+	}()
+	defer wg.Wait()
 	t := time.NewTicker(diskGuardInterval)
 	defer t.Stop()
-	var lastStorage time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 			b.refreshDiskGuard()
-			if now := time.Now(); now.Sub(lastStorage) >= storageInterval {
-				lastStorage = now
-				b.refreshStorage(ctx)
-			}
 		}
 	}
 }

@@ -1,11 +1,12 @@
 package node
 
 // storage.go owns the storage quota (storage_bytes): every storageInterval
-// the disk guard loop sums, by tenant, the bytes retained by the partitions
-// this broker leads, as the retention machine knows them: the local log
-// plus what object storage holds below the local log start (the tiered
-// head's objects, older ones estimated, tier.RemoteBytesBelow). Produce
-// checks the tenant's figure before appending (CheckAppend).
+// its own loop (started by the disk guard loop) sums, by tenant, the bytes
+// retained by the partitions this broker leads, as the retention machine
+// knows them: the local log plus what object storage holds below the local
+// log start (the tiered head's objects, older ones estimated,
+// tier.RemoteBytesBelow). Produce checks the tenant's figure before
+// appending (CheckAppend).
 //
 // The code of a refusal is KAFKA_STORAGE_ERROR: retriable, and retried by
 // every client we test with (franz-go and the Java producer retry it until
@@ -39,6 +40,20 @@ var ErrDiskOverQuota = errors.New("disk above the third watermark")
 
 // storageInterval is how often the retained bytes are summed and exchanged.
 const storageInterval = 2 * time.Second
+
+// storageLoop refreshes the storage figures until ctx ends.
+func (b *Node) storageLoop(ctx context.Context) {
+	t := time.NewTicker(storageInterval)
+	defer t.Stop()
+	for {
+		b.refreshStorage(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
 
 // refreshStorage sums the retained bytes of the partitions this broker
 // leads, by tenant.
