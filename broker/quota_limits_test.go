@@ -351,19 +351,25 @@ func TestTenantStorageQuota(t *testing.T) {
 	}
 }
 
-// TestHTTPQuotaStatuses: over the HTTP API a count quota answers 403 and
-// the storage quota 507, each with code quota_exceeded and a message
-// naming the quota.
+// TestHTTPQuotaStatuses: over the HTTP API a count quota answers 403, the
+// mutation rate 429 with Retry-After and the storage quota 507, each with
+// its code and a message naming the quota.
 func TestHTTPQuotaStatuses(t *testing.T) {
-	q := &testQuotas{by: map[string]quota.Limits{meta.DefaultTenant: {quota.Topics: 1, quota.StorageBytes: 1}}}
+	q := &testQuotas{by: map[string]quota.Limits{meta.DefaultTenant: {
+		quota.Partitions: 4, quota.ControllerMutationRate: 1, quota.StorageBytes: 1}}}
 	cfg := testBrokerConfig(t)
 	cfg.Quotas = q
 	b := startBroker(t, cfg)
 	c := httpCaller{t: t, client: http.DefaultClient, base: httpBase(b)}
-	c.must(http.StatusCreated, "POST", "/v1/topics", `{"name":"one","partitions":1,"replication_factor":1}`)
-	code, out, _ := c.call("POST", "/v1/topics", `{"name":"two","partitions":1,"replication_factor":1}`)
-	if ec, msg := errorCode(out); code != http.StatusForbidden || ec != "quota_exceeded" || !strings.Contains(msg, "topics") {
-		t.Fatalf("second topic: %d %v, want 403 quota_exceeded naming topics", code, out)
+	c.must(http.StatusCreated, "POST", "/v1/topics", `{"name":"one","partitions":3,"replication_factor":1}`)
+	code, out, _ := c.call("POST", "/v1/topics", `{"name":"big","partitions":2,"replication_factor":1}`)
+	if ec, msg := errorCode(out); code != http.StatusForbidden || ec != "quota_exceeded" || !strings.Contains(msg, "partitions") {
+		t.Fatalf("5th partition: %d %v, want 403 quota_exceeded naming partitions", code, out)
+	}
+	code, out, hdr := c.call("POST", "/v1/topics", `{"name":"two","partitions":1,"replication_factor":1}`)
+	if ec, msg := errorCode(out); code != http.StatusTooManyRequests || ec != "throttling_quota_exceeded" ||
+		!strings.Contains(msg, "controller_mutation_rate") || hdr.Get("Retry-After") == "" {
+		t.Fatalf("topic in mutation debt: %d %v (Retry-After %q), want 429 with Retry-After", code, out, hdr.Get("Retry-After"))
 	}
 	// The first record goes in (nothing retained yet), then the figure
 	// catches up and publishes answer 507.
