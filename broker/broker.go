@@ -173,6 +173,9 @@ func (b *Broker) Run(ctx context.Context) error {
 	if b.quotaSrc == nil {
 		b.quotaSrc = quotas.table
 	}
+	if b.Cfg.Quotas == nil {
+		b.Cfg.Quotas = b.quotaSrc // the count, mutation-rate and storage limits (broker/node)
+	}
 	b.Fair.SetWeight(func(tenant string) float64 {
 		w, _ := quotas.table.Scheduling(tenant)
 		return w

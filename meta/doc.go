@@ -58,6 +58,10 @@
 //	                                        session lease (default TTL 2 s); the key with the
 //	                                        lowest create revision is the controller, and
 //	                                        that create revision is the controller epoch
+//	<prefix>usage/<node id>                 {"v":1,"tenants":{tenant: bytes}} (usage.go): the
+//	                                        bytes retained by the partitions the broker leads,
+//	                                        for the storage quota; bound to a lease of the
+//	                                        broker's (TTL 6 s), rewritten every 2 s
 //	<prefix>offsets/<tenant>/<group>/<topicID>/<n>
 //	                                        {"v":1,"topic","offset","leader_epoch","metadata",
 //	                                         "generation","commit_time_ms"}; <tenant> and

@@ -226,7 +226,16 @@ func (c *Coordinator) locked(ctx context.Context, id string, create bool, fn fun
 				return err
 			}
 		}
-		if create {
+		if create && !gr.exists {
+			// A new group: its tenant's groups quota (POLICY_VIOLATION:
+			// not retriable, so a client stops and shows the message;
+			// GROUP_AUTHORIZATION_FAILED would send people to the ACLs).
+			if err := c.node.CheckNewGroup(ctx, c.cfg.Tenant, id); err != nil {
+				_ = gr.g.MarkDead(c.now())
+				c.release(ctx, gr, "over its tenant's groups quota")
+				gr.mu.Unlock()
+				return err
+			}
 			gr.exists = true
 		}
 		if !gr.exists {

@@ -40,6 +40,9 @@ func httpStatusFor(err error) *APIError {
 	if errors.As(err, &ae) {
 		return ae
 	}
+	if qe := quotaStatus(err); qe != nil {
+		return qe
+	}
 	code := node.ErrorCode(err)
 	status := http.StatusInternalServerError
 	switch code {
@@ -110,6 +113,7 @@ func writeAPIError(logger zerolog.Logger, w http.ResponseWriter, r *http.Request
 		}
 	}
 	ev.Err(err).Str("method", r.Method).Str("path", r.URL.Path).Int("status", ae.Status).Msg("http request failed")
+	setRetryAfter(w, err)
 	writeJSON(w, ae.Status, map[string]*APIError{"error": ae})
 }
 

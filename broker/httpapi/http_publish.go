@@ -121,6 +121,10 @@ func (b *Server) httpPublish(w http.ResponseWriter, r *http.Request) {
 		b.writeError(w, r, err)
 		return
 	}
+	if err := b.CheckAppend(topicName); node.QuotaRefusal(err) {
+		b.writeError(w, r, err) // the whole request: 507 (quota_status.go)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), publishTimeout)
 	defer cancel()
 	results := b.appendPublished(ctx, t, batches, len(req.Messages), req.ProducerID != nil)
@@ -295,7 +299,7 @@ func (b *Server) appendLocal(ctx context.Context, t *node.Topic, pbs []*publishB
 	for j, pb := range pbs {
 		h, err := node.ValidateBatch(pb.raw, t.Settings.MaxMessageBytes)
 		if err == nil {
-			err = b.CheckDisk()
+			err = b.CheckAppend(t.Meta.Name)
 		}
 		var p *partition.Partition
 		if err == nil {

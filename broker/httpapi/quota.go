@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/broker/auth"
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/quota"
 )
 
@@ -58,6 +59,9 @@ func setRetryAfter(w http.ResponseWriter, err error) {
 	var t *Throttled
 	if errors.As(err, &t) {
 		w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(t.Delay), 10))
+	} else if ms := node.ThrottleMillis(err); ms > 0 {
+		// An admin mutation over controller_mutation_rate (broker/node).
+		w.Header().Set("Retry-After", strconv.Itoa(int((ms+999)/1000)))
 	}
 }
 

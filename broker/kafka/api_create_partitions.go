@@ -26,6 +26,7 @@ func handleCreatePartitions(b *Server, ctx context.Context, req *request) (reply
 			st.ErrorCode = node.ErrorCode(err)
 			msg := err.Error()
 			st.ErrorMessage = &msg
+			resp.ThrottleMillis = max(resp.ThrottleMillis, node.ThrottleMillis(err))
 		}
 		resp.Topics = append(resp.Topics, st)
 	}

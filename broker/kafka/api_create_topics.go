@@ -28,6 +28,7 @@ func handleCreateTopics(b *Server, ctx context.Context, req *request) (reply, er
 			st.ErrorCode = node.ErrorCode(err)
 			msg := err.Error()
 			st.ErrorMessage = &msg
+			resp.ThrottleMillis = max(resp.ThrottleMillis, node.ThrottleMillis(err))
 			// A client's mistake is the client's to see (debug); a failure
 			// of this broker's is the operator's.
 			if st.ErrorCode == kerr.UnknownServerError.Code {

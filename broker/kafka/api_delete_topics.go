@@ -43,6 +43,7 @@ func handleDeleteTopics(b *Server, ctx context.Context, req *request) (reply, er
 			st.ErrorCode = node.ErrorCode(err)
 			msg := err.Error()
 			st.ErrorMessage = &msg
+			resp.ThrottleMillis = max(resp.ThrottleMillis, node.ThrottleMillis(err))
 		}
 		resp.Topics = append(resp.Topics, st)
 	}

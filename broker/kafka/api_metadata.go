@@ -63,6 +63,10 @@ func handleMetadata(b *Server, ctx context.Context, req *request) (reply, error)
 			if allowCreate {
 				var err error
 				t, err = b.AutoCreate(ctx, name)
+				if node.QuotaRefusal(err) { // the tenant's limit: the client's to see
+					resp.Topics = append(resp.Topics, metadataTopicError(rt, node.ErrorCode(err)))
+					continue
+				}
 				if err != nil && !errors.Is(err, node.ErrUnknownTopic) {
 					b.Logger.Warn().Err(err).Str("topic", name).Msg("auto-create topic")
 				}

@@ -154,7 +154,7 @@ func setProduceError(b *Server, sp *kmsg.ProduceResponseTopicPartition, topic st
 	msg := err.Error()
 	sp.ErrorMessage = &msg
 	level := b.Logger.Debug()
-	if sp.ErrorCode == kerr.UnknownServerError.Code || sp.ErrorCode == kerr.KafkaStorageError.Code {
+	if sp.ErrorCode == kerr.UnknownServerError.Code || sp.ErrorCode == kerr.KafkaStorageError.Code && !node.QuotaRefusal(err) {
 		level = b.Logger.Error()
 	}
 	level.Err(err).Str("topic", topic).Int32("partition", sp.Partition).Int16("code", sp.ErrorCode).Msg("produce rejected")
@@ -170,7 +170,7 @@ func (b *Server) prepareAppend(topicName string, index int32, records []byte, ac
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := b.CheckDisk(); err != nil {
+	if err := b.CheckAppend(topicName); err != nil {
 		return nil, nil, err
 	}
 	h, err := node.ValidateBatch(records, t.Settings.MaxMessageBytes)

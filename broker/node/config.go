@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/broker/acl"
+	"github.com/sluice-mq/sluice/broker/quota"
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/tier/objstore"
 	"github.com/sluice-mq/sluice/wal"
@@ -65,6 +66,16 @@ type Config struct {
 	// DiskMinFreeBytes free; 0 turns either off.
 	LocalMaxBytes    int64
 	DiskMinFreeBytes int64
+	// DiskWatermarks are the disk ladder's three steps (diskladder.go), in
+	// percent of the data dir's file system in use; zero: off. The reserve
+	// below them is DiskMinFreeBytes.
+	DiskWatermarks Watermarks
+	// DiskUsage reads the data dir's file system (total and free bytes);
+	// nil is statfs. Tests inject readings to drive the ladder.
+	DiskUsage func(dir string) (total, free int64, err error)
+	// Quotas answers each tenant's limits (limits.go, storage.go); nil:
+	// unlimited.
+	Quotas quota.Source
 	// PeerInterBroker, when it names a node, is the address this broker
 	// dials for that node's inter-broker listener (replica fetches and
 	// election messages) instead of the one it registered: a route of its
@@ -317,6 +328,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Coordinator.Validate(); err != nil {
 		return err
+	}
+	if err := c.DiskWatermarks.Validate(); err != nil {
+		return fmt.Errorf("broker: --disk-watermarks: %w", err)
 	}
 	if c.PartitionQueue < 1 {
 		return fmt.Errorf("broker: partition queue %d must be at least 1", c.PartitionQueue)

@@ -63,7 +63,10 @@ func ErrorCode(err error) int16 {
 	}
 	var cfgErr *errInvalidConfig
 	var kafkaErr *kerr.Error
+	var throttle *ThrottleError
 	switch {
+	case errors.As(err, &throttle):
+		return kerr.ThrottlingQuotaExceeded.Code
 	case errors.As(err, &kafkaErr):
 		return kafkaErr.Code
 	case errors.As(err, &cfgErr):
@@ -108,6 +111,10 @@ var errorCodes = []struct {
 	{partition.ErrStorage, kerr.KafkaStorageError.Code},
 	{ErrRemoteRead, kerr.KafkaStorageError.Code},
 	{errDiskFull, kerr.KafkaStorageError.Code},
+	{ErrCountQuota, kerr.PolicyViolation.Code},
+	{ErrDiskWatermark, kerr.PolicyViolation.Code},
+	{ErrStorageQuota, kerr.KafkaStorageError.Code}, // retriable: storage.go says why
+	{ErrDiskOverQuota, kerr.KafkaStorageError.Code},
 	{wal.ErrClosed, kerr.NotLeaderForPartition.Code},
 	{group.ErrUnknownMember, kerr.UnknownMemberID.Code},
 	{group.ErrIllegalGeneration, kerr.IllegalGeneration.Code},

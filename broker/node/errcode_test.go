@@ -37,6 +37,11 @@ func TestErrorCode(t *testing.T) {
 		{"out of range", wal.ErrOffsetOutOfRange, kerr.OffsetOutOfRange},
 		{"fenced epoch", fmt.Errorf("x: %w", kerr.FencedLeaderEpoch), kerr.FencedLeaderEpoch},
 		{"transactions", fmt.Errorf("x: %w", ErrTransactionsUnsupported), kerr.TransactionalIDAuthorizationFailed},
+		{"count quota", fmt.Errorf("%w: topics", ErrCountQuota), kerr.PolicyViolation},
+		{"first watermark", fmt.Errorf("%w: level 1", ErrDiskWatermark), kerr.PolicyViolation},
+		{"storage quota", fmt.Errorf("%w: acme", ErrStorageQuota), kerr.KafkaStorageError},
+		{"third watermark", fmt.Errorf("%w: acme", ErrDiskOverQuota), kerr.KafkaStorageError},
+		{"mutation rate", fmt.Errorf("x: %w", &ThrottleError{Wait: 1}), kerr.ThrottlingQuotaExceeded},
 		{"unmapped", errors.New("surprise"), kerr.UnknownServerError},
 	}
 	for _, tt := range tests {

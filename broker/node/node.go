@@ -88,6 +88,7 @@ type Node struct {
 	Objects    objstore.Store         // tiering (tiering.go); set in Run before partitions open
 	probe      storeProbe             // the object store's readiness (tiering_probe.go)
 	diskFull   atomic.Pointer[string] // why produce is refused (diskguard.go); "" or nil: accepted
+	limitState                        // quotas, the disk ladder and storage figures (limits.go)
 	restarting sync.Map               // PartitionKey → true while restartBehindLeader reopens it
 	Rcache     *cache.Cache
 	// Fair is the tenants' lanes of handler time, tail reads and backfill

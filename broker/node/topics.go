@@ -265,9 +265,15 @@ func (b *Node) CreateTopic(ctx context.Context, name string, partitions int32, r
 	if b.LookupTopic(name) != nil {
 		return meta.Topic{}, fmt.Errorf("topic %q: %w", name, meta.ErrTopicExists)
 	}
+	if err := b.checkCreate(name, 1, int64(partitions)); err != nil {
+		return meta.Topic{}, err
+	}
 	t := meta.Topic{Name: name, Partitions: partitions, ReplicationFactor: int16(len(replicas[0])), Configs: configs}
 	if validateOnly {
 		return t, nil
+	}
+	if err := b.admitMutation(name, int64(partitions), "creating topic "+name); err != nil {
+		return meta.Topic{}, err
 	}
 	t, states, err := b.Store.CreateTopicWithPartitions(ctx, t, replicas)
 	if err != nil {
@@ -301,8 +307,12 @@ func (b *Node) AutoCreate(ctx context.Context, name string) (*Topic, error) {
 func (b *Node) DeleteTopic(ctx context.Context, name string) (meta.Topic, error) {
 	b.AdminMu.Lock()
 	defer b.AdminMu.Unlock()
-	if b.LookupTopic(name) == nil {
+	old := b.LookupTopic(name)
+	if old == nil {
 		return meta.Topic{}, fmt.Errorf("topic %q: %w", name, meta.ErrTopicNotFound)
+	}
+	if err := b.admitMutation(name, int64(old.Meta.Partitions), "deleting topic "+name); err != nil {
+		return meta.Topic{}, err
 	}
 	t, err := b.Store.DeleteTopic(ctx, name)
 	if err != nil {

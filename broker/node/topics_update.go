@@ -82,8 +82,14 @@ func (b *Node) AddPartitions(ctx context.Context, name string, count int32, vali
 	if count > 100000 {
 		return fmt.Errorf("%w: %d", ErrInvalidPartitions, count)
 	}
+	if err := b.checkCreate(name, 0, int64(count-t.Meta.Partitions)); err != nil {
+		return err
+	}
 	if validateOnly {
 		return nil
+	}
+	if err := b.admitMutation(name, int64(count-t.Meta.Partitions), "adding partitions to "+name); err != nil {
+		return err
 	}
 	replicas, err := b.Hooks.PlaceMore(ctx, t, int(count))
 	if err != nil {

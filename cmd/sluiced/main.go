@@ -27,6 +27,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluice-mq/sluice/broker"
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/cmd/internal/version"
 	"github.com/sluice-mq/sluice/wal"
 	"github.com/sluice-mq/sluice/wal/vfs"
@@ -117,7 +118,12 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.Int64Var(&cfg.ReadCacheBytes, "read-cache-bytes", cfg.ReadCacheBytes, "bytes of remote object ranges kept in memory for replays")
 	fs.Int64Var(&cfg.PageCacheTailBytes, "page-cache-tail-bytes", cfg.PageCacheTailBytes, "bytes of each partition's newest log left in the page cache; older ones are dropped from it once fsynced, so appends reuse those pages (0: leave it to the kernel)")
 	fs.Int64Var(&cfg.LocalMaxBytes, "local-max-bytes", 0, "refuse produce (retriable) while the local logs hold this many bytes, e.g. when uploads fail; 0: no limit")
-	fs.Int64Var(&cfg.DiskMinFreeBytes, "disk-min-free-bytes", cfg.DiskMinFreeBytes, "refuse produce (retriable) while the data dir's file system has less free")
+	fs.Int64Var(&cfg.DiskMinFreeBytes, "disk-min-free-bytes", cfg.DiskMinFreeBytes, "refuse produce (retriable) while the data dir's file system has less free: the reserve below the disk watermarks")
+	fs.Func("disk-watermarks", "three percentages of the data dir's file system in use, e.g. 80,90,95: above the first no new topics or partitions, the second no bursts for low-priority tenants, the third no publishes of tenants over quota; each is left 2 points below it (default: off)", func(s string) error {
+		w, err := node.ParseWatermarks(s)
+		cfg.DiskWatermarks = w
+		return err
+	})
 	fs.DurationVar(&cfg.ScrubInterval, "scrub-interval", cfg.ScrubInterval, "how often the controller removes orphaned objects from the bucket (0: never)")
 	fs.DurationVar(&cfg.TierGrace, "tier-grace", cfg.TierGrace, "how long an object stays after retention passed it, for readers still streaming it")
 	fs.IntVar(&cfg.TierChunkBytes, "tier-chunk-bytes", 0, "target chunk size of uploaded objects, the unit of a ranged read (default 4 MiB)")

@@ -43,6 +43,7 @@ func TestCommandLine(t *testing.T) {
 		{"inter-broker listener over SASL", []string{"--listeners", "CLIENT://127.0.0.1:0,BROKER://127.0.0.1:0", "--listener-security-protocol-map", "CLIENT:PLAINTEXT,BROKER:SASL_PLAINTEXT",
 			"--inter-broker-listener", "BROKER"}, 1, "", "speaks SASL_PLAINTEXT: brokers authenticate each other with mutual TLS, not SASL", ""},
 		{"inter-broker listener without listeners", []string{"--inter-broker-listener", "BROKER"}, 1, "", "--inter-broker-listener BROKER needs --listeners", ""},
+		{"disk watermarks checked", []string{"--disk-watermarks", "90,80,95"}, 2, "", "must increase", ""},
 		{"topic defaults checked", []string{"--default-replication-factor", "2", "--default-min-insync-replicas", "3"}, 1, "", "every acks=all write would be refused", ""},
 	}
 	for _, tc := range tests {
