@@ -191,6 +191,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	meters := b.quotaMeters()
 	if meters != nil {
 		kopts = append(kopts, kafka.WithAdmitter(kafka.NewQuotaAdmitter(meters)))
+		b.wireDiskLadder(meters, quotas.table)
 	}
 	b.kafka = kafka.New(b.Node, b, b.coord, append(kopts, b.kafkaOpts...)...)
 	b.http = httpapi.New(b.Node, b, b.coord, guard)

@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/quota"
 	"github.com/sluice-mq/sluice/meta"
 )
@@ -73,4 +74,23 @@ func (b *Broker) splitQuotas(ctx context.Context, m *quota.Meters, own quota.Dem
 	demands[self] = own // this period's, whether or not the put landed
 	live := len(b.Brokers())
 	m.SetShares(quota.Shares(self, demands, live), quota.DefaultShare(max(live, len(demands))))
+}
+
+// wireDiskLadder lets the disk-watermark ladder (broker/node) act through
+// the rate meters: from its second step the tenants of the low priority
+// class lose their burst allowance (held to their base rate), and at its
+// third a tenant whose produce meters are in debt is over its quota, so its
+// publishes are refused until the disk drains.
+func (b *Broker) wireDiskLadder(m *quota.Meters, table *quota.Table) {
+	m.SetBurstPolicy(func(tenant string) time.Duration {
+		_, class := table.Scheduling(tenant)
+		if !node.BurstAllowed(b.DiskLevel(), class == quota.ClassLow) {
+			return quota.MinBurst
+		}
+		return 0 // the meters' own
+	})
+	b.SetOverQuota(func(tenant string) bool {
+		now := time.Now()
+		return m.Delay(tenant, quota.ProducerByteRate, now) > 0 || m.Delay(tenant, quota.ProducerRecordRate, now) > 0
+	})
 }

@@ -75,6 +75,23 @@ func (b *Bucket) SetRate(rate float64, now time.Time) {
 	b.tokens = math.Min(b.tokens, b.capacity())
 }
 
+// MinBurst is the shortest burst window SetBurst sets: a tenant held to
+// its base rate (the disk ladder's second step) still gets this much.
+const MinBurst = 10 * time.Millisecond
+
+// SetBurst changes the burst window (the disk ladder lowers it for tenants
+// of the low priority class): saved tokens are capped at the new
+// capacity, a debt is kept.
+func (b *Bucket) SetBurst(burst time.Duration, now time.Time) {
+	burst = max(burst, MinBurst)
+	if burst == b.burst {
+		return
+	}
+	b.refill(now)
+	b.burst = burst
+	b.tokens = math.Min(b.tokens, b.capacity())
+}
+
 // Record charges n units at now and returns how long the client must be
 // held: 0 while the bucket is not in debt, else debt / rate.
 func (b *Bucket) Record(n float64, now time.Time) time.Duration {

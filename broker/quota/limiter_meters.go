@@ -19,6 +19,7 @@ package quota
 import (
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,6 +29,10 @@ type Meters struct {
 	src     Source
 	burst   time.Duration
 	metrics *Metrics
+
+	// burstOf, if set, is each tenant's burst window now (the disk
+	// ladder's second step lowers it for low-priority tenants).
+	burstOf atomic.Pointer[func(tenant string) time.Duration]
 
 	mu      sync.Mutex
 	tenants map[string]*tenantMeters      // guarded by mu
@@ -55,8 +60,29 @@ func NewMeters(src Source, burst time.Duration, metrics *Metrics) *Meters {
 // Metrics are the meters' metrics (nil without).
 func (m *Meters) Metrics() *Metrics { return m.metrics }
 
-// Burst is the burst window of every bucket.
+// Burst is the burst window of every bucket (unless SetBurstPolicy says
+// otherwise for a tenant).
 func (m *Meters) Burst() time.Duration { return m.burst }
+
+// SetBurstPolicy makes fn decide each tenant's burst window from now on
+// (nil: Burst for every tenant). fn is called with the meters' lock held:
+// it must be cheap and must not call back into m.
+func (m *Meters) SetBurstPolicy(fn func(tenant string) time.Duration) {
+	if fn == nil {
+		m.burstOf.Store(nil)
+		return
+	}
+	m.burstOf.Store(&fn)
+}
+
+func (m *Meters) burstFor(tenant string) time.Duration {
+	if fn := m.burstOf.Load(); fn != nil {
+		if d := (*fn)(tenant); d > 0 {
+			return d
+		}
+	}
+	return m.burst
+}
 
 // perBroker reports whether a key's limit applies to each broker as it is
 // rather than being split: request_percentage is a share of one broker's
@@ -117,10 +143,11 @@ func (m *Meters) bucket(t *tenantMeters, tenant, key string, limits Limits, now 
 		}
 		return nil
 	case b == nil:
-		b = NewBucket(rate, m.burst, now)
+		b = NewBucket(rate, m.burstFor(tenant), now)
 		t.buckets[key] = b
 	default:
 		b.SetRate(rate, now)
+		b.SetBurst(m.burstFor(tenant), now)
 	}
 	return b
 }

@@ -193,3 +193,39 @@ func TestMetersShareAndLimits(t *testing.T) {
 		t.Fatalf("a removed limit still holds %v", d)
 	}
 }
+
+// TestMetersBurstPolicy: a tenant whose burst the policy lowers (the disk
+// ladder's second step for a low-priority tenant) is held for a burst its
+// full window would have absorbed; its debt is kept, and its long-run rate
+// is the quota either way.
+func TestMetersBurstPolicy(t *testing.T) {
+	src := Static{"low": {ProducerByteRate: 1000}, "std": {ProducerByteRate: 1000}}
+	m := NewMeters(src, time.Second, nil)
+	lowered := false
+	m.SetBurstPolicy(func(tenant string) time.Duration {
+		if lowered && tenant == "low" {
+			return MinBurst
+		}
+		return 0 // the default
+	})
+	// Full windows: 800 bytes at once pass without a hold.
+	for _, tn := range []string{"low", "std"} {
+		if d := m.Record(tn, ProducerByteRate, 800, epoch); d != 0 {
+			t.Fatalf("%s held %v inside its burst", tn, d)
+		}
+	}
+	lowered = true
+	later := epoch.Add(time.Second) // both buckets full again
+	if d := m.Record("std", ProducerByteRate, 800, later); d != 0 {
+		t.Errorf("std held %v inside its burst", d)
+	}
+	// low's window is now 10 ms: 10 bytes of credit, 790 owed.
+	if d := m.Record("low", ProducerByteRate, 800, later); d != 790*time.Millisecond {
+		t.Errorf("low held %v, want 790ms at its base rate", d)
+	}
+	b := NewBucket(1000, time.Second, epoch)
+	b.SetBurst(time.Millisecond, epoch) // below the floor
+	if got := b.Available(epoch); got != 10 {
+		t.Errorf("after SetBurst below MinBurst: %v tokens, want 10", got)
+	}
+}
