@@ -164,7 +164,7 @@ func (b *Broker) Run(ctx context.Context) error {
 		return fmt.Errorf("broker: %w", err)
 	}
 	defer guard.Close()
-	quotas, err := followQuotas(ctx, b.Store, b.Logger)
+	quotas, err := followQuotas(ctx, b.Store, b.NodeLog)
 	if err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
