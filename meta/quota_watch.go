@@ -29,7 +29,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -46,49 +45,15 @@ type QuotaSnapshot struct {
 	Corrupt []string
 }
 
-// QuotaView follows the quota records (WatchQuotas). Safe for concurrent
-// use.
-type QuotaView struct {
-	done chan struct{} // closed when the view's goroutine has ended
-
-	mu      sync.Mutex
-	snap    QuotaSnapshot // guarded by mu
-	changed chan struct{} // guarded by mu; closed and replaced by each publish
-}
-
-// Snapshot returns the latest state.
-func (v *QuotaView) Snapshot() QuotaSnapshot {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.snap
-}
-
-// Changed returns a channel closed when a snapshot newer than the current
-// one is published; take it before Snapshot to miss nothing (as
-// SecurityView.Changed). Once the view is Done it is never closed.
-func (v *QuotaView) Changed() <-chan struct{} {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.changed
-}
-
-// Done is closed when the view stops following changes; the last snapshot
-// stays readable.
-func (v *QuotaView) Done() <-chan struct{} { return v.done }
-
-func (v *QuotaView) publish(snap QuotaSnapshot) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.snap = snap
-	close(v.changed)
-	v.changed = make(chan struct{})
-}
+// QuotaView follows the quota records (WatchQuotas); view.go has its
+// methods.
+type QuotaView = view[QuotaSnapshot]
 
 // WatchQuotas reads every quota record at one revision and returns a view
 // that follows their changes until ctx ends or the Store closes. An error
 // means the first read failed or the Store is closed.
 func (s *Store) WatchQuotas(ctx context.Context) (*QuotaView, error) {
-	v := &QuotaView{done: make(chan struct{}), changed: make(chan struct{})}
+	v := newView[QuotaSnapshot]()
 	w := &quotaWatcher{s: s, view: v}
 	if err := w.load(ctx); err != nil {
 		return nil, fmt.Errorf("meta: watch quotas: %w", err)

@@ -34,7 +34,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -56,48 +55,9 @@ type SecuritySnapshot struct {
 	Corrupt []string
 }
 
-// SecurityView follows the security state (WatchSecurity). Safe for
-// concurrent use.
-type SecurityView struct {
-	done chan struct{} // closed when the view's goroutine has ended
-
-	mu      sync.Mutex
-	snap    SecuritySnapshot // guarded by mu
-	changed chan struct{}    // guarded by mu; closed and replaced by each publish
-}
-
-// Snapshot returns the latest state.
-func (v *SecurityView) Snapshot() SecuritySnapshot {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.snap
-}
-
-// Changed returns a channel closed when a snapshot newer than the current
-// one is published. To miss nothing, take it before Snapshot:
-//
-//	ch := v.Changed()
-//	rebuild(v.Snapshot())
-//	<-ch // then loop
-//
-// Once the view is Done the channel is never closed: wait on both.
-func (v *SecurityView) Changed() <-chan struct{} {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	return v.changed
-}
-
-// Done is closed when the view stops following changes (its ctx ended or
-// the Store closed); the last snapshot stays readable.
-func (v *SecurityView) Done() <-chan struct{} { return v.done }
-
-func (v *SecurityView) publish(snap SecuritySnapshot) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	v.snap = snap
-	close(v.changed)
-	v.changed = make(chan struct{})
-}
+// SecurityView follows the security state (WatchSecurity); view.go has
+// its methods.
+type SecurityView = view[SecuritySnapshot]
 
 // WatchSecurity reads every tenant, user, API key and ACL binding at one
 // revision and returns a view that follows their changes until ctx ends or
@@ -116,7 +76,7 @@ func (s *Store) WatchSecurity(ctx context.Context) (*SecurityView, error) {
 
 // loadSecurity makes a watcher and its view from a first read.
 func (s *Store) loadSecurity(ctx context.Context) (*securityWatcher, error) {
-	v := &SecurityView{done: make(chan struct{}), changed: make(chan struct{})}
+	v := newView[SecuritySnapshot]()
 	w := &securityWatcher{s: s, view: v}
 	if err := w.load(ctx); err != nil {
 		return nil, fmt.Errorf("meta: watch security: %w", err)
