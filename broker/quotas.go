@@ -55,17 +55,7 @@ func (f *quotaFollower) close() {
 
 func (f *quotaFollower) follow(ctx context.Context, view *meta.QuotaView, changed <-chan struct{}) {
 	defer close(f.done)
-	for {
-		select {
-		case <-changed:
-		case <-view.Done():
-			return
-		case <-ctx.Done():
-			return
-		}
-		changed = view.Changed()
-		f.apply(view.Snapshot())
-	}
+	view.Follow(ctx, changed, f.apply)
 }
 
 // apply publishes one snapshot. A corrupt record leaves its tenant

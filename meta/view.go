@@ -9,7 +9,10 @@ package meta
 // critical section, so a reader that took Changed before Snapshot misses no
 // publish.
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // view follows one watch's snapshots. Safe for concurrent use.
 type view[S any] struct {
@@ -55,4 +58,21 @@ func (v *view[S]) publish(snap S) {
 	v.snap = snap
 	close(v.changed)
 	v.changed = make(chan struct{})
+}
+
+// Follow calls apply with each snapshot published after the one changed
+// was taken with (see Changed), until the view is Done or ctx ends. It
+// blocks: run it on the follower's own goroutine.
+func (v *view[S]) Follow(ctx context.Context, changed <-chan struct{}, apply func(S)) {
+	for {
+		select {
+		case <-changed:
+		case <-v.Done():
+			return
+		case <-ctx.Done():
+			return
+		}
+		changed = v.Changed()
+		apply(v.Snapshot())
+	}
 }

@@ -118,17 +118,7 @@ func (g *Guard) Close() {
 // follow rebuilds the index on every new snapshot.
 func (g *Guard) follow(ctx context.Context, view *meta.SecurityView, changed <-chan struct{}) {
 	defer close(g.done)
-	for {
-		select {
-		case <-changed:
-		case <-view.Done():
-			return
-		case <-ctx.Done():
-			return
-		}
-		changed = view.Changed()
-		g.rebuild(view.Snapshot())
-	}
+	view.Follow(ctx, changed, g.rebuild)
 }
 
 // rebuild makes the index and the authoriser's Set of one snapshot.
