@@ -348,3 +348,79 @@ func TestQuotaProduceClients(t *testing.T) {
 	}
 	runWindow(t, b, clients, "in")
 }
+
+// prefill writes enough records to topic as user for a consumer held to
+// quotaRate over the whole window, and a half more.
+func prefill(t *testing.T, b quotaBroker, user, topic string) {
+	t.Helper()
+	warm, span := quotaWindow()
+	total := int((warm + span).Seconds()*quotaRate) * 3 / 2
+	cl := b.franz(t, user, kgo.AllowAutoTopicCreation(), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	value := randomBytes(16 << 10)
+	var recs []*kgo.Record
+	for n := 0; n < total; n += len(value) {
+		recs = append(recs, &kgo.Record{Topic: topic, Value: value})
+	}
+	for len(recs) > 0 {
+		k := min(len(recs), 64)
+		if err := cl.ProduceSync(ctx, recs[:k]...).FirstErr(); err != nil {
+			t.Fatalf("prefill %s as %s: %v", topic, user, err)
+		}
+		recs = recs[k:]
+	}
+}
+
+// TestQuotaConsumeClients: three consumers of three tenants, each with
+// consumer_byte_rate 256 KiB/s and each reading a topic from its start as
+// fast as it can, are held to it ±10% by the broker's count of the record
+// bytes it returned: franz-go, kafka-go's Reader and kcat -C (librdkafka).
+func TestQuotaConsumeClients(t *testing.T) {
+	kcat := requireTool(t, "kcat")
+	b := startQuotaBroker(t)
+	consumerQuota := map[string]int64{"consumer_byte_rate": quotaRate}
+	clients := map[string]func(ctx context.Context) error{}
+
+	b.tenant(t, "acme-franz", "ann", consumerQuota)
+	prefill(t, b, "ann", "out")
+	clients["acme-franz"] = func(ctx context.Context) error {
+		cl := b.franz(t, "ann", kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		for ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			if err := fs.Err0(); err != nil && ctx.Err() == nil {
+				return err
+			}
+		}
+		return nil
+	}
+
+	b.tenant(t, "acme-kgo", "ken", consumerQuota)
+	prefill(t, b, "ken", "out")
+	mech, err := kgoscram.Mechanism(kgoscram.SHA512, "ken", "ken-pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clients["acme-kgo"] = func(ctx context.Context) error {
+		r := kafka.NewReader(kafka.ReaderConfig{Brokers: []string{b.kafkaAddr}, Topic: "out", Partition: 0,
+			MaxBytes: 4 << 20, Dialer: &kafka.Dialer{Timeout: 10 * time.Second, SASLMechanism: mech}})
+		defer r.Close()
+		for ctx.Err() == nil {
+			if _, err := r.ReadMessage(ctx); err != nil && ctx.Err() == nil {
+				return err
+			}
+		}
+		return nil
+	}
+
+	b.tenant(t, "acme-kcat", "kim", consumerQuota)
+	prefill(t, b, "kim", "out")
+	clients["acme-kcat"] = func(ctx context.Context) error {
+		args := []string{"-C", "-b", b.kafkaAddr, "-t", "out", "-o", "beginning", "-q"}
+		for _, x := range rdkafkaSASL("kim") {
+			args = append(args, "-X", x)
+		}
+		return runProcess(ctx, nil, kcat, args...)
+	}
+	runWindow(t, b, clients, "out")
+}
