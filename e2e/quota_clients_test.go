@@ -354,7 +354,7 @@ func TestQuotaProduceClients(t *testing.T) {
 func prefill(t *testing.T, b quotaBroker, user, topic string) {
 	t.Helper()
 	warm, span := quotaWindow()
-	total := int((warm + span).Seconds()*quotaRate) * 3 / 2
+	total := int((warm+span).Seconds()*quotaRate) * 3 / 2
 	cl := b.franz(t, user, kgo.AllowAutoTopicCreation(), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -423,4 +423,130 @@ func TestQuotaConsumeClients(t *testing.T) {
 		return runProcess(ctx, nil, kcat, args...)
 	}
 	runWindow(t, b, clients, "out")
+}
+
+// paced is what a producer paced at a fixed rate got acknowledged: the
+// acknowledged records per second and the ack latency p99.
+type paced struct {
+	perSec float64
+	p99    time.Duration
+}
+
+// producePaced produces one record of size bytes every interval for span
+// after warm, with cl, and measures the records sent after warm. It waits
+// for every record it sent.
+func producePaced(t *testing.T, cl *kgo.Client, topic string, size int, interval, warm, span time.Duration) paced {
+	t.Helper()
+	value := randomBytes(size)
+	var mu sync.Mutex
+	var lat []time.Duration
+	var failed error
+	start := time.Now()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), warm+span+30*time.Second)
+	defer cancel()
+	for now := start; now.Sub(start) < warm+span; now = <-tick.C {
+		sent, counted := time.Now(), now.Sub(start) >= warm
+		cl.Produce(ctx, &kgo.Record{Topic: topic, Value: value}, func(_ *kgo.Record, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				failed = err
+			} else if counted {
+				lat = append(lat, time.Since(sent))
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatalf("flush %s: %v", topic, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if failed != nil {
+		t.Fatalf("produce %s: %v", topic, failed)
+	}
+	slices.Sort(lat)
+	var sum time.Duration
+	for _, l := range lat {
+		sum += l
+	}
+	t.Logf("%s: p50 %v mean %v p90 %v p99 %v max %v", topic, lat[len(lat)/2], sum/time.Duration(len(lat)), lat[len(lat)*9/10], lat[len(lat)*99/100], lat[len(lat)-1])
+	return paced{perSec: float64(len(lat)) / span.Seconds(), p99: lat[len(lat)*99/100]}
+}
+
+// TestQuotaNoisyNeighbour: globex produces 1 KiB records at 200/s, first
+// alone, then while acme (producer_byte_rate 256 KiB/s) tries to produce at
+// ten times its quota on the same broker. Held to its quota, acme costs
+// globex little: globex's ack p99 and throughput stay near what they were
+// alone. The default 15 s run asserts globex's throughput within 20% and
+// acme held to its quota +10% while globex runs; the ack p99 within 20% is
+// asserted only with SLUICE_QUOTA_SOAK=1 (60 s windows), being noise at
+// 15 s on a shared 2-core machine.
+func TestQuotaNoisyNeighbour(t *testing.T) {
+	b := startQuotaBroker(t)
+	const acmeQuota = quotaRate
+	b.tenant(t, "acme", "ann", map[string]int64{"producer_byte_rate": acmeQuota})
+	b.tenant(t, "globex", "gus", nil)
+	warm, span := quotaWindow()
+	gus := b.franz(t, "gus", kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(0))
+	ann := b.franz(t, "ann", kgo.AllowAutoTopicCreation(), kgo.ProducerLinger(0), kgo.MaxBufferedRecords(256),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	const (
+		globexSize     = 1 << 10
+		globexInterval = 5 * time.Millisecond
+	)
+	alone := producePaced(t, gus, "quiet", globexSize, globexInterval, warm, span)
+	t.Logf("globex alone: %.1f acks/s, ack p99 %v", alone.perSec, alone.p99)
+
+	// acme: 10 × its quota, as 16 KiB records 640 times a second.
+	ctx, cancel := context.WithCancel(context.Background())
+	noisyDone := make(chan struct{})
+	go func() {
+		defer close(noisyDone)
+		value := randomBytes(16 << 10)
+		tick := time.NewTicker(time.Second / (10 * acmeQuota / (16 << 10)))
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				ann.Produce(ctx, &kgo.Record{Topic: "noisy", Value: value}, nil)
+			}
+		}
+	}()
+	// acme's first burst passes, then both are measured over the same span.
+	select {
+	case <-noisyDone:
+		t.Fatal("acme's producer stopped early")
+	case <-time.After(warm):
+	}
+	before, start := b.tenantBytes(t, "in", "acme"), time.Now()
+	together := producePaced(t, gus, "quiet", globexSize, globexInterval, 0, span)
+	acmeRate := (b.tenantBytes(t, "in", "acme") - before) / time.Since(start).Seconds()
+	cancel()
+	select {
+	case <-noisyDone:
+	case <-time.After(10 * time.Second):
+		t.Fatal("acme's producer did not stop within 10s")
+	}
+	t.Logf("globex with acme at 10x its quota: %.1f acks/s, ack p99 %v (acme got %.0f bytes/s)", together.perSec, together.p99, acmeRate)
+
+	if together.perSec < 0.8*alone.perSec {
+		t.Errorf("globex throughput %.1f acks/s next to acme, %.1f alone: more than 20%% lower", together.perSec, alone.perSec)
+	}
+	// What keeps globex whole is acme being held while it runs.
+	if acmeRate > 1.1*acmeQuota {
+		t.Errorf("acme got %.0f bytes/s while globex ran, above its quota %d +10%%", acmeRate, acmeQuota)
+	}
+	if os.Getenv("SLUICE_QUOTA_SOAK") == "" {
+		// Over 15 s on a shared 2-core machine globex's own p99 alone
+		// varies by several times from run to run, and no bound on the
+		// ratio separates acme held from acme unheld; the soak asserts it.
+		return
+	}
+	if float64(together.p99) > 1.2*float64(alone.p99) {
+		t.Errorf("globex ack p99 %v next to acme, %v alone: more than 20%% higher", together.p99, alone.p99)
+	}
 }
