@@ -10,11 +10,15 @@ package e2e
 // or sluice_tenant_bytes_out_total of the tenant, before and after the
 // measurement window: that count is what the quota promises to hold.
 //
-// Each client runs as a tenant of its own with the same quota, all at once,
-// so that the default run of the file stays near a minute: the quota is per
-// tenant, so the clients do not share a budget. The window is 15 s, 60 s
-// with SLUICE_QUOTA_SOAK=1. SLUICE_QUOTA_E2E_OFF=1 leaves every quota unset,
-// to show that each assertion fails without it.
+// In the rate tests each client runs as a tenant of its own (acme-franz,
+// acme-kcat, ...) with the same quota, all at once, so that the default run
+// of the file stays under a minute and a half: a quota is per tenant, so
+// the clients do not share a budget. The window is 15 s, 60 s with
+// SLUICE_QUOTA_SOAK=1. SLUICE_QUOTA_E2E_OFF=1 leaves every quota unset, to
+// show that each test fails without it.
+//
+// Invariant: every client process a test starts is killed and waited for
+// before runWindow returns; every broker is stopped by startBroker's cleanup.
 
 import (
 	"context"
@@ -136,13 +140,6 @@ func randomBytes(n int) []byte {
 	return b
 }
 
-// measured is one tenant's rate over the window, from the broker's count.
-type measured struct {
-	tenant string
-	dir    string
-	before float64
-}
-
 func checkQuotaRate(t *testing.T, what string, got float64) {
 	t.Helper()
 	if math.Abs(got-quotaRate) > 0.10*quotaRate {
@@ -158,8 +155,17 @@ func runWindow(t *testing.T, b quotaBroker, clients map[string]func(ctx context.
 	t.Helper()
 	warm, span := quotaWindow()
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var wg sync.WaitGroup
+	defer func() { // also on t.Fatal: no client outlives the window
+		cancel()
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Error("clients did not stop within 30s of the window's end")
+		}
+	}()
 	errs := make(chan error, len(clients))
 	for tenant, run := range clients {
 		wg.Add(1)
@@ -173,7 +179,6 @@ func runWindow(t *testing.T, b quotaBroker, clients map[string]func(ctx context.
 	waitOrFail := func(d time.Duration) {
 		select {
 		case err := <-errs:
-			cancel()
 			t.Fatalf("client stopped early: %v", err)
 		case <-time.After(d):
 		}
@@ -196,14 +201,6 @@ func runWindow(t *testing.T, b quotaBroker, clients map[string]func(ctx context.
 	for _, tenant := range names {
 		got := (b.tenantBytes(t, dir, tenant) - before[tenant]) / elapsed.Seconds()
 		checkQuotaRate(t, tenant+" bytes "+dir, got)
-	}
-	cancel()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("clients did not stop within 30s of the window's end")
 	}
 }
 
@@ -384,8 +381,8 @@ func TestQuotaConsumeClients(t *testing.T) {
 
 	b.tenant(t, "acme-franz", "ann", consumerQuota)
 	prefill(t, b, "ann", "out")
+	cl := b.franz(t, "ann", kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	clients["acme-franz"] = func(ctx context.Context) error {
-		cl := b.franz(t, "ann", kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 		for ctx.Err() == nil {
 			fs := cl.PollFetches(ctx)
 			if err := fs.Err0(); err != nil && ctx.Err() == nil {
