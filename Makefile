@@ -98,7 +98,7 @@ fuzz:
 # with the seed of CHAOS_SEED.
 CHAOS_DURATION ?= 60s
 CHAOS_SEED     ?= 1
-CHAOS_SCENARIOS ?= leader-kill leader-pause leader-isolated all-crash s3-faults consumer-crash disk-loss lagging-follower
+CHAOS_SCENARIOS ?= leader-kill leader-pause leader-isolated all-crash s3-faults consumer-crash disk-loss lagging-follower noisy-tenant
 chaos-short: build tools
 	@for s in $(CHAOS_SCENARIOS); do \
 	  echo "== chaos $$s"; \

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestJudgeQuiet: the quiet workload's rate during a burst is judged
@@ -35,5 +37,22 @@ func TestJudgeQuiet(t *testing.T) {
 	}
 	if bad := judgeQuiet(samples(300)[:3], bursts); bad != nil {
 		t.Errorf("a run too short for a baseline judged %v", bad)
+	}
+}
+
+// TestNoisyClientUncompressed: the noisy producer sends its batches
+// uncompressed, so the bytes the broker charges to producer_byte_rate are
+// at least the value bytes stopNoisy judges (with franz-go's default
+// snappy, 1 KiB of zeros is a few dozen bytes on the wire and the tenant
+// looked five times over its quota while the broker held it to it).
+func TestNoisyClientUncompressed(t *testing.T) {
+	cl, err := newNoisyClient([]string{"127.0.0.1:1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	codecs, _ := cl.OptValue(kgo.ProducerBatchCompression).([]kgo.CompressionCodec)
+	if len(codecs) != 1 || codecs[0] != kgo.NoCompression() {
+		t.Fatalf("noisy producer's compression %v, want only none", codecs)
 	}
 }
