@@ -93,9 +93,10 @@ fuzz:
 # Chaos scenarios against a real three-broker cluster with its S3 server
 # (chaos/runner, docs/chaos.md): each injects its faults for CHAOS_DURATION
 # while the workload runs, heals, drains and checks every acknowledged
-# record. `chaos-short` runs the six of issue 11 and the two families of
-# lost disks and lagging followers (.ci/run runs it after `make test`); `chaos-soak` mixes every fault family for CHAOS_SOAK_DURATION
-# with the seed of CHAOS_SEED.
+# record. `chaos-short` runs the six of issue 11, the two families of
+# lost disks and lagging followers, and the noisy tenant (.ci/run runs it
+# after `make test`); `chaos-soak` mixes every fault family for
+# CHAOS_SOAK_DURATION with the seed of CHAOS_SEED.
 CHAOS_DURATION ?= 60s
 CHAOS_SEED     ?= 1
 CHAOS_SCENARIOS ?= leader-kill leader-pause leader-isolated all-crash s3-faults consumer-crash disk-loss lagging-follower noisy-tenant
