@@ -231,7 +231,7 @@ func runProcess(ctx context.Context, stdin func(w io.Writer) error, name string,
 	}
 	select {
 	case err := <-exited:
-		return fmt.Errorf("%s exited early: %v: %s", name, err, lastN(stderr.String(), 2000))
+		return fmt.Errorf("%s exited early: %w: %s", name, err, lastN(stderr.String(), 2000))
 	case <-ctx.Done():
 		cmd.Process.Kill()
 		<-exited

@@ -224,7 +224,7 @@ func (b *Server) admitAndHandle(ctx context.Context, a api, id auth.Identity, re
 	start := time.Now()
 	rep, err := b.handleFair(ctx, a, id, req)
 	end := time.Now()
-	req.quota.hold, req.quota.at = adm.Hold.Max(b.admitter.Handled(id, req.body, end.Sub(start))), end
+	req.quota.hold, req.quota.at = adm.Max(b.admitter.Handled(id, req.body, end.Sub(start))), end
 	// Held from now: the response still goes out at once.
 	cq.hold(req.quota.hold, end)
 	return rep, err

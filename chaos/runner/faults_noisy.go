@@ -15,6 +15,7 @@ package runner
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -157,10 +158,9 @@ func (n *noisyState) produce(ctx context.Context) {
 		for ; owed >= 1; owed-- {
 			n.offers.Add(1)
 			n.cl.TryProduce(ctx, &kgo.Record{Value: value}, func(r *kgo.Record, err error) {
-				switch {
-				case err == nil:
+				if err == nil {
 					n.acked.Add(int64(len(r.Value)))
-				case err == kgo.ErrMaxBuffered:
+				} else if errors.Is(err, kgo.ErrMaxBuffered) {
 					n.drops.Add(1)
 				}
 			})
