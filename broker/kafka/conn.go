@@ -8,7 +8,7 @@ package kafka
 // Invariant: a frame that cannot be parsed closes its connection (with a log
 // line); it never reaches a handler and never stops the broker.
 // Invariant: a request's frame stays reserved in the broker's request memory
-// (reqmem.go) until its reply is written or the request is dropped; an
+// (package frames) until its reply is written or the request is dropped; an
 // acks=0 produce is handled as acks=1 so that the writer can wait for its
 // append before releasing it, and nothing is written back for it.
 // Invariant: between replies a connection keeps an encoding buffer of at

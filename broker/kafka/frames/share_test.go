@@ -136,7 +136,7 @@ func TestRequestMemoryBorrowReturnsFirstUnderShare(t *testing.T) {
 }
 
 // TestRequestMemorySharesRandom drives random shares reading random frames
-// (growing by doubling, as framereader.go does) and checks after every step
+// (growing by doubling, as reader.go does) and checks after every step
 // that no share deadlocks (each with waiters has a frame growing without
 // waiting), that no head that fits the free memory and its share's part is
 // left waiting, that the reserved bytes stay within the capacity plus one
