@@ -63,11 +63,10 @@ lint:
 
 # Formatting, vet, a tidy go.mod, the house limit of 800 lines per file and
 # the package sizes of docs/contributing.md. broker/kafka is allowed more
-# than 5,000 lines for now: the quota admit stage, tenants' request memory
-# and the client-quota APIs took it to ~6,100; moving the frame reader and
-# its allocator into a package of their own is the next step (the limit
-# returns to 5,000 with it).
-KAFKA_PKG_LIMIT ?= 6200
+# than 5,000 lines for now: with its frame reader, request memory, quota
+# admitter and the client-quota rule moved to subpackages it is at ~5,320;
+# the limit returns to 5,000 once another ~330 lines of it move.
+KAFKA_PKG_LIMIT ?= 5400
 verify:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-mq/sluice/broker/coordinator"
 	"github.com/sluice-mq/sluice/broker/kafka"
+	"github.com/sluice-mq/sluice/broker/kafka/quotaadmit"
 
 	"github.com/rs/zerolog"
 
@@ -190,7 +191,7 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	meters := b.quotaMeters()
 	if meters != nil {
-		kopts = append(kopts, kafka.WithAdmitter(kafka.NewQuotaAdmitter(meters)))
+		kopts = append(kopts, kafka.WithAdmitter(quotaadmit.New(meters)))
 		b.wireDiskLadder(meters, quotas.table)
 	}
 	b.kafka = kafka.New(b.Node, b, b.coord, append(kopts, b.kafkaOpts...)...)

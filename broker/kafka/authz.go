@@ -55,8 +55,8 @@ func init() {
 		42:                  authz.DeleteGroups,
 		44:                  authz.IncrementalAlterConfigs,
 		47:                  authz.OffsetDelete,
-		48:                  authzClientQuotas, // api_client_quotas.go
-		49:                  authzClientQuotas,
+		48:                  authz.ClientQuotas, // api_client_quotas.go
+		49:                  authz.ClientQuotas,
 		50:                  authzManageUsers,
 		51:                  authzManageUsers,
 	}

@@ -8,7 +8,7 @@ package kafka
 // Invariant: a frame that cannot be parsed closes its connection (with a log
 // line); it never reaches a handler and never stops the broker.
 // Invariant: a request's frame stays reserved in the broker's request memory
-// (reqmem.go) until its reply is written or the request is dropped; an
+// (package frames) until its reply is written or the request is dropped; an
 // acks=0 produce is handled as acks=1 so that the writer can wait for its
 // append before releasing it, and nothing is written back for it.
 // Invariant: between replies a connection keeps an encoding buffer of at
@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/sluice-mq/sluice/broker/kafka/frames"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -82,16 +83,18 @@ func (f waitReply) response() kmsg.Response { return f() }
 type outbound struct {
 	req    *request
 	reply  reply
-	mem    reservation // the request's frame, released once answered
-	silent bool        // an acks=0 produce: wait for the reply, send nothing
+	mem    frames.Reservation // the request's frame, released once answered
+	silent bool               // an acks=0 produce: wait for the reply, send nothing
 }
 
-var errFrame = errors.New("bad frame")
+// errFrame is the frame reader's marker, so a request that parses badly
+// ends its connection the same way as a frame that reads badly.
+var errFrame = frames.ErrFrame
 
 // serveKafka accepts client connections on kl until it closes. mem is the
 // broker's request memory, which the inter-broker listener shares; limiter
 // is shared by every client listener.
-func (b *Server) serveKafka(ctx context.Context, kl *kafkaListener, limiter *connLimiter, mem *requestMemory) error {
+func (b *Server) serveKafka(ctx context.Context, kl *kafkaListener, limiter *connLimiter, mem *frames.Memory) error {
 	// A flood of refused connections must not flood the log.
 	refusals := b.Logger.Sample(&zerolog.BurstSampler{Burst: 5, Period: 10 * time.Second})
 	for {
@@ -141,7 +144,7 @@ func (b *Server) closeConns() {
 // serveConn serves one Kafka connection that came to the client listener
 // kl, or, with kl nil, to the inter-broker listener, whose dispatch table
 // it is served from.
-func (b *Server) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory, kl *kafkaListener) {
+func (b *Server) serveConn(ctx context.Context, nc net.Conn, mem *frames.Memory, kl *kafkaListener) {
 	interBroker := kl == nil
 	logger := b.Logger.With().Str("remote", nc.RemoteAddr().String()).Logger()
 	sec, nc, err := b.openConnSecurity(ctx, nc, kl)
@@ -168,21 +171,21 @@ func (b *Server) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory,
 	}()
 
 	remoteHost := "/" + remoteIP(nc.RemoteAddr()) // Kafka's form: "/host"
-	frames := b.newFrameReader(nc, &idleReader{nc: nc, idle: b.Cfg.ConnectionsMaxIdle, act: act}, mem)
-	defer frames.close()
+	fr := b.newFrameReader(nc, &idleReader{nc: nc, idle: b.Cfg.ConnectionsMaxIdle, act: act}, mem)
+	defer fr.Close()
 	for {
 		// Held by a quota, or at its tenant's inflight_requests: not read.
 		if cq.wait(ctx) != nil {
 			return
 		}
 		// The share is looked up per frame: SASL authenticates mid-connection.
-		frame, res, err := frames.next(ctx, memShare(sec))
+		frame, res, err := fr.Next(ctx, memShare(sec))
 		if err != nil {
 			switch {
 			case errors.Is(err, errIdle):
 				b.M.ConnsIdle.Inc()
 				logger.Debug().Err(err).Msg("closing idle connection")
-			case errors.Is(err, errSlowReceive): // counted by the frame reader
+			case errors.Is(err, frames.ErrSlowReceive): // counted by the frame reader
 				logger.Debug().Err(err).Msg("closing connection")
 			case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil:
 				peerLevel(logger, interBroker).Err(err).Msg("closing connection")
@@ -191,7 +194,7 @@ func (b *Server) serveConn(ctx context.Context, nc net.Conn, mem *requestMemory,
 		}
 		act.started()
 		drop := func() {
-			mem.release(&res)
+			mem.Release(&res)
 			act.finished(time.Now())
 		}
 		req, err := parseRequest(frame)
@@ -268,7 +271,7 @@ func answerAcksZeroSilently(req *request) bool {
 // writeReplies writes each reply in order and then releases its request.
 // After a write error it keeps draining so the reader never blocks on a dead
 // connection.
-func (b *Server) writeReplies(nc net.Conn, out <-chan outbound, mem *requestMemory, act *connActivity, cq *connQuota, logger zerolog.Logger) {
+func (b *Server) writeReplies(nc net.Conn, out <-chan outbound, mem *frames.Memory, act *connActivity, cq *connQuota, logger zerolog.Logger) {
 	w := bufio.NewWriterSize(nc, 64<<10)
 	var buf []byte
 	failed := false
@@ -294,7 +297,7 @@ func (b *Server) writeReplies(nc net.Conn, out <-chan outbound, mem *requestMemo
 				err = w.Flush()
 			}
 		}
-		mem.release(&o.mem)
+		mem.Release(&o.mem)
 		act.finished(time.Now())
 		cq.answeredOne(hold)
 		if err != nil {

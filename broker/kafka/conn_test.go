@@ -1,9 +1,6 @@
 package kafka
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"encoding/binary"
 	"errors"
 	"testing"
@@ -28,30 +25,6 @@ func TestParseRequestRoundTrip(t *testing.T) {
 		if parsed.correlation != 42 || parsed.clientID != "test" || parsed.version != v || len(got.Topics) != 1 || *got.Topics[0].Topic != topic {
 			t.Fatalf("v%d: parsed %+v %+v", v, parsed, got)
 		}
-	}
-}
-
-func TestReadFrameLimits(t *testing.T) {
-	for _, tt := range []struct {
-		name  string
-		input []byte
-	}{
-		{"negative size", binary.BigEndian.AppendUint32(nil, 0xffffffff)},
-		{"huge size", binary.BigEndian.AppendUint32(nil, 1<<31-1)},
-		{"tiny size", binary.BigEndian.AppendUint32(nil, 3)},
-		{"truncated body", append(binary.BigEndian.AppendUint32(nil, 100), make([]byte, 10)...)},
-		{"truncated past the first chunk", append(binary.BigEndian.AppendUint32(nil, 1<<19), make([]byte, frameChunk+10)...)},
-		{"larger than the request memory", append(binary.BigEndian.AppendUint32(nil, 1<<20-1), make([]byte, 1<<20-1)...)},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			mem := newRequestMemory(1<<20-2, nil)
-			if _, _, err := (&frameReader{mem: mem, br: bufio.NewReader(bytes.NewReader(tt.input)), max: 1 << 20}).next(context.Background(), "t"); !errors.Is(err, errFrame) {
-				t.Fatalf("readFrame = %v, want errFrame", err)
-			}
-			if got := mem.reserved(); got != 0 {
-				t.Fatalf("a refused frame left %d bytes reserved", got)
-			}
-		})
 	}
 }
 

@@ -11,7 +11,7 @@ package kafka
 // (read but not yet answered: a long-poll fetch or a parked JoinGroup is not
 // idle) and none of its bytes arrived for ConnectionsMaxIdle. A half-sent
 // request is idle: its sender has gone quiet, and closing it returns the
-// request memory it holds (reqmem.go).
+// request memory it holds (package frames).
 //
 // connLimiter's counts are guarded by its mu; the accept loop admits and the
 // connection goroutines leave. connActivity is shared by one connection's

@@ -50,6 +50,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+	"github.com/sluice-mq/sluice/broker/kafka/frames"
 	"github.com/sluice-mq/sluice/broker/listener"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -143,7 +144,7 @@ func (b *Server) listenInterBroker() error {
 }
 
 // serveInterBroker accepts connections until the listener closes.
-func (b *Server) serveInterBroker(ctx context.Context, mem *requestMemory) error {
+func (b *Server) serveInterBroker(ctx context.Context, mem *frames.Memory) error {
 	limiter := newConnLimiter(interBrokerMaxConns, 0)
 	for {
 		nc, err := b.ib.ln.Accept()
@@ -172,7 +173,7 @@ func (b *Server) serveInterBroker(ctx context.Context, mem *requestMemory) error
 
 // serveInterBrokerConn tells the connection's protocol by its first byte
 // and serves it; leave runs once the connection is closed.
-func (b *Server) serveInterBrokerConn(ctx context.Context, nc net.Conn, mem *requestMemory, leave func()) {
+func (b *Server) serveInterBrokerConn(ctx context.Context, nc net.Conn, mem *frames.Memory, leave func()) {
 	raw := nc // what closeConns holds; closing it ends a TLS conn over it too
 	if b.InterBrokerTLS != nil {
 		tc, ok := b.authenticatePeer(ctx, nc)

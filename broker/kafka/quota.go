@@ -1,16 +1,9 @@
 package kafka
 
 // This file owns the enforcement of tenants' rate quotas and per-connection
-// counts on Kafka connections (KIP-219): QuotaAdmitter, the Admitter over
-// the broker's quota.Meters, and connQuota, one connection's share of it.
-//
-//	produce   request bytes and records charged to producer_byte_rate and
-//	          producer_record_rate before the handler
-//	fetch     a tenant already in debt on consumer_byte_rate is answered
-//	          at once with no records; otherwise max_bytes is capped at one
-//	          window of its rate (KAFKA-9677), and the response's record
-//	          bytes are charged once it is complete
-//	every     the handler's time charged to request_percentage
+// counts on Kafka connections (KIP-219): connQuota, one connection's share
+// of the Admitter (package quotaadmit holds the one over the broker's
+// quota.Meters, and what it charges for each request).
 //
 // The response always goes out at once, with throttle_time_ms set to the
 // longest hold; then the connection's reader does not read it until the
@@ -32,7 +25,6 @@ package kafka
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -43,133 +35,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/auth"
-	"github.com/sluice-mq/sluice/broker/quota"
 )
 
 // errQuotaClosed marks a connection closed by a count quota.
 var errQuotaClosed = errors.New("closed by a quota")
-
-// QuotaAdmitter enforces the tenants' quotas of m.
-type QuotaAdmitter struct {
-	m   *quota.Meters
-	now func() time.Time
-}
-
-// NewQuotaAdmitter returns the admit stage of the meters m.
-func NewQuotaAdmitter(m *quota.Meters) *QuotaAdmitter {
-	return &QuotaAdmitter{m: m, now: time.Now}
-}
-
-// Connected counts the connection in its tenant's connections.
-func (q *QuotaAdmitter) Connected(id auth.Identity) string {
-	return q.m.OpenConn(id.Principal.Tenant, q.now())
-}
-
-// Disconnected uncounts it.
-func (q *QuotaAdmitter) Disconnected(id auth.Identity) { q.m.CloseConn(id.Principal.Tenant) }
-
-// Inflight is the tenant's inflight_requests, 0 without one.
-func (q *QuotaAdmitter) Inflight(id auth.Identity) int {
-	n, _ := q.m.Inflight(id.Principal.Tenant)
-	return n
-}
-
-// Admit charges a produce and checks and caps a fetch.
-func (q *QuotaAdmitter) Admit(_ context.Context, id auth.Identity, req kmsg.Request) (Admission, error) {
-	tenant := id.Principal.Tenant
-	switch r := req.(type) {
-	case *kmsg.ProduceRequest:
-		now := q.now()
-		bytes, records := produceSize(r)
-		h := Hold{q.m.Record(tenant, quota.ProducerByteRate, float64(bytes), now), quota.ProducerByteRate}
-		return Admission{Hold: h.Max(Hold{q.m.Record(tenant, quota.ProducerRecordRate, float64(records), now), quota.ProducerRecordRate})}, nil
-	case *kmsg.FetchRequest:
-		if d := q.m.Delay(tenant, quota.ConsumerByteRate, q.now()); d > 0 {
-			return Admission{Hold: Hold{d, quota.ConsumerByteRate}, Answer: emptyFetch(r)}, nil
-		}
-		if w, ok := q.m.Window(tenant, quota.ConsumerByteRate); ok && float64(r.MaxBytes) > w {
-			r.MaxBytes = int32(max(w, 1))
-		}
-	}
-	return Admission{}, nil
-}
-
-// Handled charges the handler's time.
-func (q *QuotaAdmitter) Handled(id auth.Identity, _ kmsg.Request, took time.Duration) Hold {
-	return Hold{q.m.Record(id.Principal.Tenant, quota.RequestPercentage, took.Seconds(), q.now()), quota.RequestPercentage}
-}
-
-// Answered charges a fetch response's record bytes.
-func (q *QuotaAdmitter) Answered(id auth.Identity, _ kmsg.Request, resp kmsg.Response) Hold {
-	f, ok := resp.(*kmsg.FetchResponse)
-	if !ok {
-		return Hold{}
-	}
-	bytes, records := fetchSize(f)
-	if bytes == 0 {
-		return Hold{}
-	}
-	q.m.Metrics().RecordsOut(id.Principal.Tenant, records)
-	return Hold{q.m.Record(id.Principal.Tenant, quota.ConsumerByteRate, float64(bytes), q.now()), quota.ConsumerByteRate}
-}
-
-// Held counts the time a connection was held.
-func (q *QuotaAdmitter) Held(id auth.Identity, reason string, d time.Duration) {
-	q.m.Metrics().Throttled(id.Principal.Tenant, reason, d)
-}
-
-// emptyFetch is the answer to a fetch of a tenant over its consumer quota:
-// no records, no partitions, as Kafka's throttled fetch response.
-func emptyFetch(r *kmsg.FetchRequest) kmsg.Response {
-	resp := r.ResponseKind().(*kmsg.FetchResponse)
-	resp.SetVersion(r.Version)
-	return resp
-}
-
-// produceSize is the record bytes and records of a produce request (the
-// record counts from the v2 batch headers; a batch too short to have one
-// counts as none, and the handler refuses it).
-func produceSize(r *kmsg.ProduceRequest) (bytes, records int) {
-	for i := range r.Topics {
-		for j := range r.Topics[i].Partitions {
-			raw := r.Topics[i].Partitions[j].Records
-			bytes += len(raw)
-			records += batchRecords(raw)
-		}
-	}
-	return bytes, records
-}
-
-// fetchSize is the record bytes and records of a fetch response.
-func fetchSize(f *kmsg.FetchResponse) (bytes, records int) {
-	for i := range f.Topics {
-		for j := range f.Topics[i].Partitions {
-			raw := f.Topics[i].Partitions[j].RecordBatches
-			bytes += len(raw)
-			records += batchRecords(raw)
-		}
-	}
-	return bytes, records
-}
-
-// batchRecords counts the records of the v2 batches in raw from their
-// headers: the batch length at byte 8 and the record count at byte 57.
-func batchRecords(raw []byte) int {
-	const lengthAt, countAt, headerLen = 8, 57, 61
-	n := 0
-	for len(raw) >= headerLen {
-		length := int64(int32(binary.BigEndian.Uint32(raw[lengthAt:])))
-		if c := int32(binary.BigEndian.Uint32(raw[countAt:])); c > 0 {
-			n += int(c)
-		}
-		next := 12 + length
-		if length <= 0 || next > int64(len(raw)) {
-			break
-		}
-		raw = raw[next:]
-	}
-	return n
-}
 
 // connQuota is one connection's state of the admit stage.
 type connQuota struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-mq/sluice/broker/auth"
 	"github.com/sluice-mq/sluice/broker/internal/brokertest"
 	"github.com/sluice-mq/sluice/broker/kafka"
+	"github.com/sluice-mq/sluice/broker/kafka/quotaadmit"
 	"github.com/sluice-mq/sluice/broker/quota"
 )
 
@@ -37,7 +38,7 @@ func BenchmarkAdmitProduce(b *testing.B) {
 		adm  kafka.Admitter
 	}{
 		{"none", kafka.AdmitAll{}},
-		{"quotas", kafka.NewQuotaAdmitter(quota.NewMeters(limits, 0, quota.NewMetrics(nopRegisterer{})))},
+		{"quotas", quotaadmit.New(quota.NewMeters(limits, 0, quota.NewMetrics(nopRegisterer{})))},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			ctx := context.Background()
@@ -64,7 +65,7 @@ func BenchmarkProduceQuotaOverhead(b *testing.B) {
 		quota.RequestPercentage: 1e5}}
 	plain := startSecureBroker(b, nil, kafka.WithCredentials(tenantUsers(b)))
 	quotas := startSecureBroker(b, nil, kafka.WithCredentials(tenantUsers(b)),
-		kafka.WithAdmitter(kafka.NewQuotaAdmitter(quota.NewMeters(limits, 0, nil))))
+		kafka.WithAdmitter(quotaadmit.New(quota.NewMeters(limits, 0, nil))))
 	value := make([]byte, 1024)
 	for _, tc := range []struct {
 		name string

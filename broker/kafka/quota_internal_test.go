@@ -2,15 +2,11 @@ package kafka
 
 import (
 	"context"
-	"encoding/binary"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/sluice-mq/sluice/broker/auth"
-	"github.com/sluice-mq/sluice/broker/quota"
 )
 
 // TestConnQuotaWait: the reader does not read while the connection is held
@@ -74,94 +70,5 @@ func TestConnQuotaAnswerSetsThrottle(t *testing.T) {
 	resp = kmsg.NewPtrProduceResponse()
 	if h := cq.answer(&outbound{req: req}, resp); resp.ThrottleMillis != 0 || h.Delay != 0 {
 		t.Fatalf("a request not admitted got throttle_time_ms %d", resp.ThrottleMillis)
-	}
-}
-
-func TestBatchRecords(t *testing.T) {
-	one := testBatch(t, 3)
-	two := append(append([]byte{}, one...), testBatch(t, 5)...)
-	for _, c := range []struct {
-		name string
-		raw  []byte
-		want int
-	}{
-		{"none", nil, 0},
-		{"one batch", one, 3},
-		{"two batches", two, 8},
-		{"cut short", two[:len(one)+20], 3},
-		{"a header only", one[:61], 3},
-	} {
-		if got := batchRecords(c.raw); got != c.want {
-			t.Errorf("%s: %d records, want %d", c.name, got, c.want)
-		}
-	}
-}
-
-// FuzzBatchRecords: no bytes (a produce request's records, from outside)
-// panic the header walk or count below zero.
-func FuzzBatchRecords(f *testing.F) {
-	f.Add([]byte{})
-	f.Add(make([]byte, 61))
-	f.Fuzz(func(t *testing.T, raw []byte) {
-		if n := batchRecords(raw); n < 0 {
-			t.Fatalf("%d records", n)
-		}
-	})
-}
-
-func testBatch(t *testing.T, n int) []byte {
-	t.Helper()
-	var recs []byte
-	for i := range n {
-		r := kmsg.Record{OffsetDelta: int32(i), Value: []byte("v")}
-		r.Length = int32(len(r.AppendTo(nil)) - 1)
-		recs = r.AppendTo(recs)
-	}
-	b := kmsg.RecordBatch{Magic: 2, LastOffsetDelta: int32(n - 1), NumRecords: int32(n), Records: recs}
-	raw := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
-	return raw
-}
-
-// TestQuotaAdmitterFetch: a fetch of a tenant in debt on consumer_byte_rate
-// is answered at once with no records and the hold; otherwise its
-// max_bytes is capped at one window of the rate (KAFKA-9677), and the
-// response's record bytes are charged.
-func TestQuotaAdmitterFetch(t *testing.T) {
-	m := quota.NewMeters(quota.Static{"acme": {quota.ConsumerByteRate: 1000}}, 0, nil)
-	q := NewQuotaAdmitter(m)
-	id := auth.Identity{Principal: auth.Principal{Tenant: "acme", User: "ann"}}
-	fetch := func() *kmsg.FetchRequest {
-		r := kmsg.NewPtrFetchRequest()
-		r.SetVersion(11)
-		r.MaxBytes = 50 << 20
-		ft := kmsg.NewFetchRequestTopic()
-		ft.Topic = "in"
-		ft.Partitions = append(ft.Partitions, kmsg.NewFetchRequestTopicPartition())
-		r.Topics = append(r.Topics, ft)
-		return r
-	}
-	r := fetch()
-	a, err := q.Admit(context.Background(), id, r)
-	if err != nil || a.Answer != nil || a.Delay != 0 || r.MaxBytes != 1000 {
-		t.Fatalf("first fetch: %+v %v, max_bytes %d; want served with max_bytes 1000", a, err, r.MaxBytes)
-	}
-	resp := r.ResponseKind().(*kmsg.FetchResponse)
-	rt := kmsg.NewFetchResponseTopic()
-	rp := kmsg.NewFetchResponseTopicPartition()
-	rp.RecordBatches = testBatch(t, 3)
-	rp.RecordBatches = append(rp.RecordBatches, make([]byte, 3000-len(rp.RecordBatches))...)
-	rt.Partitions = append(rt.Partitions, rp)
-	resp.Topics = append(resp.Topics, rt)
-	if h := q.Answered(id, r, resp); h.Delay != 2*time.Second || h.Reason != quota.ConsumerByteRate {
-		t.Fatalf("3000 bytes at 1000/s with a 1000 burst: hold %+v, want 2s", h)
-	}
-	a, err = q.Admit(context.Background(), id, fetch())
-	if err != nil || a.Delay <= 0 || a.Reason != quota.ConsumerByteRate {
-		t.Fatalf("fetch in debt: %+v %v, want a hold", a, err)
-	}
-	empty, ok := a.Answer.(*kmsg.FetchResponse)
-	if !ok || len(empty.Topics) != 0 || empty.ErrorCode != 0 || empty.GetVersion() != 11 {
-		t.Fatalf("fetch in debt answered %+v, want an empty v11 fetch response", a.Answer)
 	}
 }

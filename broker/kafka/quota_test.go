@@ -28,6 +28,7 @@ import (
 	"github.com/sluice-mq/sluice/broker/auth"
 	"github.com/sluice-mq/sluice/broker/internal/brokertest"
 	"github.com/sluice-mq/sluice/broker/kafka"
+	"github.com/sluice-mq/sluice/broker/kafka/quotaadmit"
 	"github.com/sluice-mq/sluice/broker/quota"
 )
 
@@ -69,7 +70,7 @@ func (nopRegisterer) Unregister(prometheus.Collector) bool { return true }
 func startQuotaBroker(t *testing.T, limits quota.Static) (*secureBroker, *quota.Meters) {
 	t.Helper()
 	m := quota.NewMeters(limits, 0, nil)
-	sb := startSecureBroker(t, nil, kafka.WithCredentials(tenantUsers(t)), kafka.WithAdmitter(kafka.NewQuotaAdmitter(m)))
+	sb := startSecureBroker(t, nil, kafka.WithCredentials(tenantUsers(t)), kafka.WithAdmitter(quotaadmit.New(m)))
 	return sb, m
 }
 

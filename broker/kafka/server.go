@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/broker/auth"
-
 	"github.com/sluice-mq/sluice/broker/controller"
 	"github.com/sluice-mq/sluice/broker/coordinator"
+	"github.com/sluice-mq/sluice/broker/kafka/frames"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/meta"
 )
@@ -45,7 +45,7 @@ type Server struct {
 
 	listeners []*kafkaListener // the client listeners (listeners.go); bound by Listen
 	ib        interBroker      // the inter-broker listener (interbroker.go)
-	mem       *requestMemory
+	mem       *frames.Memory
 
 	// The pipeline's dependencies (pipeline.go), fixed by New's options.
 	credentials auth.CredentialLookup // SASL logins; nil: node.Config's SASLCredentials
@@ -105,7 +105,7 @@ func New(n *node.Node, cluster Cluster, coord *coordinator.Coordinator, opts ...
 		Node:       n,
 		Cluster:    cluster,
 		coord:      coord,
-		mem:        newRequestMemory(n.Cfg.QueuedMaxRequestBytes, n.M.RequestMem),
+		mem:        frames.NewMemory(n.Cfg.QueuedMaxRequestBytes, n.M.RequestMem),
 		openConns:  make(map[net.Conn]struct{}),
 		authorizer: AllowAll{},
 		admitter:   AdmitAll{},

@@ -115,7 +115,7 @@ type Config struct {
 	// QueuedMaxRequestBytes bounds the request bytes the broker holds at
 	// once, over all connections, from the first byte read until the reply
 	// is written (Kafka's queued.max.request.bytes). When it is spent the
-	// broker stops reading requests (reqmem.go). A frame larger than it is
+	// broker stops reading requests (broker/kafka/frames). A frame larger than it is
 	// refused.
 	QueuedMaxRequestBytes int64
 	// FetchMaxBytes caps the MaxBytes of a Kafka fetch and the max_bytes of

@@ -31,8 +31,8 @@ type Metrics struct {
 	ConnsOpen    prometheus.Gauge       // connlimit.go
 	ConnsRefused *prometheus.CounterVec // connlimit.go
 	ConnsIdle    prometheus.Counter     // connlimit.go
-	ConnsClosed  *prometheus.CounterVec // framereader.go: closed by the broker, by reason
-	RequestMem   prometheus.Gauge       // reqmem.go
+	ConnsClosed  *prometheus.CounterVec // closed by the broker, by reason (broker/kafka)
+	RequestMem   prometheus.Gauge       // reserved request bytes (broker/kafka/frames)
 
 	orphans        prometheus.Gauge   // tiering.go: orphans left after the last scrub
 	orphansRemoved prometheus.Counter // tiering.go

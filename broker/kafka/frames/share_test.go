@@ -1,7 +1,7 @@
-package kafka
+package frames
 
-// Pure tests of the shares of request memory (reqmem.go) and of the receive
-// rate meter (framereader.go): no goroutines, no sockets.
+// Pure tests of the shares of request memory (memory.go) and of the receive
+// rate meter (reader.go): no goroutines, no sockets.
 
 import (
 	"bufio"
@@ -19,12 +19,12 @@ import (
 type simFrame struct {
 	share string
 	size  int64 // 0: no frame
-	r     reservation
+	r     Reservation
 	w     *memWaiter
 }
 
 // grow asks for n more bytes; the frame waits if they are not granted.
-func (f *simFrame) grow(m *requestMemory, n int64) {
+func (f *simFrame) grow(m *Memory, n int64) {
 	if f.r.share == "" {
 		f.r.share = f.share
 	}
@@ -33,7 +33,7 @@ func (f *simFrame) grow(m *requestMemory, n int64) {
 
 // poll collects a grant that arrived; it reports whether the frame is not
 // waiting.
-func (f *simFrame) poll(m *requestMemory) bool {
+func (f *simFrame) poll(m *Memory) bool {
 	if f.w == nil {
 		return true
 	}
@@ -47,13 +47,13 @@ func (f *simFrame) poll(m *requestMemory) bool {
 	}
 }
 
-func (f *simFrame) release(m *requestMemory) {
+func (f *simFrame) release(m *Memory) {
 	m.read(&f.r)
-	m.release(&f.r)
-	f.size, f.r = 0, reservation{}
+	m.Release(&f.r)
+	f.size, f.r = 0, Reservation{}
 }
 
-func mustPoll(t *testing.T, m *requestMemory, f *simFrame, want bool, what string) {
+func mustPoll(t *testing.T, m *Memory, f *simFrame, want bool, what string) {
 	t.Helper()
 	if got := f.poll(m); got != want {
 		t.Fatalf("%s: granted %v, want %v", what, got, want)
@@ -64,7 +64,7 @@ func mustPoll(t *testing.T, m *requestMemory, f *simFrame, want bool, what strin
 // another share's frame; memory that comes free goes first to the share
 // under its guaranteed part, then to the borrower.
 func TestRequestMemoryShares(t *testing.T) {
-	m := newRequestMemory(100, nil)
+	m := NewMemory(100, nil)
 	a1, a2, a3, a4 := &simFrame{share: "a"}, &simFrame{share: "a"}, &simFrame{share: "a"}, &simFrame{share: "a"}
 	b1, b2 := &simFrame{share: "b"}, &simFrame{share: "b"}
 	a1.grow(m, 60)
@@ -90,14 +90,14 @@ func TestRequestMemoryShares(t *testing.T) {
 	a1.release(m)
 	mustPoll(t, m, b2, true, "b2 after a1's release")
 	mustPoll(t, m, a4, true, "a4 after b2")
-	if got := m.reserved(); got != 30+20+5+5+3 {
+	if got := m.Reserved(); got != 30+20+5+5+3 {
 		t.Fatalf("reserved %d, want 63", got)
 	}
 	for _, f := range []*simFrame{a2, a3, a4, b1, b2} {
 		f.release(m)
 	}
-	if m.reserved() != 0 || len(m.shares) != 0 {
-		t.Fatalf("reserved %d, %d active shares after every release", m.reserved(), len(m.shares))
+	if m.Reserved() != 0 || len(m.shares) != 0 {
+		t.Fatalf("reserved %d, %d active shares after every release", m.Reserved(), len(m.shares))
 	}
 }
 
@@ -105,7 +105,7 @@ func TestRequestMemoryShares(t *testing.T) {
 // goes to a share under its guaranteed part before a borrower, even one
 // that waited first.
 func TestRequestMemoryBorrowReturnsFirstUnderShare(t *testing.T) {
-	m := newRequestMemory(100, nil)
+	m := NewMemory(100, nil)
 	a0, a1, a2, a3 := &simFrame{share: "a"}, &simFrame{share: "a"}, &simFrame{share: "a"}, &simFrame{share: "a"}
 	b0, b1 := &simFrame{share: "b"}, &simFrame{share: "b"}
 	a0.grow(m, 50) // a alone: all of the memory is its part
@@ -130,13 +130,13 @@ func TestRequestMemoryBorrowReturnsFirstUnderShare(t *testing.T) {
 	for _, f := range []*simFrame{a1, a2, a3, b1} {
 		f.release(m)
 	}
-	if m.reserved() != 0 || len(m.shares) != 0 {
-		t.Fatalf("reserved %d, %d active shares after every release", m.reserved(), len(m.shares))
+	if m.Reserved() != 0 || len(m.shares) != 0 {
+		t.Fatalf("reserved %d, %d active shares after every release", m.Reserved(), len(m.shares))
 	}
 }
 
 // TestRequestMemorySharesRandom drives random shares reading random frames
-// (growing by doubling, as framereader.go does) and checks after every step
+// (growing by doubling, as reader.go does) and checks after every step
 // that no share deadlocks (each with waiters has a frame growing without
 // waiting), that no head that fits the free memory and its share's part is
 // left waiting, that the reserved bytes stay within the capacity plus one
@@ -158,7 +158,7 @@ func runSharesRandom(t *testing.T, seed uint64) {
 			frames = append(frames, &simFrame{share: fmt.Sprintf("s%d", s)})
 		}
 	}
-	m := newRequestMemory(capacity, nil)
+	m := NewMemory(capacity, nil)
 	fail := func(format string, args ...any) {
 		t.Helper()
 		t.Fatalf("seed %d (go test ./broker/kafka -run 'TestRequestMemorySharesRandom/^%d$'): %s", seed, seed, fmt.Sprintf(format, args...))
@@ -199,8 +199,8 @@ func runSharesRandom(t *testing.T, seed uint64) {
 				plain += f.r.held
 			}
 		}
-		if total != m.reserved() {
-			fail("frames hold %d, memory reserved %d", total, m.reserved())
+		if total != m.Reserved() {
+			fail("frames hold %d, memory reserved %d", total, m.Reserved())
 		}
 		if plain > capacity {
 			fail("%d bytes reserved without an overdraft, capacity %d", plain, capacity)
@@ -241,11 +241,11 @@ func runSharesRandom(t *testing.T, seed uint64) {
 			break
 		}
 		if !moved || round > 100000 {
-			fail("no frame can move: deadlock; reserved %d", m.reserved())
+			fail("no frame can move: deadlock; reserved %d", m.Reserved())
 		}
 	}
-	if m.reserved() != 0 || len(m.shares) != 0 {
-		fail("reserved %d, %d active shares at the end", m.reserved(), len(m.shares))
+	if m.Reserved() != 0 || len(m.shares) != 0 {
+		fail("reserved %d, %d active shares at the end", m.Reserved(), len(m.shares))
 	}
 }
 
@@ -295,13 +295,13 @@ func FuzzFrameReader(f *testing.F) {
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
 	f.Add(append([]byte{0, 1, 0, 10}, make([]byte, 65546)...))
 	f.Fuzz(func(t *testing.T, in []byte) {
-		m := newRequestMemory(1<<17, nil)
-		fr := &frameReader{mem: m, br: bufio.NewReader(bytes.NewReader(in)), max: 1 << 17}
+		m := NewMemory(1<<17, nil)
+		fr := &Reader{mem: m, br: bufio.NewReader(bytes.NewReader(in)), max: 1 << 17}
 		rest := in
 		for {
-			frame, r, err := fr.next(context.Background(), "fuzz")
+			frame, r, err := fr.Next(context.Background(), "fuzz")
 			if err != nil {
-				if got := m.reserved(); got != 0 {
+				if got := m.Reserved(); got != 0 {
 					t.Fatalf("a failed read left %d bytes reserved", got)
 				}
 				return
@@ -311,8 +311,8 @@ func FuzzFrameReader(f *testing.F) {
 				t.Fatalf("frame of %d bytes (held %d), want the %d announced", len(frame), r.held, n)
 			}
 			rest = rest[4+n:]
-			m.release(&r)
-			if got := m.reserved(); got != 0 {
+			m.Release(&r)
+			if got := m.Reserved(); got != 0 {
 				t.Fatalf("%d bytes reserved after release", got)
 			}
 		}

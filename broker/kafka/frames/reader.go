@@ -1,30 +1,32 @@
-package kafka
+package frames
 
 // This file owns the reading of request frames: each frame's bytes are
-// reserved in the request memory (reqmem.go) as they arrive, charged to the
+// reserved in the request memory (memory.go) as they arrive, charged to the
 // connection's share, and a frame that stops making progress closes its
 // connection (Kafka's slow-loris defence, a minimum receive rate).
 //
 // Minimum receive rate. While a frame is partly read and the reader is
-// waiting on the socket for the rest, the connection must deliver
-// node.Config.MinReceiveRate bytes per second, measured over windows of
-// MinReceiveWindow; a window that ends with fewer bytes (and the frame still
-// incomplete) closes the connection, which returns the frame's memory. Time
-// spent waiting for request memory does not count: then it is the broker
-// that is not reading. A connection between frames is left to the idle
-// timeout (connlimit.go), which keeps Kafka's connections.max.idle.ms
+// waiting on the socket for the rest, the connection must deliver the
+// broker's minimum receive rate (node.Config.MinReceiveRate) in bytes per
+// second, measured over windows of MinReceiveWindow; a window that ends
+// with fewer bytes (and the frame still incomplete) calls the reader's
+// onSlow, which closes the connection and so returns the frame's memory.
+// Time spent waiting for request memory does not count: then it is the
+// broker that is not reading. A connection between frames is left to the
+// idle timeout of package kafka, which keeps Kafka's connections.max.idle.ms
 // semantics.
 //
 // Invariant: a frame's bytes are reserved before its buffer grows to hold
 // them, and only once at least one of them has arrived; so a frame holds at
 // most twice what it has sent, and at least frameChunk.
-// Invariant: a connection is closed for its receive rate only while a frame
-// is incomplete and the reader waits on the socket, and it is counted in
-// sluice_connections_closed_total{reason="slow_receive"} before it closes.
+// Invariant: onSlow runs only while a frame is incomplete and the reader
+// waits on the socket, at most once per reader, and before the read that
+// it ends returns ErrSlowReceive (so the caller can count the close in
+// onSlow before anyone sees it).
 //
-// A frameReader belongs to its connection's reader goroutine; its
-// recvMeter's state is guarded by the meter's mu, as its timer fires on
-// another goroutine.
+// A Reader belongs to its connection's reader goroutine; its recvMeter's
+// state is guarded by the meter's mu, as its timer fires on another
+// goroutine.
 
 import (
 	"bufio"
@@ -33,81 +35,80 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/sluice-mq/sluice/broker/node"
 )
 
 // frameChunk is the first allocation of a frame larger than it.
 const frameChunk = 64 << 10
 
-// errSlowReceive ends a connection whose partial frame arrived below the
-// minimum receive rate.
-var errSlowReceive = errors.New("request below the minimum receive rate")
+// ErrFrame marks a frame that is malformed or too large: the connection
+// cannot be read further.
+var ErrFrame = errors.New("bad frame")
 
-// frameReader reads one connection's request frames.
-type frameReader struct {
-	mem   *requestMemory
+// ErrSlowReceive ends a connection whose partial frame arrived below the
+// minimum receive rate.
+var ErrSlowReceive = errors.New("request below the minimum receive rate")
+
+// Reader reads one connection's request frames.
+type Reader struct {
+	mem   *Memory
 	br    *bufio.Reader
 	max   int32
 	meter *recvMeter // nil: no minimum receive rate
 }
 
-// newFrameReader reads nc's frames from src (nc as the idle timeout reads
-// it).
-func (b *Server) newFrameReader(nc net.Conn, src io.Reader, mem *requestMemory) *frameReader {
-	f := &frameReader{mem: mem, max: b.Cfg.MaxRequestBytes}
-	if b.Cfg.MinReceiveRate > 0 {
-		f.meter = newRecvMeter(b.Cfg.MinReceiveRate, b.Cfg.MinReceiveWindow, time.Now, func() {
-			// Counted before the close, so whoever sees the close sees the count.
-			b.M.ConnsClosed.WithLabelValues(node.ClosedSlowReceive).Inc()
-			_ = nc.Close() // the reader reports errSlowReceive
-		})
+// NewReader reads request frames of at most maxBytes from src, reserving
+// them in mem. With minRate > 0 a frame must arrive at minRate bytes per
+// second over windows of window, and onSlow is called (once) when one does
+// not; it should close the connection under src.
+func NewReader(src io.Reader, mem *Memory, maxBytes int32, minRate int64, window time.Duration, onSlow func()) *Reader {
+	f := &Reader{mem: mem, max: maxBytes}
+	if minRate > 0 {
+		f.meter = newRecvMeter(minRate, window, time.Now, onSlow)
 		src = &countingReader{r: src, n: &f.meter.bytes}
 	}
 	f.br = bufio.NewReaderSize(src, 64<<10)
 	return f
 }
 
-// close stops the meter's timer.
-func (f *frameReader) close() {
+// Close stops the meter's timer.
+func (f *Reader) Close() {
 	if f.meter != nil {
 		f.meter.stop()
 	}
 }
 
-// next reads one size-prefixed request charged to share, reserving its
+// Next reads one size-prefixed request charged to share, reserving its
 // bytes as they arrive. On success the caller owns the reservation and
 // releases it once the request is done with; on error nothing stays
 // reserved.
-func (f *frameReader) next(ctx context.Context, share string) ([]byte, reservation, error) {
+func (f *Reader) Next(ctx context.Context, share string) ([]byte, Reservation, error) {
 	var size [4]byte
 	if _, err := io.ReadFull(f.br, size[:]); err != nil {
-		return nil, reservation{}, err
+		return nil, Reservation{}, err
 	}
 	n := int32(binary.BigEndian.Uint32(size[:]))
 	if n < 8 || n > f.max {
-		return nil, reservation{}, fmt.Errorf("%w: request size %d outside [8, %d]", errFrame, n, f.max)
+		return nil, Reservation{}, fmt.Errorf("%w: request size %d outside [8, %d]", ErrFrame, n, f.max)
 	}
 	if int64(n) > f.mem.capacity {
-		return nil, reservation{}, fmt.Errorf("%w: request size %d exceeds the request memory of %d bytes (queued max request bytes)",
-			errFrame, n, f.mem.capacity)
+		return nil, Reservation{}, fmt.Errorf("%w: request size %d exceeds the request memory of %d bytes (queued max request bytes)",
+			ErrFrame, n, f.mem.capacity)
 	}
 	if f.meter != nil && f.br.Buffered() < int(n) {
 		f.meter.start()
 		defer f.meter.end()
 	}
-	r := reservation{share: share}
+	r := Reservation{share: share}
 	frame, err := f.readBody(ctx, int(n), &r)
 	if err != nil {
-		f.mem.release(&r)
+		f.mem.Release(&r)
 		if f.meter != nil && f.meter.wasSlow() {
-			err = fmt.Errorf("%w (%d bytes/s over %v): %w", errSlowReceive, f.meter.rate, f.meter.window, err)
+			err = fmt.Errorf("%w (%d bytes/s over %v): %w", ErrSlowReceive, f.meter.rate, f.meter.window, err)
 		}
-		return nil, reservation{}, err
+		return nil, Reservation{}, err
 	}
 	f.mem.read(&r)
 	return frame, r, nil
@@ -115,7 +116,7 @@ func (f *frameReader) next(ctx context.Context, share string) ([]byte, reservati
 
 // readBody reads n bytes into a buffer that doubles as they arrive,
 // reserving each growth in r before allocating it.
-func (f *frameReader) readBody(ctx context.Context, n int, r *reservation) ([]byte, error) {
+func (f *Reader) readBody(ctx context.Context, n int, r *Reservation) ([]byte, error) {
 	size := min(n, frameChunk)
 	if err := f.grow(ctx, r, int64(size)); err != nil {
 		return nil, err
@@ -133,7 +134,7 @@ func (f *frameReader) readBody(ctx context.Context, n int, r *reservation) ([]by
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
 			}
-			return nil, fmt.Errorf("%w: truncated request (%d of %d bytes): %w", errFrame, got, n, err)
+			return nil, fmt.Errorf("%w: truncated request (%d of %d bytes): %w", ErrFrame, got, n, err)
 		}
 		if got == n {
 			return buf, nil
@@ -150,7 +151,7 @@ func (f *frameReader) readBody(ctx context.Context, n int, r *reservation) ([]by
 
 // grow reserves n more bytes for r; the receive rate is not measured while
 // it waits.
-func (f *frameReader) grow(ctx context.Context, r *reservation, n int64) error {
+func (f *Reader) grow(ctx context.Context, r *Reservation, n int64) error {
 	w := f.mem.tryGrow(r, n)
 	if w == nil {
 		return nil

@@ -1,9 +1,11 @@
-package kafka
+package frames
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"testing"
@@ -14,14 +16,14 @@ import (
 
 // growAsync grows r by n on another goroutine; the result arrives on the
 // channel.
-func growAsync(m *requestMemory, r *reservation, n int64) <-chan error {
+func growAsync(m *Memory, r *Reservation, n int64) <-chan error {
 	done := make(chan error, 1)
 	go func() { done <- m.grow(context.Background(), r, n) }()
 	return done
 }
 
 // waitQueued polls until m has n waiters.
-func waitQueued(t *testing.T, m *requestMemory, n int) {
+func waitQueued(t *testing.T, m *Memory, n int) {
 	t.Helper()
 	brokertest.Eventually(t, 10*time.Second, fmt.Sprintf("%d waiters", n), func() bool {
 		return m.waiting() == n
@@ -29,7 +31,7 @@ func waitQueued(t *testing.T, m *requestMemory, n int) {
 }
 
 // waiting counts m's waiters over every share.
-func (m *requestMemory) waiting() int {
+func (m *Memory) waiting() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n := 0
@@ -64,12 +66,12 @@ func mustWaiting(t *testing.T, what string, done <-chan error) {
 // not fit takes the overdraft; while it is taken everyone waits in arrival
 // order, even a small request that would fit.
 func TestRequestMemoryOrder(t *testing.T) {
-	m := newRequestMemory(100, nil)
-	var a, b, c, d reservation
+	m := NewMemory(100, nil)
+	var a, b, c, d Reservation
 	mustGranted(t, "a 60", growAsync(m, &a, 60))
 	mustGranted(t, "b 50 (overdraft)", growAsync(m, &b, 50))
-	if !b.overdraft || m.reserved() != 110 {
-		t.Fatalf("b overdraft %v, reserved %d; want the overdraft and 110", b.overdraft, m.reserved())
+	if !b.overdraft || m.Reserved() != 110 {
+		t.Fatalf("b overdraft %v, reserved %d; want the overdraft and 110", b.overdraft, m.Reserved())
 	}
 	cDone := growAsync(m, &c, 30)
 	waitQueued(t, m, 1)
@@ -78,13 +80,13 @@ func TestRequestMemoryOrder(t *testing.T) {
 	m.read(&b) // b's frame is complete: the overdraft is free, but 110 > 100
 	mustWaiting(t, "c", cDone)
 	mustWaiting(t, "d", dDone)
-	m.release(&b)
+	m.Release(&b)
 	mustGranted(t, "c after b's release", cDone)
 	mustGranted(t, "d after c", dDone)
-	for _, r := range []*reservation{&a, &c, &d} {
-		m.release(r)
+	for _, r := range []*Reservation{&a, &c, &d} {
+		m.Release(r)
 	}
-	if got := m.reserved(); got != 0 {
+	if got := m.Reserved(); got != 0 {
 		t.Fatalf("reserved %d after every release", got)
 	}
 }
@@ -93,8 +95,8 @@ func TestRequestMemoryOrder(t *testing.T) {
 // budget and want more would wait for each other forever; the overdraft lets
 // one finish, and its release lets the other go on.
 func TestRequestMemoryHoldAndWait(t *testing.T) {
-	m := newRequestMemory(100, nil)
-	var a, b reservation
+	m := NewMemory(100, nil)
+	var a, b Reservation
 	mustGranted(t, "a 60", growAsync(m, &a, 60))
 	mustGranted(t, "b 40", growAsync(m, &b, 40))
 	mustGranted(t, "a +30 by the overdraft", growAsync(m, &a, 30))
@@ -103,10 +105,10 @@ func TestRequestMemoryHoldAndWait(t *testing.T) {
 	mustGranted(t, "a +10 while it holds the overdraft", growAsync(m, &a, 10))
 	mustWaiting(t, "b", bDone)
 	m.read(&a)
-	m.release(&a)
+	m.Release(&a)
 	mustGranted(t, "b after a", bDone)
-	m.release(&b)
-	if got := m.reserved(); got != 0 {
+	m.Release(&b)
+	if got := m.Reserved(); got != 0 {
 		t.Fatalf("reserved %d after every release", got)
 	}
 }
@@ -114,8 +116,8 @@ func TestRequestMemoryHoldAndWait(t *testing.T) {
 // TestRequestMemoryCancel: a waiter whose context ends leaves the queue and
 // holds nothing.
 func TestRequestMemoryCancel(t *testing.T) {
-	m := newRequestMemory(100, nil)
-	var a, b, c reservation
+	m := NewMemory(100, nil)
+	var a, b, c Reservation
 	mustGranted(t, "a 100", growAsync(m, &a, 100))
 	mustGranted(t, "b 1 by the overdraft", growAsync(m, &b, 1))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -126,10 +128,10 @@ func TestRequestMemoryCancel(t *testing.T) {
 	if err := brokertest.RecvWithin(t, done, 10*time.Second, "grow to return after its context ended"); err == nil {
 		t.Fatal("grow returned nil after its context ended")
 	}
-	m.release(&c)
-	m.release(&b)
-	m.release(&a)
-	if got := m.reserved(); got != 0 || m.waiting() != 0 || len(m.shares) != 0 {
+	m.Release(&c)
+	m.Release(&b)
+	m.Release(&a)
+	if got := m.Reserved(); got != 0 || m.waiting() != 0 || len(m.shares) != 0 {
 		t.Fatalf("reserved %d, %d waiters, %d active shares after every release", got, m.waiting(), len(m.shares))
 	}
 }
@@ -138,17 +140,17 @@ func TestRequestMemoryCancel(t *testing.T) {
 // 100 KiB arrived holds at most twice that, not 900 KiB.
 func TestReadFrameReservesAsBytesArrive(t *testing.T) {
 	const size, sent = 900 << 10, 100 << 10
-	m := newRequestMemory(1<<20, nil)
+	m := NewMemory(1<<20, nil)
 	pr, pw := io.Pipe()
 	type result struct {
 		frame []byte
-		res   reservation
+		res   Reservation
 		err   error
 	}
 	done := make(chan result, 1)
 	go func() {
-		fr := &frameReader{mem: m, br: bufio.NewReaderSize(pr, 64<<10), max: 1 << 20}
-		f, r, err := fr.next(context.Background(), "t")
+		fr := &Reader{mem: m, br: bufio.NewReaderSize(pr, 64<<10), max: 1 << 20}
+		f, r, err := fr.Next(context.Background(), "t")
 		done <- result{f, r, err}
 	}()
 	body := make([]byte, size)
@@ -161,8 +163,8 @@ func TestReadFrameReservesAsBytesArrive(t *testing.T) {
 	if _, err := pw.Write(body[:sent]); err != nil {
 		t.Fatal(err)
 	}
-	brokertest.Eventually(t, 10*time.Second, "the sent bytes reserved", func() bool { return m.reserved() >= sent })
-	if got := m.reserved(); got > 2*sent {
+	brokertest.Eventually(t, 10*time.Second, "the sent bytes reserved", func() bool { return m.Reserved() >= sent })
+	if got := m.Reserved(); got > 2*sent {
 		t.Fatalf("%d bytes of a %d-byte frame arrived and %d are reserved; want at most %d", sent, size, got, 2*sent)
 	}
 	if _, err := pw.Write(body[sent:]); err != nil {
@@ -172,11 +174,35 @@ func TestReadFrameReservesAsBytesArrive(t *testing.T) {
 	if r.err != nil {
 		t.Fatal(r.err)
 	}
-	if string(r.frame) != string(body) || r.res.held != size || m.reserved() != size {
-		t.Fatalf("frame of %d bytes (equal: %v), held %d, reserved %d", len(r.frame), string(r.frame) == string(body), r.res.held, m.reserved())
+	if string(r.frame) != string(body) || r.res.held != size || m.Reserved() != size {
+		t.Fatalf("frame of %d bytes (equal: %v), held %d, reserved %d", len(r.frame), string(r.frame) == string(body), r.res.held, m.Reserved())
 	}
-	m.release(&r.res)
-	if got := m.reserved(); got != 0 {
+	m.Release(&r.res)
+	if got := m.Reserved(); got != 0 {
 		t.Fatalf("reserved %d after release", got)
+	}
+}
+
+func TestReadFrameLimits(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		input []byte
+	}{
+		{"negative size", binary.BigEndian.AppendUint32(nil, 0xffffffff)},
+		{"huge size", binary.BigEndian.AppendUint32(nil, 1<<31-1)},
+		{"tiny size", binary.BigEndian.AppendUint32(nil, 3)},
+		{"truncated body", append(binary.BigEndian.AppendUint32(nil, 100), make([]byte, 10)...)},
+		{"truncated past the first chunk", append(binary.BigEndian.AppendUint32(nil, 1<<19), make([]byte, frameChunk+10)...)},
+		{"larger than the request memory", append(binary.BigEndian.AppendUint32(nil, 1<<20-1), make([]byte, 1<<20-1)...)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			mem := NewMemory(1<<20-2, nil)
+			if _, _, err := (&Reader{mem: mem, br: bufio.NewReader(bytes.NewReader(tt.input)), max: 1 << 20}).Next(context.Background(), "t"); !errors.Is(err, ErrFrame) {
+				t.Fatalf("readFrame = %v, want ErrFrame", err)
+			}
+			if got := mem.Reserved(); got != 0 {
+				t.Fatalf("a refused frame left %d bytes reserved", got)
+			}
+		})
 	}
 }
