@@ -6,7 +6,7 @@ GOLANGCI  := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 FUZZTIME  ?= 20s
 DATA_DIR  ?= data
 
-.PHONY: cluster cluster-stop cluster-restart cluster-status all build run tools test test-short lint verify fuzz bench bench-go bench-tier sim chaos-short chaos-soak clean
+.PHONY: quota-e2e cluster cluster-stop cluster-restart cluster-status all build run tools test test-short lint verify fuzz bench bench-go bench-tier sim chaos-short chaos-soak clean
 
 all: build
 
@@ -80,6 +80,12 @@ verify:
 	    lim=5000; [ "$$d" = broker ] && lim=1500; [ "$$d" = broker/kafka ] && lim=$(KAFKA_PKG_LIMIT); \
 	    [ "$$n" -gt "$$lim" ] && echo "$$d: $$n lines (limit $$lim)"; done; true); \
 	  test -z "$$fat" || { echo "packages over their size:"; echo "$$fat"; exit 1; }
+
+# Per-tenant rate quotas measured with real clients (franz-go, kafka-go,
+# kcat, confluent-kafka-python) against the real binary, ±10% over 15 s
+# (60 s with SLUICE_QUOTA_SOAK=1): timing-sensitive, so not in `make test`.
+quota-e2e:
+	SLUICE_QUOTA_E2E=1 $(GO) test -count=1 -timeout 20m -run 'TestQuota' ./e2e/
 
 # A short coverage-guided run of every fuzz target.
 fuzz:

@@ -212,6 +212,7 @@ type Tenants struct {
 	log     zerolog.Logger
 	stdout  io.Writer
 	stderr  io.Writer
+	errMu   sync.Mutex // the together phase's tenants report to stderr at once
 }
 
 // NewTenants checks every tenant's run and returns the multi-tenant run.
@@ -274,7 +275,9 @@ func (m *Tenants) one(ctx context.Context, t Tenant, phase string) TenantRun {
 		tr.Error = err.Error()
 		m.log.Warn().Err(err).Str("tenant", t.Name).Str("phase", phase).Msg("tenant run failed")
 	} else {
+		m.errMu.Lock()
 		fmt.Fprintf(m.stderr, "loadgen: tenant %s (%s) done\n", t.Name, phase)
+		m.errMu.Unlock()
 	}
 	return tr
 }
