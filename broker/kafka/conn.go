@@ -1,7 +1,7 @@
 package kafka
 
 // This file owns Kafka connections: accepting them within the connection
-// limits (connlimit.go), framing, request headers, and the ordering of
+// limits (package netconn), framing, request headers, and the ordering of
 // responses.
 //
 // Invariant: responses on a connection are written in request order.
@@ -405,8 +405,8 @@ func parseRequest(frame []byte) (*request, error) {
 	body.SetVersion(req.version)
 	if body.IsFlexible() {
 		var err error
-		if rest, err = skipTags(rest); err != nil {
-			return nil, err
+		if rest, err = frames.SkipTags(rest); err != nil {
+			return nil, fmt.Errorf("%w: %w", errFrame, err)
 		}
 	}
 	if err := body.ReadFrom(rest); err != nil {
@@ -414,28 +414,6 @@ func parseRequest(frame []byte) (*request, error) {
 	}
 	req.body = body
 	return req, nil
-}
-
-// skipTags skips a tagged-field section of a flexible request header.
-func skipTags(b []byte) ([]byte, error) {
-	n, sz := binary.Uvarint(b)
-	if sz <= 0 || n > 64 {
-		return nil, fmt.Errorf("%w: bad header tag count", errFrame)
-	}
-	b = b[sz:]
-	for i := uint64(0); i < n; i++ {
-		_, ksz := binary.Uvarint(b)
-		if ksz <= 0 {
-			return nil, fmt.Errorf("%w: bad header tag key", errFrame)
-		}
-		b = b[ksz:]
-		l, lsz := binary.Uvarint(b)
-		if lsz <= 0 || l > uint64(len(b)-lsz) {
-			return nil, fmt.Errorf("%w: bad header tag length", errFrame)
-		}
-		b = b[lsz+int(l):]
-	}
-	return b, nil
 }
 
 // encodeResponse appends a size-prefixed response frame to dst.

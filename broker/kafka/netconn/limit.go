@@ -6,7 +6,8 @@ package netconn
 // connections.max.idle.ms).
 //
 // Invariant: a connection over a limit is closed at accept, before a byte is
-// read from it, and counted in sluice_connections_refused_total{reason}.
+// read from it, and counted in sluice_connections_refused_total{reason}
+// (by the caller, under the name Reasons gives).
 // Invariant: a connection is idle only when no request is in flight on it
 // (read but not yet answered: a long-poll fetch or a parked JoinGroup is not
 // idle) and none of its bytes arrived for ConnectionsMaxIdle. A half-sent
