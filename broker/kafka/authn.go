@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/broker/auth"
+	"github.com/sluice-mq/sluice/broker/kafka/netconn"
 	"github.com/sluice-mq/sluice/broker/listener"
 )
 
@@ -59,7 +60,7 @@ func (c *connSecurity) identity() (auth.Identity, bool) {
 // a TLS listener). kl is nil for the inter-broker listener, which does not
 // authenticate (interbroker.go).
 func (b *Server) openConnSecurity(ctx context.Context, nc net.Conn, kl *kafkaListener) (*connSecurity, net.Conn, error) {
-	sec := &connSecurity{ip: remoteIP(nc.RemoteAddr()), principal: auth.Anonymous}
+	sec := &connSecurity{ip: netconn.RemoteIP(nc.RemoteAddr()), principal: auth.Anonymous}
 	if kl == nil {
 		return sec, nc, nil
 	}

@@ -1,7 +1,7 @@
 package kafka
 
 // This file owns Kafka connections: accepting them within the connection
-// limits (connlimit.go), framing, request headers, and the ordering of
+// limits (package netconn), framing, request headers, and the ordering of
 // responses.
 //
 // Invariant: responses on a connection are written in request order.
@@ -21,7 +21,7 @@ package kafka
 // reader goroutine and return a reply that waits for the fsync, so requests
 // pipelined on one connection share group commits. The accept loop owns the
 // request memory and the connection limiter; the two goroutines of a
-// connection share its connActivity.
+// connection share its netconn.Activity.
 
 import (
 	"bufio"
@@ -35,6 +35,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/sluice-mq/sluice/broker/kafka/frames"
+	"github.com/sluice-mq/sluice/broker/kafka/netconn"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -94,7 +95,7 @@ var errFrame = frames.ErrFrame
 // serveKafka accepts client connections on kl until it closes. mem is the
 // broker's request memory, which the inter-broker listener shares; limiter
 // is shared by every client listener.
-func (b *Server) serveKafka(ctx context.Context, kl *kafkaListener, limiter *connLimiter, mem *frames.Memory) error {
+func (b *Server) serveKafka(ctx context.Context, kl *kafkaListener, limiter *netconn.Limiter, mem *frames.Memory) error {
 	// A flood of refused connections must not flood the log.
 	refusals := b.Logger.Sample(&zerolog.BurstSampler{Burst: 5, Period: 10 * time.Second})
 	for {
@@ -106,8 +107,8 @@ func (b *Server) serveKafka(ctx context.Context, kl *kafkaListener, limiter *con
 			b.Logger.Warn().Err(err).Str("listener", kl.Name).Msg("accept")
 			continue
 		}
-		ip := remoteIP(nc.RemoteAddr())
-		if reason := limiter.admit(ip); reason != "" {
+		ip := netconn.RemoteIP(nc.RemoteAddr())
+		if reason := limiter.Admit(ip); reason != "" {
 			// Counted before the close, so whoever sees the close sees the count.
 			b.M.ConnsRefused.WithLabelValues(reason).Inc()
 			_ = nc.Close() // refused before any byte is read; nothing to report
@@ -126,7 +127,7 @@ func (b *Server) serveKafka(ctx context.Context, kl *kafkaListener, limiter *con
 			b.connMu.Lock()
 			delete(b.openConns, nc)
 			b.connMu.Unlock()
-			limiter.leave(ip)
+			limiter.Leave(ip)
 			b.M.ConnsOpen.Dec()
 		}()
 	}
@@ -153,7 +154,7 @@ func (b *Server) serveConn(ctx context.Context, nc net.Conn, mem *frames.Memory,
 		logger.Debug().Err(err).Msg("closing connection before its first request")
 		return
 	}
-	act := newConnActivity(time.Now())
+	act := netconn.NewActivity(time.Now())
 	cq := newConnQuota(b.admitter)
 	out := make(chan outbound, maxPipelined)
 	writerDone := make(chan struct{})
@@ -170,8 +171,8 @@ func (b *Server) serveConn(ctx context.Context, nc net.Conn, mem *frames.Memory,
 		}
 	}()
 
-	remoteHost := "/" + remoteIP(nc.RemoteAddr()) // Kafka's form: "/host"
-	fr := b.newFrameReader(nc, &idleReader{nc: nc, idle: b.Cfg.ConnectionsMaxIdle, act: act}, mem)
+	remoteHost := "/" + netconn.RemoteIP(nc.RemoteAddr()) // Kafka's form: "/host"
+	fr := b.newFrameReader(nc, netconn.NewIdleReader(nc, b.Cfg.ConnectionsMaxIdle, act), mem)
 	defer fr.Close()
 	for {
 		// Held by a quota, or at its tenant's inflight_requests: not read.
@@ -182,7 +183,7 @@ func (b *Server) serveConn(ctx context.Context, nc net.Conn, mem *frames.Memory,
 		frame, res, err := fr.Next(ctx, memShare(sec))
 		if err != nil {
 			switch {
-			case errors.Is(err, errIdle):
+			case errors.Is(err, netconn.ErrIdle):
 				b.M.ConnsIdle.Inc()
 				logger.Debug().Err(err).Msg("closing idle connection")
 			case errors.Is(err, frames.ErrSlowReceive): // counted by the frame reader
@@ -192,10 +193,10 @@ func (b *Server) serveConn(ctx context.Context, nc net.Conn, mem *frames.Memory,
 			}
 			return
 		}
-		act.started()
+		act.Started()
 		drop := func() {
 			mem.Release(&res)
-			act.finished(time.Now())
+			act.Finished(time.Now())
 		}
 		req, err := parseRequest(frame)
 		if err != nil {
@@ -271,7 +272,7 @@ func answerAcksZeroSilently(req *request) bool {
 // writeReplies writes each reply in order and then releases its request.
 // After a write error it keeps draining so the reader never blocks on a dead
 // connection.
-func (b *Server) writeReplies(nc net.Conn, out <-chan outbound, mem *frames.Memory, act *connActivity, cq *connQuota, logger zerolog.Logger) {
+func (b *Server) writeReplies(nc net.Conn, out <-chan outbound, mem *frames.Memory, act *netconn.Activity, cq *connQuota, logger zerolog.Logger) {
 	w := bufio.NewWriterSize(nc, 64<<10)
 	var buf []byte
 	failed := false
@@ -298,7 +299,7 @@ func (b *Server) writeReplies(nc net.Conn, out <-chan outbound, mem *frames.Memo
 			}
 		}
 		mem.Release(&o.mem)
-		act.finished(time.Now())
+		act.Finished(time.Now())
 		cq.answeredOne(hold)
 		if err != nil {
 			logger.Debug().Err(err).Msg("write response")
@@ -404,8 +405,8 @@ func parseRequest(frame []byte) (*request, error) {
 	body.SetVersion(req.version)
 	if body.IsFlexible() {
 		var err error
-		if rest, err = skipTags(rest); err != nil {
-			return nil, err
+		if rest, err = frames.SkipTags(rest); err != nil {
+			return nil, fmt.Errorf("%w: %w", errFrame, err)
 		}
 	}
 	if err := body.ReadFrom(rest); err != nil {
@@ -413,28 +414,6 @@ func parseRequest(frame []byte) (*request, error) {
 	}
 	req.body = body
 	return req, nil
-}
-
-// skipTags skips a tagged-field section of a flexible request header.
-func skipTags(b []byte) ([]byte, error) {
-	n, sz := binary.Uvarint(b)
-	if sz <= 0 || n > 64 {
-		return nil, fmt.Errorf("%w: bad header tag count", errFrame)
-	}
-	b = b[sz:]
-	for i := uint64(0); i < n; i++ {
-		_, ksz := binary.Uvarint(b)
-		if ksz <= 0 {
-			return nil, fmt.Errorf("%w: bad header tag key", errFrame)
-		}
-		b = b[ksz:]
-		l, lsz := binary.Uvarint(b)
-		if lsz <= 0 || l > uint64(len(b)-lsz) {
-			return nil, fmt.Errorf("%w: bad header tag length", errFrame)
-		}
-		b = b[lsz+int(l):]
-	}
-	return b, nil
 }
 
 // encodeResponse appends a size-prefixed response frame to dst.

@@ -51,6 +51,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	"github.com/sluice-mq/sluice/broker/kafka/frames"
+	"github.com/sluice-mq/sluice/broker/kafka/netconn"
 	"github.com/sluice-mq/sluice/broker/listener"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -87,9 +88,9 @@ var connRefusals = [...]string{RefuseTLSHandshake, RefusePrincipal}
 
 // interBroker is the Broker's state for the inter-broker listener.
 type interBroker struct {
-	ln           net.Listener // bound in Run before the registration
-	advertise    string       // registered for the other brokers; set with ln
-	httpConns    *connQueue   // connections for the HTTP server
+	ln           net.Listener   // bound in Run before the registration
+	advertise    string         // registered for the other brokers; set with ln
+	httpConns    *netconn.Queue // connections for the HTTP server
 	refusals     zerolog.Logger
 	refused      [len(fetchRefusals)]atomic.Uint64 // by index in fetchRefusals
 	connsRefused [len(connRefusals)]atomic.Uint64  // by index in connRefusals
@@ -137,7 +138,7 @@ func (b *Server) listenInterBroker() error {
 	if b.ib.advertise == "" || b.ib.advertise == bind {
 		b.ib.advertise = node.AdvertisedHTTP(ln.Addr().String(), b.Advertise())
 	}
-	b.ib.httpConns = &connQueue{ch: make(chan net.Conn), done: make(chan struct{}), addr: ln.Addr()}
+	b.ib.httpConns = netconn.NewQueue(ln.Addr())
 	b.ib.refusals = b.Logger.Sample(&zerolog.BurstSampler{Burst: 5, Period: 10 * time.Second})
 	b.registerInterBrokerMetrics()
 	return nil
@@ -145,7 +146,7 @@ func (b *Server) listenInterBroker() error {
 
 // serveInterBroker accepts connections until the listener closes.
 func (b *Server) serveInterBroker(ctx context.Context, mem *frames.Memory) error {
-	limiter := newConnLimiter(interBrokerMaxConns, 0)
+	limiter := netconn.NewLimiter(interBrokerMaxConns, 0, refusalReasons)
 	for {
 		nc, err := b.ib.ln.Accept()
 		if err != nil {
@@ -155,8 +156,8 @@ func (b *Server) serveInterBroker(ctx context.Context, mem *frames.Memory) error
 			b.Logger.Warn().Err(err).Msg("inter-broker accept")
 			continue
 		}
-		ip := remoteIP(nc.RemoteAddr())
-		if reason := limiter.admit(ip); reason != "" {
+		ip := netconn.RemoteIP(nc.RemoteAddr())
+		if reason := limiter.Admit(ip); reason != "" {
 			_ = nc.Close() // refused before any byte is read
 			b.ib.refusals.Warn().Str("remote", nc.RemoteAddr().String()).Str("reason", reason).
 				Msg("refused inter-broker connection (logged at most 5 times per 10s)")
@@ -166,7 +167,7 @@ func (b *Server) serveInterBroker(ctx context.Context, mem *frames.Memory) error
 		b.conns.Add(1)
 		go func() {
 			defer b.conns.Done()
-			b.serveInterBrokerConn(ctx, nc, mem, func() { limiter.leave(ip) })
+			b.serveInterBrokerConn(ctx, nc, mem, func() { limiter.Leave(ip) })
 		}()
 	}
 }
@@ -189,7 +190,7 @@ func (b *Server) serveInterBrokerConn(ctx context.Context, nc net.Conn, mem *fra
 	_ = nc.SetReadDeadline(time.Now().Add(interBrokerHandshake))
 	first, err := br.Peek(1)
 	_ = nc.SetReadDeadline(time.Time{})
-	pc := &peekedConn{Conn: nc, r: br}
+	pc := &netconn.Peeked{Conn: nc, R: br}
 	switch {
 	case err != nil:
 		_ = nc.Close() // silent, gone, or closed at shutdown: nothing to serve
@@ -197,8 +198,8 @@ func (b *Server) serveInterBrokerConn(ctx context.Context, nc net.Conn, mem *fra
 		b.serveConn(ctx, pc, mem, nil)
 	default:
 		b.trackConn(raw, false)
-		hc := &closeHookConn{Conn: pc, onClose: leave}
-		if !b.ib.httpConns.put(hc) {
+		hc := &netconn.CloseHook{Conn: pc, OnClose: leave}
+		if !b.ib.httpConns.Put(hc) {
 			_ = hc.Close()
 		}
 		return
@@ -369,60 +370,4 @@ func (b *Server) registerInterBrokerMetrics() {
 			}
 		}
 	})
-}
-
-// peekedConn is a connection whose first bytes were read ahead into r.
-type peekedConn struct {
-	net.Conn
-	r *bufio.Reader
-}
-
-func (c *peekedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
-
-// closeHookConn runs onClose once, at its first Close.
-type closeHookConn struct {
-	net.Conn
-	once    sync.Once
-	onClose func()
-}
-
-func (c *closeHookConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.onClose)
-	return err
-}
-
-// connQueue is a net.Listener whose connections are put in by the accept
-// loop: the inter-broker HTTP server serves from it.
-type connQueue struct {
-	ch   chan net.Conn
-	done chan struct{}
-	once sync.Once
-	addr net.Addr
-}
-
-func (q *connQueue) Accept() (net.Conn, error) {
-	select {
-	case c := <-q.ch:
-		return c, nil
-	case <-q.done:
-		return nil, net.ErrClosed
-	}
-}
-
-func (q *connQueue) Close() error {
-	q.once.Do(func() { close(q.done) })
-	return nil
-}
-
-func (q *connQueue) Addr() net.Addr { return q.addr }
-
-// put hands c to the server; false once the queue is closed.
-func (q *connQueue) put(c net.Conn) bool {
-	select {
-	case q.ch <- c:
-		return true
-	case <-q.done:
-		return false
-	}
 }

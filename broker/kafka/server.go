@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-mq/sluice/broker/controller"
 	"github.com/sluice-mq/sluice/broker/coordinator"
 	"github.com/sluice-mq/sluice/broker/kafka/frames"
+	"github.com/sluice-mq/sluice/broker/kafka/netconn"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/meta"
 )
@@ -135,10 +136,14 @@ func (b *Server) Listen() error {
 	return nil
 }
 
+// refusalReasons names a refused connection as the broker's metrics label
+// it (sluice_connections_refused_total{reason}).
+var refusalReasons = netconn.Reasons{MaxConnections: node.RefusedMaxConnections, MaxPerIP: node.RefusedMaxPerIP}
+
 // Serve accepts client connections on every client listener until they
 // close.
 func (b *Server) Serve(ctx context.Context) error {
-	limiter := newConnLimiter(b.Cfg.MaxConnections, b.Cfg.MaxConnectionsPerIP)
+	limiter := netconn.NewLimiter(b.Cfg.MaxConnections, b.Cfg.MaxConnectionsPerIP, refusalReasons)
 	errc := make(chan error, len(b.listeners))
 	for _, kl := range b.listeners {
 		go func() { errc <- b.serveKafka(ctx, kl, limiter, b.mem) }()

@@ -28,9 +28,9 @@ type Metrics struct {
 	// the client's rack (KIP-392), so cross-AZ reads can be seen.
 	consumerBytes *prometheus.CounterVec
 
-	ConnsOpen    prometheus.Gauge       // connlimit.go
-	ConnsRefused *prometheus.CounterVec // connlimit.go
-	ConnsIdle    prometheus.Counter     // connlimit.go
+	ConnsOpen    prometheus.Gauge       // broker/kafka/conn.go
+	ConnsRefused *prometheus.CounterVec // broker/kafka/conn.go
+	ConnsIdle    prometheus.Counter     // broker/kafka/conn.go
 	ConnsClosed  *prometheus.CounterVec // closed by the broker, by reason (broker/kafka)
 	RequestMem   prometheus.Gauge       // reserved request bytes (broker/kafka/frames)
 

@@ -7,7 +7,8 @@
 // guaranteed an equal part of it; memory.go explains how shares borrow and
 // why each has one overdraft. Reader reads one connection's size-prefixed
 // frames into that memory and enforces the minimum receive rate that
-// closes a connection whose frame stalls (reader.go).
+// closes a connection whose frame stalls (reader.go). SkipTags reads past
+// the tagged fields of a flexible request header (header.go).
 //
 // The package is pure of the broker: the caller names each frame's share,
 // passes the limits from its config, and decides in onSlow how a slow

@@ -13,7 +13,7 @@ package frames
 // onSlow, which closes the connection and so returns the frame's memory.
 // Time spent waiting for request memory does not count: then it is the
 // broker that is not reading. A connection between frames is left to the
-// idle timeout of package kafka, which keeps Kafka's connections.max.idle.ms
+// idle timeout of package netconn, which keeps Kafka's connections.max.idle.ms
 // semantics.
 //
 // Invariant: a frame's bytes are reserved before its buffer grows to hold

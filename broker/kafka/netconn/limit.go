@@ -1,4 +1,4 @@
-package kafka
+package netconn
 
 // This file owns the bounds on Kafka connections: how many may be open in
 // all and per client IP (Kafka's max.connections and
@@ -6,15 +6,16 @@ package kafka
 // connections.max.idle.ms).
 //
 // Invariant: a connection over a limit is closed at accept, before a byte is
-// read from it, and counted in sluice_connections_refused_total{reason}.
+// read from it, and counted in sluice_connections_refused_total{reason}
+// (by the caller, under the name Reasons gives).
 // Invariant: a connection is idle only when no request is in flight on it
 // (read but not yet answered: a long-poll fetch or a parked JoinGroup is not
 // idle) and none of its bytes arrived for ConnectionsMaxIdle. A half-sent
 // request is idle: its sender has gone quiet, and closing it returns the
 // request memory it holds (package frames).
 //
-// connLimiter's counts are guarded by its mu; the accept loop admits and the
-// connection goroutines leave. connActivity is shared by one connection's
+// Limiter's counts are guarded by its mu; the accept loop admits and the
+// connection goroutines leave. Activity is shared by one connection's
 // reader and writer through atomics.
 
 import (
@@ -24,49 +25,52 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/sluice-mq/sluice/broker/node"
 )
 
-// errIdle ends a connection that stayed idle too long.
-var errIdle = errors.New("connection idle")
+// ErrIdle ends a connection that stayed idle too long.
+var ErrIdle = errors.New("connection idle")
 
-// Refusal reasons, as labelled in sluice_connections_refused_total.
-const (
-	refusedMaxConnections = node.RefusedMaxConnections
-	refusedMaxPerIP       = node.RefusedMaxPerIP
-)
+// Reasons names Admit's refusals as the caller labels them (in
+// sluice_connections_refused_total); the caller passes its own names so
+// this package needs none of the broker's.
+type Reasons struct {
+	MaxConnections string // over max in all
+	MaxPerIP       string // over maxPerIP from one IP
+}
 
-// connLimiter counts open connections, in all and per client IP.
-type connLimiter struct {
+// Limiter counts open connections, in all and per client IP.
+type Limiter struct {
 	max, maxPerIP int // maxPerIP 0: no per-IP bound
+	reasons       Reasons
 
 	mu    sync.Mutex
 	total int            // guarded by mu
 	perIP map[string]int // guarded by mu; only IPs with open connections
 }
 
-func newConnLimiter(max, maxPerIP int) *connLimiter {
-	return &connLimiter{max: max, maxPerIP: maxPerIP, perIP: make(map[string]int)}
+// NewLimiter admits at most max connections, and at most maxPerIP (0: no
+// bound) from one IP; Admit refuses under reasons' names.
+func NewLimiter(max, maxPerIP int, reasons Reasons) *Limiter {
+	return &Limiter{max: max, maxPerIP: maxPerIP, reasons: reasons, perIP: make(map[string]int)}
 }
 
-// admit counts a new connection from ip, or returns why it is refused.
-func (l *connLimiter) admit(ip string) (refused string) {
+// Admit counts a new connection from ip, or returns why it is refused.
+func (l *Limiter) Admit(ip string) (refused string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
 	case l.total >= l.max:
-		return refusedMaxConnections
+		return l.reasons.MaxConnections
 	case l.maxPerIP > 0 && l.perIP[ip] >= l.maxPerIP:
-		return refusedMaxPerIP
+		return l.reasons.MaxPerIP
 	}
 	l.total++
 	l.perIP[ip]++
 	return ""
 }
 
-// leave uncounts a connection admit counted.
-func (l *connLimiter) leave(ip string) {
+// Leave uncounts a connection Admit counted.
+func (l *Limiter) Leave(ip string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.total--
@@ -75,8 +79,8 @@ func (l *connLimiter) leave(ip string) {
 	}
 }
 
-// remoteIP is the host part of a connection's remote address.
-func remoteIP(addr net.Addr) string {
+// RemoteIP is the host part of a connection's remote address.
+func RemoteIP(addr net.Addr) string {
 	if a, ok := addr.(*net.TCPAddr); ok {
 		return a.IP.String()
 	}
@@ -87,46 +91,52 @@ func remoteIP(addr net.Addr) string {
 	return host
 }
 
-// connActivity is what decides whether a connection is idle.
-type connActivity struct {
+// Activity is what decides whether a connection is idle.
+type Activity struct {
 	inflight  atomic.Int32 // requests read and not yet answered or dropped
 	lastReply atomic.Int64 // unix nanoseconds of the last answer (or of accept)
 }
 
-func newConnActivity(now time.Time) *connActivity {
-	a := &connActivity{}
+// NewActivity starts a connection's activity at now (its accept).
+func NewActivity(now time.Time) *Activity {
+	a := &Activity{}
 	a.lastReply.Store(now.UnixNano())
 	return a
 }
 
-// started counts a request read.
-func (a *connActivity) started() { a.inflight.Add(1) }
+// Started counts a request read.
+func (a *Activity) Started() { a.inflight.Add(1) }
 
-// finished counts a request answered or dropped.
-func (a *connActivity) finished(now time.Time) {
+// Finished counts a request answered or dropped.
+func (a *Activity) Finished(now time.Time) {
 	a.lastReply.Store(now.UnixNano())
 	a.inflight.Add(-1)
 }
 
 // idleUntil is called when a read has waited idle: it returns when the
 // connection becomes idle, which is not before now if it already is.
-func (a *connActivity) idleUntil(now time.Time, idle time.Duration) time.Time {
+func (a *Activity) idleUntil(now time.Time, idle time.Duration) time.Time {
 	if a.inflight.Load() > 0 {
 		return now.Add(idle)
 	}
 	return time.Unix(0, a.lastReply.Load()).Add(idle)
 }
 
-// idleReader is a connection as its reader goroutine reads it: a read that
-// waits longer than idle fails with errIdle, unless a request was in flight
+// IdleReader is a connection as its reader goroutine reads it: a read that
+// waits longer than idle fails with ErrIdle, unless a request was in flight
 // or answered meanwhile, in which case it keeps waiting.
-type idleReader struct {
+type IdleReader struct {
 	nc   net.Conn
 	idle time.Duration
-	act  *connActivity
+	act  *Activity
 }
 
-func (r *idleReader) Read(p []byte) (int, error) {
+// NewIdleReader reads nc, idle after idle without activity act counts.
+func NewIdleReader(nc net.Conn, idle time.Duration, act *Activity) *IdleReader {
+	return &IdleReader{nc: nc, idle: idle, act: act}
+}
+
+func (r *IdleReader) Read(p []byte) (int, error) {
 	deadline := time.Now().Add(r.idle)
 	for {
 		if err := r.nc.SetReadDeadline(deadline); err != nil {
@@ -142,7 +152,7 @@ func (r *idleReader) Read(p []byte) (int, error) {
 		}
 		now := time.Now()
 		if deadline = r.act.idleUntil(now, r.idle); !deadline.After(now) {
-			return 0, fmt.Errorf("%w: no request for %v", errIdle, r.idle)
+			return 0, fmt.Errorf("%w: no request for %v", ErrIdle, r.idle)
 		}
 	}
 }
