@@ -36,7 +36,7 @@ var topicDefaultsAtBroker = map[string]string{
 	CfgSegmentBytes:      "log.segment.bytes",
 	CfgSegmentMs:         "log.roll.ms",
 	CfgMaxMessageBytes:   "message.max.bytes",
-	CfgCleanupPolicy:     "log.cleanup.Policy",
+	CfgCleanupPolicy:     "log.cleanup.policy",
 	CfgTimestampType:     "log.message.timestamp.type",
 	CfgMinInsyncReplicas: "min.insync.replicas",
 	CfgLocalRetentionMs:  "log.local.retention.ms",

@@ -44,7 +44,7 @@ const (
 	CfgSegmentBytes      = "segment.bytes"
 	CfgSegmentMs         = "segment.ms"
 	CfgMaxMessageBytes   = "max.message.bytes"
-	CfgCleanupPolicy     = "cleanup.Policy"
+	CfgCleanupPolicy     = "cleanup.policy"
 	CfgTimestampType     = "message.timestamp.type"
 	CfgMinInsyncReplicas = "min.insync.replicas"
 	cfgRemoteStorage     = "remote.storage.enable"
