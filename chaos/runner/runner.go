@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -165,6 +166,20 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	return res, incomplete
 }
 
+// unlistedReplicas lists the replicas of td on brokers md does not list.
+func unlistedReplicas(md kadm.Metadata, td kadm.TopicDetail) []int32 {
+	listed := md.Brokers.NodeIDs()
+	var out []int32
+	for _, pd := range td.Partitions {
+		for _, id := range pd.Replicas {
+			if !slices.Contains(listed, id) && !slices.Contains(out, id) {
+				out = append(out, id)
+			}
+		}
+	}
+	return out
+}
+
 // Every broker of a run keeps what it has not fsynced in process memory
 // (--crash-loses-unsynced), so every kill -9 loses it as a power cut would,
 // and reads its clock offset from a file of the run (clock-jump).
@@ -201,13 +216,27 @@ func collectReplicas(ctx context.Context, c *cluster.Cluster, rec *history.Recor
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
-	md, err := adm.Metadata(ctx, topic)
-	if err != nil {
-		return fmt.Errorf("runner: metadata: %w", err)
-	}
-	td, ok := md.Topics[topic]
-	if !ok {
-		return fmt.Errorf("runner: topic %s missing from metadata", topic)
+	// A broker that was paused or restarted late in the run may not be
+	// registered again yet: the Metadata then names it as a replica but
+	// not among the brokers, and the client cannot address it. Wait for
+	// every replica's broker to be listed (within ctx).
+	var md kadm.Metadata
+	var td kadm.TopicDetail
+	for {
+		md, err = adm.Metadata(ctx, topic)
+		if err != nil {
+			return fmt.Errorf("runner: metadata: %w", err)
+		}
+		var ok bool
+		if td, ok = md.Topics[topic]; !ok {
+			return fmt.Errorf("runner: topic %s missing from metadata", topic)
+		}
+		if missing := unlistedReplicas(md, td); len(missing) == 0 {
+			break
+		} else if ctx.Err() != nil {
+			return fmt.Errorf("runner: replicas on brokers %v never listed in metadata: %w", missing, ctx.Err())
+		}
+		sleep(ctx, 500*time.Millisecond)
 	}
 	var errs []error
 	for _, pd := range td.Partitions.Sorted() {
