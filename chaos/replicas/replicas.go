@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -26,7 +27,35 @@ const fetchBytes = 4 << 20
 
 // Collect reads partition p of topic from broker id through cl (a client of
 // the cluster) and returns its log as a history event.
+//
+// A replica that is between roles when asked (a leader paused late in the
+// run, fenced and now truncating to its new leader, answers
+// NOT_LEADER_OR_FOLLOWER for a moment) is read again from its start until
+// ctx ends: its log is whatever one whole reading of it returns.
 func Collect(ctx context.Context, cl *kgo.Client, topic string, topicID [16]byte, p int32, id int32) (history.ReplicaLog, error) {
+	for {
+		out, err := collectOnce(ctx, cl, topic, topicID, p, id)
+		if err == nil || !betweenRoles(err) || ctx.Err() != nil {
+			return out, err
+		}
+		t := time.NewTimer(500 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return out, err
+		case <-t.C:
+		}
+	}
+}
+
+// betweenRoles reports whether err is a replica's passing refusal to serve.
+func betweenRoles(err error) bool {
+	return errors.Is(err, kerr.NotLeaderForPartition) || errors.Is(err, kerr.UnknownTopicOrPartition) ||
+		errors.Is(err, kerr.LeaderNotAvailable) || errors.Is(err, kerr.ReplicaNotAvailable) ||
+		errors.Is(err, kerr.FencedLeaderEpoch) || errors.Is(err, kerr.UnknownLeaderEpoch)
+}
+
+func collectOnce(ctx context.Context, cl *kgo.Client, topic string, topicID [16]byte, p int32, id int32) (history.ReplicaLog, error) {
 	out := history.ReplicaLog{Partition: history.Partition(p), Broker: history.BrokerID(id)}
 	var from int64
 	hw := int64(-1)
