@@ -2,9 +2,10 @@ package broker
 
 import (
 	"context"
-	"net"
 	"testing"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/freeport"
 
 	"github.com/rs/zerolog"
 
@@ -14,12 +15,7 @@ import (
 
 func freeQuotaAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return freeport.Must(t)
 }
 
 // TestFollowAppliesWithinASecond: a SetQuotas made in etcd is what the

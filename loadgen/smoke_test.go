@@ -23,6 +23,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/freeport"
+
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -80,12 +82,7 @@ func runMain(m *testing.M) int {
 
 func freePort(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return freeport.Must(t)
 }
 
 // broker returns the address of the shared sluiced, starting it on first use.

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/freeport"
+
 	"github.com/rs/zerolog"
 )
 
@@ -19,15 +21,7 @@ const testTimeout = 30 * time.Second
 // freeAddr returns a 127.0.0.1 address whose port was free a moment ago.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatalf("close listener: %v", err)
-	}
-	return addr
+	return freeport.Must(t)
 }
 
 // embeddedConfig is a single-member embedded config in a fresh temp dir.

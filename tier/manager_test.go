@@ -6,11 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/crc32"
-	"net"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/freeport"
 
 	"github.com/google/uuid"
 	"github.com/rs/zerolog"
@@ -58,12 +59,7 @@ func (p *testPartition) ProducerSnapshot() ([]byte, error)            { return [
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return freeport.Must(t)
 }
 
 type fixture struct {

@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/freeport"
+
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -111,12 +113,7 @@ func (p *pki) clientTLS(t testing.TB, withCert bool) *tls.Config {
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return freeport.Must(t)
 }
 
 // secureBroker is a running broker and the address of each listener.

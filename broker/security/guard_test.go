@@ -3,11 +3,12 @@ package security
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/freeport"
 
 	"github.com/rs/zerolog"
 
@@ -20,12 +21,7 @@ const testTimeout = 30 * time.Second
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return freeport.Must(t)
 }
 
 func testContext(t *testing.T) context.Context {

@@ -17,7 +17,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,6 +25,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/freeport"
 
 	"github.com/rs/zerolog"
 
@@ -520,19 +521,12 @@ func (s S3) ChildEnv() []string {
 // ago.
 func freePorts(n int) ([]string, error) {
 	var addrs []string
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			_ = ln.Close()
-		}
-	}()
 	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		a, err := freeport.Addr()
 		if err != nil {
 			return nil, fmt.Errorf("chaos/cluster: pick a free port: %w", err)
 		}
-		lns = append(lns, ln)
-		addrs = append(addrs, ln.Addr().String())
+		addrs = append(addrs, a)
 	}
 	return addrs, nil
 }

@@ -11,7 +11,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/freeport"
 
 	"github.com/rs/zerolog"
 
@@ -145,12 +146,7 @@ func freePorts(t *testing.T, n int) []string {
 	t.Helper()
 	var addrs []string
 	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("pick a free port: %v", err)
-		}
-		defer ln.Close()
-		addrs = append(addrs, ln.Addr().String())
+		addrs = append(addrs, freeport.Must(t))
 	}
 	return addrs
 }

@@ -8,12 +8,13 @@ import (
 	"fmt"
 	"hash/crc32"
 	"hash/fnv"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/freeport"
 
 	"github.com/google/uuid"
 	"github.com/klauspost/compress/zstd"
@@ -35,12 +36,7 @@ import (
 var etcdURL string
 
 func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return freeport.Addr()
 }
 
 func TestMain(m *testing.M) {

@@ -1,10 +1,11 @@
 package main
 
 import (
-	"net"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/sluice-mq/sluice/internal/freeport"
 
 	"github.com/sluice-mq/sluice/tier/objstore/s3test"
 )
@@ -17,15 +18,7 @@ import (
 func TestStoreUnreachableOrRefusedExitsTwo(t *testing.T) {
 	f := newFixture(t)
 	srv := s3test.Start(t)
-	closed := func() string {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		addr := l.Addr().String()
-		_ = l.Close()
-		return addr
-	}()
+	closed := freeport.Must(t) // nothing listens there
 	withEndpoint := func(u, endpoint string) string {
 		p, err := url.Parse(u)
 		if err != nil {

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/internal/freeport"
+
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -100,15 +102,8 @@ func (timeoutErr) Timeout() bool { return true }
 
 // closedPort returns an address on 127.0.0.1 where nothing listens.
 func closedPort(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
+	t.Helper()
+	return freeport.Must(t)
 }
 
 func TestValidKey(t *testing.T) {

@@ -12,10 +12,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"hash/crc32"
-	"net"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/freeport"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -122,12 +123,7 @@ func EncodeRequest(req kmsg.Request, correlation int32) []byte {
 // FreeAddr is a 127.0.0.1 address with a port free a moment ago.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = ln.Close() }() // only its port was wanted
-	return ln.Addr().String()
+	return freeport.Must(t)
 }
 
 // Config is a lone broker in a temporary directory on free ports.

@@ -12,12 +12,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluice-mq/sluice/internal/freeport"
 
 	"github.com/rs/zerolog"
 
@@ -155,10 +156,5 @@ func check(ctx context.Context, st *meta.Store, r *http.Request) (meta.User, err
 
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
+	return freeport.Must(t)
 }
