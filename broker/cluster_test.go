@@ -357,10 +357,17 @@ func TestClusterReplicationFactor(t *testing.T) {
 		if got.ErrorCode != 0 {
 			t.Fatalf("replication factor %d: code %d", rf, got.ErrorCode)
 		}
-		// -1 is the default: three replicas over three AZs.
-		if n := len(c.brokers[0].LookupTopic(rt.Topic).States[0].Replicas); n != 3 {
-			t.Fatalf("replication factor %d: %d replicas, want 3", rf, n)
-		}
+		// -1 is the default: three replicas over three AZs. The broker
+		// learns of the topic through its etcd watch, which may lag the
+		// controller's answer.
+		eventuallyTrue(t, fmt.Sprintf("topic %s with three replicas", rt.Topic), func() (bool, string) {
+			td := c.brokers[0].LookupTopic(rt.Topic)
+			if td == nil {
+				return false, "not yet known to broker 1"
+			}
+			n := len(td.States[0].Replicas)
+			return n == 3, fmt.Sprintf("%d replicas", n)
+		})
 	}
 }
 
