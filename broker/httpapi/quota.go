@@ -118,6 +118,7 @@ func (q *QuotaAdmitter) refuse(tenant string, now time.Time, keys ...string) err
 		return nil
 	}
 	q.m.Metrics().Throttled(tenant, worst.Key, worst.Delay)
+	q.m.Metrics().Rejected(tenant, quota.RejectHTTPThrottled)
 	return worst
 }
 
