@@ -4,7 +4,7 @@ package quota
 //
 //	sluice_tenant_throttle_seconds_total{tenant,reason}  time clients were held, by quota key
 //	sluice_tenant_quota_utilisation{tenant,key}         measured rate / local limit, last period
-//	sluice_tenant_bytes_in_total{tenant}                produce and publish bytes
+//	sluice_tenant_bytes_in_total{tenant}                produced and published record bytes
 //	sluice_tenant_records_in_total{tenant}              produced and published records
 //	sluice_tenant_bytes_out_total{tenant}               fetch bytes
 //	sluice_tenant_records_out_total{tenant}             fetched records
@@ -64,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "A tenant's measured rate over the last split period divided by this broker's share of its quota, by key.",
 		}, []string{"tenant", "key"}),
 		bytesIn: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_tenant_bytes_in_total", Help: "Bytes of a tenant's produce requests and HTTP publishes.",
+			Name: "sluice_tenant_bytes_in_total", Help: "Record bytes of a tenant's produce requests and HTTP publishes (keys, values and headers of a publish, not its JSON).",
 		}, []string{"tenant"}),
 		recordsIn: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_tenant_records_in_total", Help: "Records a tenant produced or published.",
