@@ -30,7 +30,7 @@ func (b *Broker) quotaMeters() *quota.Meters {
 	if b.quotaSrc == nil {
 		return nil
 	}
-	return quota.NewMeters(b.quotaSrc, quota.DefaultBurst, quota.NewMetrics(b.M.Reg))
+	return quota.NewMeters(b.quotaSrc, quota.DefaultBurst, b.Tenants)
 }
 
 // quotaSplitLoop publishes this broker's demand and applies its shares

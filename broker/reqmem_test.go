@@ -140,6 +140,9 @@ func TestSlowReceiveClosed(t *testing.T) {
 	if n := metricValue(t, b, "sluice_connections_closed_total", "reason", "slow_receive"); n != 1 {
 		t.Fatalf("sluice_connections_closed_total{reason=slow_receive} = %v, want 1", n)
 	}
+	brokertest.Eventually(t, 10*time.Second, "the slow frame counted against its share", func() bool {
+		return metricValue(t, b, "sluice_tenant_rejections_total", "reason", "slow_receive") == 1
+	})
 	brokertest.Eventually(t, 10*time.Second, "the slow frame's memory returned", func() bool {
 		return metricValue(t, b, "sluice_request_memory_bytes") == 0
 	})
@@ -147,6 +150,9 @@ func TestSlowReceiveClosed(t *testing.T) {
 	idle.apiVersions()
 	if n := metricValue(t, b, "sluice_connections_closed_total", "reason", "slow_receive"); n != 1 {
 		t.Fatalf("sluice_connections_closed_total{reason=slow_receive} = %v after the others went on, want 1", n)
+	}
+	if n := metricValue(t, b, "sluice_tenant_rejections_total", "reason", "slow_receive"); n != 1 {
+		t.Fatalf("sluice_tenant_rejections_total{reason=slow_receive} = %v after the others went on, want 1", n)
 	}
 }
 

@@ -121,7 +121,7 @@ func (b *Server) httpPublish(w http.ResponseWriter, r *http.Request) {
 		b.writeError(w, r, err)
 		return
 	}
-	if err := b.CheckAppend(topicName); node.QuotaRefusal(err) {
+	if err := b.PrecheckAppend(topicName); err != nil {
 		b.writeError(w, r, err) // the whole request: 507 (quota_status.go)
 		return
 	}

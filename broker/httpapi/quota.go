@@ -5,8 +5,11 @@ package httpapi
 // same meters (same tenant, same share of the cluster-wide rate) the Kafka
 // front end charges.
 //
-//	publish   the request body's bytes charged to producer_byte_rate and
-//	          its messages to producer_record_rate
+//	publish   the bytes of the records it writes (keys, values after
+//	          base64, headers and the message_id header) charged to
+//	          producer_byte_rate, as a Kafka producer is charged its
+//	          records and not its framing, and its messages to
+//	          producer_record_rate (publishCharge)
 //	fetch     the response body's bytes charged to consumer_byte_rate
 //
 // HTTP has no connection to stop reading, so a request of a tenant already
@@ -94,16 +97,45 @@ func (q *QuotaAdmitter) Admit(r *http.Request, id auth.Identity) error {
 			}
 			return err // too large: answered as the handler would
 		}
-		var msgs struct {
-			Messages []json.RawMessage `json:"messages"`
-		}
-		_ = json.Unmarshal(raw, &msgs) // a bad body is the handler's to answer; its bytes are charged all the same
-		q.m.Record(tenant, quota.ProducerByteRate, float64(len(raw)), now)
-		q.m.Record(tenant, quota.ProducerRecordRate, float64(len(msgs.Messages)), now)
+		bytes, records := publishCharge(raw)
+		q.m.Record(tenant, quota.ProducerByteRate, float64(bytes), now)
+		q.m.Record(tenant, quota.ProducerRecordRate, float64(records), now)
 	case fetchRoute:
 		return q.refuse(tenant, now, quota.ConsumerByteRate)
 	}
 	return nil
+}
+
+// publishCharge is what a publish body costs its tenant: the bytes of the
+// records the handler writes from it (recordFromMessage's keys, values,
+// header keys and values), so a payload costs the same over HTTP as over
+// Kafka whatever its JSON or base64 framing, and its message count. A
+// bad body is the handler's to answer, but is not free: a body that is no
+// publish costs its length, and a message the handler refuses its JSON.
+func publishCharge(raw []byte) (bytes, records int) {
+	var req struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	if json.Unmarshal(raw, &req) != nil {
+		return len(raw), 0
+	}
+	for i, m := range req.Messages {
+		var pm publishMessage
+		if json.Unmarshal(m, &pm) != nil {
+			bytes += len(m)
+			continue
+		}
+		rec, err := recordFromMessage(i, pm, 0)
+		if err != nil {
+			bytes += len(m)
+			continue
+		}
+		bytes += len(rec.Key) + len(rec.Value)
+		for _, h := range rec.Headers {
+			bytes += len(h.Key) + len(h.Value)
+		}
+	}
+	return bytes, len(req.Messages)
 }
 
 // refuse is a *Throttled when the tenant is in debt on any of keys.
@@ -118,6 +150,7 @@ func (q *QuotaAdmitter) refuse(tenant string, now time.Time, keys ...string) err
 		return nil
 	}
 	q.m.Metrics().Throttled(tenant, worst.Key, worst.Delay)
+	q.m.Metrics().Rejected(tenant, quota.RejectHTTPThrottled)
 	return worst
 }
 

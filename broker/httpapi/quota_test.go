@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"bytes"
+	"encoding/base64"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -53,4 +55,60 @@ func TestQuotaAdmitterHTTP(t *testing.T) {
 	if err := q.Admit(req("GET /v1/topics", ""), id); err != nil {
 		t.Fatalf("a listing is never throttled: %v", err)
 	}
+}
+
+// TestPublishChargedItsRecords: an HTTP publish is charged the bytes of the
+// records it writes, not its JSON: a base64 payload of N bytes costs N
+// (its body is over 1.4 N), a key, headers and a message_id cost their
+// bytes as the record carries them, and the charge is taken before the
+// handler, so the next publish of a tenant it took into debt is refused.
+func TestPublishChargedItsRecords(t *testing.T) {
+	const n = 3000
+	m := quota.NewMeters(quota.Static{"acme": {quota.ProducerByteRate: 2 * n}}, 0, nil)
+	q := NewQuotaAdmitter(m)
+	now := time.Unix(1_000_000, 0)
+	q.now = func() time.Time { return now }
+	id := auth.Identity{Principal: auth.Principal{Tenant: "acme", User: "ann"}}
+	publish := func(body string) error {
+		r := httptest.NewRequest(http.MethodPost, "/x", strings.NewReader(body))
+		r.Pattern = publishRoute
+		return q.Admit(r, id)
+	}
+	charged := func() float64 { return m.TakeUsage(time.Second)["acme"][quota.ProducerByteRate] }
+
+	payload := base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{0xfe}, n))
+	body := `{"messages":[{"payload_base64":"` + payload + `"}]}`
+	if err := publish(body); err != nil {
+		t.Fatal(err)
+	}
+	if got := charged(); got != n {
+		t.Fatalf("a base64 payload of %d bytes in a body of %d charged %v, want %d", n, len(body), got, n)
+	}
+	// key 1 + value 2 + header h=v 2 + message_id header 10+2
+	if err := publish(`{"messages":[{"message_key":"k","payload":"vv","headers":{"h":"v"},"message_id":"id"}]}`); err != nil {
+		t.Fatal(err)
+	}
+	if got := charged(); got != 17 {
+		t.Fatalf("key, value, headers and message_id charged %v, want 17", got)
+	}
+	if err := publish(`{"messages":[{"payload":"` + strings.Repeat("x", 2*n) + `"}]}`); err != nil {
+		t.Fatalf("a publish into debt is served: %v", err)
+	}
+	var th *Throttled
+	if err := publish(`{"messages":[{"payload":"x"}]}`); !errors.As(err, &th) || th.Key != quota.ProducerByteRate {
+		t.Fatalf("a publish of a tenant in debt: %v, want throttled", err)
+	}
+}
+
+// FuzzPublishCharge: no body (outside bytes) panics the charge or makes
+// it negative.
+func FuzzPublishCharge(f *testing.F) {
+	f.Add([]byte(`{"messages":[{"payload_base64":"AAEC","message_key":"k","headers":{"a":"b"},"message_id":"m"}]}`))
+	f.Add([]byte(`{"messages":[{"payload":"x","payload_base64":"eA=="},{"payload_base64":"!!"},7]}`))
+	f.Add([]byte(`not json`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if b, r := publishCharge(raw); b < 0 || r < 0 {
+			t.Fatalf("charged %d bytes, %d records", b, r)
+		}
+	})
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/sluice-mq/sluice/broker/kafka/frames"
 	"github.com/sluice-mq/sluice/broker/kafka/netconn"
 	"github.com/sluice-mq/sluice/broker/node"
+	"github.com/sluice-mq/sluice/broker/quota"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -186,7 +187,8 @@ func (b *Server) serveConn(ctx context.Context, nc net.Conn, mem *frames.Memory,
 			case errors.Is(err, netconn.ErrIdle):
 				b.M.ConnsIdle.Inc()
 				logger.Debug().Err(err).Msg("closing idle connection")
-			case errors.Is(err, frames.ErrSlowReceive): // counted by the frame reader
+			case errors.Is(err, frames.ErrSlowReceive): // counted by the frame reader; here by its share
+				b.Tenants.Rejected(memShare(sec), quota.RejectSlowReceive)
 				logger.Debug().Err(err).Msg("closing connection")
 			case !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil:
 				peerLevel(logger, interBroker).Err(err).Msg("closing connection")

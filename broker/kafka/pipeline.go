@@ -88,6 +88,8 @@ type Admitter interface {
 	Answered(id auth.Identity, req kmsg.Request, resp kmsg.Response) Hold
 	// Held counts the time a connection of id was held for reason.
 	Held(id auth.Identity, reason string, d time.Duration)
+	// Owed is how much longer a held connection stays held for reason's debt.
+	Owed(id auth.Identity, reason string) time.Duration
 }
 
 // Hold is how long a connection is held after a response, and why (a
@@ -126,6 +128,7 @@ func (AdmitAll) Admit(context.Context, auth.Identity, kmsg.Request) (Admission, 
 func (AdmitAll) Handled(auth.Identity, kmsg.Request, time.Duration) Hold  { return Hold{} }
 func (AdmitAll) Answered(auth.Identity, kmsg.Request, kmsg.Response) Hold { return Hold{} }
 func (AdmitAll) Held(auth.Identity, string, time.Duration)                {}
+func (AdmitAll) Owed(auth.Identity, string) time.Duration                 { return 0 }
 
 // serveRequest runs req through the pipeline and returns its reply. An
 // error closes the connection.

@@ -15,10 +15,10 @@ package kafka
 // identity is known (its first request past authentication) and uncounted
 // when it ends; a connection over connections or connection_creation_rate
 // is closed before any request of it is served.
-// Invariant: the reader reads no frame while the connection is held or
-// while it has inflight_requests requests unanswered.
+// Invariant: the reader reads no frame while the connection is held, owes
+// its last hold's debt (Owed) or has inflight_requests requests unanswered.
 //
-// connQuota's until is guarded by its mu (the reader extends it after the
+// connQuota's until and reason are guarded by its mu (the reader extends it after the
 // handler, the writer after the response); inflight is atomic; id, known
 // and limit are the reader's, set before the first admitted request is
 // sent to the writer, which reads id only for admitted requests.
@@ -46,8 +46,9 @@ type connQuota struct {
 	answered chan struct{} // a request was answered; holds one signal
 	inflight atomic.Int32  // requests read and not yet answered
 
-	mu    sync.Mutex
-	until time.Time // guarded by mu: the reader reads nothing before it
+	mu     sync.Mutex
+	until  time.Time // guarded by mu: the reader reads nothing before it
+	reason string    // guarded by mu: the last hold's, until the reader checks its debt
 
 	known bool          // reader's: Connected has admitted id
 	id    auth.Identity // reader's until known; then fixed
@@ -109,7 +110,7 @@ func (c *connQuota) hold(h Hold, now time.Time) {
 	c.mu.Lock()
 	from := c.until
 	if until.After(from) {
-		c.until = until
+		c.until, c.reason = until, h.Reason
 	}
 	c.mu.Unlock()
 	if from.Before(now) {
@@ -124,11 +125,14 @@ func (c *connQuota) hold(h Hold, now time.Time) {
 // not held and has fewer than its limit of requests unanswered.
 func (c *connQuota) wait(ctx context.Context) error {
 	for {
-		c.mu.Lock()
-		until := c.until
-		c.mu.Unlock()
 		// A connection never held reads no clock here.
-		if d := holdLeft(until); d > 0 {
+		c.mu.Lock()
+		d, reason := holdLeft(c.until), ""
+		if d <= 0 { // the hold is over: its debt is checked once
+			reason, c.reason = c.reason, ""
+		}
+		c.mu.Unlock()
+		if d > 0 {
 			t := time.NewTimer(d)
 			select {
 			case <-t.C:
@@ -136,6 +140,10 @@ func (c *connQuota) wait(ctx context.Context) error {
 				t.Stop()
 				return ctx.Err()
 			}
+			continue
+		}
+		if reason != "" { // held again while the debt is owed
+			c.hold(Hold{Delay: c.adm.Owed(c.id, reason), Reason: reason}, time.Now())
 			continue
 		}
 		if c.limit <= 0 || c.inflight.Load() < c.limit {

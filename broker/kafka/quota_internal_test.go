@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/broker/auth"
 )
 
 // TestConnQuotaWait: the reader does not read while the connection is held
@@ -71,4 +73,48 @@ func TestConnQuotaAnswerSetsThrottle(t *testing.T) {
 	if h := cq.answer(&outbound{req: req}, resp); resp.ThrottleMillis != 0 || h.Delay != 0 {
 		t.Fatalf("a request not admitted got throttle_time_ms %d", resp.ThrottleMillis)
 	}
+}
+
+// owedAdmitter answers Owed from a list, one answer per call, then 0.
+type owedAdmitter struct {
+	AdmitAll
+	owed    []time.Duration
+	reasons []string
+}
+
+func (a *owedAdmitter) Owed(_ auth.Identity, reason string) time.Duration {
+	a.reasons = append(a.reasons, reason)
+	if len(a.owed) == 0 {
+		return 0
+	}
+	d := a.owed[0]
+	a.owed = a.owed[1:]
+	return d
+}
+
+// TestConnQuotaHeldWhileOwed: when a (capped) hold ends the reader asks
+// Owed for the debt of its reason and is held again, hold after hold,
+// until nothing is owed; then it reads, and asks no more.
+func TestConnQuotaHeldWhileOwed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		adm := &owedAdmitter{owed: []time.Duration{10 * time.Second, 3 * time.Second}}
+		cq := newConnQuota(adm)
+		cq.known = true
+		start := time.Now()
+		cq.hold(Hold{Delay: 10 * time.Second, Reason: "producer_byte_rate"}, start)
+		ready := make(chan error, 1)
+		go func() { ready <- cq.wait(context.Background()) }()
+		if err := <-ready; err != nil {
+			t.Fatal(err)
+		}
+		if el := time.Since(start); el != 23*time.Second {
+			t.Fatalf("read after %v, want 23s: the 10s hold, then 10s and 3s owed", el)
+		}
+		if len(adm.reasons) != 3 || adm.reasons[0] != "producer_byte_rate" || adm.reasons[2] != "producer_byte_rate" {
+			t.Fatalf("Owed asked %v, want three times for producer_byte_rate", adm.reasons)
+		}
+		if err := cq.wait(context.Background()); err != nil || len(adm.reasons) != 3 {
+			t.Fatalf("a reader no longer held asked Owed again (%v) or failed: %v", adm.reasons, err)
+		}
+	})
 }

@@ -26,6 +26,9 @@ package node
 // controller, so in practice one broker decides.
 //
 // Invariant: a refused creation has written nothing to etcd.
+// Invariant: each refusal here is counted once in
+// sluice_tenant_rejections_total (Node.Tenants), by the quota key or
+// disk_watermark, where it is decided.
 // Invariant: the mutation bucket is debited only for a mutation that is
 // then attempted; a refused one (count, validation) costs nothing.
 // mutations is guarded by mutMu.
@@ -104,20 +107,23 @@ func (b *Node) tenantCounts(tenant string) (topics, partitions int64) {
 // topics and addParts more partitions: the disk ladder's first step, then
 // the count quotas. The caller holds AdminMu.
 func (b *Node) checkCreate(topic string, addTopics, addParts int64) error {
+	tenant, _ := SplitName(topic)
 	if lvl := b.DiskLevel(); lvl >= 1 {
+		b.Tenants.Rejected(tenant, quota.RejectDiskWatermark)
 		return fmt.Errorf("%w: disk level %d: new topics and partitions are refused until the disk drains", ErrDiskWatermark, lvl)
 	}
-	tenant, _ := SplitName(topic)
 	lim := b.limits(tenant)
 	if len(lim) == 0 {
 		return nil
 	}
 	topics, parts := b.tenantCounts(tenant)
 	if max, ok := lim.Get(quota.Topics); ok && addTopics > 0 && float64(topics+addTopics) > max {
+		b.Tenants.Rejected(tenant, quota.Topics)
 		return fmt.Errorf("%w: tenant %q: quota %s is %d; it has %d topics and asked for %d more",
 			ErrCountQuota, tenant, quota.Topics, int64(max), topics, addTopics)
 	}
 	if max, ok := lim.Get(quota.Partitions); ok && float64(parts+addParts) > max {
+		b.Tenants.Rejected(tenant, quota.Partitions)
 		return fmt.Errorf("%w: tenant %q: quota %s is %d; it has %d partitions and asked for %d more",
 			ErrCountQuota, tenant, quota.Partitions, int64(max), parts, addParts)
 	}
@@ -140,6 +146,7 @@ func (b *Node) CheckNewGroup(ctx context.Context, etcdTenant, id string) error {
 		return fmt.Errorf("%w: count groups of tenant %q: %w", ErrCoordinatorUnavailable, tenant, err)
 	}
 	if float64(have+1) > max {
+		b.Tenants.Rejected(tenant, quota.Groups)
 		return fmt.Errorf("%w: tenant %q: quota %s is %d; it has %d groups, group %q would be one more",
 			ErrCountQuota, tenant, quota.Groups, int64(max), have, strings.TrimPrefix(id, tenant+string(TenantSeparator)))
 	}
@@ -227,6 +234,7 @@ func (b *Node) admitMutation(topic string, n int64, what string) error {
 	mb.at = now
 	if mb.tokens < 0 {
 		wait := time.Duration(math.Ceil(-mb.tokens/rate*1000)) * time.Millisecond
+		b.Tenants.Rejected(tenant, quota.ControllerMutationRate)
 		return &ThrottleError{Tenant: tenant, Wait: wait, Msg: fmt.Sprintf(
 			"tenant %q: quota %s is %g partitions/s; %s of %d partitions must wait %v",
 			tenant, quota.ControllerMutationRate, rate, what, n, wait)}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/sluice-mq/sluice/broker/listener"
 	"github.com/sluice-mq/sluice/broker/partition"
+	"github.com/sluice-mq/sluice/broker/quota"
 	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/cache"
 	"github.com/sluice-mq/sluice/meta"
@@ -95,6 +96,9 @@ type Node struct {
 	// GETs (fair.go); built by New, never nil.
 	Fair  *fair.Set
 	Tiers *tier.Manager
+	// Tenants are the per-tenant metrics (broker/quota), registered on
+	// M.Reg by New; the refusals decided here are counted in them.
+	Tenants *quota.Metrics
 
 	// AdminMu serialises topic changes (create, delete, configs, partitions)
 	// so that each reads and replaces the registry entry it changes alone.
@@ -131,6 +135,7 @@ func New(cfg Config, nodeLog zerolog.Logger) *Node {
 		FS:            fs,
 		M:             m,
 		Fair:          newFair(cfg, m.Reg),
+		Tenants:       quota.NewMetrics(m.Reg),
 		topics:        make(map[string]*Topic),
 		byID:          make(map[[16]byte]*Topic),
 		PendingStates: make(map[PartitionKey]meta.PartitionState),

@@ -85,6 +85,7 @@ func (b *Node) refreshStorage(ctx context.Context) {
 		b.Logger.Debug().Err(err).Msg("storage figures not exchanged through etcd; using this broker's")
 	}
 	b.storage.Store(&out)
+	b.Tenants.SetStorage(out)
 }
 
 // shareUsage publishes this broker's figures and returns the cluster's sum.
@@ -115,22 +116,45 @@ func (b *Node) StorageBytes(tenant string) int64 {
 
 // CheckAppend decides whether a batch may be appended to topic now: the
 // disk guard and the reserve (diskguard.go), the third disk level for
-// tenants over quota, and the tenant's storage quota.
+// tenants over quota, and the tenant's storage quota. A refusal is counted
+// in sluice_tenant_rejections_total.
 func (b *Node) CheckAppend(topic string) error {
-	if err := b.CheckDisk(); err != nil {
-		return err
-	}
 	tenant, _ := SplitName(topic)
+	reason, err := b.appendRefusal(tenant)
+	b.Tenants.Rejected(tenant, reason)
+	return err
+}
+
+// PrecheckAppend is CheckAppend for a whole request before its batches,
+// which each check again: it returns (and counts) only a refusal by a
+// quota or the disk ladder (QuotaRefusal), which answers the whole request;
+// any other refusal is left to the batches, so none is counted twice.
+func (b *Node) PrecheckAppend(topic string) error {
+	tenant, _ := SplitName(topic)
+	reason, err := b.appendRefusal(tenant)
+	if !QuotaRefusal(err) {
+		return nil
+	}
+	b.Tenants.Rejected(tenant, reason)
+	return err
+}
+
+// appendRefusal is CheckAppend's decision for the tenant, and the reason
+// of a refusal, counting nothing.
+func (b *Node) appendRefusal(tenant string) (reason string, err error) {
+	if err := b.CheckDisk(); err != nil {
+		return quota.RejectDiskReserve, err
+	}
 	max, limited := b.limits(tenant).Get(quota.StorageBytes)
 	used := b.StorageBytes(tenant)
 	if limited && float64(used) >= max {
-		return fmt.Errorf("%w: tenant %q: quota %s is %d bytes; it retains %d; retry once retention frees room or the quota is raised",
+		return quota.StorageBytes, fmt.Errorf("%w: tenant %q: quota %s is %d bytes; it retains %d; retry once retention frees room or the quota is raised",
 			ErrStorageQuota, tenant, quota.StorageBytes, int64(max), used)
 	}
 	if over := b.overQuota.Load(); b.DiskLevel() >= 3 && over != nil && *over != nil && (*over)(tenant) {
-		return fmt.Errorf("%w: tenant %q is over its quota; retry later", ErrDiskOverQuota, tenant)
+		return quota.RejectDiskWatermark, fmt.Errorf("%w: tenant %q is over its quota; retry later", ErrDiskOverQuota, tenant)
 	}
-	return nil
+	return "", nil
 }
 
 // QuotaRefusal reports whether err is a refusal by a tenant's quota or the

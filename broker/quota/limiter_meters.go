@@ -3,7 +3,8 @@ package quota
 // This file owns Meters, one broker's rate meters of every tenant with a
 // rate quota: a Bucket per tenant and key at the tenant's local share of
 // the cluster-wide rate (split.go), the usage each broker publishes for
-// the split, and the per-tenant connection count.
+// the split, and the per-tenant connection count (which alone moves the
+// sluice_tenant_connections gauge, and counts its refusals).
 //
 // Invariant: a bucket exists only for a key the tenant has a limit of, and
 // its rate is that limit times this broker's share, as of the last call
@@ -227,16 +228,19 @@ func (m *Meters) OpenConn(tenant string, now time.Time) string {
 		// A cluster-wide count: this broker's share, at least one.
 		local := math.Max(1, math.Ceil(limit*m.share(tenant, Connections)))
 		if float64(t.conns) >= local {
+			m.metrics.Rejected(tenant, Connections)
 			return RefusedConnections
 		}
 	}
 	if b := m.bucket(t, tenant, ConnectionCreationRate, limits, now); b != nil {
 		if !b.Take(1, now) {
+			m.metrics.Rejected(tenant, ConnectionCreationRate)
 			return RefusedCreationRate
 		}
 		t.used[ConnectionCreationRate]++
 	}
 	t.conns++
+	m.metrics.connsMoved(tenant, 1)
 	return ""
 }
 
@@ -246,6 +250,7 @@ func (m *Meters) CloseConn(tenant string) {
 	defer m.mu.Unlock()
 	if t := m.tenants[tenant]; t != nil && t.conns > 0 {
 		t.conns--
+		m.metrics.connsMoved(tenant, -1)
 	}
 }
 

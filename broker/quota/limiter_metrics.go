@@ -4,10 +4,15 @@ package quota
 //
 //	sluice_tenant_throttle_seconds_total{tenant,reason}  time clients were held, by quota key
 //	sluice_tenant_quota_utilisation{tenant,key}         measured rate / local limit, last period
-//	sluice_tenant_bytes_in_total{tenant}                produce and publish bytes
+//	sluice_tenant_bytes_in_total{tenant}                produced and published record bytes
 //	sluice_tenant_records_in_total{tenant}              produced and published records
 //	sluice_tenant_bytes_out_total{tenant}               fetch bytes
 //	sluice_tenant_records_out_total{tenant}             fetched records
+//	sluice_tenant_rejections_total{tenant,reason}       refusals by a hard limit or quota
+//	sluice_tenant_connections{tenant}                   open Kafka connections (this broker)
+//	sluice_tenant_storage_bytes{tenant}                 retained bytes, cluster-wide, as last summed
+//
+// (tenant_metrics.go owns the last three and the rejection reasons.)
 //
 // Invariant: the tenant label takes at most MaxTenantLabels values; later
 // tenants are counted under OtherTenant, so a cluster of many tenants
@@ -36,9 +41,15 @@ type Metrics struct {
 	recordsIn  *prometheus.CounterVec
 	bytesOut   *prometheus.CounterVec
 	recordsOut *prometheus.CounterVec
+	rejected   *prometheus.CounterVec
+	conns      *prometheus.GaugeVec
+	storage    *prometheus.GaugeVec
 
 	mu     sync.Mutex
 	labels map[string]bool // guarded by mu: tenants with their own label
+
+	storageMu     sync.Mutex
+	storageLabels map[string]bool // guarded by storageMu: labels of the storage gauge now set
 }
 
 // NewMetrics registers the metrics on reg.
@@ -53,7 +64,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "A tenant's measured rate over the last split period divided by this broker's share of its quota, by key.",
 		}, []string{"tenant", "key"}),
 		bytesIn: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_tenant_bytes_in_total", Help: "Bytes of a tenant's produce requests and HTTP publishes.",
+			Name: "sluice_tenant_bytes_in_total", Help: "Record bytes of a tenant's produce requests and HTTP publishes (keys, values and headers of a publish, not its JSON).",
 		}, []string{"tenant"}),
 		recordsIn: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_tenant_records_in_total", Help: "Records a tenant produced or published.",
@@ -64,9 +75,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		recordsOut: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_tenant_records_out_total", Help: "Records returned to a tenant's fetches.",
 		}, []string{"tenant"}),
-		labels: map[string]bool{},
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_tenant_rejections_total",
+			Help: "Requests, connections and frames of a tenant refused by a hard limit or quota, by reason (the quota key, or disk_watermark, disk_reserve, http_throttled, slow_receive).",
+		}, []string{"tenant", "reason"}),
+		conns: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_tenant_connections", Help: "A tenant's open Kafka connections on this broker (as its connections quota counts them).",
+		}, []string{"tenant"}),
+		storage: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "sluice_tenant_storage_bytes", Help: "A tenant's retained bytes, cluster-wide, as its storage_bytes quota last read them.",
+		}, []string{"tenant"}),
+		labels:        map[string]bool{},
+		storageLabels: map[string]bool{},
 	}
-	reg.MustRegister(m.throttle, m.util, m.bytesIn, m.recordsIn, m.bytesOut, m.recordsOut)
+	reg.MustRegister(m.throttle, m.util, m.bytesIn, m.recordsIn, m.bytesOut, m.recordsOut, m.rejected, m.conns, m.storage)
 	return m
 }
 

@@ -14,6 +14,16 @@ package quotaadmit
 // How a hold is applied to the connection (the response goes out at once,
 // then the reader waits) is package kafka's (quota.go).
 //
+// One hold is capped at MaxHold, and so is the throttle_time_ms a client
+// is told: a request far over its tenant's rate (one huge produce, or many
+// connections of one tenant) runs the bucket into a debt of many seconds,
+// and a client told to wait that long gives up its requests. The debt is
+// kept whole: when a capped hold ends, the connection's reader asks Owed
+// and is held again, MaxHold at a time, before it reads the next request,
+// until the debt is paid. So a connection reads nothing while its tenant
+// owes (the long-run rate is the quota, as without the cap), and a quota
+// raised or removed meanwhile frees it within MaxHold.
+//
 // Invariant: nothing already received is refused by a rate quota: Admit
 // holds, and answers at once only a fetch of a tenant already in debt.
 // Invariant: record counts come from the v2 batch headers alone and are
@@ -34,18 +44,38 @@ import (
 	"github.com/sluice-mq/sluice/broker/quota"
 )
 
+// MaxHold is the longest one hold (and throttle_time_ms) of a connection:
+// ten burst windows (quota.DefaultBurst), as Kafka bounds a throttle by
+// its quota window; below the request timeouts of the clients we test
+// with, so a client that honours throttle_time_ms does not time out its
+// requests while it waits.
+const MaxHold = 10 * time.Second
+
 // Admitter enforces the tenants' quotas of m: the kafka.Admitter of a
 // broker with quotas.
 type Admitter struct {
-	m   *quota.Meters
-	now func() time.Time
+	m       *quota.Meters
+	now     func() time.Time
+	maxHold time.Duration // > 0
 }
 
 var _ kafka.Admitter = (*Admitter)(nil)
 
 // New returns the admit stage of the meters m.
 func New(m *quota.Meters) *Admitter {
-	return &Admitter{m: m, now: time.Now}
+	return &Admitter{m: m, now: time.Now, maxHold: MaxHold}
+}
+
+// capped is h held at most maxHold.
+func (q *Admitter) capped(h kafka.Hold) kafka.Hold {
+	h.Delay = min(h.Delay, q.maxHold)
+	return h
+}
+
+// Owed is how much longer a connection of id must be held for the debt of
+// reason (a quota key) once its hold ends, capped: 0 once it is paid.
+func (q *Admitter) Owed(id auth.Identity, reason string) time.Duration {
+	return min(q.m.Delay(id.Principal.Tenant, reason, q.now()), q.maxHold)
 }
 
 // Connected counts the connection in its tenant's connections.
@@ -70,10 +100,10 @@ func (q *Admitter) Admit(_ context.Context, id auth.Identity, req kmsg.Request) 
 		now := q.now()
 		bytes, records := produceSize(r)
 		h := kafka.Hold{Delay: q.m.Record(tenant, quota.ProducerByteRate, float64(bytes), now), Reason: quota.ProducerByteRate}
-		return kafka.Admission{Hold: h.Max(kafka.Hold{Delay: q.m.Record(tenant, quota.ProducerRecordRate, float64(records), now), Reason: quota.ProducerRecordRate})}, nil
+		return kafka.Admission{Hold: q.capped(h.Max(kafka.Hold{Delay: q.m.Record(tenant, quota.ProducerRecordRate, float64(records), now), Reason: quota.ProducerRecordRate}))}, nil
 	case *kmsg.FetchRequest:
 		if d := q.m.Delay(tenant, quota.ConsumerByteRate, q.now()); d > 0 {
-			return kafka.Admission{Hold: kafka.Hold{Delay: d, Reason: quota.ConsumerByteRate}, Answer: emptyFetch(r)}, nil
+			return kafka.Admission{Hold: q.capped(kafka.Hold{Delay: d, Reason: quota.ConsumerByteRate}), Answer: emptyFetch(r)}, nil
 		}
 		if w, ok := q.m.Window(tenant, quota.ConsumerByteRate); ok && float64(r.MaxBytes) > w {
 			r.MaxBytes = int32(max(w, 1))
@@ -84,7 +114,7 @@ func (q *Admitter) Admit(_ context.Context, id auth.Identity, req kmsg.Request) 
 
 // Handled charges the handler's time.
 func (q *Admitter) Handled(id auth.Identity, _ kmsg.Request, took time.Duration) kafka.Hold {
-	return kafka.Hold{Delay: q.m.Record(id.Principal.Tenant, quota.RequestPercentage, took.Seconds(), q.now()), Reason: quota.RequestPercentage}
+	return q.capped(kafka.Hold{Delay: q.m.Record(id.Principal.Tenant, quota.RequestPercentage, took.Seconds(), q.now()), Reason: quota.RequestPercentage})
 }
 
 // Answered charges a fetch response's record bytes.
@@ -98,7 +128,7 @@ func (q *Admitter) Answered(id auth.Identity, _ kmsg.Request, resp kmsg.Response
 		return kafka.Hold{}
 	}
 	q.m.Metrics().RecordsOut(id.Principal.Tenant, records)
-	return kafka.Hold{Delay: q.m.Record(id.Principal.Tenant, quota.ConsumerByteRate, float64(bytes), q.now()), Reason: quota.ConsumerByteRate}
+	return q.capped(kafka.Hold{Delay: q.m.Record(id.Principal.Tenant, quota.ConsumerByteRate, float64(bytes), q.now()), Reason: quota.ConsumerByteRate})
 }
 
 // Held counts the time a connection was held.

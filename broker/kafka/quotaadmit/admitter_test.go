@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/broker/auth"
+	"github.com/sluice-mq/sluice/broker/kafka"
 	"github.com/sluice-mq/sluice/broker/quota"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -97,5 +98,65 @@ func TestQuotaAdmitterFetch(t *testing.T) {
 	empty, ok := a.Answer.(*kmsg.FetchResponse)
 	if !ok || len(empty.Topics) != 0 || empty.ErrorCode != 0 || empty.GetVersion() != 11 {
 		t.Fatalf("fetch in debt answered %+v, want an empty v11 fetch response", a.Answer)
+	}
+}
+
+// TestHoldCappedDebtKept: with an injected clock, a produce far over its
+// tenant's rate (50 s of debt per request) is held at most MaxHold, and
+// so is each hold Owed answers after it; the debt is not forgiven: a
+// client that sends its next produce as soon as the reader would read it
+// (each hold, then Owed until 0) is held to the rate over ten minutes.
+func TestHoldCappedDebtKept(t *testing.T) {
+	const rate, size = 1000, 50_000 // bytes/s; bytes per produce
+	m := quota.NewMeters(quota.Static{"acme": {quota.ProducerByteRate: rate}}, 0, nil)
+	q := New(m)
+	now := time.Unix(1_000_000, 0)
+	q.now = func() time.Time { return now }
+	id := auth.Identity{Principal: auth.Principal{Tenant: "acme", User: "ann"}}
+	produce := func() kafka.Admission {
+		r := kmsg.NewPtrProduceRequest()
+		rt := kmsg.NewProduceRequestTopic()
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = make([]byte, size)
+		rt.Partitions = append(rt.Partitions, rp)
+		r.Topics = append(r.Topics, rt)
+		a, err := q.Admit(context.Background(), id, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+
+	a := produce()
+	if a.Delay != MaxHold || a.Reason != quota.ProducerByteRate {
+		t.Fatalf("49 s of debt: hold %+v, want MaxHold (%v)", a.Hold, MaxHold)
+	}
+	now = now.Add(a.Delay)
+	if d := q.Owed(id, quota.ProducerByteRate); d != MaxHold {
+		t.Fatalf("39 s still owed after the first hold: Owed %v, want MaxHold", d)
+	}
+	now = now.Add(38 * time.Second)
+	if d := q.Owed(id, quota.ProducerByteRate); d != time.Second {
+		t.Fatalf("1 s still owed: Owed %v, want 1s", d)
+	}
+	now = now.Add(time.Second)
+	if d := q.Owed(id, quota.ProducerByteRate); d != 0 {
+		t.Fatalf("the debt paid: Owed %v, want 0", d)
+	}
+
+	start, sent := now, 0
+	for now.Sub(start) < 10*time.Minute {
+		a := produce()
+		sent += size
+		for d := a.Delay; d > 0; d = q.Owed(id, a.Reason) {
+			if d > MaxHold {
+				t.Fatalf("one hold of %v, over MaxHold", d)
+			}
+			now = now.Add(d)
+		}
+	}
+	el := now.Sub(start).Seconds()
+	if got, limit := float64(sent)/el, float64(rate)*1.01; got > limit {
+		t.Fatalf("%d bytes in %.0f s: %.0f B/s over a quota of %d B/s", sent, el, got, rate)
 	}
 }
