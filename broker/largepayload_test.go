@@ -6,6 +6,9 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -223,4 +226,104 @@ func highWatermark(t *testing.T, cl *kgo.Client, topic string) int64 {
 // encodeTestBatch encodes recs[idx...] as one uncompressed batch.
 func encodeTestBatch(recs []kmsg.Record, idx []int) []byte {
 	return node.EncodeBatch(recs, idx, -1, -1, -1)
+}
+
+// TestHTTPPublishObjectRef: an HTTP publish with object_ref writes an
+// envelope record (the convention's headers, the preview as value) that a
+// Kafka consumer reads and an HTTP fetch answers with its object_ref; an
+// unknown reference is 400 INVALID_RECORD; an inline payload above
+// max.inline.bytes is 413 naming POST /v1/uploads.
+func TestHTTPPublishObjectRef(t *testing.T) {
+	good := testRef("upl7k2", 100<<20)
+	cfg := testBrokerConfig(t)
+	cfg.Refs = newTestClaimer(testSession{tenant: "default", r: good})
+	b := startBroker(t, cfg)
+	base := "http://" + b.Cfg.HTTPListen
+	if code, body := postJSON(t, base+"/v1/topics", `{"name":"docs","partitions":1,"configs":{"max.inline.bytes":"4096"}}`); code != 201 {
+		t.Fatalf("create: %d %v", code, body)
+	}
+	resp, err := http.Get(base + "/v1/topics/docs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	desc, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if !regexp.MustCompile(`"max.inline.bytes"[^}]*"4096"`).Match(desc) {
+		t.Fatalf("GET /v1/topics/docs does not show max.inline.bytes 4096: %s", desc)
+	}
+	objRef := fmt.Sprintf(`{"ref":%q,"size":%d,"sha256":%q,"content_type":"application/pdf","expires_if_unpublished":"2026-12-02T15:00:00Z"}`,
+		good.ID, good.Size, good.SHA256)
+	code, body := postJSON(t, base+"/v1/topics/docs/messages:publish",
+		`{"messages":[{"message_key":"invoice-1","headers":{"trace":"t1"},"object_ref":`+objRef+`,"preview":"Invoice 1"}]}`)
+	if code != 200 {
+		t.Fatalf("publish object_ref: %d %v", code, body)
+	}
+	for _, c := range []struct {
+		name, msg string
+		status    int
+		contains  string
+	}{
+		{"unknown", fmt.Sprintf(`{"object_ref":{"ref":"nope","size":1,"sha256":%q}}`, good.SHA256), 400, "unknown object reference"},
+		{"malformed", `{"object_ref":{"ref":"a/b","size":1,"sha256":"x"}}`, 400, "malformed object reference"},
+		{"forged headers", fmt.Sprintf(`{"headers":{"sluice.ref":"nope","sluice.size":"1","sluice.sha256":%q}}`, good.SHA256), 400, "unknown object reference"},
+		{"both", `{"payload":"x","object_ref":` + objRef + `}`, 400, "not both"},
+		{"preview too long", `{"object_ref":` + objRef + `,"preview":"` + strings.Repeat("p", 1025) + `"}`, 400, "preview"},
+		{"too large inline", `{"payload":"` + strings.Repeat("x", 5000) + `"}`, 413, "POST /v1/uploads"},
+	} {
+		code, body := postJSON(t, base+"/v1/topics/docs/messages:publish", `{"messages":[`+c.msg+`]}`)
+		e, _ := body["error"].(map[string]any)
+		if code != c.status || e == nil || !strings.Contains(fmt.Sprint(e["message"]), c.contains) {
+			t.Fatalf("%s: %d %v, want %d with %q", c.name, code, body, c.status, c.contains)
+		}
+		if c.status == 400 && c.name != "both" && c.name != "preview too long" && e["code"] != "INVALID_RECORD" {
+			t.Fatalf("%s: code %v, want INVALID_RECORD", c.name, e["code"])
+		}
+	}
+
+	// A Kafka consumer sees the envelope.
+	cl := testClient(t, b, kgo.ConsumeTopics("docs"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var got *kgo.Record
+	for got == nil {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatal("no record consumed")
+		}
+		fs.EachRecord(func(r *kgo.Record) { got = r })
+	}
+	hs := make([]ref.Header, len(got.Headers))
+	for i, h := range got.Headers {
+		hs[i] = ref.Header{Key: h.Key, Value: h.Value}
+	}
+	r, ok, err := ref.Parse(hs)
+	want := good
+	want.ContentType = "application/pdf"
+	if !ok || err != nil || r != want || string(got.Value) != "Invoice 1" || string(got.Key) != "invoice-1" {
+		t.Fatalf("consumed %+v: parse %+v %v %v", got, r, ok, err)
+	}
+	if hw := highWatermark(t, cl, "docs"); hw != 1 {
+		t.Fatalf("high watermark %d: the refused publishes appended records", hw)
+	}
+
+	// An HTTP fetch answers the object_ref.
+	code, joined := postJSON(t, base+"/v1/groups/g/members:join", `{"topics":["docs"],"session_timeout_ms":10000}`)
+	if code != 200 {
+		t.Fatalf("join: %d %v", code, joined)
+	}
+	code, fetched := postJSON(t, base+"/v1/groups/g/messages:fetch", fmt.Sprintf(`{"member_id":%q,"generation":%d,"topic":"docs","partition":0}`,
+		joined["member_id"], int(joined["generation"].(float64))))
+	msgs, _ := fetched["messages"].([]any)
+	if code != 200 || len(msgs) != 1 {
+		t.Fatalf("fetch: %d %v", code, fetched)
+	}
+	m := msgs[0].(map[string]any)
+	or, _ := m["object_ref"].(map[string]any)
+	if or == nil || or["ref"] != good.ID || or["size"] != float64(good.Size) || or["sha256"] != good.SHA256 ||
+		or["content_type"] != "application/pdf" || or["url"] != "/v1/objects/"+good.ID || m["payload"] != "Invoice 1" {
+		t.Fatalf("fetched %v", m)
+	}
+	if h, _ := m["headers"].(map[string]any); h["trace"] != "t1" || h["sluice.ref"] != good.ID {
+		t.Fatalf("fetched headers %v", m["headers"])
+	}
 }
