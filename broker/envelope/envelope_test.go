@@ -217,6 +217,17 @@ func BenchmarkCheck(b *testing.B) {
 		recs []kmsg.Record
 	}{{"inline", false, recs}, {"inline-zstd", true, recs}, {"envelope", false, env}} {
 		raw, h := batchOf(b, c.zst, c.recs...)
+		if c.name == "inline" {
+			// For scale: the validation every produced batch already gets.
+			b.Run("reference-ValidateBatch", func(b *testing.B) {
+				b.SetBytes(int64(len(raw)))
+				for range b.N {
+					if _, err := node.ValidateBatch(raw, 1<<20); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(raw)))
 			for range b.N {
