@@ -299,6 +299,9 @@ func (f *fetcher) exchange(ctx context.Context, cl *kgo.Client, batch []pendingF
 				continue
 			}
 			answered[pf.p] = true
+			if len(rp.RecordBatches) > 0 {
+				f.b.M.ReplicaFetched(pf.p.Topic(), len(rp.RecordBatches))
+			}
 			switch rp.ErrorCode {
 			case kerr.OffsetMovedToTieredStorage.Code:
 				// The leader's local log starts above this replica's end:

@@ -49,6 +49,9 @@ type fetchedMessage struct {
 	Payload       *string           `json:"payload,omitempty"`
 	PayloadBase64 string            `json:"payload_base64"`
 	TimestampMs   int64             `json:"timestamp_ms"`
+	// ObjectRef is set on an envelope record (http_objref.go): the object
+	// it names and where to read it. Its headers are kept in Headers too.
+	ObjectRef *ObjectRef `json:"object_ref,omitempty"`
 }
 
 type fetchResponse struct {
@@ -261,5 +264,6 @@ func toFetchedMessage(partition int32, off, ts int64, rec *kmsg.Record) fetchedM
 		}
 		m.Headers[h.Key] = string(h.Value)
 	}
+	m.ObjectRef = objectRefOf(rec)
 	return m
 }

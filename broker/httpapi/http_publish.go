@@ -82,6 +82,10 @@ type publishMessage struct {
 	Partition     *int32            `json:"partition"`
 	Sequence      *int32            `json:"sequence"`
 	TimestampMs   *int64            `json:"timestamp_ms"`
+	// ObjectRef publishes an envelope of an uploaded object instead of a
+	// payload, with Preview (at most 1 KiB) as its value (http_objref.go).
+	ObjectRef *ObjectRef `json:"object_ref"`
+	Preview   *string    `json:"preview"`
 }
 
 type publishResult struct {
@@ -121,8 +125,17 @@ func (b *Server) httpPublish(w http.ResponseWriter, r *http.Request) {
 		b.writeError(w, r, err)
 		return
 	}
+	refs, at, err := inspectPublished(t, batches[0].recs)
+	if err != nil {
+		b.writeError(w, r, err) // the whole request: 413 or 400 (http_objref.go)
+		return
+	}
 	if err := b.PrecheckAppend(topicName); err != nil {
 		b.writeError(w, r, err) // the whole request: 507 (quota_status.go)
+		return
+	}
+	if err := b.claimPublished(r.Context(), t, refs, at); err != nil {
+		b.writeError(w, r, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), publishTimeout)
@@ -205,8 +218,7 @@ func (b *Server) buildPublishBatches(t *node.Topic, req *PublishRequest) ([]*pub
 	return out, nil
 }
 
-func recordFromMessage(i int, m publishMessage, now int64) (kmsg.Record, error) {
-	var rec kmsg.Record
+func recordFromMessage(i int, m publishMessage, now int64) (rec kmsg.Record, err error) {
 	switch {
 	case m.Payload != nil && m.PayloadBase64 != nil:
 		return rec, BadRequest("messages[%d]: give payload or payload_base64, not both", i)
@@ -218,6 +230,16 @@ func recordFromMessage(i int, m publishMessage, now int64) (kmsg.Record, error) 
 			return rec, BadRequest("messages[%d]: payload_base64 is not base64: %v", i, err)
 		}
 		rec.Value = v
+	}
+	switch {
+	case m.ObjectRef != nil:
+		defer func() { // the envelope's headers after the message's own
+			if err == nil {
+				err = envelopeRecord(i, m, &rec)
+			}
+		}()
+	case m.Preview != nil:
+		return rec, BadRequest("messages[%d]: preview goes with object_ref", i)
 	}
 	if m.MessageKey != nil {
 		rec.Key = []byte(*m.MessageKey)

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/envelope"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/partition"
 )
@@ -54,7 +55,7 @@ func handleProduce(b *Server, ctx context.Context, req *request) (reply, error) 
 			var ap *partition.AppendRequest
 			var p *partition.Partition
 			if err == nil {
-				p, ap, err = b.prepareAppend(rt.Topic, rp.Partition, rp.Records, r.Acks == -1)
+				p, ap, err = b.prepareAppend(ctx, rt.Topic, rp.Partition, rp.Records, r.Acks == -1)
 			}
 			if err == nil {
 				err = p.Enqueue(ap)
@@ -153,6 +154,7 @@ func setProduceError(b *Server, sp *kmsg.ProduceResponseTopicPartition, topic st
 	sp.BaseOffset = -1
 	msg := err.Error()
 	sp.ErrorMessage = &msg
+	sp.ErrorRecords = envelope.RecordErrors(err)
 	level := b.Logger.Debug()
 	if sp.ErrorCode == kerr.UnknownServerError.Code || sp.ErrorCode == kerr.KafkaStorageError.Code && !node.QuotaRefusal(err) {
 		level = b.Logger.Error()
@@ -161,7 +163,7 @@ func setProduceError(b *Server, sp *kmsg.ProduceResponseTopicPartition, topic st
 }
 
 // prepareAppend finds the partition and validates the batch for it.
-func (b *Server) prepareAppend(topicName string, index int32, records []byte, acksAll bool) (*partition.Partition, *partition.AppendRequest, error) {
+func (b *Server) prepareAppend(ctx context.Context, topicName string, index int32, records []byte, acksAll bool) (*partition.Partition, *partition.AppendRequest, error) {
 	t := b.LookupTopic(topicName)
 	if t == nil {
 		return nil, nil, fmt.Errorf("%w: %s-%d", node.ErrUnknownTopic, topicName, index)
@@ -174,6 +176,9 @@ func (b *Server) prepareAppend(topicName string, index int32, records []byte, ac
 		return nil, nil, err
 	}
 	h, err := node.ValidateBatch(records, t.Settings.MaxMessageBytes)
+	if err == nil { // max.inline.bytes and envelopes' references (issue 21)
+		err = envelope.Check(ctx, b.Cfg.Refs, topicName, records, h, t.Settings.MaxInlineBytes)
+	}
 	if err != nil {
 		return nil, nil, err
 	}

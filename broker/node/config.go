@@ -76,6 +76,9 @@ type Config struct {
 	// Quotas answers each tenant's limits (limits.go, storage.go); nil:
 	// unlimited.
 	Quotas quota.Source
+	// Refs claims the object references of produced envelope records
+	// (refs.go); nil: no object store, and every envelope is refused.
+	Refs RefClaimer
 	// PeerInterBroker, when it names a node, is the address this broker
 	// dials for that node's inter-broker listener (replica fetches and
 	// election messages) instead of the one it registered: a route of its

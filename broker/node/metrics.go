@@ -27,6 +27,9 @@ type Metrics struct {
 	// consumerBytes counts consumer fetch bytes by this broker's AZ and
 	// the client's rack (KIP-392), so cross-AZ reads can be seen.
 	consumerBytes *prometheus.CounterVec
+	// replicaBytes counts the record batch bytes this broker received as a
+	// follower, by topic (broker/cluster/fetcher.go).
+	replicaBytes *prometheus.CounterVec
 
 	ConnsOpen    prometheus.Gauge       // broker/kafka/conn.go
 	ConnsRefused *prometheus.CounterVec // broker/kafka/conn.go
@@ -82,6 +85,10 @@ func NewMetrics() *Metrics {
 			"(client_rack: an AZ of the cluster, \"none\" when the client sent none, \"other\" for any other); " +
 			"bytes where az and client_rack differ crossed AZs.",
 	}, []string{"az", "client_rack"})
+	m.replicaBytes = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_replica_fetch_bytes_total",
+		Help: "Record batch bytes this broker received from leaders as a follower (replication traffic), by topic.",
+	}, []string{"topic"})
 	m.ConnsOpen = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "sluice_connections_open", Help: "Open Kafka connections.",
 	})
@@ -107,7 +114,7 @@ func NewMetrics() *Metrics {
 	m.orphansRemoved = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sluice_tier_orphans_removed_total", Help: "Orphaned objects removed by the scrub.",
 	})
-	m.Reg.MustRegister(m.ConnsOpen, m.ConnsRefused, m.ConnsIdle, m.ConnsClosed, m.RequestMem, m.consumerBytes, m.orphans, m.orphansRemoved)
+	m.Reg.MustRegister(m.ConnsOpen, m.ConnsRefused, m.ConnsIdle, m.ConnsClosed, m.RequestMem, m.consumerBytes, m.replicaBytes, m.orphans, m.orphansRemoved)
 	m.Reg.MustRegister(m.requests, m.latency, m.bytesInC, m.recordsInC, m.bytesOutC, m.recordsOut, m.fsync,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -132,6 +139,11 @@ func (m *Metrics) BytesOut(topic string, bytes int) {
 // client's rack label (rackLabel).
 func (m *Metrics) ConsumerFetched(az, rack string, bytes int) {
 	m.consumerBytes.WithLabelValues(az, rack).Add(float64(bytes))
+}
+
+// ReplicaFetched counts record batch bytes a follower received for topic.
+func (m *Metrics) ReplicaFetched(topic string, bytes int) {
+	m.replicaBytes.WithLabelValues(topic).Add(float64(bytes))
 }
 
 func (m *Metrics) RecordsOutN(topic string, records int) {

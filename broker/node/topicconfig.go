@@ -53,7 +53,11 @@ const (
 	CfgIndexInterval     = "index.interval.bytes"
 	cfgUploadBytes       = "remote.upload.bytes"
 	cfgUploadMaxDelayMs  = "remote.upload.max.delay.ms"
+	CfgMaxInlineBytes    = "max.inline.bytes"
 )
+
+// DefaultMaxInlineBytes is max.inline.bytes's default (256 KiB).
+const DefaultMaxInlineBytes = 262144
 
 var TopicConfigDefs = map[string]configDef{
 	CfgRetentionMs:       {Kind: KindLong, def: "86400000", min: -1, Doc: "delete segments older than this; 0 deletes every sealed segment, -1 keeps them forever"},
@@ -70,6 +74,8 @@ var TopicConfigDefs = map[string]configDef{
 	CfgIndexInterval:     {Kind: KindInt, def: "4096", min: 0, Doc: "bytes between offset index entries"},
 	cfgUploadBytes:       {Kind: KindLong, def: "67108864", min: 1, Doc: "upload to object storage once this many committed bytes wait"},
 	cfgUploadMaxDelayMs:  {Kind: KindLong, def: "3600000", min: 0, Doc: "upload committed bytes at the latest this long after the oldest began to wait"},
+	CfgMaxInlineBytes: {Kind: KindInt, def: "262144", min: 0, Doc: "largest record (key, value and header bytes) accepted inline; " +
+		"a larger payload is uploaded first (POST /v1/uploads) and published as an object reference"},
 }
 
 // TopicConfigKeys returns the known keys in sorted order.
@@ -148,6 +154,9 @@ type TopicSettings struct {
 	SegmentMs       int64
 	MaxMessageBytes int32
 	IndexInterval   int32
+	// MaxInlineBytes is max.inline.bytes: the most key, value and header
+	// bytes one produced record may carry (broker/envelope).
+	MaxInlineBytes int32
 	// MinInsyncReplicas is min.insync.replicas; the replica core never
 	// commits on fewer than a majority of the replicas whatever it says.
 	MinInsyncReplicas int
@@ -199,6 +208,7 @@ func parseSettingsWith(configs map[string]string, defaults TopicDefaults) TopicS
 		SegmentMs:       num(CfgSegmentMs),
 		MaxMessageBytes: int32(num(CfgMaxMessageBytes)),
 		IndexInterval:   int32(num(CfgIndexInterval)),
+		MaxInlineBytes:  int32(num(CfgMaxInlineBytes)),
 
 		MinInsyncReplicas: int(num(CfgMinInsyncReplicas)),
 

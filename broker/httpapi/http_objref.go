@@ -1,0 +1,120 @@
+package httpapi
+
+// This file owns object references over HTTP (issue 21): a publish's
+// object_ref becomes an envelope record (the header convention of
+// payload/ref), every published record is checked against the topic's
+// max.inline.bytes and its envelope claimed (broker/envelope), and a
+// fetched envelope is answered with its object_ref beside its headers.
+//
+// Invariant: a publish appends nothing until every message's record passed
+// envelope.Inspect and every reference in it was claimed for the topic's
+// tenant; a refusal answers the whole request (400 INVALID_RECORD, 413
+// MESSAGE_TOO_LARGE, 503 when the object service failed).
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/broker/envelope"
+	"github.com/sluice-mq/sluice/broker/node"
+	"github.com/sluice-mq/sluice/payload/ref"
+)
+
+// MaxPreviewBytes bounds the preview an object_ref message may carry as
+// its record's value.
+const MaxPreviewBytes = 1024
+
+// ObjectRef is a reference to a large payload as the HTTP API shows it:
+// what POST /v1/uploads/{id}:complete answers (its expires_if_unpublished
+// is accepted and ignored), and on a fetched envelope the URL to read it.
+type ObjectRef struct {
+	Ref                  string          `json:"ref"`
+	Size                 int64           `json:"size"`
+	SHA256               string          `json:"sha256"`
+	ContentType          string          `json:"content_type,omitempty"`
+	EncKeyID             string          `json:"enc_key_id,omitempty"`
+	EncAlg               string          `json:"enc_alg,omitempty"`
+	ExpiresIfUnpublished json.RawMessage `json:"expires_if_unpublished,omitempty"`
+	URL                  string          `json:"url,omitempty"` // answers only: GET /v1/objects/{ref}
+}
+
+func (o ObjectRef) ref() ref.Ref {
+	return ref.Ref{ID: o.Ref, Size: o.Size, SHA256: o.SHA256, ContentType: o.ContentType, KeyID: o.EncKeyID, Algorithm: o.EncAlg}
+}
+
+// objectRefOf is the object_ref of a fetched record, nil when it is not a
+// well-formed envelope.
+func objectRefOf(rec *kmsg.Record) *ObjectRef {
+	if len(rec.Headers) == 0 {
+		return nil
+	}
+	hs := make([]ref.Header, len(rec.Headers))
+	for i, h := range rec.Headers {
+		hs[i] = ref.Header{Key: h.Key, Value: h.Value}
+	}
+	r, ok, err := ref.Parse(hs)
+	if !ok || err != nil {
+		return nil
+	}
+	return &ObjectRef{Ref: r.ID, Size: r.Size, SHA256: r.SHA256, ContentType: r.ContentType,
+		EncKeyID: r.KeyID, EncAlg: r.Algorithm, URL: "/v1/objects/" + r.ID}
+}
+
+// envelopeRecord fills rec, the record of messages[i], as the envelope of
+// m's object_ref: its headers, and its preview as the value.
+func envelopeRecord(i int, m publishMessage, rec *kmsg.Record) error {
+	if m.Payload != nil || m.PayloadBase64 != nil {
+		return BadRequest("messages[%d]: give object_ref or a payload, not both", i)
+	}
+	r := m.ObjectRef.ref()
+	if err := r.Validate(); err != nil {
+		return &APIError{Status: http.StatusBadRequest, Code: kerr.InvalidRecord.Message, Message: fmt.Sprintf("messages[%d]: object_ref: %v", i, err)}
+	}
+	if m.Preview != nil {
+		if len(*m.Preview) > MaxPreviewBytes {
+			return BadRequest("messages[%d]: preview of %d bytes, at most %d", i, len(*m.Preview), MaxPreviewBytes)
+		}
+		rec.Value = []byte(*m.Preview)
+	}
+	for _, h := range r.Headers() {
+		rec.Headers = append(rec.Headers, kmsg.Header{Key: h.Key, Value: h.Value})
+	}
+	return nil
+}
+
+// inspectPublished checks every record of a publish (envelope.Inspect) and
+// returns the references to claim with the messages carrying them.
+func inspectPublished(t *node.Topic, records []kmsg.Record) ([]ref.Ref, []int32, error) {
+	var refs []ref.Ref
+	var at []int32
+	for i := range records {
+		r, ok, err := envelope.Inspect(&records[i], t.Settings.MaxInlineBytes)
+		if err != nil {
+			ae := httpStatusFor(err)
+			return nil, nil, &APIError{Status: ae.Status, Code: ae.Code, Message: fmt.Sprintf("messages[%d]: %s", i, ae.Message)}
+		}
+		if ok {
+			refs = append(refs, r)
+			at = append(at, int32(i))
+		}
+	}
+	return refs, at, nil
+}
+
+// claimPublished claims the references of a publish for the topic's tenant.
+func (b *Server) claimPublished(ctx context.Context, t *node.Topic, refs []ref.Ref, at []int32) error {
+	err := envelope.Claim(ctx, b.Cfg.Refs, envelope.Tenant(t.Meta.Name), refs, at)
+	if err == nil {
+		return nil
+	}
+	ae := httpStatusFor(err)
+	if re := envelope.RecordErrors(err); len(re) > 0 {
+		return &APIError{Status: ae.Status, Code: ae.Code, Message: fmt.Sprintf("messages[%d]: %s", re[0].RelativeOffset, *re[0].ErrorMessage)}
+	}
+	return err
+}
