@@ -15,8 +15,8 @@ package kafka
 // a user of another tenant would never apply, so it is refused with a
 // message that says so.
 //
-// Who may manage (the authorise rules, authzManageACLs and
-// authzManageUsers):
+// Who may manage (the authorise rules, authz.ManageACLs and
+// authz.ManageUsers):
 //   - ACLs: Kafka's rule, ALTER on the cluster resource to create and delete,
 //     DESCRIBE to list, in the caller's own tenant; the tenant-admin and
 //     super roles stand for both. So a tenant's ordinary user granted ALTER
@@ -41,7 +41,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/acl"
@@ -87,27 +86,6 @@ func (b *Server) aclsEnforced() bool {
 		return s.Enabled()
 	}
 	return true
-}
-
-// authzManageACLs: op (ALTER or DESCRIBE) on the caller's tenant's
-// cluster, or the tenant-admin role (the Check's identity carries it).
-func authzManageACLs(op acl.Operation) authz.Rule {
-	return func(c *authz.Check, body kmsg.Request) authz.Result {
-		if c.ID.IsTenantAdmin() || c.Allow(op, acl.ResourceCluster, acl.ClusterName) {
-			return authz.Result{}
-		}
-		msg := fmt.Sprintf("not authorized: %s on the cluster of tenant %q is needed to manage ACLs", op, c.ID.Principal.Tenant)
-		return authz.Result{Refused: authz.RefuseAdmin(body, kerr.ClusterAuthorizationFailed.Code, msg)}
-	}
-}
-
-// authzManageUsers: the tenant-admin or super role.
-func authzManageUsers(c *authz.Check, body kmsg.Request) authz.Result {
-	if c.ID.IsTenantAdmin() {
-		return authz.Result{}
-	}
-	msg := fmt.Sprintf("not authorized: managing SCRAM credentials needs the tenant-admin role in tenant %q", c.ID.Principal.Tenant)
-	return authz.Result{Refused: authz.RefuseAdmin(body, kerr.ClusterAuthorizationFailed.Code, msg)}
 }
 
 // callerOf is the identity of a handler's request, with its role.

@@ -2,7 +2,7 @@ package kafka
 
 // DescribeUserScramCredentials (key 50) and AlterUserScramCredentials (51),
 // v0 (flexible), KIP-554: users' SCRAM credentials in the metadata store.
-// Who may call them is authzManageUsers (api_acls.go): the tenant-admin or
+// Who may call them is authz.ManageUsers (api_acls.go): the tenant-admin or
 // super role.
 //
 // Describe answers mechanisms and iterations, never a salt or a key.

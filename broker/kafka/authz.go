@@ -45,9 +45,9 @@ func init() {
 		21:                  authz.DeleteRecords,
 		22:                  authz.InitProducerID,
 		23:                  authz.OffsetForLeaderEpoch,
-		29:                  authzManageACLs(acl.OpDescribe),
-		30:                  authzManageACLs(acl.OpAlter),
-		31:                  authzManageACLs(acl.OpAlter),
+		29:                  authz.ManageACLs(acl.OpDescribe),
+		30:                  authz.ManageACLs(acl.OpAlter),
+		31:                  authz.ManageACLs(acl.OpAlter),
 		32:                  authz.DescribeConfigs,
 		33:                  authz.AlterConfigs,
 		saslAuthenticateKey: authz.None,
@@ -57,8 +57,8 @@ func init() {
 		47:                  authz.OffsetDelete,
 		48:                  authz.ClientQuotas, // api_client_quotas.go
 		49:                  authz.ClientQuotas,
-		50:                  authzManageUsers,
-		51:                  authzManageUsers,
+		50:                  authz.ManageUsers,
+		51:                  authz.ManageUsers,
 	}
 }
 

@@ -332,3 +332,24 @@ const (
 	WireScramSHA256 int8 = 1
 	WireScramSHA512 int8 = 2
 )
+
+// ManageACLs: op (ALTER or DESCRIBE) on the caller's tenant's
+// cluster, or the tenant-admin role (the Check's identity carries it).
+func ManageACLs(op acl.Operation) Rule {
+	return func(c *Check, body kmsg.Request) Result {
+		if c.ID.IsTenantAdmin() || c.Allow(op, acl.ResourceCluster, acl.ClusterName) {
+			return Result{}
+		}
+		msg := fmt.Sprintf("not authorized: %s on the cluster of tenant %q is needed to manage ACLs", op, c.ID.Principal.Tenant)
+		return Result{Refused: RefuseAdmin(body, kerr.ClusterAuthorizationFailed.Code, msg)}
+	}
+}
+
+// ManageUsers: the tenant-admin or super role.
+func ManageUsers(c *Check, body kmsg.Request) Result {
+	if c.ID.IsTenantAdmin() {
+		return Result{}
+	}
+	msg := fmt.Sprintf("not authorized: managing SCRAM credentials needs the tenant-admin role in tenant %q", c.ID.Principal.Tenant)
+	return Result{Refused: RefuseAdmin(body, kerr.ClusterAuthorizationFailed.Code, msg)}
+}
