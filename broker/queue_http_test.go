@@ -86,7 +86,7 @@ func TestQueuePoisonRecordRetriesThenDeadLetters(t *testing.T) {
 	ref := fmt.Sprintf(`"member_id":%q,"generation":%d`, member, gen)
 
 	processed := map[string]int{}
-	var poisonSeen []time.Time // when each delivery of the poison record arrived
+	var poisonSeen []time.Time   // when each delivery of the poison record arrived
 	var poisonNacked []time.Time // when each nack was sent
 	var poisonAttempts []int
 	var nackResults []queueResult
