@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -185,6 +186,17 @@ func TestQueuePoisonRecordRetriesThenDeadLetters(t *testing.T) {
 		m.History[0].Error != "boom 1" || m.History[2].Error != "boom 3" || m.History[1].Class != "transient" ||
 		m.FirstSeen.After(m.History[2].At) {
 		t.Fatalf("dead letter %s/%s at %d: %+v", dead.Key, dead.Value, dead.Partition, m)
+	}
+
+	// The DLQ's depth is a metric.
+	mresp, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	if !strings.Contains(string(metrics), `sluice_dlq_depth{tenant="default",topic="jobs.dlq"} 1`) {
+		t.Errorf("no DLQ depth of 1 for jobs.dlq in /metrics")
 	}
 
 	// The group's offsets reach the log end of the topic: lag 0.
