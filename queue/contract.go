@@ -59,7 +59,7 @@ var Defaults = map[string]string{
 
 // Docs of the configs, for DescribeConfigs.
 var Docs = map[string]string{
-	CfgDeliveryOrder:   "relaxed (a failed record moves aside), per-key-strict or per-partition-strict (accepted; their pause is not applied yet: served as relaxed)",
+	CfgDeliveryOrder:   "relaxed (a failed record moves aside), per-key-strict or per-partition-strict (accepted; their pause is not built yet: a nack on them is refused)",
 	CfgBackoffMs:       "comma list of retry tier delays in ms, one tier each (1-16 tiers)",
 	CfgJitter:          "fraction 0..1: a tier delay d becomes d*(1±jitter)",
 	CfgMaxAttempts:     "deliveries of a record before it is dead-lettered (1-100)",

@@ -20,8 +20,11 @@
 //	                         "permanent" is always one of them
 //
 // The strict orders are accepted and stored now; their pause behaviour
-// (a nack holding back the key's or partition's later records) is not
-// applied yet: such topics are served as relaxed (issue 22, part 2).
+// (a nack holding back the key's or partition's later records) is issue
+// 22's part 2. Until then the queue API refuses a nack on a strict topic
+// (status "unsupported": the record stays outstanding, so no later record
+// passes it in the committed offset) rather than break the promise by
+// moving it aside. Acks and fetches work as on a relaxed topic.
 //
 // # What a nack decides (Decide)
 //

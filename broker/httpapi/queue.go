@@ -28,8 +28,12 @@ type queueBackend struct{ b *Server }
 // queueFetch serves a group fetch that names no topic, partition or
 // offset: the queue fetch.
 func (b *Server) queueFetch(w http.ResponseWriter, r *http.Request, groupID string, req fetchRequest) {
+	maxBytes := req.MaxBytes
+	if maxBytes == 0 {
+		maxBytes = httpDefaultFetchBytes
+	}
 	b.queue.Fetch(w, r, groupID, queueapi.FetchRequest{MemberID: req.MemberID, Generation: req.Generation,
-		MaxBytes: min(req.MaxBytes, int(b.Cfg.FetchMaxBytes)), WaitMs: req.WaitMs})
+		MaxBytes: min(maxBytes, httpMaxFetchBytes, int(b.Cfg.FetchMaxBytes)), WaitMs: req.WaitMs})
 }
 
 func (q queueBackend) Heartbeat(groupID, memberID string, gen int32) error {

@@ -50,7 +50,9 @@ type Result struct {
 	Partition int32  `json:"partition"`
 	Offset    int64  `json:"offset"`
 	// Status: ok (acked), retry, dead_letter, not_delivered (not an
-	// outstanding delivery of this generation), or an error code.
+	// outstanding delivery of this generation), unsupported (a nack on a
+	// strict topic, issue 22 part 2) or error (the copy failed); after the
+	// last two the record stays outstanding.
 	Status  string `json:"status"`
 	Error   string `json:"error,omitempty"`
 	ToTopic string `json:"to_topic,omitempty"` // nack: where the copy went
@@ -136,10 +138,13 @@ func (a *API) settle(w http.ResponseWriter, r *http.Request, memberID string, ge
 			if err := a.nackOne(ctx, r, groupID, tp, pt, ref, &res); err != nil {
 				a.log.Warn().Err(err).Str("group", groupID).Str("topic", tp.Topic).Int32("partition", tp.Partition).
 					Int64("offset", ref.Offset).Msg("nack failed; the record stays outstanding")
-				res.Status, res.Error = "error", err.Error()
+				if res.Status != "unsupported" {
+					res.Status = "error"
+				}
+				res.Error = err.Error()
 			}
 		}
-		if res.Status != "not_delivered" && res.Status != "error" {
+		if res.Status == "ok" || res.Status == "retry" || res.Status == "dead_letter" {
 			if adv, err := pt.tr.Ack(ref.Offset); err != nil {
 				res.Status, res.Error = "not_delivered", err.Error()
 			} else if adv {
@@ -172,6 +177,11 @@ func (a *API) nackOne(ctx context.Context, r *http.Request, groupID string, tp T
 	c, srcParts, ok := a.contract(pt.source)
 	if !ok {
 		return fmt.Errorf("%w: source topic %s", node.ErrUnknownTopic, pt.source)
+	}
+	if c.IsStrict() {
+		res.Status = "unsupported"
+		return fmt.Errorf("%w: %s has delivery.order=%s, whose pause is not built yet; the record stays outstanding (moving it aside would let later records pass it)",
+			errUnsupported, a.be.Show(r, pt.source), c.Order)
 	}
 	now := a.now()
 	tenant, group := node.SplitName(groupID)

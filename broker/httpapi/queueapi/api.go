@@ -246,6 +246,9 @@ func assignedTo(assigned map[string][]int32, source string, partition int32) boo
 	return false
 }
 
+// errUnsupported refuses a nack on a strict topic (part 2).
+var errUnsupported = errors.New("unsupported")
+
 // errNotDelivered refuses an ack or nack of a record this generation did
 // not deliver to the group (or already settled).
 var errNotDelivered = errors.New("not delivered")

@@ -39,10 +39,11 @@
 //     partition and group are remembered; a partition at the limit is not
 //     read until its oldest delivery is acknowledged.
 //
-// Part 2 seams (not done here): per-key-strict and per-partition-strict
-// topics are served as relaxed (the pause would go where nack acknowledges
-// the source record: hold the key or partition instead, and skip its later
-// records in fetch); a visibility timeout for deliveries never acked within
+// Part 2 seams (not done here): on per-key-strict and per-partition-strict
+// topics a nack is refused (status "unsupported", the record stays
+// outstanding) instead of pausing; the pause goes where nackOne checks
+// Contract.IsStrict: hold the key or partition instead of acknowledging,
+// and skip its later records in round; a visibility timeout for deliveries never acked within
 // one generation; redrive from the DLQ; the Kafka Go helper (it follows the
 // same headers and names, queue/); the fetch long-polls by polling every
 // pollInterval rather than waking on appends.

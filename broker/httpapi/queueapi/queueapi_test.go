@@ -280,3 +280,24 @@ func TestRetryTopicIsTheTenants(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+// TestStrictTopicRefusesNack: until the pause is built (part 2), a nack
+// on a strict topic moves nothing aside and leaves the record outstanding,
+// so the committed offset does not pass it.
+func TestStrictTopicRefusesNack(t *testing.T) {
+	for _, order := range []string{queue.OrderPerKeyStrict, queue.OrderPerPartitionStrict} {
+		h := newHarness(t, map[string]string{queue.CfgDeliveryOrder: order}, 2)
+		h.fetch()
+		h.ack(1)
+		gen := h.f.gen
+		code, ans := h.settle("nack", NackRequest{MemberID: "m", Generation: &gen,
+			Nacks: []NackRef{{Ref: Ref{"jobs", 0, 0}, ErrorClass: "transient"}}})
+		if code != 200 || ans.Results[0].Status != "unsupported" || len(h.f.committed) != 0 || len(h.f.topics) != 1 {
+			t.Fatalf("%s: %d %+v committed %v topics %d", order, code, ans, h.f.committed, len(h.f.topics))
+		}
+		h.ack(0)
+		if h.f.committed[TP{"jobs", 0}] != 2 {
+			t.Fatalf("%s: committed %v", order, h.f.committed)
+		}
+	}
+}
