@@ -315,3 +315,47 @@ func TestQueueTenantScoped(t *testing.T) {
 		}
 	}
 }
+
+// TestQueueBadInput: malformed or stale queue calls get a 4xx JSON error
+// with a message, and change nothing.
+func TestQueueBadInput(t *testing.T) {
+	b := startBroker(t, testBrokerConfig(t))
+	base := "http://" + b.Cfg.HTTPListen
+	postJSON(t, base+"/v1/topics", `{"name":"q","partitions":1}`)
+	postJSON(t, base+"/v1/topics/q/messages:publish", `{"messages":[{"payload":"x"}]}`)
+	code, joined := postJSON(t, base+"/v1/groups/g/members:join", `{"topics":["q"]}`)
+	if code != 200 {
+		t.Fatalf("join: %d %v", code, joined)
+	}
+	member, gen := joined["member_id"].(string), int(joined["generation"].(float64))
+	ok := fmt.Sprintf(`"member_id":%q,"generation":%d`, member, gen)
+	stale := fmt.Sprintf(`"member_id":%q,"generation":%d`, member, gen+3)
+	tests := []struct {
+		name, path, body string
+		status           int
+	}{
+		{"fetch offset without topic", "messages:fetch", `{` + ok + `,"offset":0}`, 400},
+		{"fetch negative wait", "messages:fetch", `{` + ok + `,"wait_ms":-1}`, 400},
+		{"fetch stale generation", "messages:fetch", `{` + stale + `}`, 409},
+		{"ack without generation", "messages:ack", fmt.Sprintf(`{"member_id":%q,"acks":[{"topic":"q","partition":0,"offset":0}]}`, member), 400},
+		{"ack nothing", "messages:ack", `{` + ok + `,"acks":[]}`, 400},
+		{"ack unknown field", "messages:ack", `{` + ok + `,"acks":[{"topic":"q","partition":0,"offset":0,"x":1}]}`, 400},
+		{"ack stale generation", "messages:ack", `{` + stale + `,"acks":[{"topic":"q","partition":0,"offset":0}]}`, 409},
+		{"nack bad class", "messages:nack", `{` + ok + `,"nacks":[{"topic":"q","partition":0,"offset":0,"error_class":"Oops!"}]}`, 400},
+		{"nack malformed", "messages:nack", `{` + ok + `,"nacks":[`, 400},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, body := postJSON(t, base+"/v1/groups/g/"+tt.path, tt.body)
+			errObj, _ := body["error"].(map[string]any)
+			if code != tt.status || errObj == nil || errObj["message"] == "" {
+				t.Fatalf("status %d body %v, want %d with an error message", code, body, tt.status)
+			}
+		})
+	}
+	// A record never delivered cannot be acked: a per-record refusal.
+	var ans struct{ Results []queueResult }
+	if code := postInto(t, base+"/v1/groups/g/messages:ack", `{`+ok+`,"acks":[{"topic":"q","partition":0,"offset":0}]}`, &ans); code != 200 || ans.Results[0].Status != "not_delivered" {
+		t.Fatalf("ack before delivery: %d %+v", code, ans)
+	}
+}
