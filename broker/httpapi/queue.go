@@ -186,42 +186,6 @@ func (q queueBackend) WriteError(w http.ResponseWriter, r *http.Request, err err
 	q.b.groupHTTPError(w, r, err)
 }
 
-// dlqDepths is the depth of each dead-letter topic (one an existing
-// topic's contract names) in the partitions this broker leads.
-func (b *Server) dlqDepths() []queueapi.Depth {
-	topics := b.SortedTopics()
-	dlqs := map[string]bool{}
-	for _, t := range topics {
-		c, err := queue.ParseContract(t.Meta.Configs)
-		if err != nil {
-			continue
-		}
-		tenant, local := node.SplitName(t.Meta.Name)
-		dlqs[node.QualifyName(tenant, c.DeadLetterTopic(local))] = true
-	}
-	var out []queueapi.Depth
-	for _, t := range topics {
-		if !dlqs[t.Meta.Name] {
-			continue
-		}
-		d := queueapi.Depth{}
-		d.Tenant, d.Topic = node.SplitName(t.Meta.Name)
-		led := false
-		for i, p := range t.Partitions {
-			if p == nil || !b.Leads(t, int32(i)) {
-				continue
-			}
-			hw, _ := p.HighWatermark()
-			d.Records += max(int64(hw)-int64(b.LogStart(context.Background(), p)), 0)
-			led = true
-		}
-		if led {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
 // Routes and body names of the queue API (routes.go).
 var (
 	ackTopics = bodyNamesOf(func(r *queueapi.AckRequest) []*string {
