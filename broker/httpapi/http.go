@@ -11,12 +11,14 @@ import (
 	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sluice-mq/sluice/broker/httpapi/queueapi"
 	"github.com/sluice-mq/sluice/broker/httpapi/secapi"
 	"github.com/sluice-mq/sluice/broker/node"
 )
 
 func (b *Server) httpHandler() http.Handler {
 	b.M.Reg.MustRegister(node.NewOffsetCollector(b.Node), newLagCollector(b), node.NewTierCollector(b.Node))
+	b.M.Reg.MustRegister(queueapi.NewDLQCollector(queueapi.DLQDepths(b.Node)))
 	mux := routeMux{b: b, mux: http.NewServeMux(), seen: map[string]bool{}}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(b.M.Reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

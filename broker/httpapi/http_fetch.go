@@ -66,6 +66,10 @@ func (b *Server) httpFetch(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = decodeJSON(w, r, &req)
 	}
+	if err == nil && req.Topic == "" && req.Partition == nil && req.Offset == nil {
+		b.queueFetch(w, r, groupID, req) // every assigned partition and due retries (queue.go)
+		return
+	}
 	var resp fetchResponse
 	if err == nil {
 		resp, err = b.fetchHTTP(r.Context(), groupID, req)

@@ -53,6 +53,8 @@ func (b *Server) registerGroupAPI(mux routeMux) {
 	mux.HandleFunc("POST /v1/groups/{group}/offsets:commit", b.toCoordinator(b.httpCommit))
 	mux.HandleFunc("POST /v1/groups/{group}/offsets:reset", b.toCoordinator(b.httpReset))
 	mux.HandleFunc("GET /v1/groups/{group}/lag", b.toCoordinator(b.httpLag))
+	mux.HandleFunc("POST /v1/groups/{group}/messages:ack", b.toCoordinator(b.queue.HandleAck))   // queueapi
+	mux.HandleFunc("POST /v1/groups/{group}/messages:nack", b.toCoordinator(b.queue.HandleNack)) // queueapi
 }
 
 // forwardedHeader marks a group request forwarded to its coordinator; its

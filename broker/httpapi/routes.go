@@ -10,6 +10,10 @@ package httpapi
 //	init producer id           IDEMPOTENT_WRITE cluster
 //	group join                 READ group, READ each topic subscribed
 //	group fetch, commit, reset READ group, READ each topic named
+//	ack, nack (queueapi)       READ group, READ each topic named (a retry
+//	                           tier's too: __retry.<group>.…)
+//	queue fetch (no topic)     READ group; the assigned topics were
+//	                           authorised (READ) when the member joined
 //	heartbeat, leave           READ group
 //	describe topic, hot keys   DESCRIBE topic
 //	describe group, lag        DESCRIBE group
@@ -107,6 +111,8 @@ var publicRoutes = map[string]routeRule{
 	"POST /v1/groups/{group}/offsets:commit":    {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group", topicOp: acl.OpRead, body: commitTopics},
 	"POST /v1/groups/{group}/offsets:reset":     {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group", topicOp: acl.OpRead, body: resetTopics},
 	"GET /v1/groups/{group}/lag":                {op: acl.OpDescribe, rt: acl.ResourceGroup, pathValue: "group"},
+	"POST /v1/groups/{group}/messages:ack":      {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group", topicOp: acl.OpRead, body: ackTopics},
+	"POST /v1/groups/{group}/messages:nack":     {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group", topicOp: acl.OpRead, body: nackTopics},
 	"GET /v1/groups":                            {list: acl.ResourceGroup},
 	"GET /v1/groups/{group}":                    {op: acl.OpDescribe, rt: acl.ResourceGroup, pathValue: "group"},
 
@@ -157,7 +163,12 @@ var (
 		}
 		return out
 	})
-	fetchTopics  = bodyNamesOf(func(r *fetchRequest) []*string { return []*string{&r.Topic} })
+	fetchTopics = bodyNamesOf(func(r *fetchRequest) []*string {
+		if r.Topic == "" { // a queue fetch: the topics are the member's assignment, authorised at join
+			return nil
+		}
+		return []*string{&r.Topic}
+	})
 	commitTopics = bodyNamesOf(func(r *commitRequest) []*string {
 		out := make([]*string, len(r.Offsets))
 		for i := range r.Offsets {

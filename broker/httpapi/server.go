@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-mq/sluice/broker/coordinator"
+	"github.com/sluice-mq/sluice/broker/httpapi/queueapi"
 	"github.com/sluice-mq/sluice/broker/listener"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/meta"
@@ -56,6 +57,7 @@ type Server struct {
 	fwd       forwarder     // clients of the other brokers' inter-broker listeners (forward.go)
 	lagRates  lagRates      // commit-rate samples for consumer lag
 	rrPublish atomic.Uint64 // round-robin partition choice for unkeyed HTTP messages
+	queue     *queueapi.API // the queue API: fetch without a partition, ack, nack (queue.go)
 }
 
 // New returns the HTTP front end of the broker whose state is n. sec
@@ -65,7 +67,9 @@ func New(n *node.Node, cluster Cluster, coord *coordinator.Coordinator, sec Secu
 	if sec == nil {
 		sec = openSecurity{}
 	}
-	return &Server{Node: n, Cluster: cluster, coord: coord, sec: sec, admit: admitAll{}}
+	s := &Server{Node: n, Cluster: cluster, coord: coord, sec: sec, admit: admitAll{}}
+	s.queue = queueapi.New(queueBackend{s}, n.Logger)
+	return s
 }
 
 // SetAdmitter replaces the admit stage (quotas); call it before Handler.

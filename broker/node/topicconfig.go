@@ -34,6 +34,7 @@ type configDef struct {
 	min     int64    // for KindLong and KindInt
 	choices []string // for kindEnum
 	Doc     string
+	check   func(string) error // more checks, if set (topicconfig_delivery.go)
 }
 
 // Topic configuration keys. The tiering keys are accepted and validated now
@@ -102,6 +103,11 @@ func validateTopicConfig(key, value string) error {
 	def, ok := TopicConfigDefs[key]
 	if !ok {
 		return InvalidConfig("unknown topic config %q", key)
+	}
+	if def.check != nil {
+		if err := def.check(value); err != nil {
+			return InvalidConfig("%v", err)
+		}
 	}
 	switch def.Kind {
 	case KindLong, KindInt:

@@ -1,0 +1,205 @@
+package httpapi
+
+// This file owns the queue API's hook (queueapi: messages:fetch without a
+// partition, messages:ack, messages:nack): the Backend it needs, made of
+// this package's coordinator calls, reads at the leader and publish path.
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-mq/sluice/broker/coordinator"
+	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/httpapi/queueapi"
+	"github.com/sluice-mq/sluice/broker/node"
+	"github.com/sluice-mq/sluice/meta"
+	"github.com/sluice-mq/sluice/queue"
+)
+
+// queueBackend is queueapi.Backend over a Server.
+type queueBackend struct{ b *Server }
+
+// queueFetch serves a group fetch that names no topic, partition or
+// offset: the queue fetch.
+func (b *Server) queueFetch(w http.ResponseWriter, r *http.Request, groupID string, req fetchRequest) {
+	maxBytes := req.MaxBytes
+	if maxBytes == 0 {
+		maxBytes = httpDefaultFetchBytes
+	}
+	b.queue.Fetch(w, r, groupID, queueapi.FetchRequest{MemberID: req.MemberID, Generation: req.Generation,
+		MaxBytes: min(maxBytes, httpMaxFetchBytes, int(b.Cfg.FetchMaxBytes)), WaitMs: req.WaitMs})
+}
+
+func (q queueBackend) Heartbeat(groupID, memberID string, gen int32) error {
+	return q.b.coord.Heartbeat(groupID, memberID, "", group.Generation(gen))
+}
+
+func (q queueBackend) Assignment(groupID, memberID string) (map[string][]int32, error) {
+	d, err := q.b.coord.DescribeGroup(groupID)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]int32{}
+	for _, m := range d.Members {
+		if m.ID != memberID || len(m.Assignment) == 0 {
+			continue
+		}
+		var a kmsg.ConsumerMemberAssignment
+		if err := a.ReadFrom(m.Assignment); err != nil {
+			return nil, fmt.Errorf("decode assignment of %s: %w", memberID, err)
+		}
+		for _, t := range a.Topics {
+			name := memberTopic(groupID, t.Topic)
+			out[name] = append(out[name], t.Partitions...)
+		}
+	}
+	return out, nil
+}
+
+func (q queueBackend) Committed(ctx context.Context, groupID string, tp queueapi.TP) (int64, error) {
+	gtp := group.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
+	committed, err := q.b.coord.FetchOffsets(groupID, []group.TopicPartition{gtp})
+	if err != nil {
+		return 0, err
+	}
+	if o, ok := committed[gtp]; ok {
+		return o.Offset, nil
+	}
+	t := q.b.LookupTopic(tp.Topic)
+	if t == nil {
+		return 0, fmt.Errorf("%w: %s", node.ErrUnknownTopic, tp.Topic)
+	}
+	start, err := q.b.partitionOffsetsOf(ctx, t, tp.Partition, internalOffsetsRequest{To: "earliest"})
+	return start.Offset, err
+}
+
+func (q queueBackend) Read(ctx context.Context, tp queueapi.TP, from int64, maxBytes int) ([]queueapi.Record, error) {
+	t := q.b.LookupTopic(tp.Topic)
+	if t == nil {
+		return nil, fmt.Errorf("%w: %s", node.ErrUnknownTopic, tp.Topic)
+	}
+	resp, err := q.b.readAtLeader(ctx, t, tp.Partition, from, maxBytes, 0)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]queueapi.Record, 0, len(resp.Messages))
+	for _, m := range resp.Messages {
+		rec := queueapi.Record{Offset: m.Offset, TimestampMs: m.TimestampMs, MessageID: m.MessageID}
+		switch {
+		case m.MessageKey != nil:
+			rec.Key = []byte(*m.MessageKey)
+		case m.KeyBase64 != nil:
+			rec.Key, _ = base64.StdEncoding.DecodeString(*m.KeyBase64)
+		}
+		rec.Value, _ = base64.StdEncoding.DecodeString(m.PayloadBase64)
+		keys := make([]string, 0, len(m.Headers))
+		for k := range m.Headers {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			rec.Headers = append(rec.Headers, queue.Header{Key: k, Value: []byte(m.Headers[k])})
+		}
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+func (q queueBackend) Commit(ctx context.Context, groupID, memberID string, gen int32, offsets map[queueapi.TP]int64) error {
+	in := make(map[group.TopicPartition]coordinator.OffsetCommit, len(offsets))
+	for tp, o := range offsets {
+		in[group.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}] = coordinator.OffsetCommit{Offset: o, LeaderEpoch: -1}
+	}
+	perPartition, err := q.b.coord.CommitOffsets(ctx, groupID, memberID, "", group.Generation(gen), in)
+	for tp, perr := range perPartition {
+		if err == nil && perr != nil {
+			err = fmt.Errorf("%s-%d: %w", tp.Topic, tp.Partition, perr)
+		}
+	}
+	return err
+}
+
+func (q queueBackend) Produce(ctx context.Context, tp queueapi.TP, rec queueapi.Record) error {
+	t := q.b.LookupTopic(tp.Topic)
+	if t == nil {
+		return fmt.Errorf("%w: %s", node.ErrUnknownTopic, tp.Topic)
+	}
+	kr := kmsg.Record{Key: rec.Key, Value: rec.Value, TimestampDelta64: rec.TimestampMs}
+	for _, h := range rec.Headers {
+		kr.Headers = append(kr.Headers, kmsg.Header{Key: h.Key, Value: h.Value})
+	}
+	if rec.MessageID != "" {
+		kr.Headers = append(kr.Headers, kmsg.Header{Key: MessageIDHeader, Value: []byte(rec.MessageID)})
+	}
+	recs := []kmsg.Record{kr}
+	pb := &publishBatch{partition: tp.Partition, msgs: []int{0}, recs: recs, raw: node.EncodeBatch(recs, []int{0}, -1, -1, -1)}
+	if len(pb.raw) > int(t.Settings.MaxMessageBytes) {
+		return fmt.Errorf("%w: the copy is %d bytes, over max.message.bytes %d of %s", node.ErrMessageTooLarge, len(pb.raw), t.Settings.MaxMessageBytes, tp.Topic)
+	}
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	res := q.b.appendPublished(ctx, t, []*publishBatch{pb}, 1, false)[0]
+	if res.Status != "ok" && res.Status != "duplicate" {
+		return fmt.Errorf("write to %s-%d: %s: %s", tp.Topic, tp.Partition, res.Status, res.Error)
+	}
+	return nil
+}
+
+func (q queueBackend) Topic(name string) (map[string]string, int32, bool) {
+	t := q.b.LookupTopic(name)
+	if t == nil {
+		return nil, 0, false
+	}
+	return t.Meta.Configs, int32(len(t.States)), true
+}
+
+func (q queueBackend) CreateTopic(ctx context.Context, name string, partitions int32) error {
+	if q.b.LookupTopic(name) != nil {
+		return nil
+	}
+	_, err := q.b.Node.CreateTopic(ctx, name, partitions, -1, nil, false)
+	if errors.Is(err, meta.ErrTopicExists) {
+		return nil
+	}
+	return err
+}
+
+func (q queueBackend) Decode(w http.ResponseWriter, r *http.Request, v any) error {
+	return decodeJSON(w, r, v)
+}
+func (q queueBackend) WriteJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, v) }
+func (q queueBackend) Show(r *http.Request, internal string) string {
+	return scopeFrom(r.Context()).name(internal)
+}
+
+func (q queueBackend) WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	var qe *queueapi.Error
+	if errors.As(err, &qe) {
+		err = &APIError{Status: qe.Status, Code: qe.Code, Message: qe.Message}
+	}
+	q.b.groupHTTPError(w, r, err)
+}
+
+// Routes and body names of the queue API (routes.go).
+var (
+	ackTopics = bodyNamesOf(func(r *queueapi.AckRequest) []*string {
+		out := make([]*string, len(r.Acks))
+		for i := range r.Acks {
+			out[i] = &r.Acks[i].Topic
+		}
+		return out
+	})
+	nackTopics = bodyNamesOf(func(r *queueapi.NackRequest) []*string {
+		out := make([]*string, len(r.Nacks))
+		for i := range r.Nacks {
+			out[i] = &r.Nacks[i].Topic
+		}
+		return out
+	})
+)

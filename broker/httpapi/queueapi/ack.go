@@ -1,0 +1,237 @@
+package queueapi
+
+// This file owns messages:ack and messages:nack.
+//
+// Invariant: a nacked record is acknowledged only after its copy (retry
+// tier or dead-letter topic) is acknowledged by the replicas; a failed
+// copy leaves the record outstanding (delivered again after a rebalance),
+// so a nack never loses a record.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+
+	"github.com/sluice-mq/sluice/broker/node"
+	"github.com/sluice-mq/sluice/queue"
+)
+
+// Ref names a delivered record.
+type Ref struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+}
+
+// AckRequest is the body of messages:ack.
+type AckRequest struct {
+	MemberID   string `json:"member_id"`
+	Generation *int32 `json:"generation"`
+	Acks       []Ref  `json:"acks"`
+}
+
+// NackRef is one negative acknowledgement.
+type NackRef struct {
+	Ref
+	ErrorClass string `json:"error_class"`
+	Error      string `json:"error"`
+}
+
+// NackRequest is the body of messages:nack.
+type NackRequest struct {
+	MemberID   string    `json:"member_id"`
+	Generation *int32    `json:"generation"`
+	Nacks      []NackRef `json:"nacks"`
+}
+
+// Result is the outcome of one ack or nack.
+type Result struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	// Status: ok (acked), retry, dead_letter, not_delivered (not an
+	// outstanding delivery of this generation), unsupported (a nack on a
+	// strict topic, issue 22 part 2) or error (the copy failed); after the
+	// last two the record stays outstanding.
+	Status  string `json:"status"`
+	Error   string `json:"error,omitempty"`
+	ToTopic string `json:"to_topic,omitempty"` // nack: where the copy went
+	DueMs   int64  `json:"due_ms,omitempty"`   // nack to a retry tier
+	Attempt int    `json:"attempt,omitempty"`  // nack: deliveries failed so far
+}
+
+// Committed is a partition's committed offset after a request.
+type Committed struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+}
+
+// Answer is the body of an ack or nack answer.
+type Answer struct {
+	Results   []Result    `json:"results"`
+	Committed []Committed `json:"committed"`
+}
+
+// maxRefs bounds the acks or nacks of one request.
+const maxRefs = 10000
+
+// HandleAck serves POST /v1/groups/{group}/messages:ack.
+func (a *API) HandleAck(w http.ResponseWriter, r *http.Request) {
+	var req AckRequest
+	if err := a.be.Decode(w, r, &req); err != nil {
+		a.be.WriteError(w, r, err)
+		return
+	}
+	refs := make([]NackRef, len(req.Acks))
+	for i, ref := range req.Acks {
+		refs[i] = NackRef{Ref: ref}
+	}
+	a.settle(w, r, req.MemberID, req.Generation, refs, false)
+}
+
+// HandleNack serves POST /v1/groups/{group}/messages:nack.
+func (a *API) HandleNack(w http.ResponseWriter, r *http.Request) {
+	var req NackRequest
+	if err := a.be.Decode(w, r, &req); err != nil {
+		a.be.WriteError(w, r, err)
+		return
+	}
+	for i, n := range req.Nacks {
+		if err := queue.ValidateClass(n.ErrorClass); err != nil {
+			a.be.WriteError(w, r, badRequest("nacks[%d]: %v (transient, permanent or a class of the topic's retry.permanent.classes)", i, err))
+			return
+		}
+	}
+	a.settle(w, r, req.MemberID, req.Generation, req.Nacks, true)
+}
+
+// settle acks or nacks refs, then commits the offsets that moved.
+func (a *API) settle(w http.ResponseWriter, r *http.Request, memberID string, gen *int32, refs []NackRef, nack bool) {
+	groupID := r.PathValue("group")
+	switch {
+	case groupID == "":
+		a.be.WriteError(w, r, badRequest("group id must not be empty"))
+		return
+	case len(refs) == 0 || len(refs) > maxRefs:
+		a.be.WriteError(w, r, badRequest("give 1 to %d records", maxRefs))
+		return
+	}
+	gs, assigned, err := a.member(groupID, memberID, gen)
+	if err != nil {
+		a.be.WriteError(w, r, err)
+		return
+	}
+	defer gs.mu.Unlock()
+	ctx := r.Context()
+	moved := map[TP]int64{}
+	results := make([]Result, len(refs))
+	for i, ref := range refs {
+		tp := TP{ref.Topic, ref.Partition}
+		res := Result{Topic: a.be.Show(r, ref.Topic), Partition: ref.Partition, Offset: ref.Offset, Status: "ok"}
+		pt := gs.parts[tp]
+		switch {
+		case pt == nil || !pt.tr.IsOutstanding(ref.Offset) || !assignedTo(assigned, pt.source, ref.Partition):
+			res.Status = "not_delivered"
+			res.Error = fmt.Sprintf("%s-%d offset %d is not an outstanding delivery to this member in generation %d", res.Topic, ref.Partition, ref.Offset, *gen)
+		case nack:
+			if err := a.nackOne(ctx, r, groupID, tp, pt, ref, &res); err != nil {
+				a.log.Warn().Err(err).Str("group", groupID).Str("topic", tp.Topic).Int32("partition", tp.Partition).
+					Int64("offset", ref.Offset).Msg("nack failed; the record stays outstanding")
+				if res.Status != "unsupported" {
+					res.Status = "error"
+				}
+				res.Error = err.Error()
+			}
+		}
+		if res.Status == "ok" || res.Status == "retry" || res.Status == "dead_letter" {
+			if adv, err := pt.tr.Ack(ref.Offset); err != nil {
+				res.Status, res.Error = "not_delivered", err.Error()
+			} else if adv {
+				moved[tp] = pt.tr.Committed()
+			}
+		}
+		results[i] = res
+	}
+	ans := Answer{Results: results, Committed: []Committed{}}
+	if len(moved) > 0 {
+		if err := a.be.Commit(ctx, groupID, memberID, *gen, moved); err != nil {
+			// The acknowledgements stay in the trackers; the next ack
+			// commits them, or a new generation delivers them again.
+			a.be.WriteError(w, r, err)
+			return
+		}
+		for tp, off := range moved {
+			ans.Committed = append(ans.Committed, Committed{a.be.Show(r, tp.Topic), tp.Partition, off})
+		}
+	}
+	a.be.WriteJSON(w, http.StatusOK, ans)
+}
+
+// nackOne writes the copy of a nacked record where the contract sends it.
+func (a *API) nackOne(ctx context.Context, r *http.Request, groupID string, tp TP, pt *part, ref NackRef, res *Result) error {
+	rec, err := a.readOne(ctx, tp, ref.Offset)
+	if err != nil {
+		return err
+	}
+	c, srcParts, ok := a.contract(pt.source)
+	if !ok {
+		return fmt.Errorf("%w: source topic %s", node.ErrUnknownTopic, pt.source)
+	}
+	if c.IsStrict() {
+		res.Status = "unsupported"
+		return fmt.Errorf("%w: %s has delivery.order=%s, whose pause is not built yet; the record stays outstanding (moving it aside would let later records pass it)",
+			errUnsupported, a.be.Show(r, pt.source), c.Order)
+	}
+	now := a.now()
+	tenant, group := node.SplitName(groupID)
+	_, srcLocal := node.SplitName(pt.source)
+	m, isCopy, perr := queue.Parse(rec.Headers)
+	if perr != nil {
+		a.log.Warn().Err(perr).Str("topic", tp.Topic).Int64("offset", ref.Offset).Msg("nacked record has malformed retry headers; its history starts again")
+	}
+	if !isCopy || perr != nil {
+		m = queue.Meta{SourceTopic: srcLocal, SourcePartition: tp.Partition, SourceOffset: ref.Offset, Group: group, FirstSeen: now}
+	}
+	m.Attempt++
+	m.History = append(m.History, queue.Failure{At: now, Class: ref.ErrorClass, Error: queue.TruncateError(ref.Error)})
+	d := c.Decide(m.Attempt, ref.ErrorClass, now, a.random)
+	var dest string
+	if d.Outcome == queue.Retry {
+		m.Tier, m.Due, m.DeadReason = d.Tier, d.Due, ""
+		dest = retryTopic(groupID, pt.source, d.Tier)
+		res.Status, res.DueMs = "retry", d.Due.UnixMilli()
+	} else {
+		m.Tier, m.Due, m.DeadReason = -1, now, d.Reason
+		dest = node.QualifyName(tenant, c.DeadLetterTopic(srcLocal))
+		res.Status = "dead_letter"
+		if dest == pt.source {
+			return node.InvalidConfig("dead.letter.topic of %s is the topic itself", srcLocal)
+		}
+	}
+	res.ToTopic, res.Attempt = a.be.Show(r, dest), m.Attempt
+	if err := a.be.CreateTopic(ctx, dest, srcParts); err != nil {
+		return fmt.Errorf("create %s: %w", dest, err)
+	}
+	_, destParts, ok := a.be.Topic(dest)
+	if !ok || destParts < 1 {
+		return fmt.Errorf("%w: %s", node.ErrUnknownTopic, dest)
+	}
+	cp := Record{TimestampMs: now.UnixMilli(), Key: rec.Key, Value: rec.Value, MessageID: rec.MessageID,
+		Headers: append(queue.WithoutRetryHeaders(rec.Headers), m.Headers()...)}
+	return a.be.Produce(ctx, TP{dest, tp.Partition % destParts}, cp)
+}
+
+// readOne reads the record at off.
+func (a *API) readOne(ctx context.Context, tp TP, off int64) (Record, error) {
+	recs, err := a.be.Read(ctx, tp, off, 1)
+	if err != nil {
+		return Record{}, err
+	}
+	for _, rec := range recs {
+		if rec.Offset == off {
+			return rec, nil
+		}
+	}
+	return Record{}, fmt.Errorf("%w: %s-%d offset %d is no longer in the log", errNotDelivered, tp.Topic, tp.Partition, off)
+}

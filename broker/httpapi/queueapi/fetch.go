@@ -1,0 +1,196 @@
+package queueapi
+
+// This file owns the queue fetch: every assigned partition and the due
+// records of its retry tiers, from the trackers' delivered positions,
+// long-polling up to wait_ms.
+//
+// Invariant: a tier's record is handed out only when its due time has
+// passed; the read of a tier stops at the first record not yet due.
+
+import (
+	"context"
+	"encoding/base64"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sluice-mq/sluice/queue"
+)
+
+// Bounds of a fetch.
+const (
+	defaultFetchBytes = 1 << 20
+	maxFetchBytes     = 64 << 20
+	maxFetchWait      = 30 * time.Second
+	maxMessages       = 10000
+	// pollInterval is how often a waiting fetch looks again (part 2: wake
+	// on appends instead).
+	pollInterval = 50 * time.Millisecond
+)
+
+// FetchRequest is a queue fetch: a group fetch with no topic or partition.
+type FetchRequest struct {
+	MemberID   string
+	Generation *int32
+	MaxBytes   int
+	WaitMs     int64
+}
+
+// Message is one delivered record.
+type Message struct {
+	Topic         string            `json:"topic"`
+	Partition     int32             `json:"partition"`
+	Offset        int64             `json:"offset"`
+	MessageKey    *string           `json:"message_key,omitempty"`
+	KeyBase64     *string           `json:"key_base64,omitempty"`
+	MessageID     string            `json:"message_id,omitempty"`
+	Headers       map[string]string `json:"headers,omitempty"`
+	Payload       *string           `json:"payload,omitempty"`
+	PayloadBase64 string            `json:"payload_base64"`
+	TimestampMs   int64             `json:"timestamp_ms"`
+	Attempt       int               `json:"attempt"`
+	SourceTopic   string            `json:"source_topic,omitempty"` // a retry tier's record: its source
+}
+
+// FetchResponse is a queue fetch's answer.
+type FetchResponse struct {
+	Messages []Message `json:"messages"`
+}
+
+// Fetch serves a queue fetch of groupID.
+func (a *API) Fetch(w http.ResponseWriter, r *http.Request, groupID string, req FetchRequest) {
+	resp, err := a.fetch(r, groupID, req)
+	if err != nil {
+		a.be.WriteError(w, r, err)
+		return
+	}
+	a.be.WriteJSON(w, http.StatusOK, resp)
+}
+
+func (a *API) fetch(r *http.Request, groupID string, req FetchRequest) (FetchResponse, error) {
+	if req.MaxBytes < 0 || req.WaitMs < 0 {
+		return FetchResponse{}, badRequest("max_bytes and wait_ms must not be negative")
+	}
+	maxBytes := req.MaxBytes
+	if maxBytes == 0 {
+		maxBytes = defaultFetchBytes
+	}
+	maxBytes = min(maxBytes, maxFetchBytes)
+	deadline := a.now().Add(min(time.Duration(req.WaitMs)*time.Millisecond, maxFetchWait))
+	ctx := r.Context()
+	for {
+		gs, assigned, err := a.member(groupID, req.MemberID, req.Generation)
+		if err != nil {
+			return FetchResponse{}, err
+		}
+		msgs, nextDue, err := a.round(ctx, r, gs, groupID, assigned, maxBytes)
+		gs.mu.Unlock()
+		if err != nil || len(msgs) > 0 {
+			return FetchResponse{Messages: msgs}, err
+		}
+		now := a.now()
+		if !now.Before(deadline) {
+			return FetchResponse{Messages: []Message{}}, nil
+		}
+		wait := min(pollInterval, deadline.Sub(now))
+		if !nextDue.IsZero() {
+			wait = max(min(wait, nextDue.Sub(now)), time.Millisecond)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return FetchResponse{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// round reads each partition the member reads once, without waiting;
+// nextDue is the earliest due time of a tier record held back.
+func (a *API) round(ctx context.Context, r *http.Request, gs *groupState, groupID string, assigned map[string][]int32, budget int) ([]Message, time.Time, error) {
+	now := a.now()
+	msgs := []Message{}
+	var nextDue time.Time
+	for _, rp := range a.sourceParts(groupID, assigned) {
+		if budget <= 0 || len(msgs) >= maxMessages {
+			break
+		}
+		pt, err := a.partOf(ctx, gs, groupID, rp.tp, rp.p)
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		room := min(pt.tr.Room(), maxMessages-len(msgs))
+		if room <= 0 {
+			continue
+		}
+		recs, err := a.be.Read(ctx, rp.tp, pt.tr.Next(), budget)
+		if err != nil {
+			return nil, time.Time{}, err
+		}
+		var offs []int64
+		next := pt.tr.Next()
+		for _, rec := range recs {
+			if rec.Offset < next {
+				continue
+			}
+			m := toMessage(r, a.be, rp.tp, rec)
+			if pt.tier >= 0 {
+				meta, ok, err := queue.Parse(rec.Headers)
+				switch {
+				case err != nil:
+					// Never lost: delivered as it is, and a nack starts
+					// its history again.
+					a.log.Warn().Err(err).Str("topic", rp.tp.Topic).Int32("partition", rp.tp.Partition).
+						Int64("offset", rec.Offset).Msg("retry record with malformed headers; delivered as a first attempt")
+				case ok && meta.Due.After(now):
+					if nextDue.IsZero() || meta.Due.Before(nextDue) {
+						nextDue = meta.Due
+					}
+				case ok:
+					m.Attempt = meta.Attempt + 1
+					m.SourceTopic = a.be.Show(r, rp.p.source)
+				}
+				if err == nil && ok && meta.Due.After(now) {
+					break // the first record not yet due ends the tier's read
+				}
+			}
+			msgs = append(msgs, m)
+			offs = append(offs, rec.Offset)
+			next = rec.Offset + 1
+			budget -= len(rec.Value) + len(rec.Key)
+			if len(offs) == room || budget <= 0 {
+				break
+			}
+		}
+		if err := pt.tr.Deliver(offs, next); err != nil {
+			return nil, time.Time{}, err
+		}
+	}
+	return msgs, nextDue, nil
+}
+
+func toMessage(r *http.Request, be Backend, tp TP, rec Record) Message {
+	m := Message{Topic: be.Show(r, tp.Topic), Partition: tp.Partition, Offset: rec.Offset, TimestampMs: rec.TimestampMs,
+		PayloadBase64: base64.StdEncoding.EncodeToString(rec.Value), MessageID: rec.MessageID, Attempt: 1}
+	if rec.Key != nil {
+		if utf8.Valid(rec.Key) {
+			k := string(rec.Key)
+			m.MessageKey = &k
+		} else {
+			k := base64.StdEncoding.EncodeToString(rec.Key)
+			m.KeyBase64 = &k
+		}
+	}
+	if utf8.Valid(rec.Value) {
+		v := string(rec.Value)
+		m.Payload = &v
+	}
+	for _, h := range rec.Headers {
+		if m.Headers == nil {
+			m.Headers = map[string]string{}
+		}
+		m.Headers[h.Key] = string(h.Value)
+	}
+	return m
+}

@@ -1,0 +1,303 @@
+package queueapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sluice-mq/sluice/queue"
+)
+
+// fakeBackend is an in-memory seam for the API's unit tests; the real
+// backend is tested with a broker (broker/queue_http_test.go).
+type fakeBackend struct {
+	gen       int32
+	topics    map[string]*fakeTopic
+	assigned  map[string][]int32
+	committed map[TP]int64
+	failWrite error
+}
+
+type fakeTopic struct {
+	configs map[string]string
+	parts   [][]Record
+}
+
+func newFake() *fakeBackend {
+	return &fakeBackend{gen: 1, topics: map[string]*fakeTopic{}, assigned: map[string][]int32{}, committed: map[TP]int64{}}
+}
+
+func (f *fakeBackend) Heartbeat(_, member string, gen int32) error {
+	if gen != f.gen || member != "m" {
+		return &Error{Status: 409, Code: "ILLEGAL_GENERATION", Message: "stale"}
+	}
+	return nil
+}
+func (f *fakeBackend) Assignment(string, string) (map[string][]int32, error) { return f.assigned, nil }
+func (f *fakeBackend) Committed(_ context.Context, _ string, tp TP) (int64, error) {
+	return f.committed[tp], nil
+}
+func (f *fakeBackend) Read(_ context.Context, tp TP, from int64, _ int) ([]Record, error) {
+	var out []Record
+	for _, r := range f.topics[tp.Topic].parts[tp.Partition] {
+		if r.Offset >= from {
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+func (f *fakeBackend) Commit(_ context.Context, _, _ string, _ int32, offsets map[TP]int64) error {
+	for tp, o := range offsets {
+		f.committed[tp] = o
+	}
+	return nil
+}
+func (f *fakeBackend) Produce(_ context.Context, tp TP, rec Record) error {
+	if f.failWrite != nil {
+		return f.failWrite
+	}
+	p := &f.topics[tp.Topic].parts[tp.Partition]
+	rec.Offset = int64(len(*p))
+	*p = append(*p, rec)
+	return nil
+}
+func (f *fakeBackend) Topic(name string) (map[string]string, int32, bool) {
+	t := f.topics[name]
+	if t == nil {
+		return nil, 0, false
+	}
+	return t.configs, int32(len(t.parts)), true
+}
+func (f *fakeBackend) CreateTopic(_ context.Context, name string, n int32) error {
+	if f.topics[name] == nil {
+		f.topics[name] = &fakeTopic{parts: make([][]Record, n)}
+	}
+	return nil
+}
+func (f *fakeBackend) Decode(_ http.ResponseWriter, r *http.Request, v any) error {
+	return json.NewDecoder(r.Body).Decode(v)
+}
+func (f *fakeBackend) WriteJSON(w http.ResponseWriter, status int, v any) {
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+func (f *fakeBackend) WriteError(w http.ResponseWriter, _ *http.Request, err error) {
+	status := 500
+	var e *Error
+	if errors.As(err, &e) {
+		status = e.Status
+	}
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": err.Error()})
+}
+func (f *fakeBackend) Show(_ *http.Request, internal string) string { return internal }
+
+type harness struct {
+	t   *testing.T
+	f   *fakeBackend
+	api *API
+	now time.Time
+}
+
+func newHarness(t *testing.T, configs map[string]string, records int) *harness {
+	f := newFake()
+	f.topics["jobs"] = &fakeTopic{configs: configs, parts: make([][]Record, 1)}
+	for i := 0; i < records; i++ {
+		f.topics["jobs"].parts[0] = append(f.topics["jobs"].parts[0], Record{Offset: int64(i), Value: []byte(fmt.Sprint(i)), MessageID: fmt.Sprint("id", i)})
+	}
+	f.assigned["jobs"] = []int32{0}
+	h := &harness{t: t, f: f, now: time.UnixMilli(1_000_000)}
+	h.api = New(f, zerolog.Nop())
+	h.api.now = func() time.Time { return h.now }
+	h.api.rnd.Seed(1)
+	return h
+}
+
+func (h *harness) fetch() []Message {
+	h.t.Helper()
+	gen := h.f.gen
+	r := httptest.NewRequest("POST", "/", nil)
+	resp, err := h.api.fetch(r, "g", FetchRequest{MemberID: "m", Generation: &gen})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return resp.Messages
+}
+
+func (h *harness) settle(path string, body any) (int, Answer) {
+	h.t.Helper()
+	raw, _ := json.Marshal(body)
+	r := httptest.NewRequest("POST", "/", bytes.NewReader(raw))
+	r.SetPathValue("group", "g")
+	w := httptest.NewRecorder()
+	if path == "ack" {
+		h.api.HandleAck(w, r)
+	} else {
+		h.api.HandleNack(w, r)
+	}
+	var ans Answer
+	_ = json.Unmarshal(w.Body.Bytes(), &ans)
+	return w.Code, ans
+}
+
+func (h *harness) ack(offs ...int64) Answer {
+	gen := h.f.gen
+	req := AckRequest{MemberID: "m", Generation: &gen}
+	for _, o := range offs {
+		req.Acks = append(req.Acks, Ref{"jobs", 0, o})
+	}
+	code, ans := h.settle("ack", req)
+	if code != 200 {
+		h.t.Fatalf("ack %v: %d", offs, code)
+	}
+	return ans
+}
+
+func TestAckOutOfOrderCommitsThePrefix(t *testing.T) {
+	h := newHarness(t, nil, 3)
+	if got := len(h.fetch()); got != 3 {
+		t.Fatalf("fetched %d", got)
+	}
+	if len(h.fetch()) != 0 {
+		t.Fatal("a second fetch delivered the outstanding records again")
+	}
+	h.ack(2)
+	if _, ok := h.f.committed[TP{"jobs", 0}]; ok {
+		t.Fatal("committed past the unacknowledged 0 and 1")
+	}
+	h.ack(0)
+	if h.f.committed[TP{"jobs", 0}] != 1 {
+		t.Fatalf("committed %v, want 1", h.f.committed)
+	}
+	ans := h.ack(1, 1)
+	if h.f.committed[TP{"jobs", 0}] != 3 || ans.Results[1].Status != "not_delivered" {
+		t.Fatalf("committed %v, results %+v", h.f.committed, ans.Results)
+	}
+}
+
+func TestNewGenerationDeliversAgain(t *testing.T) {
+	h := newHarness(t, nil, 2)
+	h.fetch()
+	h.ack(1) // out of order: forgotten by the rebalance
+	h.f.gen = 2
+	if got := h.fetch(); len(got) != 2 || got[0].Offset != 0 {
+		t.Fatalf("after the rebalance: %+v", got)
+	}
+	// The old generation is refused.
+	old := int32(1)
+	if code, _ := h.settle("ack", AckRequest{MemberID: "m", Generation: &old, Acks: []Ref{{"jobs", 0, 0}}}); code != 409 {
+		t.Fatalf("stale ack: %d", code)
+	}
+}
+
+func TestRetryIsHeldUntilDue(t *testing.T) {
+	h := newHarness(t, map[string]string{queue.CfgBackoffMs: "200", queue.CfgJitter: "0", queue.CfgMaxAttempts: "2"}, 1)
+	h.fetch()
+	gen := h.f.gen
+	code, ans := h.settle("nack", NackRequest{MemberID: "m", Generation: &gen,
+		Nacks: []NackRef{{Ref: Ref{"jobs", 0, 0}, ErrorClass: "transient", Error: "e1"}}})
+	if code != 200 || ans.Results[0].Status != "retry" || ans.Results[0].ToTopic != "__retry.g.jobs.0" ||
+		ans.Results[0].DueMs != h.now.Add(200*time.Millisecond).UnixMilli() || h.f.committed[TP{"jobs", 0}] != 1 {
+		t.Fatalf("nack: %d %+v committed %v", code, ans, h.f.committed)
+	}
+	h.now = h.now.Add(199 * time.Millisecond)
+	if got := h.fetch(); len(got) != 0 {
+		t.Fatalf("delivered before due: %+v", got)
+	}
+	h.now = h.now.Add(time.Millisecond)
+	got := h.fetch()
+	if len(got) != 1 || got[0].Topic != "__retry.g.jobs.0" || got[0].Attempt != 2 || got[0].MessageID != "id0" || got[0].SourceTopic != "jobs" {
+		t.Fatalf("due: %+v", got)
+	}
+	// The second failure is the last attempt: the dead-letter topic.
+	code, ans = h.settle("nack", NackRequest{MemberID: "m", Generation: &gen,
+		Nacks: []NackRef{{Ref: Ref{got[0].Topic, 0, got[0].Offset}, ErrorClass: "transient", Error: "e2"}}})
+	if code != 200 || ans.Results[0].Status != "dead_letter" || ans.Results[0].ToTopic != "jobs.dlq" {
+		t.Fatalf("second nack: %d %+v", code, ans)
+	}
+	dead := h.f.topics["jobs.dlq"].parts[0][0]
+	m, ok, err := queue.Parse(dead.Headers)
+	if err != nil || !ok || m.Attempt != 2 || m.History[0].Error != "e1" || m.DeadReason != "exhausted" || dead.MessageID != "id0" {
+		t.Fatalf("dead letter %+v: %+v %v", dead, m, err)
+	}
+}
+
+// TestTierStopsAtTheFirstRecordNotDue: a later record of a tier that is
+// due (jitter) waits behind an earlier one that is not.
+func TestTierStopsAtTheFirstRecordNotDue(t *testing.T) {
+	h := newHarness(t, map[string]string{queue.CfgBackoffMs: "1000", queue.CfgJitter: "0"}, 0)
+	tier := "__retry.g.jobs.0"
+	h.f.topics[tier] = &fakeTopic{parts: make([][]Record, 1)}
+	for i, due := range []time.Duration{500 * time.Millisecond, 100 * time.Millisecond} {
+		m := queue.Meta{SourceTopic: "jobs", Group: "g", FirstSeen: h.now, Attempt: 1, Due: h.now.Add(due), Tier: 0,
+			History: []queue.Failure{{At: h.now, Class: "transient"}}}
+		h.f.topics[tier].parts[0] = append(h.f.topics[tier].parts[0], Record{Offset: int64(i), Headers: m.Headers()})
+	}
+	h.now = h.now.Add(200 * time.Millisecond)
+	if got := h.fetch(); len(got) != 0 {
+		t.Fatalf("handed out %+v behind a record not due", got)
+	}
+	h.now = h.now.Add(300 * time.Millisecond)
+	if got := h.fetch(); len(got) != 2 {
+		t.Fatalf("both due: %+v", got)
+	}
+}
+
+func TestFailedCopyLeavesTheRecordOutstanding(t *testing.T) {
+	h := newHarness(t, nil, 1)
+	h.fetch()
+	h.f.failWrite = errors.New("disk full")
+	gen := h.f.gen
+	_, ans := h.settle("nack", NackRequest{MemberID: "m", Generation: &gen,
+		Nacks: []NackRef{{Ref: Ref{"jobs", 0, 0}, ErrorClass: "transient"}}})
+	if ans.Results[0].Status != "error" || len(h.f.committed) != 0 {
+		t.Fatalf("%+v committed %v", ans, h.f.committed)
+	}
+	h.ack(0) // still outstanding
+	if h.f.committed[TP{"jobs", 0}] != 1 {
+		t.Fatalf("committed %v", h.f.committed)
+	}
+	// A bad class is a 400.
+	if code, _ := h.settle("nack", NackRequest{MemberID: "m", Generation: &gen,
+		Nacks: []NackRef{{Ref: Ref{"jobs", 0, 0}, ErrorClass: "Bad Class"}}}); code != 400 {
+		t.Fatalf("bad class: %d", code)
+	}
+}
+
+func TestRetryTopicIsTheTenants(t *testing.T) {
+	if got := retryTopic("acme~billing", "acme~orders", 1); got != "acme~__retry.billing.orders.1" {
+		t.Fatal(got)
+	}
+	if got := retryTopic("billing", "orders", 0); got != "__retry.billing.orders.0" {
+		t.Fatal(got)
+	}
+}
+
+// TestStrictTopicRefusesNack: until the pause is built (part 2), a nack
+// on a strict topic moves nothing aside and leaves the record outstanding,
+// so the committed offset does not pass it.
+func TestStrictTopicRefusesNack(t *testing.T) {
+	for _, order := range []string{queue.OrderPerKeyStrict, queue.OrderPerPartitionStrict} {
+		h := newHarness(t, map[string]string{queue.CfgDeliveryOrder: order}, 2)
+		h.fetch()
+		h.ack(1)
+		gen := h.f.gen
+		code, ans := h.settle("nack", NackRequest{MemberID: "m", Generation: &gen,
+			Nacks: []NackRef{{Ref: Ref{"jobs", 0, 0}, ErrorClass: "transient"}}})
+		if code != 200 || ans.Results[0].Status != "unsupported" || len(h.f.committed) != 0 || len(h.f.topics) != 1 {
+			t.Fatalf("%s: %d %+v committed %v topics %d", order, code, ans, h.f.committed, len(h.f.topics))
+		}
+		h.ack(0)
+		if h.f.committed[TP{"jobs", 0}] != 2 {
+			t.Fatalf("%s: committed %v", order, h.f.committed)
+		}
+	}
+}
