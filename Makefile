@@ -79,7 +79,9 @@ verify:
 
 # Per-tenant rate quotas measured with real clients (franz-go, kafka-go,
 # kcat, confluent-kafka-python) against the real binary, ±10% over 15 s
-# (60 s with SLUICE_QUOTA_SOAK=1): timing-sensitive, so not in `make test`.
+# (60 s with SLUICE_QUOTA_SOAK=1), and the tail reader's p99 beside a tiered
+# replay within 20% of alone (TestQuotaTieredReplayBesideTail; `make test`
+# runs its short form): timing-sensitive, so not in `make test`.
 quota-e2e:
 	SLUICE_QUOTA_E2E=1 $(GO) test -count=1 -timeout 20m -run 'TestQuota' ./e2e/
 
