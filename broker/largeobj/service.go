@@ -285,7 +285,9 @@ func (s *Service) update(ctx context.Context, u meta.Upload) (meta.Upload, error
 	return nu, err
 }
 
-func (s *Service) expired(u meta.Upload) bool { return !s.cfg.Now().Before(time.UnixMilli(u.ExpiresMs)) }
+func (s *Service) expired(u meta.Upload) bool {
+	return !s.cfg.Now().Before(time.UnixMilli(u.ExpiresMs))
+}
 
 // restoreHash is the SHA-256 state of the first u.Received bytes.
 func restoreHash(u meta.Upload) (hash.Hash, error) {
