@@ -574,3 +574,19 @@ func (s *Service) Open(ctx context.Context, tenant, id string, off, n int64) (io
 	}
 	return newObjectReader(ctx, s.cfg.Store, u.ObjectKey, start, end, readChunk), u.Size, nil
 }
+
+// Describe is the reference of tenant's completed or published object id
+// (ref.ErrUnknown for any other session, ref.ErrExpired for an expired one).
+func (s *Service) Describe(ctx context.Context, tenant, id string) (ref.Ref, error) {
+	u, err := s.session(ctx, tenant, id)
+	if err != nil {
+		return ref.Ref{}, err
+	}
+	switch u.State {
+	case meta.UploadCompleted, meta.UploadPublished:
+		return refOf(u), nil
+	case meta.UploadExpired:
+		return ref.Ref{}, fmt.Errorf("%w: %q", ref.ErrExpired, id)
+	}
+	return ref.Ref{}, fmt.Errorf("%w: %q is not a completed upload", ref.ErrUnknown, id)
+}
