@@ -379,3 +379,55 @@ func refOf(t *testing.T, id string, size int64, sum string) ref.Ref {
 	t.Helper()
 	return ref.Ref{ID: id, Size: size, SHA256: sum}
 }
+
+// TestLargePayloadSecurity: with security on, opening a session needs WRITE
+// on its topic (403 without, whatever the cluster allows), and another
+// tenant's user never reaches a session or object (404).
+func TestLargePayloadSecurity(t *testing.T) {
+	cfg := testBrokerConfig(t)
+	cfg.SecurityEnabled = true
+	cfg.AllowEveryoneIfNoACLFound = false
+	cfg.AdminPasswordFile = writeFile(t, "admin-password", "admin-secret\n")
+	b := startBroker(t, cfg)
+	anon := httpCaller{t: t, client: http.DefaultClient, base: "http://" + b.Cfg.HTTPListen}
+	admin := anon.with(basic("admin", "admin-secret"))
+	admin.must(http.StatusCreated, "POST", "/v1/tenants", `{"name":"team-a"}`)
+	admin.must(http.StatusCreated, "POST", "/v1/users", `{"name":"alice","tenant":"default","password":"alice-pw"}`)
+	admin.must(http.StatusCreated, "POST", "/v1/users", `{"name":"erin","tenant":"team-a","password":"erin-pw"}`)
+	admin.must(http.StatusCreated, "POST", "/v1/topics", `{"name":"orders"}`)
+	alice, erin := anon.with(basic("alice", "alice-pw")), anon.with(basic("erin", "erin-pw"))
+	sum := sha256.Sum256([]byte("hello"))
+	begin := fmt.Sprintf(`{"topic":"orders","size":5,"sha256":%q}`, hex.EncodeToString(sum[:]))
+	if code, out, _ := anon.call("POST", "/v1/uploads", begin); code != http.StatusUnauthorized {
+		t.Fatalf("without credentials: %d %v", code, out)
+	}
+	admin.must(http.StatusCreated, "POST", "/v1/acls", `{"tenant":"default","bindings":[
+		{"resource_type":"cluster","principal":"User:alice","operation":"all","permission":"allow"}]}`)
+	if code, out, _ := alice.call("POST", "/v1/uploads", begin); code != http.StatusForbidden {
+		t.Fatalf("without WRITE on the topic: %d %v", code, out)
+	}
+	admin.must(http.StatusCreated, "POST", "/v1/acls", `{"tenant":"default","bindings":[
+		{"resource_type":"topic","resource_name":"orders","principal":"User:alice","operation":"write","permission":"allow"}]}`)
+	var id string
+	eventuallyTrue(t, "alice's WRITE applies", func() (bool, string) {
+		code, out, _ := alice.call("POST", "/v1/uploads", begin)
+		id, _ = out["id"].(string)
+		return code == http.StatusCreated, fmt.Sprint(code, out)
+	})
+	alice.must(http.StatusOK, "PUT", "/v1/uploads/"+id, "hello")
+	alice.must(http.StatusOK, "POST", "/v1/uploads/"+id+":complete", "")
+	if code, _, _ := alice.call("GET", "/v1/objects/"+id, ""); code != http.StatusOK {
+		t.Fatalf("alice's download: %d", code)
+	}
+	for _, r := range []struct{ method, path, body string }{
+		{"GET", "/v1/objects/" + id, ""}, {"POST", "/v1/uploads/" + id + ":complete", ""},
+		{"DELETE", "/v1/uploads/" + id, ""}, {"PUT", "/v1/uploads/" + id, "hello"},
+	} {
+		if code, out, _ := erin.call(r.method, r.path, r.body); code != http.StatusNotFound {
+			t.Errorf("erin %s %s: %d %v; want 404", r.method, r.path, code, out)
+		}
+	}
+	if err := b.LargeObjects().Claim(t.Context(), "team-a", refOf(t, id, 5, hex.EncodeToString(sum[:]))); err == nil {
+		t.Error("team-a claimed default's reference")
+	}
+}
