@@ -374,7 +374,6 @@ func vmHWM() string {
 	return "unknown"
 }
 
-
 func refOf(t *testing.T, id string, size int64, sum string) ref.Ref {
 	t.Helper()
 	return ref.Ref{ID: id, Size: size, SHA256: sum}
