@@ -397,27 +397,39 @@ func (s *Service) Complete(ctx context.Context, tenant, id string) (Completed, e
 		for _, p := range u.Parts {
 			parts = append(parts, objstore.Part{Number: p.Number, ETag: p.ETag, Size: p.Size})
 		}
-	} else {
+	}
+	// An earlier Complete whose answer was lost (or another broker's)
+	// may have assembled the object already: then the upload is gone, the
+	// object is there, and it is checked below like any other.
+	assembled := false
+	if !streamed {
 		// Some or all parts went straight to the store: what it holds decides.
 		listed, err := s.multi.ListParts(ctx, u.ObjectKey, u.UploadID)
-		if err != nil {
+		switch {
+		case errors.Is(err, objstore.ErrNoUpload) && s.objectThere(ctx, u):
+			assembled = true
+		case err != nil:
 			return Completed{}, fmt.Errorf("largeobj: session %q: list parts: %w", id, err)
+		default:
+			var total int64
+			for _, p := range listed {
+				total += p.Size
+			}
+			if total != u.Size {
+				return Completed{}, fmt.Errorf("%w: the store holds %d bytes in %d parts of session %q, declared %d; send the rest first",
+					ErrState, total, len(listed), id, u.Size)
+			}
+			parts = listed
 		}
-		var total int64
-		for _, p := range listed {
-			total += p.Size
-		}
-		if total != u.Size {
-			return Completed{}, fmt.Errorf("%w: the store holds %d bytes in %d parts of session %q, declared %d; send the rest first",
-				ErrState, total, len(listed), id, u.Size)
-		}
-		parts = listed
 	}
-	if err := s.multi.CompleteMultipart(ctx, u.ObjectKey, u.UploadID, parts); err != nil {
-		if errors.Is(err, objstore.ErrInvalidPart) {
-			return Completed{}, s.fail(ctx, u, false, "the store refused the parts: "+err.Error())
+	if !assembled {
+		cerr := s.multi.CompleteMultipart(ctx, u.ObjectKey, u.UploadID, parts)
+		if errors.Is(cerr, objstore.ErrNoUpload) && s.objectThere(ctx, u) {
+			cerr = nil
 		}
-		return Completed{}, fmt.Errorf("largeobj: session %q: complete: %w", id, err)
+		if err := s.completeErr(ctx, u, cerr); err != nil {
+			return Completed{}, err
+		}
 	}
 	if info, err := s.cfg.Store.Head(ctx, u.ObjectKey); err != nil {
 		return Completed{}, fmt.Errorf("largeobj: session %q: head the object: %w", id, err)
@@ -443,6 +455,24 @@ func (s *Service) Complete(ctx context.Context, tenant, id string) (Completed, e
 	}
 	s.log.Debug().Str("session", id).Bool("streamed", streamed).Msg("upload session completed")
 	return completedOf(nu), nil
+}
+
+// objectThere reports whether u's object exists.
+func (s *Service) objectThere(ctx context.Context, u meta.Upload) bool {
+	_, err := s.cfg.Store.Head(ctx, u.ObjectKey)
+	return err == nil
+}
+
+// completeErr is what a failed CompleteMultipart means for session u: the
+// parts refused fail the session (ErrChecksum), anything else is retriable.
+func (s *Service) completeErr(ctx context.Context, u meta.Upload, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, objstore.ErrInvalidPart):
+		return s.fail(ctx, u, false, "the store refused the parts: "+err.Error())
+	}
+	return fmt.Errorf("largeobj: session %q: complete: %w", u.ID, err)
 }
 
 // hashObject reads key back and returns its SHA-256 in hex.

@@ -428,3 +428,28 @@ func TestSweepReleaseSeam(t *testing.T) {
 		t.Fatalf("released object: %v", err)
 	}
 }
+
+// TestCompleteAfterLostResponse: the store assembled the object but its
+// answer was lost; the retried Complete finds the upload gone and the
+// object there, checks it and completes (it used to fail for ever).
+func TestCompleteAfterLostResponse(t *testing.T) {
+	f := newFixture(t)
+	for _, direct := range []bool{false, true} {
+		body, sum := payload(8, part+5)
+		s := f.begin(t, "acme", body, sum)
+		if direct {
+			directParts(t, f, f.state(t, s.ID), body)
+		} else {
+			mustPut(t, f, f.svc, s.ID, body, 0, int64(len(body)))
+		}
+		f.store.Set(fault.OpCompleteMultipart, fault.Faults{LostResponseRate: 1})
+		if _, err := f.svc.Complete(t.Context(), "acme", s.ID); err == nil {
+			t.Fatal("a lost response succeeded")
+		}
+		f.store.Set(fault.OpCompleteMultipart, fault.Faults{})
+		c, err := f.svc.Complete(t.Context(), "acme", s.ID)
+		if err != nil || c.Ref.SHA256 != sum {
+			t.Fatalf("direct %v: retried Complete = %+v, %v", direct, c, err)
+		}
+	}
+}
