@@ -299,7 +299,7 @@ func restoreHash(u meta.Upload) (hash.Hash, error) {
 		return h, nil
 	}
 	if err := h.(encoding.BinaryUnmarshaler).UnmarshalBinary(u.HashState); err != nil {
-		return nil, fmt.Errorf("largeobj: session %q: hash state: %v: %w", u.ID, err, meta.ErrCorrupt)
+		return nil, fmt.Errorf("largeobj: session %q: hash state: %w: %w", u.ID, err, meta.ErrCorrupt)
 	}
 	return h, nil
 }
