@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-mq/sluice/broker/cluster"
 
 	"github.com/sluice-mq/sluice/broker/httpapi"
+	"github.com/sluice-mq/sluice/broker/largeobj"
 
 	"github.com/sluice-mq/sluice/broker/coordinator"
 	"github.com/sluice-mq/sluice/broker/kafka"
@@ -47,6 +48,8 @@ type Broker struct {
 	readyCh chan struct{} // closed once the broker serves Kafka and HTTP
 
 	kafkaOpts []kafka.Option // the Kafka front end's dependencies (credentials, authoriser, admitter), from New
+
+	largeObjects *largeobj.Service // large payloads (largeobjects.go); set by Run
 
 	quotas   atomic.Pointer[quota.Table] // every tenant's limits, followed from etcd; set by Run
 	quotaSrc quota.Source                // SetQuotas' source of the tenants' quotas; nil: the followed table
@@ -135,6 +138,9 @@ func (b *Broker) Run(ctx context.Context) error {
 		return err
 	}
 	defer b.StopTiering()
+	if err := b.startLargeObjects(); err != nil {
+		return err
+	}
 	if err := b.OpenJournal(); err != nil {
 		return err
 	}
@@ -199,6 +205,9 @@ func (b *Broker) Run(ctx context.Context) error {
 	if meters != nil {
 		b.http.SetAdmitter(httpapi.NewQuotaAdmitter(meters))
 	}
+	if b.largeObjects != nil {
+		b.http.SetLargeObjects(b.largeObjects)
+	}
 	if err := b.kafka.Listen(); err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
@@ -243,7 +252,8 @@ func (b *Broker) Run(ctx context.Context) error {
 		maintWG.Add(1)
 		go func() { defer maintWG.Done(); b.quotaSplitLoop(serveCtx, meters) }()
 	}
-	maintWG.Add(3)
+	maintWG.Add(4)
+	go func() { defer maintWG.Done(); b.largeObjectSweepLoop(serveCtx) }()
 	go func() { defer maintWG.Done(); b.maintainLoop(serveCtx) }()
 	go func() { defer maintWG.Done(); b.DiskGuardLoop(serveCtx) }()
 	go func() { defer maintWG.Done(); b.ScrubLoop(serveCtx) }()

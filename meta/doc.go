@@ -111,6 +111,12 @@
 //	                                        written only while the tenant exists, deleted
 //	                                        with it (DeleteTenant's transaction) or when
 //	                                        only defaults are left; followed by WatchQuotas
+//	<prefix>uploads/<id>                    {"v":1,"id","tenant","topic","size","sha256",
+//	                                         "state","object_key","upload_id","received",
+//	                                         "parts","hash_state",...} (uploads.go): a
+//	                                        large-payload upload session (broker/largeobj);
+//	                                        created only if absent, changed and deleted
+//	                                        only by transactions on its mod revision
 //
 // Everything under <prefix>security/ is followed by one watch
 // (WatchSecurity, security_watch.go), so brokers see a consistent state of

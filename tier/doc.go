@@ -49,6 +49,10 @@
 // never deletes it. The one exception is a broker's probe object,
 // sluice-probe/broker-<node id> (probe.go), which lives for the moment of a
 // probe; a crash can leave it, and the broker's next probe removes it.
+// Large payloads (broker/largeobj) live under large/<tenant>/<ref>: they
+// are not tiering's, ParseKey refuses their keys, and so the scrub never
+// deletes them (TestScrubIgnoresLargeObjects); their lives are their upload
+// sessions' (meta/uploads.go) and, once published, the reference ledger's.
 //
 // # Manifest, version 1
 //

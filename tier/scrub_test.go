@@ -411,3 +411,29 @@ func (s *afterList) List(ctx context.Context, prefix string, fn func(objstore.In
 	s.once.Do(s.after)
 	return err
 }
+
+// TestScrubIgnoresLargeObjects: the large payloads of upload sessions
+// (large/<tenant>/<ref>, broker/largeobj) are not tiering's: ParseKey
+// refuses their keys, so the scrub reports them foreign and never deletes
+// them, however old.
+func TestScrubIgnoresLargeObjects(t *testing.T) {
+	f := newScrubFixture(t)
+	key := "large/acme/0123456789abcdef0123456789abcdef"
+	if _, ok := ParseKey(key); ok {
+		t.Fatalf("ParseKey accepts the large object key %s", key)
+	}
+	if err := f.store.Put(t.Context(), key, []byte("payload")); err != nil {
+		t.Fatal(err)
+	}
+	f.clk.Advance(30 * 24 * time.Hour)
+	rep := f.diff(t, f.head)
+	if len(rep.Foreign) != 1 || rep.Foreign[0].Key != key || len(rep.Orphans) != 0 {
+		t.Fatalf("report: %+v", rep)
+	}
+	if _, err := Scrub(t.Context(), f.store, rep, unlimited{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.store.Head(t.Context(), key); err != nil {
+		t.Fatalf("the scrub deleted a large object: %v", err)
+	}
+}

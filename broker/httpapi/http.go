@@ -7,11 +7,13 @@ package httpapi
 // probe; otherwise 503 with the reason.
 
 import (
+	"context"
 	"net/http"
 	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sluice-mq/sluice/broker/httpapi/queueapi"
+	"github.com/sluice-mq/sluice/broker/httpapi/objapi"
 	"github.com/sluice-mq/sluice/broker/httpapi/secapi"
 	"github.com/sluice-mq/sluice/broker/node"
 )
@@ -49,6 +51,23 @@ func (b *Server) httpHandler() http.Handler {
 	secapi.Register(sec, secapi.Deps{Store: b.Store, Logger: b.Logger})
 	for _, pattern := range secapiRoutes {
 		mux.Handle(pattern, sec)
+	}
+	// Large payloads (objapi), likewise; without a service (no object
+	// store that can take them) its routes answer 501.
+	obj := http.NewServeMux()
+	if b.objects != nil {
+		objapi.Register(obj, objapi.Deps{Service: b.objects, Logger: b.Logger,
+			TopicExists: func(_ context.Context, topic string) bool { return b.LookupTopic(topic) != nil }})
+	} else {
+		for _, pattern := range objapi.Routes {
+			obj.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+				b.writeError(w, r, &APIError{Status: http.StatusNotImplemented, Code: "not_implemented",
+					Message: "this broker has no object store for large payloads"})
+			})
+		}
+	}
+	for _, pattern := range objapi.Routes {
+		mux.Handle(pattern, obj)
 	}
 	mux.checkAllRegistered()
 	return pipeline{b: b, mux: mux.mux}

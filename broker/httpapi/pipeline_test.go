@@ -7,7 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluice-mq/sluice/broker/acl"
+	"github.com/sluice-mq/sluice/broker/httpapi/objapi"
 	"github.com/sluice-mq/sluice/broker/httpapi/secapi"
+	"github.com/sluice-mq/sluice/broker/largeobj"
 	"github.com/sluice-mq/sluice/meta"
 )
 
@@ -81,5 +84,31 @@ func TestSecAPIRoutesMounted(t *testing.T) {
 	}
 	if len(secapiRoutes) != 17 {
 		t.Errorf("%d secapi routes mounted, Register adds 17", len(secapiRoutes))
+	}
+}
+
+// TestObjAPIRoutesMounted: the routes mounted for objapi are exactly those
+// its Register adds, each has a rule, and opening a session is authorised
+// by WRITE on the body's topic and never by WRITE on the cluster.
+func TestObjAPIRoutesMounted(t *testing.T) {
+	mux := http.NewServeMux()
+	objapi.Register(mux, objapi.Deps{Service: (*largeobj.Service)(nil)})
+	for _, pattern := range objapi.Routes {
+		method, path, _ := strings.Cut(pattern, " ")
+		url := strings.NewReplacer("{id}", "x", "{ref}", "x").Replace(path)
+		if _, got := mux.Handler(httptest.NewRequest(method, url, nil)); got != pattern {
+			t.Errorf("mounted %s is served by objapi's pattern %q", pattern, got)
+		}
+		if _, ok := publicRoutes[pattern]; !ok {
+			t.Errorf("objapi route %s has no rule", pattern)
+		}
+	}
+	rule := publicRoutes["POST /v1/uploads"]
+	if rule.op != acl.OpWrite || rule.rt != acl.ResourceTopic || !rule.bodyTopic || rule.body == nil {
+		t.Errorf("POST /v1/uploads rule %+v", rule)
+	}
+	scoped, err := rule.body([]byte(`{"topic":"orders","size":5,"sha256":"x"}`), func(n *string) error { *n = "acme.orders"; return nil })
+	if err != nil || !strings.Contains(string(scoped), `"topic":"acme.orders"`) {
+		t.Errorf("topic not rewritten: %s, %v", scoped, err)
 	}
 }

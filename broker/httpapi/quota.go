@@ -11,6 +11,10 @@ package httpapi
 //	          records and not its framing, and its messages to
 //	          producer_record_rate (publishCharge)
 //	fetch     the response body's bytes charged to consumer_byte_rate
+//	upload    a PUT of an upload session's bytes: its Content-Length charged
+//	          to object_upload_byte_rate (objapi)
+//	download  GET /v1/objects/{ref}: at most object_downloads at once per
+//	          tenant on this broker; one more is refused 429
 //
 // HTTP has no connection to stop reading, so a request of a tenant already
 // in debt on the key is refused before it is read, answered 429 with
@@ -18,8 +22,9 @@ package httpapi
 // "throttled"; a request that is admitted is served whole and charged, even
 // when that takes its tenant into debt, so nothing received is dropped.
 //
-// Invariant: only a publish or a fetch is refused, and only before its
-// handler runs.
+// Invariant: only a publish, a fetch, an upload PUT or a download is
+// refused, and only before its handler runs; a download admitted is
+// uncounted by Served, which the pipeline calls once the handler returned.
 
 import (
 	"encoding/json"
@@ -28,6 +33,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/sluice-mq/sluice/broker/auth"
@@ -39,6 +45,8 @@ import (
 const (
 	publishRoute = "POST /v1/topics/{topic}/messages:publish"
 	fetchRoute   = "POST /v1/groups/{group}/messages:fetch"
+	uploadRoute  = "PUT /v1/uploads/{id}"
+	objectRoute  = "GET /v1/objects/{ref}"
 )
 
 // Throttled is a refusal by a rate quota: the client may retry after
@@ -72,6 +80,9 @@ func setRetryAfter(w http.ResponseWriter, err error) {
 type QuotaAdmitter struct {
 	m   *quota.Meters
 	now func() time.Time
+
+	mu        sync.Mutex
+	downloads map[string]int // guarded by mu: downloads under way per tenant
 }
 
 // NewQuotaAdmitter returns the admit stage of the meters m.
@@ -102,6 +113,25 @@ func (q *QuotaAdmitter) Admit(r *http.Request, id auth.Identity) error {
 		q.m.Record(tenant, quota.ProducerRecordRate, float64(records), now)
 	case fetchRoute:
 		return q.refuse(tenant, now, quota.ConsumerByteRate)
+	case uploadRoute:
+		if err := q.refuse(tenant, now, quota.ObjectUploadByteRate); err != nil {
+			return err
+		}
+		if r.ContentLength > 0 {
+			q.m.Record(tenant, quota.ObjectUploadByteRate, float64(r.ContentLength), now)
+		}
+	case objectRoute:
+		limit, ok := q.m.Limit(tenant, quota.ObjectDownloads)
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if ok && float64(q.downloads[tenant]) >= limit {
+			q.m.Metrics().Throttled(tenant, quota.ObjectDownloads, time.Second)
+			return &Throttled{Key: quota.ObjectDownloads, Delay: time.Second}
+		}
+		if q.downloads == nil {
+			q.downloads = make(map[string]int)
+		}
+		q.downloads[tenant]++
 	}
 	return nil
 }
@@ -156,6 +186,13 @@ func (q *QuotaAdmitter) refuse(tenant string, now time.Time, keys ...string) err
 
 // Served charges a fetch's response bytes.
 func (q *QuotaAdmitter) Served(r *http.Request, id auth.Identity, written int64) {
+	if r.Pattern == objectRoute {
+		q.mu.Lock()
+		if q.downloads[id.Principal.Tenant]--; q.downloads[id.Principal.Tenant] <= 0 {
+			delete(q.downloads, id.Principal.Tenant)
+		}
+		q.mu.Unlock()
+	}
 	if r.Pattern == fetchRoute && written > 0 {
 		q.m.Record(id.Principal.Tenant, quota.ConsumerByteRate, float64(written), q.now())
 	}

@@ -21,6 +21,9 @@ package httpapi
 //	                           that DESCRIBE allows
 //	brokers                    authenticated
 //	security admin (secapi)    authenticated; secapi decides by role
+//	open an upload session     WRITE on the body's topic (objapi)
+//	upload bytes, complete,    authenticated; the session or object must be
+//	abort, download object     the caller's tenant's (objapi)
 //	unclean elections, pprof   super users only
 //	metrics, health, openapi   open
 //
@@ -41,6 +44,7 @@ import (
 
 	"github.com/sluice-mq/sluice/broker/acl"
 	"github.com/sluice-mq/sluice/broker/auth"
+	"github.com/sluice-mq/sluice/broker/httpapi/objapi"
 )
 
 // routeRule is how one route is authorised.
@@ -55,6 +59,9 @@ type routeRule struct {
 	body    bodyNames
 	// list filters a listing of resources of this type by DESCRIBE.
 	list acl.ResourceType
+	// bodyTopic: op on the body's one topic decides, never op on the
+	// cluster (an upload session's WRITE).
+	bodyTopic bool
 }
 
 // names reports whether the route names topics or groups, which the scope
@@ -134,6 +141,14 @@ var publicRoutes = map[string]routeRule{
 	"GET /v1/acls":                   {},
 	"POST /v1/acls:delete":           {},
 
+	// Large payloads (objapi): a session is opened for a topic the caller
+	// may WRITE; the rest acts on the caller's tenant's sessions only.
+	"POST /v1/uploads":        {op: acl.OpWrite, rt: acl.ResourceTopic, body: uploadTopic, bodyTopic: true},
+	"PUT /v1/uploads/{id}":    {},
+	"POST /v1/uploads/{id}":   {},
+	"DELETE /v1/uploads/{id}": {},
+	"GET /v1/objects/{ref}":   {},
+
 	// secapi's quota routes (quotas.go): likewise.
 	"GET /v1/quotas":                    {},
 	"GET /v1/tenants/{name}/quotas":     {},
@@ -177,6 +192,7 @@ var (
 		return out
 	})
 	resetTopics = bodyNamesOf(func(r *resetRequest) []*string { return []*string{&r.Topic} })
+	uploadTopic = bodyNamesOf(func(r *objapi.BeginRequest) []*string { return []*string{&r.Topic} })
 )
 
 // authorise runs the authorise stage of rule for id, on the names the
@@ -235,7 +251,7 @@ func (b *Server) authorise(w http.ResponseWriter, r *http.Request, rule routeRul
 	if rule.pathValue == "" {
 		// Create topic, Kafka's rule for CreateTopics: CREATE on the
 		// cluster, or on the topic itself.
-		if b.sec.Authorize(id, host, rule.op, acl.ResourceCluster, acl.ClusterName).Allowed {
+		if !rule.bodyTopic && b.sec.Authorize(id, host, rule.op, acl.ResourceCluster, acl.ClusterName).Allowed {
 			return r, nil
 		}
 		return r, allowed(rule.op, rule.rt, names[0])

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluice-mq/sluice/broker/coordinator"
 	"github.com/sluice-mq/sluice/broker/httpapi/queueapi"
+	"github.com/sluice-mq/sluice/broker/httpapi/objapi"
 	"github.com/sluice-mq/sluice/broker/listener"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/meta"
@@ -54,6 +55,8 @@ type Server struct {
 	// group or election request is forwarded (https when tls is set).
 	peerTransport http.RoundTripper
 
+	objects objapi.Service // large payloads (objapi); nil: its routes answer 501
+
 	fwd       forwarder     // clients of the other brokers' inter-broker listeners (forward.go)
 	lagRates  lagRates      // commit-rate samples for consumer lag
 	rrPublish atomic.Uint64 // round-robin partition choice for unkeyed HTTP messages
@@ -71,6 +74,10 @@ func New(n *node.Node, cluster Cluster, coord *coordinator.Coordinator, sec Secu
 	s.queue = queueapi.New(queueBackend{s}, n.Logger)
 	return s
 }
+
+// SetLargeObjects serves the large-payload API (objapi) with svc; call it
+// before Handler.
+func (b *Server) SetLargeObjects(svc objapi.Service) { b.objects = svc }
 
 // SetAdmitter replaces the admit stage (quotas); call it before Handler.
 func (b *Server) SetAdmitter(a Admitter) { b.admit = a }

@@ -208,6 +208,17 @@ type Config struct {
 	// TLSKeyFile when they are set, and accepts client certificates that
 	// chain to its TLSClientCAFile (optional there: Bearer and Basic work
 	// too).
+
+	// UploadSessionTTL is how long a large-payload upload session may stay
+	// open, and a completed one unpublished, before the sweeper deletes
+	// its bytes (--upload-session-ttl; 0: 1 h; broker/largeobj).
+	UploadSessionTTL time.Duration
+	// MaxObjectBytes is the largest large payload a session accepts
+	// (--max-object-bytes; 0: 100 MiB).
+	MaxObjectBytes int64
+	// UploadSweepInterval is how often the broker sweeps upload sessions
+	// past their TTL (0: one minute).
+	UploadSweepInterval time.Duration
 }
 
 // DefaultConfig returns the settings of a lone broker started with no flags.
@@ -264,6 +275,13 @@ func (c Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		return errors.New("broker: data dir is required")
+	}
+	if c.UploadSessionTTL < 0 || c.MaxObjectBytes < 0 || c.UploadSweepInterval < 0 {
+		return errors.New("broker: upload session TTL, max object bytes and upload sweep interval must not be negative")
+	}
+	if maxParts := int64(10_000); c.MaxObjectBytes > maxParts*(8<<20) {
+		// broker/largeobj's parts are 8 MiB; S3 takes at most 10,000.
+		return fmt.Errorf("broker: max object bytes %d needs more than %d parts of 8 MiB", c.MaxObjectBytes, maxParts)
 	}
 	if c.Pool != "" {
 		if err := meta.ValidatePoolName(c.Pool); err != nil {

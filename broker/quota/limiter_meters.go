@@ -315,3 +315,10 @@ func (m *Meters) TakeUsage(elapsed time.Duration) Demand {
 	}
 	return out
 }
+
+// Limit is the tenant's limit of key and whether it has one (for counts
+// enforced outside the meters, such as object_downloads).
+func (m *Meters) Limit(tenant, key string) (float64, bool) {
+	v, ok := m.src.Limits(tenant)[key]
+	return v, ok
+}

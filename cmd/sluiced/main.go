@@ -27,6 +27,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/sluice-mq/sluice/broker"
+	"github.com/sluice-mq/sluice/broker/largeobj"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/cmd/internal/version"
 	"github.com/sluice-mq/sluice/wal"
@@ -126,6 +127,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 	})
 	fs.DurationVar(&cfg.ScrubInterval, "scrub-interval", cfg.ScrubInterval, "how often the controller removes orphaned objects from the bucket (0: never)")
 	fs.DurationVar(&cfg.TierGrace, "tier-grace", cfg.TierGrace, "how long an object stays after retention passed it, for readers still streaming it")
+	fs.DurationVar(&cfg.UploadSessionTTL, "upload-session-ttl", largeobj.DefaultTTL, "how long a large-payload upload session may stay open, and a completed one unpublished, before its bytes are deleted")
+	fs.Int64Var(&cfg.MaxObjectBytes, "max-object-bytes", largeobj.DefaultMaxObjectBytes, "largest payload an upload session accepts (POST /v1/uploads answers 413 above it)")
 	fs.IntVar(&cfg.TierChunkBytes, "tier-chunk-bytes", 0, "target chunk size of uploaded objects, the unit of a ranged read (default 4 MiB)")
 	fs.Int64Var(&cfg.Journal.FileBytes, "journal-file-bytes", wal.DefaultJournalFileBytes, "size of one broker journal file")
 	fs.Int64Var(&cfg.Journal.CheckpointBytes, "journal-checkpoint-bytes", wal.DefaultJournalCheckpointBytes, "journal bytes between checkpoints (bounds the replay after a crash)")

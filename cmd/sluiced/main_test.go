@@ -43,6 +43,9 @@ func TestCommandLine(t *testing.T) {
 		{"inter-broker listener over SASL", []string{"--listeners", "CLIENT://127.0.0.1:0,BROKER://127.0.0.1:0", "--listener-security-protocol-map", "CLIENT:PLAINTEXT,BROKER:SASL_PLAINTEXT",
 			"--inter-broker-listener", "BROKER"}, 1, "", "speaks SASL_PLAINTEXT: brokers authenticate each other with mutual TLS, not SASL", ""},
 		{"inter-broker listener without listeners", []string{"--inter-broker-listener", "BROKER"}, 1, "", "--inter-broker-listener BROKER needs --listeners", ""},
+		{"upload session TTL checked", []string{"--upload-session-ttl", "-1s"}, 1, "", "upload session TTL, max object bytes", ""},
+		{"max object bytes checked", []string{"--max-object-bytes", "-5"}, 1, "", "must not be negative", ""},
+		{"max object bytes beyond the parts", []string{"--max-object-bytes", "1000000000000"}, 1, "", "needs more than 10000 parts", ""},
 		{"disk watermarks checked", []string{"--disk-watermarks", "90,80,95"}, 2, "", "must increase", ""},
 		{"topic defaults checked", []string{"--default-replication-factor", "2", "--default-min-insync-replicas", "3"}, 1, "", "every acks=all write would be refused", ""},
 	}

@@ -34,10 +34,17 @@ const (
 	OpHead
 	OpList
 	OpDelete
+	// The multipart operations (multipart.go).
+	OpCreateMultipart
+	OpUploadPart
+	OpListParts
+	OpCompleteMultipart
+	OpAbortMultipart
 	numOps
 )
 
-var opNames = [numOps]string{"put", "get", "head", "list", "delete"}
+var opNames = [numOps]string{"put", "get", "head", "list", "delete",
+	"create-multipart", "upload-part", "list-parts", "complete-multipart", "abort-multipart"}
 
 func (o Op) String() string {
 	if o < 0 || o >= numOps {

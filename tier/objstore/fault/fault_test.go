@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -230,5 +231,39 @@ func TestNames(t *testing.T) {
 	}
 	if fault.KindLostResponse.String() != "lost-response" || fault.Kind(-1).String() != "kind(-1)" {
 		t.Fatalf("Kind names: %v %v", fault.KindLostResponse, fault.Kind(-1))
+	}
+}
+
+// TestMultipartFaults: multipart calls reach the inner store, and take the
+// faults of their own operations.
+func TestMultipartFaults(t *testing.T) {
+	inner := mem.New()
+	s := fault.New(inner, fault.Config{Seed: 1})
+	ctx := t.Context()
+	id, err := s.CreateMultipart(ctx, "large/t/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Set(fault.OpUploadPart, fault.Faults{ServerErrorRate: 1})
+	if _, err := s.UploadPart(ctx, "large/t/x", id, 1, strings.NewReader("abc"), 3); err == nil || !objstore.IsRetriable(err) {
+		t.Fatalf("UploadPart with a server error: %v", err)
+	}
+	s.Set(fault.OpUploadPart, fault.Faults{})
+	e, err := s.UploadPart(ctx, "large/t/x", id, 1, strings.NewReader("abc"), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Set(fault.OpCompleteMultipart, fault.Faults{LostResponseRate: 1})
+	if err := s.CompleteMultipart(ctx, "large/t/x", id, []objstore.Part{{Number: 1, ETag: e}}); err == nil {
+		t.Fatal("a lost response to Complete succeeded")
+	}
+	if b, err := inner.Get(ctx, "large/t/x", 0, -1); err != nil || string(b) != "abc" {
+		t.Fatalf("after a lost response the object is %q, %v; want it stored", b, err)
+	}
+	if s.Count(fault.KindServerError) != 1 || s.Count(fault.KindLostResponse) != 1 {
+		t.Fatalf("counts %v", s.Counts())
+	}
+	if _, err := s.PresignUploadPart(ctx, "large/t/x", id, 1, 3, time.Minute); !errors.Is(err, objstore.ErrUnsupported) {
+		t.Fatalf("presign through a memory store: %v; want ErrUnsupported", err)
 	}
 }

@@ -84,8 +84,10 @@ func (s *Store) path(ctx context.Context, op, key string) (string, error) {
 	if err := objstore.ValidKey(key); err != nil {
 		return "", fmt.Errorf("file: %s: %w", op, err)
 	}
-	if key == tmpDir || strings.HasPrefix(key, tmpDir+"/") {
-		return "", fmt.Errorf("file: %s: %w %q: %s is reserved", op, objstore.ErrInvalidKey, key, tmpDir)
+	for _, reserved := range []string{tmpDir, multipartDir} {
+		if key == reserved || strings.HasPrefix(key, reserved+"/") {
+			return "", fmt.Errorf("file: %s: %w %q: %s is reserved", op, objstore.ErrInvalidKey, key, reserved)
+		}
 	}
 	return filepath.Join(s.root, filepath.FromSlash(key)), nil
 }
@@ -294,7 +296,7 @@ func (s *Store) walk(ctx context.Context, dir, keyPrefix, prefix string, fn func
 	}
 	entries := make([]entry, 0, len(des))
 	for _, de := range des {
-		if keyPrefix == "" && de.Name() == tmpDir {
+		if keyPrefix == "" && (de.Name() == tmpDir || de.Name() == multipartDir) {
 			continue
 		}
 		name := de.Name()

@@ -174,3 +174,10 @@ func list(t *testing.T, s objstore.Store) []string {
 	}
 	return keys
 }
+
+func TestMultipartConformance(t *testing.T) {
+	storetest.RunMultipart(t, func(t *testing.T) objstore.Store {
+		s, _ := newStore(t)
+		return s
+	})
+}

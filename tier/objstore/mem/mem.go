@@ -22,7 +22,8 @@ type Store struct {
 	now func() time.Time // the clock for Info.Modified
 
 	mu      sync.Mutex
-	objects map[string]object // guarded by mu
+	objects map[string]object  // guarded by mu
+	uploads map[string]*upload // guarded by mu (multipart.go)
 }
 
 type object struct {

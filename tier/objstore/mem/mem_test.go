@@ -24,3 +24,7 @@ func TestClock(t *testing.T) {
 		t.Fatalf("Head = %+v, %v; want Modified %v", info, err, at)
 	}
 }
+
+func TestMultipartConformance(t *testing.T) {
+	storetest.RunMultipart(t, func(*testing.T) objstore.Store { return mem.New() })
+}

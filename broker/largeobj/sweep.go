@@ -1,0 +1,119 @@
+package largeobj
+
+// sweep.go owns Sweep and Run: the time-to-live of sessions.
+//
+// Invariant: a session's state changes (by transaction) before its bytes are
+// deleted, so a Claim racing a sweep either publishes first (and the sweep
+// skips the session) or hears ref.ErrExpired.
+// Invariant: Sweep deletes a published object only when Config.Release
+// says so (the reference ledger's seam); with no Release, never.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sluice-mq/sluice/meta"
+)
+
+// SweepStats counts what one Sweep did.
+type SweepStats struct {
+	Aborted  int // open sessions past their TTL: multipart aborted
+	Expired  int // completed sessions past their TTL unpublished: object deleted
+	Released int // published objects the ledger released: deleted
+	Purged   int // records of aborted and expired sessions forgotten
+	Errors   int
+}
+
+// Sweep applies the TTL at now to every session.
+func (s *Service) Sweep(ctx context.Context, now time.Time) (SweepStats, error) {
+	var st SweepStats
+	var all []meta.Upload
+	if err := s.cfg.Sessions.ListUploads(ctx, func(u meta.Upload) error { all = append(all, u); return nil }); err != nil {
+		s.log.Warn().Err(err).Msg("list upload sessions")
+		if len(all) == 0 {
+			return st, err
+		}
+		st.Errors++
+	}
+	for _, u := range all {
+		if ctx.Err() != nil {
+			return st, ctx.Err()
+		}
+		expires := time.UnixMilli(u.ExpiresMs)
+		switch {
+		case u.State == meta.UploadOpen && !now.Before(expires):
+			next := u
+			next.State, next.Reason, next.HashState = meta.UploadAborted, "never completed within its time to live", nil
+			if s.transition(ctx, next, &st) {
+				s.cleanup(ctx, next, false)
+				st.Aborted++
+			}
+		case u.State == meta.UploadCompleted && !now.Before(expires):
+			next := u
+			next.State, next.Reason = meta.UploadExpired, "completed and not published within its time to live"
+			if s.transition(ctx, next, &st) {
+				s.cleanup(ctx, next, true)
+				st.Expired++
+			}
+		case (u.State == meta.UploadAborted || u.State == meta.UploadExpired) && !now.Before(expires.Add(s.cfg.Retain)):
+			// Delete again (it is idempotent) before the record, which is
+			// the only memory of the bytes, goes.
+			if !s.cleanup(ctx, u, true) {
+				st.Errors++
+				continue
+			}
+			if err := s.cfg.Sessions.DeleteUpload(ctx, u); err != nil && !errors.Is(err, meta.ErrConflict) {
+				st.Errors++
+				continue
+			}
+			st.Purged++
+		case u.State == meta.UploadPublished && s.cfg.Release != nil:
+			ok, err := s.cfg.Release(ctx, u)
+			if err != nil || !ok {
+				if err != nil {
+					st.Errors++
+				}
+				continue
+			}
+			next := u
+			next.State, next.Reason, next.ExpiresMs = meta.UploadExpired, "released by the reference ledger", now.UnixMilli()
+			if s.transition(ctx, next, &st) {
+				s.cleanup(ctx, next, true)
+				st.Released++
+			}
+		}
+	}
+	if st.Aborted+st.Expired+st.Released+st.Purged+st.Errors > 0 {
+		s.log.Info().Int("aborted", st.Aborted).Int("expired", st.Expired).Int("released", st.Released).
+			Int("purged", st.Purged).Int("errors", st.Errors).Msg("upload sessions swept")
+	}
+	return st, nil
+}
+
+// transition writes next; false when another broker changed it meanwhile
+// (a Claim, a Complete or another sweep: the next sweep sees its result).
+func (s *Service) transition(ctx context.Context, next meta.Upload, st *SweepStats) bool {
+	if _, err := s.update(ctx, next); err != nil {
+		if !errors.Is(err, ErrConflict) {
+			s.log.Warn().Err(err).Str("session", next.ID).Msg("sweep a session")
+			st.Errors++
+		}
+		return false
+	}
+	return true
+}
+
+// Run sweeps every interval until ctx ends.
+func (s *Service) Run(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			_, _ = s.Sweep(ctx, s.cfg.Now())
+		}
+	}
+}

@@ -1,0 +1,60 @@
+package broker
+
+// largeobjects.go wires broker/largeobj into the broker: the Service of
+// large payloads over the tiering object store and the metadata store,
+// its HTTP routes (objapi, through httpapi.SetLargeObjects) and its
+// sweeper.
+//
+// Invariant: the Service exists once Run has opened the object store, if
+// that store supports multipart uploads (every store Sluice opens does);
+// LargeObjects is nil before, or without one. When it exists it is the
+// produce paths' RefClaimer (Config.Refs), set before any listener opens.
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/sluice-mq/sluice/broker/largeobj"
+)
+
+// defaultUploadSweepInterval is how often upload sessions are swept.
+const defaultUploadSweepInterval = time.Minute
+
+// LargeObjects is the service of large payloads: upload sessions, and the
+// Claim that the produce paths (HTTP publish with object_ref, Kafka
+// produce of sluice.ref envelopes) call for each reference. nil before Run
+// opened the object store.
+func (b *Broker) LargeObjects() *largeobj.Service { return b.largeObjects }
+
+// startLargeObjects makes the Service; a store without multipart leaves
+// large payloads off (logged), which is not an error.
+func (b *Broker) startLargeObjects() error {
+	svc, err := largeobj.New(largeobj.Config{Store: b.Objects, Sessions: b.Store, Now: b.Cfg.Now,
+		Logger: b.NodeLog, TTL: b.Cfg.UploadSessionTTL, MaxObjectBytes: b.Cfg.MaxObjectBytes})
+	if errors.Is(err, largeobj.ErrUnsupported) {
+		b.Logger.Warn().Err(err).Msg("large payloads are off")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	b.largeObjects = svc
+	if b.Cfg.Refs == nil { // a test may bring its own claimer
+		b.Cfg.Refs = svc // set before the listeners start, read-only after
+	}
+	return nil
+}
+
+// largeObjectSweepLoop sweeps upload sessions past their TTL until ctx
+// ends (every broker does; the sessions' transactions make that safe).
+func (b *Broker) largeObjectSweepLoop(ctx context.Context) {
+	if b.largeObjects == nil {
+		return
+	}
+	every := b.Cfg.UploadSweepInterval
+	if every <= 0 {
+		every = defaultUploadSweepInterval
+	}
+	b.largeObjects.Run(ctx, every)
+}
