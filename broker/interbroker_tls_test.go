@@ -189,13 +189,30 @@ func TestInterBrokerSSLReplicates(t *testing.T) {
 	}
 	defer cons.Close()
 	seen := map[string]bool{}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// A new leader serves up to its high watermark, which moves past the
+	// last record only once the remaining follower has fetched in the new
+	// epoch: on a loaded machine that can take a while.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	for len(seen) < n+1 && ctx.Err() == nil {
 		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) { seen[string(r.Value)] = true })
 	}
 	if len(seen) != n+1 || !seen["forwarded"] {
-		t.Fatalf("read back %d of %d after the leader stopped (forwarded one: %v)", len(seen), n+1, seen["forwarded"])
+		// Say where each surviving replica's log and high watermark are,
+		// so a failure tells a lost record from a watermark that lags.
+		var where []string
+		for i, b := range c.brokers {
+			if i == li {
+				continue
+			}
+			if td := b.LookupTopic("ssl"); td != nil && len(td.Partitions) > 0 && td.Partitions[0] != nil {
+				p := td.Partitions[0]
+				hw, _ := p.HighWatermark()
+				where = append(where, fmt.Sprintf("node %d: log end %d, durable %d, hw %d, epoch %d",
+					b.Cfg.NodeID, p.Log().EndOffset(), p.Log().DurableEnd(), hw, p.LeaderEpoch()))
+			}
+		}
+		t.Fatalf("read back %d of %d after the leader stopped (forwarded one: %v); %s", len(seen), n+1, seen["forwarded"], strings.Join(where, "; "))
 	}
 }
 
