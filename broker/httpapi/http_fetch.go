@@ -12,13 +12,13 @@ package httpapi
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"time"
-	"unicode/utf8"
+
+	"github.com/sluice-mq/sluice/broker/httpapi/wire"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -39,20 +39,8 @@ type fetchRequest struct {
 	WaitMs     int64  `json:"wait_ms"`
 }
 
-type fetchedMessage struct {
-	Offset        int64             `json:"offset"`
-	Partition     int32             `json:"partition"`
-	MessageKey    *string           `json:"message_key,omitempty"`
-	KeyBase64     *string           `json:"key_base64,omitempty"`
-	MessageID     string            `json:"message_id,omitempty"`
-	Headers       map[string]string `json:"headers,omitempty"`
-	Payload       *string           `json:"payload,omitempty"`
-	PayloadBase64 string            `json:"payload_base64"`
-	TimestampMs   int64             `json:"timestamp_ms"`
-	// ObjectRef is set on an envelope record (http_objref.go): the object
-	// it names and where to read it. Its headers are kept in Headers too.
-	ObjectRef *ObjectRef `json:"object_ref,omitempty"`
-}
+// fetchedMessage is one record as the API answers it (wire.Message).
+type fetchedMessage = wire.Message
 
 type fetchResponse struct {
 	Messages      []fetchedMessage `json:"messages"`
@@ -243,31 +231,9 @@ func (b *Server) decodeMessages(ctx context.Context, p *partition.Partition, fro
 }
 
 func toFetchedMessage(partition int32, off, ts int64, rec *kmsg.Record) fetchedMessage {
-	m := fetchedMessage{Offset: off, Partition: partition, TimestampMs: ts,
-		PayloadBase64: base64.StdEncoding.EncodeToString(rec.Value)}
-	if rec.Key != nil {
-		if utf8.Valid(rec.Key) {
-			k := string(rec.Key)
-			m.MessageKey = &k
-		} else {
-			k := base64.StdEncoding.EncodeToString(rec.Key)
-			m.KeyBase64 = &k
-		}
+	hs := make([]wire.Header, len(rec.Headers))
+	for i, h := range rec.Headers {
+		hs[i] = wire.Header{Key: h.Key, Value: h.Value}
 	}
-	if utf8.Valid(rec.Value) {
-		v := string(rec.Value)
-		m.Payload = &v
-	}
-	for _, h := range rec.Headers {
-		if h.Key == MessageIDHeader {
-			m.MessageID = string(h.Value)
-			continue
-		}
-		if m.Headers == nil {
-			m.Headers = map[string]string{}
-		}
-		m.Headers[h.Key] = string(h.Value)
-	}
-	m.ObjectRef = objectRefOf(rec)
-	return m
+	return wire.NewMessage(partition, off, ts, rec.Key, rec.Value, hs)
 }

@@ -13,9 +13,10 @@ package httpapi
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
+
+	"github.com/sluice-mq/sluice/broker/httpapi/wire"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -29,41 +30,8 @@ import (
 // its record's value.
 const MaxPreviewBytes = 1024
 
-// ObjectRef is a reference to a large payload as the HTTP API shows it:
-// what POST /v1/uploads/{id}:complete answers (its expires_if_unpublished
-// is accepted and ignored), and on a fetched envelope the URL to read it.
-type ObjectRef struct {
-	Ref                  string          `json:"ref"`
-	Size                 int64           `json:"size"`
-	SHA256               string          `json:"sha256"`
-	ContentType          string          `json:"content_type,omitempty"`
-	EncKeyID             string          `json:"enc_key_id,omitempty"`
-	EncAlg               string          `json:"enc_alg,omitempty"`
-	ExpiresIfUnpublished json.RawMessage `json:"expires_if_unpublished,omitempty"`
-	URL                  string          `json:"url,omitempty"` // answers only: GET /v1/objects/{ref}
-}
-
-func (o ObjectRef) ref() ref.Ref {
-	return ref.Ref{ID: o.Ref, Size: o.Size, SHA256: o.SHA256, ContentType: o.ContentType, KeyID: o.EncKeyID, Algorithm: o.EncAlg}
-}
-
-// objectRefOf is the object_ref of a fetched record, nil when it is not a
-// well-formed envelope.
-func objectRefOf(rec *kmsg.Record) *ObjectRef {
-	if len(rec.Headers) == 0 {
-		return nil
-	}
-	hs := make([]ref.Header, len(rec.Headers))
-	for i, h := range rec.Headers {
-		hs[i] = ref.Header{Key: h.Key, Value: h.Value}
-	}
-	r, ok, err := ref.Parse(hs)
-	if !ok || err != nil {
-		return nil
-	}
-	return &ObjectRef{Ref: r.ID, Size: r.Size, SHA256: r.SHA256, ContentType: r.ContentType,
-		EncKeyID: r.KeyID, EncAlg: r.Algorithm, URL: "/v1/objects/" + r.ID}
-}
+// ObjectRef is a reference to a large payload as the HTTP API shows it.
+type ObjectRef = wire.ObjectRef
 
 // envelopeRecord fills rec, the record of messages[i], as the envelope of
 // m's object_ref: its headers, and its preview as the value.
@@ -71,7 +39,7 @@ func envelopeRecord(i int, m publishMessage, rec *kmsg.Record) error {
 	if m.Payload != nil || m.PayloadBase64 != nil {
 		return BadRequest("messages[%d]: give object_ref or a payload, not both", i)
 	}
-	r := m.ObjectRef.ref()
+	r := m.ObjectRef.AsRef()
 	if err := r.Validate(); err != nil {
 		return &APIError{Status: http.StatusBadRequest, Code: kerr.InvalidRecord.Message, Message: fmt.Sprintf("messages[%d]: object_ref: %v", i, err)}
 	}

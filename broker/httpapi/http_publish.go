@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sluice-mq/sluice/broker/httpapi/wire"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -26,7 +28,7 @@ import (
 )
 
 // MessageIDHeader is the record header that carries an HTTP message_id.
-const MessageIDHeader = "message_id"
+const MessageIDHeader = wire.MessageIDHeader
 
 type createTopicRequest struct {
 	Name              string            `json:"name"`

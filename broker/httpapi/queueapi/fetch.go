@@ -9,10 +9,10 @@ package queueapi
 
 import (
 	"context"
-	"encoding/base64"
 	"net/http"
 	"time"
-	"unicode/utf8"
+
+	"github.com/sluice-mq/sluice/broker/httpapi/wire"
 
 	"github.com/sluice-mq/sluice/queue"
 )
@@ -38,18 +38,10 @@ type FetchRequest struct {
 
 // Message is one delivered record.
 type Message struct {
-	Topic         string            `json:"topic"`
-	Partition     int32             `json:"partition"`
-	Offset        int64             `json:"offset"`
-	MessageKey    *string           `json:"message_key,omitempty"`
-	KeyBase64     *string           `json:"key_base64,omitempty"`
-	MessageID     string            `json:"message_id,omitempty"`
-	Headers       map[string]string `json:"headers,omitempty"`
-	Payload       *string           `json:"payload,omitempty"`
-	PayloadBase64 string            `json:"payload_base64"`
-	TimestampMs   int64             `json:"timestamp_ms"`
-	Attempt       int               `json:"attempt"`
-	SourceTopic   string            `json:"source_topic,omitempty"` // a retry tier's record: its source
+	Topic string `json:"topic"`
+	wire.Message
+	Attempt     int    `json:"attempt"`
+	SourceTopic string `json:"source_topic,omitempty"` // a retry tier's record: its source
 }
 
 // FetchResponse is a queue fetch's answer.
@@ -171,26 +163,11 @@ func (a *API) round(ctx context.Context, r *http.Request, gs *groupState, groupI
 }
 
 func toMessage(r *http.Request, be Backend, tp TP, rec Record) Message {
-	m := Message{Topic: be.Show(r, tp.Topic), Partition: tp.Partition, Offset: rec.Offset, TimestampMs: rec.TimestampMs,
-		PayloadBase64: base64.StdEncoding.EncodeToString(rec.Value), MessageID: rec.MessageID, Attempt: 1}
-	if rec.Key != nil {
-		if utf8.Valid(rec.Key) {
-			k := string(rec.Key)
-			m.MessageKey = &k
-		} else {
-			k := base64.StdEncoding.EncodeToString(rec.Key)
-			m.KeyBase64 = &k
-		}
+	hs := make([]wire.Header, len(rec.Headers))
+	for i, h := range rec.Headers {
+		hs[i] = wire.Header{Key: h.Key, Value: h.Value}
 	}
-	if utf8.Valid(rec.Value) {
-		v := string(rec.Value)
-		m.Payload = &v
-	}
-	for _, h := range rec.Headers {
-		if m.Headers == nil {
-			m.Headers = map[string]string{}
-		}
-		m.Headers[h.Key] = string(h.Value)
-	}
+	m := Message{Topic: be.Show(r, tp.Topic), Message: wire.NewMessage(tp.Partition, rec.Offset, rec.TimestampMs, rec.Key, rec.Value, hs), Attempt: 1}
+	m.MessageID = rec.MessageID
 	return m
 }

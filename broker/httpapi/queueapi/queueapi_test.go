@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-mq/sluice/payload/ref"
 	"github.com/sluice-mq/sluice/queue"
 )
 
@@ -299,5 +301,26 @@ func TestStrictTopicRefusesNack(t *testing.T) {
 		if h.f.committed[TP{"jobs", 0}] != 2 {
 			t.Fatalf("%s: committed %v", order, h.f.committed)
 		}
+	}
+}
+
+// TestQueueFetchShowsObjectRef: an envelope record of a large payload is
+// answered by the queue fetch with its object_ref, as by the partition
+// fetch (both through wire.NewMessage); before, the queue fetch showed the
+// sluice.* headers only.
+func TestQueueFetchShowsObjectRef(t *testing.T) {
+	h := newHarness(t, nil, 0)
+	r := ref.Ref{ID: "obj1", Size: 300 << 10, SHA256: strings.Repeat("ab", 32)}
+	var hs []queue.Header
+	for _, x := range r.Headers() {
+		hs = append(hs, queue.Header{Key: x.Key, Value: x.Value})
+	}
+	h.f.topics["jobs"].parts[0] = append(h.f.topics["jobs"].parts[0], Record{Offset: 0, Headers: hs, MessageID: "big"})
+	msgs := h.fetch()
+	if len(msgs) != 1 || msgs[0].ObjectRef == nil || msgs[0].ObjectRef.AsRef() != r || msgs[0].ObjectRef.URL != "/v1/objects/obj1" {
+		t.Fatalf("queue fetch of an envelope: %+v", msgs)
+	}
+	if msgs[0].MessageID != "big" || msgs[0].Topic != "jobs" || msgs[0].Attempt != 1 {
+		t.Fatalf("message %+v", msgs[0])
 	}
 }
