@@ -145,13 +145,22 @@ func TestTieringRetentionThroughDays(t *testing.T) {
 
 	// DeleteRecords below the local log moves the remote log start.
 	to := dayStart[20] + 3
-	resp, err := adm.DeleteRecords(context.Background(), kadm.Offsets{topic: {0: {Topic: topic, Partition: 0, At: to}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if r, _ := resp.Lookup(topic, 0); r.Err != nil || r.LowWatermark != to {
-		t.Fatalf("DeleteRecords to %d: %+v", to, r)
-	}
+	// A retriable error (REQUEST_TIMED_OUT when the etcd head's write is
+	// slow on a loaded machine) is retried, as a Kafka client does.
+	eventuallyTrue(t, fmt.Sprintf("DeleteRecords to %d", to), func() (bool, string) {
+		resp, err := adm.DeleteRecords(context.Background(), kadm.Offsets{topic: {0: {Topic: topic, Partition: 0, At: to}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _ := resp.Lookup(topic, 0)
+		if r.Err != nil && kerr.IsRetriable(r.Err) {
+			return false, r.Err.Error()
+		}
+		if r.Err != nil || r.LowWatermark != to {
+			t.Fatalf("DeleteRecords to %d: %+v", to, r)
+		}
+		return true, ""
+	})
 	if e := earliest(); e != to {
 		t.Fatalf("earliest after DeleteRecords: %d, want %d", e, to)
 	}
