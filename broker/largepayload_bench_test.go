@@ -6,8 +6,11 @@ package broker
 // the memory a consumer's payload.Client.Open costs while it streams a
 // 100 MiB object. They report numbers only; nothing here asserts a timing.
 //
-//	go test -run '^$' -bench LargePayload -benchtime 5x ./broker/
+//	go test -run '^$' -bench 'LargePayload$' -benchtime 2s ./broker/
 //	go test -run '^$' -bench 'LargePayload/ref-100MiB' -benchtime 3x ./broker/ -largepayload.100mib
+//	go test -run '^$' -bench 'LargePayloadOpen' -benchtime 3x ./broker/
+//
+// (the commands of BENCHMARKS.md, "Large payloads by reference").
 
 import (
 	"bytes"
