@@ -9,11 +9,11 @@
 //
 // # What counts
 //
-// A record's inline size is len(key) + len(value) + the sum over its
-// headers of len(header key) + len(header value), uncompressed: what a
-// consumer receives for it. Framing bytes (varints, attributes) are not
-// counted, so a topic's max.inline.bytes of 262144 admits a record whose
-// value is exactly 256 KiB when it has no key and no headers.
+// A record's inline size is its value's length: the payload, uncompressed,
+// as a consumer receives it. Keys and headers are not counted (they are the
+// producer's metadata, bounded with the whole batch by max.message.bytes),
+// so a 256 KiB payload with its key and headers passes the default
+// 262144, and a payload of 256 KiB + 1 byte does not.
 //
 // A record is an envelope when it carries any header of the convention
 // (ref.IsEnvelope); it must then parse whole (ref.Parse). The producing

@@ -81,12 +81,8 @@ func Tenant(topic string) string {
 // reference r is to be claimed. err wraps node.ErrMessageTooLarge or
 // node.ErrInvalidRecord.
 func Inspect(rec *kmsg.Record, maxInline int32) (r ref.Ref, ok bool, err error) {
-	size := len(rec.Key) + len(rec.Value)
-	for _, h := range rec.Headers {
-		size += len(h.Key) + len(h.Value)
-	}
-	if size > int(maxInline) {
-		return ref.Ref{}, false, fmt.Errorf("%w: record of %d bytes (key, value and headers) exceeds the topic's max.inline.bytes %d; %s",
+	if size := len(rec.Value); size > int(maxInline) {
+		return ref.Ref{}, false, fmt.Errorf("%w: a payload (record value) of %d bytes exceeds the topic's max.inline.bytes %d; %s",
 			node.ErrMessageTooLarge, size, maxInline, UploadHint)
 	}
 	var hs [8]ref.Header

@@ -125,10 +125,14 @@ func TestCheckRefusesRecordOverMaxInline(t *testing.T) {
 		if len(re) != 1 || re[0].RelativeOffset != 1 || !strings.Contains(*re[0].ErrorMessage, "max.inline.bytes 1000") {
 			t.Fatalf("record errors %+v", re)
 		}
-		// Exactly at the limit passes.
-		raw, h = batchOf(t, zst, exact, exact)
+		// Exactly at the limit passes, and so does a payload at the limit
+		// with a key and headers (loadgen's 256 KiB records carry both:
+		// counting them refused every one).
+		withMeta := kmsg.Record{Key: []byte("key-7"), Value: bytes.Repeat([]byte{'z'}, 1000),
+			Headers: []kmsg.Header{{Key: "sent-at", Value: []byte("1733140000000")}}}
+		raw, h = batchOf(t, zst, exact, exact, withMeta)
 		if err := Check(context.Background(), nil, tenantTopic, raw, h, 1000); err != nil {
-			t.Fatalf("zstd=%v: records of exactly max.inline.bytes: %v", zst, err)
+			t.Fatalf("zstd=%v: payloads of exactly max.inline.bytes: %v", zst, err)
 		}
 	}
 }

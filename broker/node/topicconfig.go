@@ -75,7 +75,7 @@ var TopicConfigDefs = map[string]configDef{
 	CfgIndexInterval:     {Kind: KindInt, def: "4096", min: 0, Doc: "bytes between offset index entries"},
 	cfgUploadBytes:       {Kind: KindLong, def: "67108864", min: 1, Doc: "upload to object storage once this many committed bytes wait"},
 	cfgUploadMaxDelayMs:  {Kind: KindLong, def: "3600000", min: 0, Doc: "upload committed bytes at the latest this long after the oldest began to wait"},
-	CfgMaxInlineBytes: {Kind: KindInt, def: "262144", min: 0, Doc: "largest record (key, value and header bytes) accepted inline; " +
+	CfgMaxInlineBytes: {Kind: KindInt, def: "262144", min: 0, Doc: "largest payload (record value) accepted inline; " +
 		"a larger payload is uploaded first (POST /v1/uploads) and published as an object reference"},
 }
 
@@ -160,8 +160,8 @@ type TopicSettings struct {
 	SegmentMs       int64
 	MaxMessageBytes int32
 	IndexInterval   int32
-	// MaxInlineBytes is max.inline.bytes: the most key, value and header
-	// bytes one produced record may carry (broker/envelope).
+	// MaxInlineBytes is max.inline.bytes: the largest value (payload) one
+	// produced record may carry inline (broker/envelope).
 	MaxInlineBytes int32
 	// MinInsyncReplicas is min.insync.replicas; the replica core never
 	// commits on fewer than a majority of the replicas whatever it says.
