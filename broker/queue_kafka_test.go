@@ -2,8 +2,10 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -211,4 +213,95 @@ func recordHeaders(r *kgo.Record) []queue.Header {
 		out[i] = queue.Header{Key: h.Key, Value: h.Value}
 	}
 	return out
+}
+
+// TestDeadLetterListing: GET /v1/topics/{dlq}/messages lists dead letters
+// (written by the Kafka helper with a permanent class) with their parsed
+// history, a page at a time by offset; bad parameters are 400s and an
+// unknown topic a 404.
+func TestDeadLetterListing(t *testing.T) {
+	b := startBroker(t, testBrokerConfig(t))
+	base := "http://" + b.Cfg.HTTPListen
+	cl := testClient(t, b, kgo.RecordPartitioner(retry.Partitioner(kgo.StickyKeyPartitioner(nil))))
+	createTopic(t, cl, "jobs", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var src []*kgo.Record
+	for i := 0; i < 3; i++ {
+		src = append(src, &kgo.Record{Topic: "jobs", Key: []byte(fmt.Sprint("k", i)), Value: []byte(fmt.Sprint("p", i)),
+			Headers: []kgo.RecordHeader{{Key: httpapi.MessageIDHeader, Value: []byte(fmt.Sprint("id", i))}}})
+	}
+	if err := cl.ProduceSync(ctx, src...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := retry.ContractOf(ctx, cl, "jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range src {
+		if res, err := retry.Nack(ctx, cl, "workers", r, queue.ClassPermanent, fmt.Errorf("bad input %d", i), c); err != nil || res.Topic != "jobs.dlq" {
+			t.Fatalf("nack %d: %+v %v", i, res, err)
+		}
+	}
+	type page struct {
+		Topic      string
+		LogStart   int64 `json:"log_start"`
+		LogEnd     int64 `json:"log_end"`
+		NextOffset int64 `json:"next_offset"`
+		Messages   []struct {
+			Offset     int64
+			MessageID  string  `json:"message_id"`
+			MessageKey *string `json:"message_key"`
+			History    *struct {
+				SourceTopic     string `json:"source_topic"`
+				SourcePartition int32  `json:"source_partition"`
+				SourceOffset    int64  `json:"source_offset"`
+				Group           string
+				Attempts        int
+				ErrorClass      string `json:"error_class"`
+				LastError       string `json:"last_error"`
+				FirstSeenMs     int64  `json:"first_seen_ms"`
+				DeadReason      string `json:"dead_reason"`
+				Failures        []struct{ Error string }
+			}
+		}
+	}
+	get := func(query string, out any) int {
+		resp, err := http.Get(base + "/v1/topics/" + query)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if out != nil && resp.StatusCode == 200 {
+			if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resp.StatusCode
+	}
+	var p1, p2 page
+	if code := get("jobs.dlq/messages?partition=0&limit=2", &p1); code != 200 || len(p1.Messages) != 2 || p1.NextOffset != 2 || p1.LogEnd != 3 || p1.Topic != "jobs.dlq" {
+		t.Fatalf("first page: %d %+v", code, p1)
+	}
+	if code := get(fmt.Sprintf("jobs.dlq/messages?offset=%d&limit=2", p1.NextOffset), &p2); code != 200 || len(p2.Messages) != 1 || p2.NextOffset != 3 {
+		t.Fatalf("second page: %d %+v", code, p2)
+	}
+	all := append(p1.Messages, p2.Messages...)
+	for i, m := range all {
+		h := m.History
+		if m.Offset != int64(i) || m.MessageID != fmt.Sprint("id", i) || m.MessageKey == nil || *m.MessageKey != fmt.Sprint("k", i) || h == nil ||
+			h.SourceTopic != "jobs" || h.SourcePartition != 0 || h.SourceOffset != src[i].Offset || h.Group != "workers" || h.Attempts != 1 ||
+			h.ErrorClass != "permanent" || h.LastError != fmt.Sprint("bad input ", i) || h.FirstSeenMs == 0 || h.DeadReason != "permanent" ||
+			len(h.Failures) != 1 || h.Failures[0].Error != h.LastError {
+			t.Fatalf("dead letter %d: %+v %+v", i, m, h)
+		}
+	}
+	for _, q := range []string{"?limit=0", "?limit=1001", "?offset=-1", "?partition=1", "?partition=x"} {
+		if code := get("jobs.dlq/messages"+q, nil); code != http.StatusBadRequest {
+			t.Errorf("GET %s: %d, want 400", q, code)
+		}
+	}
+	if code := get("nope/messages", nil); code != http.StatusNotFound {
+		t.Errorf("unknown topic: %d, want 404", code)
+	}
 }

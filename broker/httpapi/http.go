@@ -12,8 +12,8 @@ import (
 	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/sluice-mq/sluice/broker/httpapi/queueapi"
 	"github.com/sluice-mq/sluice/broker/httpapi/objapi"
+	"github.com/sluice-mq/sluice/broker/httpapi/queueapi"
 	"github.com/sluice-mq/sluice/broker/httpapi/secapi"
 	"github.com/sluice-mq/sluice/broker/node"
 )

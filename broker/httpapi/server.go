@@ -12,8 +12,8 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-mq/sluice/broker/coordinator"
-	"github.com/sluice-mq/sluice/broker/httpapi/queueapi"
 	"github.com/sluice-mq/sluice/broker/httpapi/objapi"
+	"github.com/sluice-mq/sluice/broker/httpapi/queueapi"
 	"github.com/sluice-mq/sluice/broker/listener"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/meta"
