@@ -1,17 +1,24 @@
 package broker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"os"
+	"regexp"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"gopkg.in/yaml.v3"
 
 	"github.com/sluice-mq/sluice/broker/httpapi"
 	"github.com/sluice-mq/sluice/broker/internal/brokertest"
@@ -303,5 +310,111 @@ func TestDeadLetterListing(t *testing.T) {
 	}
 	if code := get("nope/messages", nil); code != http.StatusNotFound {
 		t.Errorf("unknown topic: %d, want 404", code)
+	}
+}
+
+// TestAlertRulesNameExportedMetrics parses deploy/alerts.yml (Prometheus
+// rule groups) and checks each rule's shape and that every sluice_ metric
+// its expression names is exported by a broker holding a dead letter; and
+// that sluice_dlq_oldest_age_seconds is the age of that dead letter.
+func TestAlertRulesNameExportedMetrics(t *testing.T) {
+	raw, err := os.ReadFile("../deploy/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Groups []struct {
+			Name  string
+			Rules []struct {
+				Alert       string
+				Expr        string
+				For         string
+				Labels      map[string]string
+				Annotations map[string]string
+			}
+		}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(&file); err != nil {
+		t.Fatalf("deploy/alerts.yml: %v", err)
+	}
+
+	b := startBroker(t, testBrokerConfig(t))
+	cl := testClient(t, b)
+	createTopic(t, cl, "jobs", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rec := &kgo.Record{Topic: "jobs", Value: []byte("x")}
+	if err := cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := retry.ContractOf(ctx, cl, "jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	if _, err := retry.Nack(ctx, cl, "workers", rec, queue.ClassPermanent, errors.New("bad"), c); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	scrape := func() string {
+		resp, err := http.Get("http://" + b.Cfg.HTTPListen + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return string(body)
+	}
+	scrapeStart := time.Now()
+	metrics := scrape()
+	scrapeEnd := time.Now()
+	if !strings.Contains(metrics, `sluice_dlq_depth{tenant="default",topic="jobs.dlq"} 1`) {
+		t.Fatalf("no depth 1 for jobs.dlq")
+	}
+	var age float64
+	for _, line := range strings.Split(metrics, "\n") {
+		if v, ok := strings.CutPrefix(line, `sluice_dlq_oldest_age_seconds{tenant="default",topic="jobs.dlq"} `); ok {
+			age, err = strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// The dead letter was stamped between before and after (ms, rounded down).
+	if lo, hi := scrapeStart.Sub(after).Seconds(), scrapeEnd.Sub(before).Seconds()+0.001; age < lo || age > hi {
+		t.Fatalf("oldest age %v, want in [%v, %v]", age, lo, hi)
+	}
+
+	metricName := regexp.MustCompile(`\bsluice_[a-z_]+\b`)
+	rules := 0
+	for _, g := range file.Groups {
+		if g.Name == "" || len(g.Rules) == 0 {
+			t.Errorf("group %+v: a name and rules are required", g)
+		}
+		for _, r := range g.Rules {
+			rules++
+			if r.Alert == "" || r.Expr == "" || r.Labels["severity"] == "" || r.Annotations["summary"] == "" {
+				t.Errorf("rule %+v: alert, expr, labels.severity and annotations.summary are required", r)
+			}
+			if r.For != "" {
+				if _, err := time.ParseDuration(r.For); err != nil {
+					t.Errorf("rule %s: for %q: %v", r.Alert, r.For, err)
+				}
+			}
+			names := metricName.FindAllString(r.Expr, -1)
+			if len(names) == 0 {
+				t.Errorf("rule %s names no sluice_ metric: %s", r.Alert, r.Expr)
+			}
+			for _, n := range names {
+				if !strings.Contains(metrics, "\n"+n+"{") && !strings.Contains(metrics, "\n"+n+" ") {
+					t.Errorf("rule %s names %s, which the broker does not export", r.Alert, n)
+				}
+			}
+		}
+	}
+	if rules < 2 {
+		t.Fatalf("%d rules; want the DLQ depth and oldest-age rules", rules)
 	}
 }
