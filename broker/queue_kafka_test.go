@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -416,5 +417,66 @@ func TestAlertRulesNameExportedMetrics(t *testing.T) {
 	}
 	if rules < 2 {
 		t.Fatalf("%d rules; want the DLQ depth and oldest-age rules", rules)
+	}
+}
+
+// TestRetryConsumerHoldsUntilDue: with the consumer's clock stopped before
+// a retry copy's due time, Poll never hands the copy out and the tier
+// partition is paused; once the clock passes the due time, the next Poll
+// hands it out and the partition is resumed. The clock is injected, so
+// nothing here depends on the machine's speed.
+func TestRetryConsumerHoldsUntilDue(t *testing.T) {
+	b := startBroker(t, testBrokerConfig(t))
+	admin := testClient(t, b)
+	createTopic(t, admin, "jobs", 1, map[string]string{"retry.backoff.ms": "60000", "retry.jitter": "0"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := admin.ProduceSync(ctx, &kgo.Record{Topic: "jobs", Value: []byte("a")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixMilli())
+	now := func() time.Time { return time.UnixMilli(clock.Load()) }
+	c, err := retry.NewConsumer(ctx, retry.Config{Group: "g", Topics: []string{"jobs"}, Now: now}, kgo.SeedBrokers(b.KafkaAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var src *kgo.Record
+	for src == nil {
+		got, err := c.Poll(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) > 0 {
+			src = got[0]
+		}
+	}
+	res, err := c.Nack(ctx, src, queue.ClassTransient, errors.New("later"))
+	if err != nil || res.Topic != "__retry.g.jobs.0" || !res.Due.Equal(now().Add(time.Minute)) {
+		t.Fatalf("nack: %+v %v", res, err)
+	}
+	paused := func() bool { return slices.Contains(c.Client().PauseFetchPartitions(nil)[res.Topic], 0) }
+	for !paused() {
+		pctx, pcancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		got, err := c.Poll(pctx)
+		pcancel()
+		if len(got) > 0 {
+			t.Fatalf("handed out %v before its due time (clock %v, due %v)", got[0], now(), res.Due)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the tier partition was never paused: %v", err)
+		}
+	}
+	clock.Store(res.Due.UnixMilli())
+	got, err := c.Poll(ctx)
+	if err != nil || len(got) != 1 || got[0].Topic != res.Topic || string(got[0].Value) != "a" {
+		t.Fatalf("at the due time: %v %v", got, err)
+	}
+	if m, ok, err := queue.Parse(recordHeaders(got[0])); !ok || err != nil || m.Attempt != 1 || !m.Due.Equal(res.Due) {
+		t.Fatalf("retry copy headers: %+v %v", m, err)
+	}
+	if paused() {
+		t.Fatal("the tier partition stays paused after its hold emptied")
 	}
 }
