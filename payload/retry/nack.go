@@ -141,6 +141,9 @@ func (n *Nacker) Nack(ctx context.Context, rec *kgo.Record, class string, cause 
 	d := c.Decide(m.Attempt, class, now, n.random)
 	var dest string
 	if d.Outcome == queue.Retry {
+		// The header holds unix ms: round up, so that a consumer reading it
+		// never delivers the copy before the decided due time.
+		d.Due = time.UnixMilli(d.Due.Add(time.Millisecond - time.Nanosecond).UnixMilli())
 		m.Tier, m.Due, m.DeadReason = d.Tier, d.Due, ""
 		dest = n.TierTopic(m.SourceTopic, d.Tier)
 	} else {
