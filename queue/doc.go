@@ -4,8 +4,9 @@
 // headers of a retried or dead-lettered copy, the names of the retry tiers,
 // and the per-partition acknowledgement tracker. It does no I/O; time and
 // randomness are injected, so every decision is reproducible in tests. The
-// broker's HTTP queue API (broker/httpapi/queueapi) applies it, and a Kafka
-// client can follow the same convention (the header table below is the
+// broker's HTTP queue API (broker/httpapi/queueapi) applies it, and so does
+// the Go helper for Kafka clients (payload/retry); a client in another
+// language follows the same convention (the header table below is the
 // whole contract).
 //
 // # The contract (topic configs)

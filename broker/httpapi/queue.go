@@ -170,6 +170,15 @@ func (q queueBackend) CreateTopic(ctx context.Context, name string, partitions i
 	return err
 }
 
+func (q queueBackend) Bounds(ctx context.Context, tp queueapi.TP) (int64, int64, error) {
+	t := q.b.LookupTopic(tp.Topic)
+	if t == nil {
+		return 0, 0, fmt.Errorf("%w: %s", node.ErrUnknownTopic, tp.Topic)
+	}
+	o, err := q.b.partitionOffsetsOf(ctx, t, tp.Partition, internalOffsetsRequest{To: "latest"})
+	return o.LogStart, o.HighWatermark, err
+}
+
 func (q queueBackend) Decode(w http.ResponseWriter, r *http.Request, v any) error {
 	return decodeJSON(w, r, v)
 }

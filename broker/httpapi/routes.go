@@ -16,6 +16,7 @@ package httpapi
 //	                           authorised (READ) when the member joined
 //	heartbeat, leave           READ group
 //	describe topic, hot keys   DESCRIBE topic
+//	list messages (queueapi)   READ topic (dead letters and their history)
 //	describe group, lag        DESCRIBE group
 //	list topics, groups        authenticated; filtered to the tenant's names
 //	                           that DESCRIBE allows
@@ -109,6 +110,7 @@ var publicRoutes = map[string]routeRule{
 	"GET /v1/topics":                           {list: acl.ResourceTopic},
 	"GET /v1/topics/{topic}":                   {op: acl.OpDescribe, rt: acl.ResourceTopic, pathValue: "topic"},
 	"GET /v1/topics/{topic}/hot-keys":          {op: acl.OpDescribe, rt: acl.ResourceTopic, pathValue: "topic"},
+	"GET /v1/topics/{topic}/messages":          {op: acl.OpRead, rt: acl.ResourceTopic, pathValue: "topic"},
 	"GET /v1/brokers":                          {},
 
 	"POST /v1/groups/{group}/members:join":      {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group", topicOp: acl.OpRead, body: joinTopics},

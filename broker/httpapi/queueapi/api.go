@@ -58,6 +58,9 @@ type Backend interface {
 	Topic(name string) (configs map[string]string, partitions int32, ok bool)
 	// CreateTopic creates a topic; one that exists already is no error.
 	CreateTopic(ctx context.Context, name string, partitions int32) error
+	// Bounds is a partition's log start and high watermark, read at its
+	// leader.
+	Bounds(ctx context.Context, tp TP) (start, end int64, err error)
 
 	// The front end's plumbing: JSON decoding, answers and errors in
 	// its format and tenant scope.

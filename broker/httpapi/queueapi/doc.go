@@ -3,6 +3,11 @@
 //	POST /v1/groups/{g}/messages:fetch  with no topic, partition or offset
 //	POST /v1/groups/{g}/messages:ack    {member_id, generation, acks: [{topic, partition, offset}]}
 //	POST /v1/groups/{g}/messages:nack   {member_id, generation, nacks: [{topic, partition, offset, error_class, error}]}
+//	GET  /v1/topics/{t}/messages        ?partition=&offset=&limit= : dead letters with their
+//	                                    parsed history (deadletters.go draws the answer)
+//
+// and the metrics sluice_dlq_depth and sluice_dlq_oldest_age_seconds
+// (metrics.go), which deploy/alerts.yml alerts on.
 //
 // A queue fetch returns records from every partition assigned to the
 // member, from the tracker's delivered position (at first the group's
@@ -44,7 +49,7 @@
 // outstanding) instead of pausing; the pause goes where nackOne checks
 // Contract.IsStrict: hold the key or partition instead of acknowledging,
 // and skip its later records in round; a visibility timeout for deliveries never acked within
-// one generation; redrive from the DLQ; the Kafka Go helper (it follows the
-// same headers and names, queue/); the fetch long-polls by polling every
+// one generation; redrive from the DLQ (the Kafka Go helper is
+// payload/retry: same headers and names, queue/); the fetch long-polls by polling every
 // pollInterval rather than waking on appends.
 package queueapi

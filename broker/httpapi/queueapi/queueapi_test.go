@@ -84,6 +84,9 @@ func (f *fakeBackend) CreateTopic(_ context.Context, name string, n int32) error
 	}
 	return nil
 }
+func (f *fakeBackend) Bounds(_ context.Context, tp TP) (int64, int64, error) {
+	return 0, int64(len(f.topics[tp.Topic].parts[tp.Partition])), nil
+}
 func (f *fakeBackend) Decode(_ http.ResponseWriter, r *http.Request, v any) error {
 	return json.NewDecoder(r.Body).Decode(v)
 }
