@@ -212,8 +212,9 @@ func TestHTTPGroupThroughAnyBroker(t *testing.T) {
 		t.Fatalf("lag: %d %v, want one partition at lag 0, log end %d", code, lag, next)
 	}
 	code, body = postJSON(t, base+"/v1/groups/"+groupID+"/messages:fetch", `{`+ref+`,"topic":"lone","partition":0,"offset":1000}`)
-	if code != http.StatusGone || !strings.Contains(fmt.Sprint(body), "offsets:reset") {
-		t.Fatalf("fetch beyond the end: %d %v, want 410 naming the reset call", code, body)
+	if code != http.StatusGone || !strings.Contains(fmt.Sprint(body), "offsets:reset") ||
+		!strings.Contains(fmt.Sprint(body), fmt.Sprintf("readable range [0, %d]", next)) {
+		t.Fatalf("fetch beyond the end: %d %v, want 410 naming the readable range [0, %d] and the reset call", code, body, next)
 	}
 	code, body = postJSON(t, base+"/v1/groups/"+groupID+"/offsets:reset", `{"topic":"lone","to":"earliest"}`)
 	if code != http.StatusConflict && code != http.StatusOK {

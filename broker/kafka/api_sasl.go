@@ -96,7 +96,7 @@ func (b *Server) refuseSasl(ctx context.Context, req *request, resp kmsg.Respons
 	b.failDelay.Fail(sec.ip)
 	delay := b.failDelay.Delay(sec.ip)
 	b.Logger.Info().Str("remote", sec.ip).Str("listener", sec.listener).Str("mechanism", ae.Mechanism).
-		Str("user", ae.User).Str("reason", ae.Reason).Dur("delay", delay).Msg("SASL authentication failed")
+		Str("user", ae.User).Str("reason", ae.Reason).Dur("delay_ms", delay).Msg("SASL authentication failed")
 	return waitReply(func() kmsg.Response {
 		t := time.NewTimer(delay)
 		defer t.Stop()

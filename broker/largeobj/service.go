@@ -242,7 +242,7 @@ func (s *Service) Begin(ctx context.Context, req BeginRequest) (Session, error) 
 			s.log.Warn().Err(err).Str("session", id).Msg("presign parts; the session goes on without them")
 		}
 	}
-	s.log.Debug().Str("session", id).Str("tenant", req.Tenant).Str("topic", req.Topic).Int64("size", req.Size).Msg("upload session opened")
+	s.log.Debug().Str("session", id).Str("tenant", req.Tenant).Str("topic", req.Topic).Int64("size_bytes", req.Size).Msg("upload session opened")
 	return out, nil
 }
 

@@ -231,7 +231,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 
 	if pl.wait > 0 {
-		ev(KindLatency).Dur("delay", pl.wait).Msg("injected fault")
+		ev(KindLatency).Dur("delay_ms", pl.wait).Msg("injected fault")
 		if !p.sleep(r.Context(), pl.wait) {
 			abort(w, false) // the client left or the proxy is closing
 			return
@@ -263,7 +263,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ev(KindLostResponse).Int("status", resp.StatusCode).Msg("injected fault")
 		abort(w, false)
 	case pl.reply == replyTruncate && truncatable(resp):
-		ev(KindTruncate).Int64("length", resp.ContentLength).Int64("sent", resp.ContentLength/2).Msg("injected fault")
+		ev(KindTruncate).Int64("length_bytes", resp.ContentLength).Int64("sent_bytes", resp.ContentLength/2).Msg("injected fault")
 		if !p.copyResponse(w, resp, resp.ContentLength/2) {
 			abort(w, true)
 		}
