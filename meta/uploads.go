@@ -136,7 +136,7 @@ func (s *Store) CreateUpload(ctx context.Context, u Upload) (Upload, error) {
 func decodeUpload(key string, val []byte, rev int64) (Upload, error) {
 	var u Upload
 	if err := json.Unmarshal(val, &u); err != nil {
-		return Upload{}, fmt.Errorf("meta: upload %s: %v: %w", key, err, ErrCorrupt)
+		return Upload{}, fmt.Errorf("meta: upload %s: %w: %w", key, err, ErrCorrupt)
 	}
 	if err := ValidateUpload(u); err != nil {
 		return Upload{}, err

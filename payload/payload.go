@@ -121,7 +121,7 @@ func (c *Client) Upload(ctx context.Context, topic string, body io.Reader, size 
 		}
 		h := sha256.New()
 		if n, err := io.Copy(h, io.LimitReader(rs, size)); err != nil || n != size {
-			return ref.Ref{}, fmt.Errorf("payload: hash the body: read %d of %d bytes: %v", n, size, err)
+			return ref.Ref{}, fmt.Errorf("payload: hash the body: read %d of %d bytes: %w", n, size, err)
 		}
 		if _, err := rs.Seek(-size, io.SeekCurrent); err != nil {
 			return ref.Ref{}, fmt.Errorf("payload: rewind the body after hashing it: %w", err)
@@ -234,7 +234,7 @@ func (c *Client) abort(s session) {
 	}
 	c.authorize(req)
 	if resp, err := c.http().Do(req); err == nil {
-		resp.Body.Close()
+		_ = resp.Body.Close() // the abort is best effort
 	}
 }
 
@@ -327,7 +327,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 // answer reads resp: a 2xx into out (when set), or an error with the
 // broker's {"error":{"code","message"}}.
 func answer(resp *http.Response, out any) error {
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode/100 == 2 {
 		if out == nil {
 			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))

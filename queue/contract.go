@@ -172,7 +172,7 @@ func ValidateClass(class string) error {
 		return fmt.Errorf("error class %q must have 1 to %d characters", class, maxClassLen)
 	}
 	for _, r := range class {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+		if (r < 'a' || r > 'z') && (r < '0' || r > '9') && r != '.' && r != '_' && r != '-' {
 			return fmt.Errorf("error class %q has %q; use a-z, 0-9, '.', '_' and '-'", class, r)
 		}
 	}

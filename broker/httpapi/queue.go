@@ -163,7 +163,7 @@ func (q queueBackend) CreateTopic(ctx context.Context, name string, partitions i
 	if q.b.LookupTopic(name) != nil {
 		return nil
 	}
-	_, err := q.b.Node.CreateTopic(ctx, name, partitions, -1, nil, false)
+	_, err := q.b.CreateTopic(ctx, name, partitions, -1, nil, false)
 	if errors.Is(err, meta.ErrTopicExists) {
 		return nil
 	}

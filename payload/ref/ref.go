@@ -80,7 +80,7 @@ func ValidID(id string) error {
 	}
 	for i := 0; i < len(id); i++ {
 		c := id[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' && c != '-' {
 			return fmt.Errorf("%w: %s may hold only letters, digits, '_' and '-', found %q at %d", ErrMalformed, HeaderRef, c, i)
 		}
 	}
@@ -94,7 +94,7 @@ func ValidSHA256(s string) error {
 	}
 	for i := 0; i < len(s); i++ {
 		c := s[i]
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
 			return fmt.Errorf("%w: %s must be lowercase hex, found %q at %d", ErrMalformed, HeaderSHA256, c, i)
 		}
 	}
