@@ -6,7 +6,7 @@ GOLANGCI  := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 FUZZTIME  ?= 20s
 DATA_DIR  ?= data
 
-.PHONY: quota-e2e cluster cluster-stop cluster-restart cluster-status all build run tools test test-short lint verify fuzz bench bench-go bench-tier sim chaos-short chaos-soak clean
+.PHONY: test-large rules quota-e2e cluster cluster-stop cluster-restart cluster-status all build run tools test console-screenshots test-short lint verify fuzz bench bench-go bench-tier sim chaos-short chaos-soak clean
 
 all: build
 
@@ -52,8 +52,33 @@ $(BIN)/versitygw:
 
 # Unit, crash, fuzz-seed, conformance and end-to-end tests, race detector on;
 # the end-to-end tests run the README's marked examples (e2e/readme_test.go).
-test: tools
+test: tools rules
 	$(GO) test -race -timeout 20m ./...
+
+# Large payloads at full size, kept out of `make test` for their minutes:
+# ten 100 MB uploads through one sluiced and an S3 server, its peak RSS
+# held under 200 MB (e2e TestLargePayloadBrokerRSS). .ci/run runs it.
+test-large: tools
+	SLUICE_LARGE_RSS=1 $(GO) test -count=1 -timeout 10m -run TestLargePayloadBrokerRSS -v ./e2e/
+
+# The Prometheus rules (deploy/*.rules.yml): promtool's check, and the unit
+# tests of deploy/rules.test.yml (a broken cluster's series, and which
+# alerts fire). promtool is Debian's prometheus package (.ci/run installs
+# it); without it the step fails, unless SLUICE_SKIP_PROMTOOL=1 skips it.
+rules:
+	@if ! command -v promtool >/dev/null 2>&1; then \
+	  if [ "$$SLUICE_SKIP_PROMTOOL" = 1 ]; then \
+	    echo "*** promtool not found: SKIPPING the checks of deploy/*.rules.yml (SLUICE_SKIP_PROMTOOL=1)"; exit 0; \
+	  fi; \
+	  echo "promtool not found: apt-get install prometheus (Debian), or SLUICE_SKIP_PROMTOOL=1 to skip the rule checks" >&2; exit 1; \
+	fi; \
+	set -x; promtool check rules deploy/*.rules.yml && promtool test rules deploy/rules.test.yml
+
+# The console's browser test alone, its page screenshots kept under
+# test-output/_artifacts/ (needs chromium; see broker/console_browser_test.go).
+console-screenshots: tools
+	mkdir -p test-output
+	$(GO) test -count=1 -run TestConsoleInBrowser -artifacts -outputdir $(CURDIR)/test-output -v ./broker/
 
 test-short:
 	$(GO) test -short -timeout 10m ./...
@@ -97,12 +122,14 @@ fuzz:
 # (chaos/runner, docs/chaos.md): each injects its faults for CHAOS_DURATION
 # while the workload runs, heals, drains and checks every acknowledged
 # record. `chaos-short` runs the six of issue 11, the two families of
-# lost disks and lagging followers, and the noisy tenant (.ci/run runs it
-# after `make test`); `chaos-soak` mixes every fault family for
-# CHAOS_SOAK_DURATION with the seed of CHAOS_SEED.
+# lost disks and lagging followers, the noisy tenant, the rolling
+# restart (which needs /usr/bin/python3 with confluent_kafka; .ci/run
+# installs it, and runs chaos-short after `make test`), poison messages
+# and large payloads; `chaos-soak` mixes
+# every fault family for CHAOS_SOAK_DURATION with the seed of CHAOS_SEED.
 CHAOS_DURATION ?= 60s
 CHAOS_SEED     ?= 1
-CHAOS_SCENARIOS ?= leader-kill leader-pause leader-isolated all-crash s3-faults consumer-crash disk-loss lagging-follower noisy-tenant
+CHAOS_SCENARIOS ?= leader-kill leader-pause leader-isolated all-crash s3-faults consumer-crash disk-loss lagging-follower noisy-tenant rolling-restart poison large-payloads
 chaos-short: build tools
 	@for s in $(CHAOS_SCENARIOS); do \
 	  echo "== chaos $$s"; \

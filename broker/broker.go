@@ -25,6 +25,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-mq/sluice/broker/console"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/quota"
 	"github.com/sluice-mq/sluice/broker/security"
@@ -50,6 +51,7 @@ type Broker struct {
 	kafkaOpts []kafka.Option // the Kafka front end's dependencies (credentials, authoriser, admitter), from New
 
 	largeObjects *largeobj.Service // large payloads (largeobjects.go); set by Run
+	console      *console.Console  // the operator console at /ui (console_wire.go); set by Run
 
 	quotas   atomic.Pointer[quota.Table] // every tenant's limits, followed from etcd; set by Run
 	quotaSrc quota.Source                // SetQuotas' source of the tenants' quotas; nil: the followed table
@@ -103,6 +105,10 @@ func (b *Broker) KafkaAddr() string {
 // Ready is closed once the broker serves Kafka and HTTP requests.
 func (b *Broker) Ready() <-chan struct{} { return b.readyCh }
 
+// testHookAfterLoadTopics, set only by tests, runs between the broker's
+// loading of its topics and the start of its topic watch.
+var testHookAfterLoadTopics func(*Broker)
+
 // Run serves until ctx is cancelled, then shuts down cleanly. It returns the
 // first error that stopped the broker, or nil after a requested shutdown.
 func (b *Broker) Run(ctx context.Context) error {
@@ -154,6 +160,9 @@ func (b *Broker) Run(ctx context.Context) error {
 	}()
 	if err := b.LoadTopics(ctx); err != nil {
 		return err
+	}
+	if testHookAfterLoadTopics != nil {
+		testHookAfterLoadTopics(b)
 	}
 	if b.Journal != nil {
 		// Every partition has replayed its records: checkpoints may begin.
@@ -208,6 +217,9 @@ func (b *Broker) Run(ctx context.Context) error {
 	if b.largeObjects != nil {
 		b.http.SetLargeObjects(b.largeObjects)
 	}
+	if err := b.newConsole(); err != nil {
+		return fmt.Errorf("broker: console: %w", err)
+	}
 	if err := b.kafka.Listen(); err != nil {
 		return fmt.Errorf("broker: %w", err)
 	}
@@ -252,12 +264,22 @@ func (b *Broker) Run(ctx context.Context) error {
 		maintWG.Add(1)
 		go func() { defer maintWG.Done(); b.quotaSplitLoop(serveCtx, meters) }()
 	}
-	maintWG.Add(4)
+	// Dead-letter redrive jobs; stopped before the lease that fences their
+	// claims is revoked.
+	redriveCtx, stopRedrive := context.WithCancel(serveCtx)
+	redriveDone := make(chan struct{})
+	go func() { defer close(redriveDone); b.http.RunRedrives(redriveCtx, b.Registration) }()
+	maintWG.Add(5)
+	go func() { defer maintWG.Done(); b.consoleLoop(serveCtx) }()
 	go func() { defer maintWG.Done(); b.largeObjectSweepLoop(serveCtx) }()
 	go func() { defer maintWG.Done(); b.maintainLoop(serveCtx) }()
 	go func() { defer maintWG.Done(); b.DiskGuardLoop(serveCtx) }()
 	go func() { defer maintWG.Done(); b.ScrubLoop(serveCtx) }()
 
+	if b.Cfg.Canary {
+		maintWG.Add(1)
+		go func() { defer maintWG.Done(); b.runCanary(serveCtx) }()
+	}
 	b.AwaitOwnLeadership(ctx, cluster.StartupLeaderWait)
 	b.ready.Store(true)
 	close(b.readyCh)
@@ -271,6 +293,8 @@ func (b *Broker) Run(ctx context.Context) error {
 	}
 	b.ready.Store(false)
 	b.Logger.Info().Msg("shutting down")
+	stopRedrive()
+	<-redriveDone
 	deregCtx, cancelDereg := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	b.Deregister(deregCtx)
 	cancelDereg()

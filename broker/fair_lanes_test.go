@@ -7,10 +7,12 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/sluice-mq/sluice/broker/auth"
 	"github.com/sluice-mq/sluice/broker/fair"
+	"github.com/sluice-mq/sluice/broker/internal/brokertest"
 	"github.com/sluice-mq/sluice/meta"
 )
 
@@ -41,6 +43,7 @@ func TestFairLanesCarryTheTenant(t *testing.T) {
 		t.Fatal(err)
 	}
 	mech := scram.Auth{User: "ann", Pass: "ann-pw"}.AsSha512Mechanism()
+	awaitScramUser(t, b, mech)
 	cl := testClient(t, b, kgo.SASL(mech), kgo.ConsumeTopics("orders"), kgo.FetchMaxWait(100*time.Millisecond))
 	createTopic(t, cl, "orders", 1, nil)
 
@@ -96,4 +99,23 @@ func TestFairLanesCarryTheTenant(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the fetch was not answered once its lane was free")
 	}
+}
+
+// awaitScramUser waits until the broker's security view has learnt a user
+// just written to etcd (it follows etcd by a watch, so a credential takes
+// effect a moment after it is stored, as in Kafka): until a client
+// authenticating with mech is no longer refused.
+func awaitScramUser(t *testing.T, b *Broker, mech sasl.Mechanism) {
+	t.Helper()
+	brokertest.EventuallyWhy(t, 30*time.Second, "the broker knows the new user", func() (bool, string) {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(b.KafkaAddr()), kgo.SASL(mech), kgo.RequestRetries(0))
+		if err != nil {
+			return false, err.Error()
+		}
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err = cl.Ping(ctx)
+		return err == nil, fmt.Sprint(err)
+	})
 }

@@ -244,7 +244,8 @@ func TestGroupClusterCoordinatorFailover(t *testing.T) {
 		}
 	}
 	coordBroker := c.brokers[coord-1]
-	eventuallyTrue(t, "a Stable group of three on the coordinator", stable(coordBroker))
+	// Three clients joining on a loaded machine can take a while.
+	eventuallyLong(t, "a Stable group of three on the coordinator", stable(coordBroker))
 	for _, b := range c.brokers {
 		if b != coordBroker && len(b.coord.ListGroups()) != 0 {
 			t.Fatalf("broker %d lists groups it does not coordinate: %v", b.Cfg.NodeID, b.coord.ListGroups())

@@ -5,6 +5,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,4 +116,135 @@ func TestLargePayloadClientRoundTrip(t *testing.T) {
 	if err := cl.ProduceSync(ctx, wr).FirstErr(); !errors.Is(err, kerr.InvalidRecord) {
 		t.Fatalf("producing a reference with a wrong size: %v, want INVALID_RECORD", err)
 	}
+}
+
+// hostCounter is an http.RoundTripper that counts PUTs by host and may
+// fail the ones to one host after reading failAfter bytes of their body.
+type hostCounter struct {
+	mu        sync.Mutex
+	puts      map[string]int
+	failHost  string
+	failAfter int64
+}
+
+func (h *hostCounter) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPut {
+		h.mu.Lock()
+		h.puts[req.URL.Host]++
+		h.mu.Unlock()
+		if req.URL.Host == h.failHost {
+			if req.Body != nil {
+				_, _ = io.CopyN(io.Discard, req.Body, h.failAfter)
+				_ = req.Body.Close()
+			}
+			return nil, errors.New("test: the object store is unreachable from this client")
+		}
+	}
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+func (h *hostCounter) count(host string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.puts[host]
+}
+
+// TestLargePayloadClientTransfer: the Go client PUTs the parts to the
+// presigned URLs versitygw's store offers (none through the broker), or
+// through the broker when forced; when the bucket cannot be reached it
+// falls back to the broker (rewinding a body it had begun to read), unless
+// forced to presign, which then fails.
+func TestLargePayloadClientTransfer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("moves 40 MiB through a broker and an S3 server")
+	}
+	b, base := startLargeObjectBroker(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	brokerHost := strings.TrimPrefix(base, "http://")
+	const size = int64(10<<20 + 77) // two parts
+	sum := genSHA(21, size)
+	payloadBytes := genSlice(21, 0, size)
+
+	// The bucket's host, from a session's presigned URLs.
+	u := beginUpload(t, base, size, sum)
+	if len(u.PresignedParts) != 2 {
+		t.Fatalf("%d presigned parts, want 2", len(u.PresignedParts))
+	}
+	pu, err := url.Parse(u.PresignedParts[0].URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s3Host := pu.Host
+
+	upload := func(t *testing.T, mode payload.Transfer, failS3 bool, body io.Reader) (*hostCounter, []error, error) {
+		hc := &hostCounter{puts: map[string]int{}, failAfter: 1 << 20}
+		if failS3 {
+			hc.failHost = s3Host
+		}
+		var fallbacks []error
+		pc := &payload.Client{Base: base, Options: payload.Options{SHA256: sum, Transfer: mode,
+			HTTPClient: &http.Client{Transport: hc}, OnFallback: func(err error) { fallbacks = append(fallbacks, err) }}}
+		r, err := pc.Upload(ctx, "big", body, size)
+		if err == nil {
+			info, herr := b.Objects.Head(ctx, objectKeyOf(ctx, t, b, r.ID))
+			if herr != nil || info.Size != size || r.SHA256 != sum {
+				t.Fatalf("uploaded %+v: object %+v, %v", r, info, herr)
+			}
+		}
+		return hc, fallbacks, err
+	}
+
+	t.Run("auto-presigned", func(t *testing.T) {
+		hc, fb, err := upload(t, payload.TransferAuto, false, newGen(21, size))
+		if err != nil || len(fb) != 0 {
+			t.Fatalf("upload: %v, fallbacks %v", err, fb)
+		}
+		if hc.count(s3Host) != 2 || hc.count(brokerHost) != 0 {
+			t.Fatalf("PUTs: %d to the bucket, %d to the broker; want 2 and 0", hc.count(s3Host), hc.count(brokerHost))
+		}
+	})
+	t.Run("forced-broker", func(t *testing.T) {
+		hc, _, err := upload(t, payload.TransferBroker, false, newGen(21, size))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if hc.count(s3Host) != 0 || hc.count(brokerHost) != 2 {
+			t.Fatalf("PUTs: %d to the bucket, %d to the broker; want 0 and 2", hc.count(s3Host), hc.count(brokerHost))
+		}
+	})
+	t.Run("auto-fallback-rewinds", func(t *testing.T) {
+		hc, fb, err := upload(t, payload.TransferAuto, true, bytes.NewReader(payloadBytes))
+		if err != nil || len(fb) != 1 {
+			t.Fatalf("upload: %v, fallbacks %v", err, fb)
+		}
+		if hc.count(s3Host) != 1 || hc.count(brokerHost) != 2 {
+			t.Fatalf("PUTs: %d to the bucket, %d to the broker; want 1 and 2", hc.count(s3Host), hc.count(brokerHost))
+		}
+	})
+	t.Run("auto-fallback-unseekable-fails", func(t *testing.T) {
+		_, fb, err := upload(t, payload.TransferAuto, true, newGen(21, size))
+		if err == nil || !strings.Contains(err.Error(), "cannot fall back") || len(fb) != 0 {
+			t.Fatalf("upload of a half-read unseekable body: %v, fallbacks %v", err, fb)
+		}
+	})
+	t.Run("forced-presigned-fails", func(t *testing.T) {
+		hc, _, err := upload(t, payload.TransferPresigned, true, bytes.NewReader(payloadBytes))
+		if err == nil || hc.count(brokerHost) != 0 {
+			t.Fatalf("forced presigned upload to an unreachable bucket: %v, %d broker PUTs", err, hc.count(brokerHost))
+		}
+	})
+}
+
+// objectKeyOf is the key of object id, under the tenant the test broker
+// gives anonymous callers.
+func objectKeyOf(ctx context.Context, t *testing.T, b *Broker, id string) string {
+	t.Helper()
+	for _, tenant := range []string{"", "default"} {
+		if _, err := b.Objects.Head(ctx, largeobj.ObjectKey(tenant, id)); err == nil {
+			return largeobj.ObjectKey(tenant, id)
+		}
+	}
+	t.Fatalf("no object for %s", id)
+	return ""
 }

@@ -204,7 +204,7 @@ func TestLargePayloadOverHTTP(t *testing.T) {
 		t.Fatalf("unknown ref: %d", code)
 	}
 	// The broker's Claim (the produce hook) publishes it.
-	if err := b.LargeObjects().Claim(t.Context(), "default", refOf(t, u.ID, size, sum)); err != nil {
+	if err := b.LargeObjects().Claim(t.Context(), "default", refOf(t, u.ID, size, sum), siteOf(t, b, "big", 0)); err != nil {
 		t.Fatalf("Claim: %v", err)
 	}
 }
@@ -426,7 +426,7 @@ func TestLargePayloadSecurity(t *testing.T) {
 			t.Errorf("erin %s %s: %d %v; want 404", r.method, r.path, code, out)
 		}
 	}
-	if err := b.LargeObjects().Claim(t.Context(), "team-a", refOf(t, id, 5, hex.EncodeToString(sum[:]))); err == nil {
+	if err := b.LargeObjects().Claim(t.Context(), "team-a", refOf(t, id, 5, hex.EncodeToString(sum[:])), siteOf(t, b, "orders", 0)); err == nil {
 		t.Error("team-a claimed default's reference")
 	}
 }

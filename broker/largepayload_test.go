@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/envelope"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/payload/ref"
 )
@@ -44,7 +46,7 @@ func newTestClaimer(sessions ...testSession) *testClaimer {
 	return c
 }
 
-func (c *testClaimer) Claim(_ context.Context, tenant string, r ref.Ref) error {
+func (c *testClaimer) Claim(_ context.Context, tenant string, r ref.Ref, _ node.RefSite) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.claims = append(c.claims, tenant+"/"+r.ID)
@@ -325,5 +327,66 @@ func TestHTTPPublishObjectRef(t *testing.T) {
 	}
 	if h, _ := m["headers"].(map[string]any); h["trace"] != "t1" || h["sluice.ref"] != good.ID {
 		t.Fatalf("fetched headers %v", m["headers"])
+	}
+}
+
+// slowClaimer is a claimer whose first claim takes longer than a batch
+// may wait for its append: it moves the broker's clock past
+// envelope.AppendWithin while it runs, as a stalled etcd would.
+type slowClaimer struct {
+	*testClaimer
+	skew    *atomic.Int64 // nanoseconds added to the broker's clock
+	stalled atomic.Bool
+}
+
+func (c *slowClaimer) Claim(ctx context.Context, tenant string, r ref.Ref, at node.RefSite) error {
+	if c.stalled.CompareAndSwap(false, true) {
+		c.skew.Add(int64(envelope.AppendWithin + time.Second))
+	}
+	return c.testClaimer.Claim(ctx, tenant, r, at)
+}
+
+// TestClaimedBatchPastItsBoundIsNotAppended: a batch whose claim took
+// longer than envelope.AppendWithin is refused (REQUEST_TIMED_OUT, never
+// appended late, so the ledger's settle time bounds every claimed record);
+// the producer's retry claims again and is appended once. Over HTTP the
+// publish fails and appends nothing. On the old code the late batch was
+// appended.
+func TestClaimedBatchPastItsBoundIsNotAppended(t *testing.T) {
+	good := testRef("late1", 100<<20)
+	var skew atomic.Int64
+	claimer := &slowClaimer{testClaimer: newTestClaimer(testSession{tenant: "default", r: good}), skew: &skew}
+	cfg := testBrokerConfig(t)
+	cfg.Refs = claimer
+	cfg.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	b := startBroker(t, cfg)
+	cl := testClient(t, b)
+	createTopic(t, cl, "late", 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	// Kafka: the first attempt is refused, the retry appended once.
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "late", Headers: envelopeHeaders(good)}).FirstErr(); err != nil {
+		t.Fatalf("envelope produce with retries: %v", err)
+	}
+	claimer.mu.Lock()
+	claims := len(claimer.claims)
+	claimer.mu.Unlock()
+	if claims != 2 {
+		t.Fatalf("%d claims, want 2 (the refused attempt's and its retry's)", claims)
+	}
+	if hw := highWatermark(t, cl, "late"); hw != 1 {
+		t.Fatalf("high watermark %d, want 1: the late attempt must not be appended", hw)
+	}
+
+	// HTTP: the publish whose claim stalled fails and appends nothing.
+	claimer.stalled.Store(false)
+	objRef := fmt.Sprintf(`{"ref":%q,"size":%d,"sha256":%q,"content_type":"application/octet-stream"}`, good.ID, good.Size, good.SHA256)
+	code, body := postJSON(t, "http://"+b.Cfg.HTTPListen+"/v1/topics/late/messages:publish", `{"messages":[{"object_ref":`+objRef+`}]}`)
+	if code == 200 || !strings.Contains(fmt.Sprint(body), "REQUEST_TIMED_OUT") {
+		t.Fatalf("HTTP publish after a stalled claim: %d %v, want a REQUEST_TIMED_OUT result", code, body)
+	}
+	if hw := highWatermark(t, cl, "late"); hw != 1 {
+		t.Fatalf("high watermark %d after the refused HTTP publish, want 1", hw)
 	}
 }

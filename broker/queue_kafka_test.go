@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -314,16 +315,13 @@ func TestDeadLetterListing(t *testing.T) {
 	}
 }
 
-// TestAlertRulesNameExportedMetrics parses deploy/alerts.yml (Prometheus
-// rule groups) and checks each rule's shape and that every sluice_ metric
-// its expression names is exported by a broker holding a dead letter; and
-// that sluice_dlq_oldest_age_seconds is the age of that dead letter.
+// TestAlertRulesNameExportedMetrics parses every deploy/*.rules.yml
+// (Prometheus rule groups) and checks each rule's shape and that every
+// sluice_ metric its expression names is exported by a broker holding a
+// dead letter and running the canary; and that
+// sluice_dlq_oldest_age_seconds is the age of that dead letter.
 func TestAlertRulesNameExportedMetrics(t *testing.T) {
-	raw, err := os.ReadFile("../deploy/alerts.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file struct {
+	type ruleFile struct {
 		Groups []struct {
 			Name  string
 			Rules []struct {
@@ -335,13 +333,31 @@ func TestAlertRulesNameExportedMetrics(t *testing.T) {
 			}
 		}
 	}
-	dec := yaml.NewDecoder(bytes.NewReader(raw))
-	dec.KnownFields(true)
-	if err := dec.Decode(&file); err != nil {
-		t.Fatalf("deploy/alerts.yml: %v", err)
+	paths, err := filepath.Glob("../deploy/*.rules.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(paths) < 2 {
+		t.Fatalf("rule files %v; want the DLQ and canary rules", paths)
+	}
+	var files []ruleFile
+	for _, p := range paths {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var file ruleFile
+		dec := yaml.NewDecoder(bytes.NewReader(raw))
+		dec.KnownFields(true)
+		if err := dec.Decode(&file); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		files = append(files, file)
 	}
 
-	b := startBroker(t, testBrokerConfig(t))
+	cfg := testBrokerConfig(t)
+	cfg.Canary, cfg.CanaryInterval = true, 100*time.Millisecond
+	b := startBroker(t, cfg)
 	cl := testClient(t, b)
 	createTopic(t, cl, "jobs", 1, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -390,33 +406,35 @@ func TestAlertRulesNameExportedMetrics(t *testing.T) {
 
 	metricName := regexp.MustCompile(`\bsluice_[a-z_]+\b`)
 	rules := 0
-	for _, g := range file.Groups {
-		if g.Name == "" || len(g.Rules) == 0 {
-			t.Errorf("group %+v: a name and rules are required", g)
-		}
-		for _, r := range g.Rules {
-			rules++
-			if r.Alert == "" || r.Expr == "" || r.Labels["severity"] == "" || r.Annotations["summary"] == "" {
-				t.Errorf("rule %+v: alert, expr, labels.severity and annotations.summary are required", r)
+	for _, file := range files {
+		for _, g := range file.Groups {
+			if g.Name == "" || len(g.Rules) == 0 {
+				t.Errorf("group %+v: a name and rules are required", g)
 			}
-			if r.For != "" {
-				if _, err := time.ParseDuration(r.For); err != nil {
-					t.Errorf("rule %s: for %q: %v", r.Alert, r.For, err)
+			for _, r := range g.Rules {
+				rules++
+				if r.Alert == "" || r.Expr == "" || r.Labels["severity"] == "" || r.Annotations["summary"] == "" {
+					t.Errorf("rule %+v: alert, expr, labels.severity and annotations.summary are required", r)
 				}
-			}
-			names := metricName.FindAllString(r.Expr, -1)
-			if len(names) == 0 {
-				t.Errorf("rule %s names no sluice_ metric: %s", r.Alert, r.Expr)
-			}
-			for _, n := range names {
-				if !strings.Contains(metrics, "\n"+n+"{") && !strings.Contains(metrics, "\n"+n+" ") {
-					t.Errorf("rule %s names %s, which the broker does not export", r.Alert, n)
+				if r.For != "" {
+					if _, err := time.ParseDuration(r.For); err != nil {
+						t.Errorf("rule %s: for %q: %v", r.Alert, r.For, err)
+					}
+				}
+				names := metricName.FindAllString(r.Expr, -1)
+				if len(names) == 0 {
+					t.Errorf("rule %s names no sluice_ metric: %s", r.Alert, r.Expr)
+				}
+				for _, n := range names {
+					if !strings.Contains(metrics, "\n"+n+"{") && !strings.Contains(metrics, "\n"+n+" ") {
+						t.Errorf("rule %s names %s, which the broker does not export", r.Alert, n)
+					}
 				}
 			}
 		}
 	}
-	if rules < 2 {
-		t.Fatalf("%d rules; want the DLQ depth and oldest-age rules", rules)
+	if rules < 7 {
+		t.Fatalf("%d rules; want the DLQ and canary rules", rules)
 	}
 }
 

@@ -172,4 +172,58 @@
 // A report also lists what it could not check: a partition without a final
 // event, a value sent twice. Report.OK is false then too, so a run whose
 // drain did not finish cannot pass.
+//
+// # Large payloads
+//
+// The large-payloads family (chaos/runner/faults_large.go) records outside
+// the history: its side producer's acknowledged envelopes (reference,
+// size, sha256, partition, offset), the uploads whose publish it dropped
+// on purpose (orphans), the references its payload/consume group read to
+// a verified end, the group's committed offsets, the side topic's final
+// log read from its start, and every acknowledged object read back through
+// a broker after the heal. chaos/checker.CheckPayloads judges them, one
+// anomaly per reference, as Result.Violations:
+//
+//   - payload-lost: an acknowledged envelope not in the final log at its
+//     (partition, offset) with its reference, or whose object cannot be
+//     read back.
+//   - payload-corrupt: an acknowledged envelope's object reads back with
+//     another size or sha256.
+//   - orphan-published: an upload whose publish was never attempted is
+//     named by a record of the final log.
+//   - commit-past-unverified: the group committed a partition past an
+//     acknowledged envelope its handler never read to a verified end.
+//
+// A publish whose outcome is unknown is neither acknowledged nor an
+// orphan. The group not having committed every partition's end a minute
+// after the heal is a violation too.
+//
+// # Poison messages
+//
+// The poison family (chaos/runner/faults_poison.go) records outside the
+// history: its side producer's acknowledged records (topic, partition,
+// offset, key, message_id, kind: ok, flaky or poison), every processing by
+// its HTTP queue consumers and every keys:skip and keys:resume its operator
+// asked, in one order (a processing is recorded before its ack, an
+// operator's step before its request), and the dead-letter topics read
+// from their start after the run, each record's sluice.retry.* headers
+// parsed. chaos/checker.CheckPoison judges them as Result.Violations:
+//
+//   - poison-lost: an acknowledged record neither processed nor in a
+//     dead-letter topic (at least once broken).
+//   - dead-letter-without-history: a dead letter of an acknowledged record
+//     whose headers do not parse, whose history is empty or shorter than
+//     its attempts, that has no dead reason, or that names another source
+//     partition and offset.
+//   - healthy-dead-lettered: a record that never failed past its first
+//     delivery (ok or flaky) is in a dead-letter topic.
+//   - strict-order: on the per-key-strict topic, a record processed before
+//     an acknowledged record of its key at a lower offset was processed or
+//     skipped (keys:skip asked). This covers keys never paused (offset
+//     order) and the poison key (nothing after the paused record before a
+//     skip, or before the record itself once resumed). Redelivery of
+//     records already processed is allowed.
+//
+// Acknowledged records not settled (processed or dead-lettered) two
+// minutes after the heal are a violation too.
 package chaos

@@ -83,6 +83,9 @@ type brokerOptions struct {
 	// instead of --kafka-listen's PLAINTEXT.
 	saslListener bool
 	extraArgs    []string
+	// dataDir replaces the test's temporary data directory (the README
+	// examples want make run's ./data under their working directory).
+	dataDir string
 }
 
 // broker is one sluiced process. Its ports and data dir stay the same
@@ -130,6 +133,9 @@ func startBroker(t testing.TB, opts brokerOptions) *broker {
 		etcdPeerAddr:   ports[3],
 
 		interBrokerAddr: ports[4],
+	}
+	if opts.dataDir != "" {
+		b.dataDir = opts.dataDir
 	}
 	if err := os.MkdirAll(b.dataDir, 0o755); err != nil {
 		t.Fatalf("make data dir: %v", err)

@@ -53,6 +53,17 @@
 //	                                        a restart that names its predecessor's lease
 //	                                        revokes it and takes the key at once
 //	                                        (RegisterTakingOver)
+//	<prefix>draining/<node id>              RFC 3339 time (raw string): an operator's drain
+//	                                        mark (drain.go); no lease, deleted by the broker
+//	                                        when it registers at start-up or by an undrain
+//	<prefix>reassignments/<topicID>/<n>     JSON {"v":1,"target":[…],"original":[…],
+//	                                        "requested":…,"cancelled":…}: a pending partition
+//	                                        reassignment (reassign.go); deleted by the
+//	                                        controller when the replicas are the target
+//	<prefix>reassign-synced/<topicID>/<n>/<node id>
+//	                                        JSON {"v":1,"epoch":E,"end":X[,"log_end":Y]}: how
+//	                                        far that replica holds the log of the leader of E
+//	                                        (reassign.go); deleted with the reassignment
 //	<prefix>controller/<lease id, hex>      node id, decimal (raw string): one key per
 //	                                        candidate (concurrency.Election), bound to its
 //	                                        session lease (default TTL 2 s); the key with the
@@ -73,6 +84,11 @@
 //	                                        coordinates the group, bound to its registration
 //	                                        lease, created only if absent; every offset write
 //	                                        of the group is conditioned on it (group_claims.go)
+//	<prefix>group-commits/<tenant>/<group>  "<token>/<i>" (raw string): the last offset
+//	                                        transaction of the group's coordinator; each
+//	                                        commit is conditioned on its mod revision and
+//	                                        moves it, so a retried commit of unknown
+//	                                        outcome is recognised (group_commits.go)
 //	<prefix>isr/<node id>                   {"v":1,"partitions":{"<topicID>:<n>":
 //	                                         {"epoch","isr"}}} (isr.go): the in-sync set
 //	                                        of every partition the broker leads, at the
@@ -117,6 +133,11 @@
 //	                                        large-payload upload session (broker/largeobj);
 //	                                        created only if absent, changed and deleted
 //	                                        only by transactions on its mod revision
+//	<prefix>largerefs/o/<ref>/<topicID>/<n> {"v":1,"ref","topic_id","partition","open",
+//	<prefix>largerefs/p/<topicID>/<n>/<ref>  "claimed_ms","upto",...} (largerefs.go): the
+//	                                        reference ledger of large payloads, one entry
+//	                                        per (object, partition) under both keys,
+//	                                        always written together
 //
 // Everything under <prefix>security/ is followed by one watch
 // (WatchSecurity, security_watch.go), so brokers see a consistent state of

@@ -213,12 +213,13 @@ func (s *Store) DeleteOffsetsIf(ctx context.Context, tenant, group string, keys 
 }
 
 // DeleteGroupOffsetsIf is DeleteGroupOffsets fenced by conds: one ranged
-// delete, with the group's stored generation, that happens only while every
-// condition holds (ErrFenced otherwise).
+// delete, with the group's stored generation and its commit key, that
+// happens only while every condition holds (ErrFenced otherwise).
 func (s *Store) DeleteGroupOffsetsIf(ctx context.Context, tenant, group string, conds ...clientv3.Cmp) error {
 	resp, err := s.client.Txn(ctx).If(conds...).
 		Then(clientv3.OpDelete(s.groupOffsetsPrefix(tenant, group), clientv3.WithPrefix()),
-			clientv3.OpDelete(s.groupGenerationKey(tenant, group))).Commit()
+			clientv3.OpDelete(s.groupGenerationKey(tenant, group)),
+			clientv3.OpDelete(s.groupCommitKey(tenant, group))).Commit()
 	if err != nil {
 		return fmt.Errorf("meta: delete offsets of group %q: %w", group, err)
 	}

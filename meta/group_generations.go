@@ -11,7 +11,8 @@ package meta
 // <tenant> and <group> are path-escaped, as under group-claims/.
 //
 // Invariant: the value is written only by a transaction fenced by the
-// writer's GroupClaim (SaveGroupGeneration), and the coordinator writes a
+// writer's GroupClaim (SaveGroupGeneration; SaveGroupGenerationFenced, also
+// by the group's commit key, group_commits.go), and the coordinator writes a
 // generation before any member learns it, so every generation a member was
 // told is at most the stored one; the value never falls while the group
 // lives, and goes with the group's offsets (DeleteGroupOffsetsIf).

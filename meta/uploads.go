@@ -7,7 +7,8 @@ package meta
 //	                        "content_type","enc_key_id","enc_alg","state",
 //	                        "created_ms","expires_ms","object_key","upload_id",
 //	                        "part_size","received","parts":[{"n","etag","size"}],
-//	                        "hash_state","completed_ms","published_ms","reason"}
+//	                        "hash_state","completed_ms","published_ms","reason",
+//	                        "ledger","release_due_ms"}
 //
 // <id> is the session's reference (payload/ref.ValidID: safe as a key
 // segment); it is random, so one key space serves every tenant and the
@@ -77,6 +78,14 @@ type Upload struct {
 	CompletedMs int64        `json:"completed_ms,omitempty"`
 	PublishedMs int64        `json:"published_ms,omitempty"`
 	Reason      string       `json:"reason,omitempty"` // why aborted or expired
+	// Ledger: the session was published by a claim that recorded its
+	// reference in the ledger (largerefs.go); only such an object is ever
+	// released by it (one published before the ledger existed is kept).
+	Ledger bool `json:"ledger,omitempty"`
+	// ReleaseDueMs, once set, condemns a published object: no live record
+	// referenced it when it was set, claims are refused from then on, and
+	// the object goes at that time (the grace period).
+	ReleaseDueMs int64 `json:"release_due_ms,omitempty"`
 
 	// Revision is the record's mod revision when read; UpdateUpload and
 	// DeleteUpload are conditioned on it.

@@ -26,6 +26,26 @@
 // and hashed again as they go: a body that changed between the passes is
 // aborted (DELETE) before completion with ErrChecksum.
 //
+// # Transfer
+//
+// Where the broker's object store presigns (S3), the session's answer
+// carries presigned_parts [{part_number, offset, length, url}], one URL
+// per part covering the payload. Options.Transfer chooses the path:
+//
+//	TransferAuto       the presigned URLs when offered (the bytes go
+//	                   straight to the bucket), else the broker's put_url
+//	TransferBroker     always put_url (the broker streams each part)
+//	TransferPresigned  always the presigned URLs; ErrNoPresigned without
+//
+// A presigned PUT carries no credentials (the URL is one). When one fails
+// under TransferAuto (a bucket the client cannot reach, an expired URL),
+// Put falls back to the broker: the broker's PUTs must start at byte 0, so
+// the body is rewound to where Put began reading it (an io.Seeker), or
+// sent from the start when none of it was read yet; a body read partly
+// that cannot seek fails the upload. Options.OnFallback hears why. The
+// broker's completion of presigned parts reads the object back to hash
+// it; that of streamed parts uses the hash taken while streaming.
+//
 // A failed PUT is not retried (the body would have to be read again); Put
 // aborts the session and returns the error. A failed produce leaves the
 // completed session unpublished, and the broker deletes it after its time

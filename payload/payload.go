@@ -57,6 +57,38 @@ type Options struct {
 	// Headers are the envelope record's own headers, before the
 	// convention's.
 	Headers []kgo.RecordHeader
+	// Transfer is how Put sends the bytes (see doc.go, "Transfer"); the
+	// zero value is TransferAuto.
+	Transfer Transfer
+	// OnFallback, when set, is told why a presigned upload was given up
+	// for the broker-streamed one (TransferAuto only).
+	OnFallback func(err error)
+}
+
+// Transfer chooses the path of a payload's bytes.
+type Transfer int
+
+const (
+	// TransferAuto PUTs the parts to the presigned URLs when the session
+	// offers them, and falls back to the broker when that fails.
+	TransferAuto Transfer = iota
+	// TransferBroker always streams the parts through the broker.
+	TransferBroker
+	// TransferPresigned always PUTs the parts to the presigned URLs; a
+	// session without them, or a failed PUT, fails the upload.
+	TransferPresigned
+)
+
+func (t Transfer) String() string {
+	switch t {
+	case TransferAuto:
+		return "auto"
+	case TransferBroker:
+		return "broker"
+	case TransferPresigned:
+		return "presigned"
+	}
+	return fmt.Sprintf("Transfer(%d)", int(t))
 }
 
 // Client reaches one cluster's HTTP API at Base (for example
@@ -91,11 +123,25 @@ func (c *Client) Put(ctx context.Context, cl *kgo.Client, topic string, key []by
 }
 
 type session struct {
-	ID          string `json:"id"`
-	PartSize    int64  `json:"part_size"`
-	PutURL      string `json:"put_url"`
-	CompleteURL string `json:"complete_url"`
+	ID             string          `json:"id"`
+	PartSize       int64           `json:"part_size"`
+	PutURL         string          `json:"put_url"`
+	CompleteURL    string          `json:"complete_url"`
+	PresignedParts []presignedPart `json:"presigned_parts"`
 }
+
+// presignedPart is one part the session lets the client PUT straight to
+// the object store.
+type presignedPart struct {
+	Number int32  `json:"part_number"`
+	Offset int64  `json:"offset"`
+	Length int64  `json:"length"`
+	URL    string `json:"url"`
+}
+
+// ErrNoPresigned: TransferPresigned was asked of a session that offers no
+// presigned part URLs (the broker's store does not presign).
+var ErrNoPresigned = errors.New("payload: the upload session offers no presigned part URLs")
 
 type completed struct {
 	Ref         string `json:"ref"`
@@ -156,7 +202,7 @@ func (c *Client) Upload(ctx context.Context, topic string, body io.Reader, size 
 		part = DefaultPartSize
 	}
 	h := sha256.New()
-	if err := c.putParts(ctx, s, body, size, part, h); err != nil {
+	if err := c.send(ctx, s, body, size, part, h); err != nil {
 		c.abort(s)
 		return ref.Ref{}, err
 	}
@@ -176,6 +222,91 @@ func (c *Client) Upload(ctx context.Context, topic string, body io.Reader, size 
 		return ref.Ref{}, fmt.Errorf("%w: the broker completed %d bytes with %s, %d with %s were sent", ErrChecksum, r.Size, r.SHA256, size, sum)
 	}
 	return r, nil
+}
+
+// send sends the body's size bytes by the path c.Transfer chooses,
+// hashing them into h.
+func (c *Client) send(ctx context.Context, s session, body io.Reader, size, part int64, h hash.Hash) error {
+	direct := presignedCover(s.PresignedParts, size)
+	switch c.Transfer {
+	case TransferBroker:
+		return c.putParts(ctx, s, body, size, part, h)
+	case TransferPresigned:
+		if !direct {
+			return fmt.Errorf("%w (session %s)", ErrNoPresigned, s.ID)
+		}
+		_, err := c.putPresigned(ctx, s, body, h)
+		return err
+	}
+	if !direct {
+		return c.putParts(ctx, s, body, size, part, h)
+	}
+	seeker, seekable := body.(io.Seeker)
+	var start int64
+	if seekable {
+		var err error
+		if start, err = seeker.Seek(0, io.SeekCurrent); err != nil {
+			seekable = false
+		}
+	}
+	consumed, err := c.putPresigned(ctx, s, body, h)
+	if err == nil || ctx.Err() != nil {
+		return err
+	}
+	// The broker's PUTs must start at byte 0: the body is sent again
+	// whole, which needs it rewound unless nothing of it was read.
+	if consumed > 0 {
+		if !seekable {
+			return fmt.Errorf("%w; cannot fall back to the broker: %d bytes of a body that cannot seek were read", err, consumed)
+		}
+		if _, serr := seeker.Seek(start, io.SeekStart); serr != nil {
+			return fmt.Errorf("%w; cannot fall back to the broker: rewind the body: %w", err, serr)
+		}
+	}
+	if c.OnFallback != nil {
+		c.OnFallback(err)
+	}
+	h.Reset()
+	return c.putParts(ctx, s, body, size, part, h)
+}
+
+// presignedCover reports whether parts cover [0, size) in order.
+func presignedCover(parts []presignedPart, size int64) bool {
+	var off int64
+	for i, p := range parts {
+		if p.Number != int32(i+1) || p.Offset != off || p.Length <= 0 || p.URL == "" {
+			return false
+		}
+		off += p.Length
+	}
+	return len(parts) > 0 && off == size
+}
+
+// putPresigned PUTs the body's parts to their presigned URLs (no
+// credentials: the URL is the credential), hashing them into h. consumed
+// is how many bytes of the body it read.
+func (c *Client) putPresigned(ctx context.Context, s session, body io.Reader, h hash.Hash) (consumed int64, _ error) {
+	for _, p := range s.PresignedParts {
+		counted := &countingReader{r: io.TeeReader(io.LimitReader(body, p.Length), h)}
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, p.URL, counted)
+		if err != nil {
+			return consumed, fmt.Errorf("payload: presigned PUT of part %d of session %s: %w", p.Number, s.ID, err)
+		}
+		req.ContentLength = p.Length
+		resp, err := c.http().Do(req)
+		consumed += counted.n
+		if err != nil {
+			return consumed, fmt.Errorf("payload: presigned PUT of part %d of session %s: %w", p.Number, s.ID, err)
+		}
+		err = answer(resp, nil)
+		if err == nil && counted.n != p.Length {
+			err = fmt.Errorf("the body ended after %d bytes of part %d", counted.n, p.Number)
+		}
+		if err != nil {
+			return consumed, fmt.Errorf("payload: presigned PUT of part %d of session %s: %w", p.Number, s.ID, err)
+		}
+	}
+	return consumed, nil
 }
 
 // putParts streams the body in parts of part bytes, hashing them into h.

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker"
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/internal/freeport"
 	"github.com/sluice-mq/sluice/payload"
 	"github.com/sluice-mq/sluice/payload/ref"
@@ -130,7 +131,7 @@ func (f *fakeUploads) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Claim is the object service's claim, over the fake's sessions.
-func (f *fakeUploads) Claim(_ context.Context, tenant string, r ref.Ref) error {
+func (f *fakeUploads) Claim(_ context.Context, tenant string, r ref.Ref, _ node.RefSite) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, s := range f.sessions {

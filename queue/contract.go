@@ -23,6 +23,7 @@ const (
 	CfgMaxAttempts     = "retry.max.attempts"
 	CfgDeadLetterTopic = "dead.letter.topic"
 	CfgPermanent       = "retry.permanent.classes"
+	CfgVisibilityMs    = "visibility.timeout.ms"
 )
 
 // Delivery orders.
@@ -40,11 +41,12 @@ const (
 
 // Bounds of the configs.
 const (
-	MaxTiers       = 16
-	MaxTierDelayMs = 7 * 24 * 3600 * 1000
-	MaxAttempts    = 100
-	maxClassLen    = 64
-	maxClasses     = 32
+	MaxTiers        = 16
+	MaxTierDelayMs  = 7 * 24 * 3600 * 1000
+	MaxAttempts     = 100
+	MaxVisibilityMs = 12 * 3600 * 1000
+	maxClassLen     = 64
+	maxClasses      = 32
 )
 
 // Defaults of the configs, as the topic configs describe them.
@@ -55,16 +57,18 @@ var Defaults = map[string]string{
 	CfgMaxAttempts:     "4",
 	CfgDeadLetterTopic: "",
 	CfgPermanent:       ClassPermanent,
+	CfgVisibilityMs:    "0",
 }
 
 // Docs of the configs, for DescribeConfigs.
 var Docs = map[string]string{
-	CfgDeliveryOrder:   "relaxed (a failed record moves aside), per-key-strict or per-partition-strict (accepted; their pause is not built yet: a nack on them is refused)",
+	CfgDeliveryOrder:   "relaxed (a failed record moves aside), per-key-strict (a nack pauses the record's key for the group until keys:resume) or per-partition-strict (it pauses the partition)",
 	CfgBackoffMs:       "comma list of retry tier delays in ms, one tier each (1-16 tiers)",
 	CfgJitter:          "fraction 0..1: a tier delay d becomes d*(1±jitter)",
 	CfgMaxAttempts:     "deliveries of a record before it is dead-lettered (1-100)",
 	CfgDeadLetterTopic: "the dead-letter topic; empty means <topic>.dlq",
 	CfgPermanent:       "comma list of error classes that are dead-lettered at once; permanent always is",
+	CfgVisibilityMs:    "ms after which a queue delivery neither acked nor nacked is delivered again (0: never, until a rebalance)",
 }
 
 // Contract is a topic's parsed delivery contract.
@@ -75,6 +79,7 @@ type Contract struct {
 	MaxAttempts int
 	DeadLetter  string          // as configured; DeadLetterTopic resolves the default
 	Permanent   map[string]bool // always holds ClassPermanent
+	Visibility  time.Duration   // 0: no visibility timeout
 }
 
 // ValidateConfig checks one contract config value; the error says what is
@@ -90,7 +95,7 @@ func IsConfig(key string) bool { _, ok := Defaults[key]; return ok }
 // ParseContract parses a topic's explicit configs over the defaults.
 func ParseContract(configs map[string]string) (Contract, error) {
 	var c Contract
-	for _, key := range []string{CfgDeliveryOrder, CfgBackoffMs, CfgJitter, CfgMaxAttempts, CfgDeadLetterTopic, CfgPermanent} {
+	for _, key := range []string{CfgDeliveryOrder, CfgBackoffMs, CfgJitter, CfgMaxAttempts, CfgDeadLetterTopic, CfgPermanent, CfgVisibilityMs} {
 		v, ok := configs[key]
 		if !ok {
 			v = Defaults[key]
@@ -136,6 +141,12 @@ func (c *Contract) set(key, v string) error {
 			return fmt.Errorf("config %s: %q is not an integer in [1, %d]", key, v, MaxAttempts)
 		}
 		c.MaxAttempts = n
+	case CfgVisibilityMs:
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > MaxVisibilityMs {
+			return fmt.Errorf("config %s: %q is not a duration in ms in [0, %d]", key, v, MaxVisibilityMs)
+		}
+		c.Visibility = time.Duration(n) * time.Millisecond
 	case CfgDeadLetterTopic:
 		if err := validTopicPart(v, true); err != nil {
 			return fmt.Errorf("config %s: %w", key, err)

@@ -19,13 +19,13 @@
 //	dead.letter.topic        the DLQ's tenant-local name; empty (default) means <topic>.dlq
 //	retry.permanent.classes  comma list of error classes never retried (default permanent);
 //	                         "permanent" is always one of them
+//	visibility.timeout.ms    0..43200000 (default 0: none): a queue delivery neither acked
+//	                         nor nacked this long after it was handed out is delivered
+//	                         again (Lane.Expire; on a strict order with the later
+//	                         deliveries of its key or partition, in order)
 //
-// The strict orders are accepted and stored now; their pause behaviour
-// (a nack holding back the key's or partition's later records) is issue
-// 22's part 2. Until then the queue API refuses a nack on a strict topic
-// (status "unsupported": the record stays outstanding, so no later record
-// passes it in the committed offset) rather than break the promise by
-// moving it aside. Acks and fetches work as on a relaxed topic.
+// On a strict order a nack does not move the record aside: it pauses
+// (Lane, "Strict order: pauses" below).
 //
 // # What a nack decides (Decide)
 //
@@ -85,6 +85,18 @@
 // so a record is never delivered before its due time, and at most
 // 2·jitter·d after it (plus the poll interval).
 //
+// # Redrive (redrive.go)
+//
+// A redrive publishes dead letters again (broker/httpapi/redriveapi runs
+// it). Its scope (RedriveScope) is frozen at the DLQ's high watermarks when
+// it starts; a copy goes to its source partition modulo the target's
+// partitions (RedrivePartition), keeps key, value, timestamp, message_id
+// and its other headers, loses every sluice.retry.* header, and carries
+//
+//	sluice.redrive.source   "<job id>/<dlq partition>/<dlq offset>"
+//
+// by which a restarted redrive finds what it already published.
+//
 // # The acknowledgement tracker (Tracker)
 //
 // Per partition and group: the delivered offsets not yet acknowledged, in
@@ -100,4 +112,49 @@
 // Invariant: the committed offset never passes an offset that was delivered
 // and not acknowledged (at least once: a crash or a rebalance redelivers
 // from the committed offset, which may duplicate and never loses).
+//
+// The broker's queue API uses the Lane (below), which keeps the same
+// invariant and adds pauses and a durable state; the Tracker is its
+// relaxed ancestor, kept for its tests and clients.
+//
+// # Strict order: pauses (Lane)
+//
+// A lane is one partition's deliveries for one group. A record's scope is
+// its key on per-key-strict (a record without a key has the scope of all
+// such records), the whole partition on per-partition-strict, and nothing
+// on relaxed (ScopeOf). A nack of an in-flight record R at offset F on a
+// strict order pauses R's scope at F: R waits, every later in-flight
+// record of the scope is withdrawn (waits; an ack of it is refused), and
+// every later record of the scope read afterwards waits too
+// (per-partition-strict: reading stops at F). Other scopes go on. Resume
+// lifts the pause: the scope's waiting records are delivered again in
+// offset order (Ready, Redeliver), each before any later record of the
+// scope. Skip settles R as done (the caller dead-lettered it) and resumes
+// the rest. Every offset in [committed, next) is in flight, waiting or
+// done; the committed offset is the first one in flight or waiting, so it
+// never passes F while the scope is paused.
+//
+// The lane's durable state is written with every commit of the partition,
+// in the commit's metadata (Kafka's offset.metadata.max.bytes, 4096), so
+// a rebalance, a consumer crash or a coordinator failover keeps it:
+//
+//	sluice.queue/1 {"d":[[from,to],...],"p":[{"s":"<base64 scope>","f":F,"t":<unix ms>,"c":"<class>"}]}
+//
+//	d   done offsets above the committed offset (acknowledged out of
+//	    order), as ranges [from, to), increasing, at most 64; ranges are
+//	    dropped from the highest when the state would pass 4096 bytes (a
+//	    dropped range is delivered again: a duplicate, never a loss)
+//	p   the pauses, at most 16 per partition: scope id ("" the partition,
+//	    "n" no key, "k"+key for a key ≤ 64 bytes, "h"+SHA-256(key)
+//	    otherwise), first held offset F (≥ the committed offset), since,
+//	    and the nack's error class
+//
+// A lane restored from it (FromState) reads again from the committed
+// offset: done records are skipped, records of a paused scope at or after
+// F wait, every other record is delivered. Metadata without the prefix (a
+// Kafka client's commit) is an empty state. A nack that would pause a
+// 17th scope of a partition is refused (ErrPauseLimit; the record stays in
+// flight). Waiting records count against the lane's limit, so a paused
+// key with more than the limit of later records ends up holding the
+// partition (a lane at its limit reads nothing more).
 package queue

@@ -37,7 +37,10 @@ const (
 	HeaderDue             = HeaderPrefix + "due.ms"
 	HeaderTier            = HeaderPrefix + "tier"
 	HeaderDeadReason      = HeaderPrefix + "dead.reason"
-	HeaderHistoryPrefix   = HeaderPrefix + "history."
+	// DeadReasonSkipped is the dead reason of a strict topic's paused
+	// record moved aside by keys:skip.
+	DeadReasonSkipped   = "skipped"
+	HeaderHistoryPrefix = HeaderPrefix + "history."
 )
 
 // MaxErrorBytes bounds an error text in the headers.
@@ -156,8 +159,8 @@ func Parse(headers []Header) (m Meta, ok bool, err error) {
 	if _, dead := seen[HeaderDeadReason]; dead {
 		m.Tier = -1
 		m.DeadReason = p.str(HeaderDeadReason)
-		if p.err == nil && m.DeadReason != "permanent" && m.DeadReason != "exhausted" {
-			p.err = fmt.Errorf("header %s: %q is not permanent or exhausted", HeaderDeadReason, m.DeadReason)
+		if p.err == nil && m.DeadReason != "permanent" && m.DeadReason != "exhausted" && m.DeadReason != DeadReasonSkipped {
+			p.err = fmt.Errorf("header %s: %q is not permanent, exhausted or skipped", HeaderDeadReason, m.DeadReason)
 		}
 		if _, both := seen[HeaderTier]; both && p.err == nil {
 			p.err = fmt.Errorf("headers %s and %s: a copy is a retry or a dead letter, not both", HeaderTier, HeaderDeadReason)

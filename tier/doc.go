@@ -17,6 +17,9 @@
 //   - manager.go: the per-broker service the broker's maintenance tick
 //     drives; per-partition state; bounded concurrency.
 //   - manifest.go, keys.go: what tier writes to the bucket besides objects.
+//   - largerefs.go: the retention state machine's part for large payloads:
+//     the fold of a partition's reference ledger entries, and PlanRelease,
+//     which decides when a published object goes.
 //   - scrub.go, inspect.go: orphans (shared by the broker and tierctl) and
 //     read-only inspection for tierctl.
 //   - probe.go: access checks of a store before it is trusted: the broker's
@@ -52,7 +55,65 @@
 // Large payloads (broker/largeobj) live under large/<tenant>/<ref>: they
 // are not tiering's, ParseKey refuses their keys, and so the scrub never
 // deletes them (TestScrubIgnoresLargeObjects); their lives are their upload
-// sessions' (meta/uploads.go) and, once published, the reference ledger's.
+// sessions' (meta/uploads.go) and, once published, the reference ledger's
+// (below, "Large objects").
+//
+// # Large objects: the reference ledger
+//
+// A large payload (broker/largeobj) is named by envelope records
+// (payload/ref): its own, and every copy of it — a retry or dead-letter
+// copy, a redrive — since each is a produce carrying the same sluice.ref
+// header, in any topic. Each (object, partition) that holds such a record
+// is one entry of the ledger in etcd (meta/largerefs.go draws the keys):
+//
+//	{open, claimed_ms, upto}   open: a claim at claimed_ms, its record's offset not yet bounded
+//	                           upto: every record of the partition naming the object is below it
+//
+// Who changes an entry, and when:
+//
+//	claim (produce path, before the append;     absent/closed/open ──► open, claimed_ms = now
+//	  conditioned on the session record)
+//	fold (the partition's leader, each          open and claimed_ms + Settle ≤ now ──► closed, upto = max(upto, log end)
+//	  retention pass: largerefs.go)             closed and upto ≤ log start ──────────► dropped
+//	release (broker/largeobj's sweep:           no entry of a live topic left ──► condemned (release_due_ms = now + grace;
+//	  ledger.go; entries of deleted                                              claims refused from then on)
+//	  topics are dropped there)                 condemned and due ≤ now ──► session expired, then the object deleted
+//
+// Invariant: while a record naming an object is at or above its
+// partition's log start, the object's entry for that partition exists and,
+// if closed, bounds the record's offset from above; so an object is
+// condemned only when every record naming it, in every topic, is below its
+// log start (or its topic is deleted), and deleted only once the grace has
+// run since. It rests on three facts: a claim writes the entry before its
+// record is appended (and the produce fails if it cannot); a record claimed
+// at T is appended before T + Settle or never — enforced, not assumed: the
+// partition refuses a claimed batch it takes up later than
+// envelope.AppendWithin (2 minutes) after its claims began
+// (partition.AppendRequest.NotAfter; the producer's retry claims again),
+// and Settle is 15 minutes — so the leader's log end at T + Settle bounds
+// it; and log starts only move forward. A condemnation is a transaction conditioned on the session
+// record and on no entry of the object having changed since they were
+// listed, and a claim is conditioned on the session record, which the
+// condemnation changes: a redrive racing the condemnation either lands its
+// entry first (the object stays) or is refused (ref.ErrExpired).
+//
+// Crash safety: every step is one etcd transaction or an idempotent
+// deletion after one. A crash after a claim and before the append leaves an
+// open entry that the fold closes at the log end: the object then lives
+// until retention passes that offset (a bounded leak, never a loss). The
+// session turns expired before its object is deleted, and a deletion that
+// failed is repeated by the sweep before the session's record is forgotten.
+// Sessions never completed are aborted at their TTL; completed and never
+// published ones (orphans) are expired and their objects deleted at their
+// TTL (broker/largeobj). An object published before the ledger existed
+// (no "ledger" flag in its session) is never released.
+//
+// The log start the fold uses is the leader's lowest readable offset: the
+// remote log start, or its local log start when an unsealed local segment
+// still holds records below that (ListOffsets answers it then). A follower
+// serving consumer fetches (KIP-392) reads its own local log, whose
+// deletions trail the leader's by up to a retention pass; the grace period
+// covers that lag, as it covers readers still streaming the object.
 //
 // # Manifest, version 1
 //

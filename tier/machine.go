@@ -54,10 +54,20 @@ func (m *Manager) retain(ctx context.Context, t Target) error {
 			return fmt.Errorf("tier: delete local segments below %d: %w", below, err)
 		}
 	}
-	if !t.Policy.Tiered || t.Fence == nil || h.Revision == 0 {
-		return nil
+	// The ledger of large payloads folds at the lowest offset any reader
+	// may still read: the remote log start, or the local one when the
+	// local log still holds data below it (an unsealed segment), as the
+	// broker's ListOffsets answers then; read at the start of this pass
+	// (a move below counts from the next: later, never earlier).
+	readable := log.StartOffset()
+	if h.RemoteEnd > h.LogStart {
+		readable = min(readable, wal.Offset(h.LogStart))
 	}
-	return m.retainRemote(ctx, t, h)
+	refErr := m.foldRefs(ctx, t, int64(readable), int64(log.EndOffset()))
+	if !t.Policy.Tiered || t.Fence == nil || h.Revision == 0 {
+		return refErr
+	}
+	return errors.Join(refErr, m.retainRemote(ctx, t, h))
 }
 
 // retainRemote moves the remote log start by total retention and advances

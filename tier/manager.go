@@ -84,6 +84,12 @@ type Config struct {
 	MaxManifestsInHead int
 	// ReadAhead is how many chunks a remote reader keeps in flight ahead.
 	ReadAhead int
+	// Refs is the reference ledger of large payloads (largerefs.go); nil:
+	// the leader does not fold it.
+	Refs RefLedger
+	// RefSettle is how long after a claim its record is surely appended or
+	// never will be (0: DefaultRefSettle).
+	RefSettle time.Duration
 	Now       func() time.Time
 	Logger    zerolog.Logger
 }

@@ -13,6 +13,7 @@ type stats struct {
 	remoteReads     atomic.Int64
 	readErrors      atomic.Int64
 	localDeleted    atomic.Int64
+	refsDropped     atomic.Int64
 }
 
 // Stats are the manager's counters since it started.
@@ -25,6 +26,7 @@ type Stats struct {
 	RemoteReads          int64
 	ReadErrors           int64
 	LocalSegmentsDeleted int64
+	LargeRefsDropped     int64 // reference ledger entries dropped below a log start
 }
 
 // Stats returns the counters.
@@ -38,5 +40,6 @@ func (m *Manager) Stats() Stats {
 		RemoteReads:          m.stats.remoteReads.Load(),
 		ReadErrors:           m.stats.readErrors.Load(),
 		LocalSegmentsDeleted: m.stats.localDeleted.Load(),
+		LargeRefsDropped:     m.stats.refsDropped.Load(),
 	}
 }

@@ -55,6 +55,9 @@ const registrationFile = "registration"
 // of a single etcd key four times a second is cheap).
 const controllerPoll = 250 * time.Millisecond
 
+// topicReconcileEvery is the period of ReconcileTopics after the first.
+const topicReconcileEvery = 30 * time.Second
+
 // register puts this broker in the registry and records its lease. A
 // lease recorded by the data directory's previous registration is taken
 // over at once: the directory's lock proves that incarnation is gone.
@@ -163,6 +166,8 @@ func (b *Cluster) StartCluster(ctx context.Context) {
 		func() { b.keepRegistered(ctx) },
 		func() { b.tickPartitions(ctx) },
 		func() { b.followController(ctx) },
+		func() { b.followDrains(ctx) },
+		func() { b.followReassignments(ctx) },
 		func() {
 			b.ReconcilePartitionStates(ctx)
 			for ev := range partitions {
@@ -175,8 +180,21 @@ func (b *Cluster) StartCluster(ctx context.Context) {
 			}
 		},
 		func() {
-			for ev := range topics {
-				b.applyTopicEvent(ctx, ev)
+			// Anti-entropy besides the watch: a topic that failed to open
+			// (an etcd read timed out) is opened on a later pass.
+			b.ReconcileTopics(ctx)
+			t := time.NewTicker(topicReconcileEvery)
+			defer t.Stop()
+			for {
+				select {
+				case ev, ok := <-topics:
+					if !ok {
+						return
+					}
+					b.applyTopicEvent(ctx, ev)
+				case <-t.C:
+					b.ReconcileTopics(ctx)
+				}
 			}
 		},
 	} {
@@ -470,6 +488,7 @@ func (b *Cluster) ApplyPartitionEvent(ev meta.PartitionEvent) {
 	if p := t.Partitions[st.Partition]; p != nil {
 		p.SetState(node.CoreState(st))
 	}
+	b.rehost(st) // a reassignment added or removed this broker (reassign.go)
 }
 
 // ReconcilePartitionStates reads every known topic's partition states once
@@ -490,6 +509,47 @@ func (b *Cluster) ReconcilePartitionStates(ctx context.Context) {
 		}
 		for _, st := range states {
 			b.ApplyPartitionEvent(meta.PartitionEvent{Kind: meta.EventPut, State: st})
+		}
+	}
+}
+
+// ReconcileTopics makes the local topics those of etcd once the topic
+// watch has started. The broker opened its topics (LoadTopics) before it
+// registered and before the watch read its starting point; a topic created
+// or deleted in between is in neither, so without this a broker never
+// hosts its replicas of a topic created while it started: it answers no
+// fence for them, and once another replica fails the partition has no
+// quorum and stays leaderless. A topic that is local but not listed was
+// deleted (it existed in etcd before it was opened); one created here
+// after the listing is not among the local topics read before it.
+//
+// It runs again every topicReconcileEvery.
+func (b *Cluster) ReconcileTopics(ctx context.Context) {
+	before := b.SortedTopics()
+	var listed []meta.Topic
+	for {
+		ts, err := b.Store.Topics(ctx)
+		if err == nil {
+			listed = ts
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		b.Logger.Warn().Err(err).Msg("re-read topics after the watch started; retrying")
+		node.SleepCtx(ctx, time.Second)
+	}
+	ids := make(map[[16]byte]bool, len(listed))
+	for _, t := range listed {
+		ids[t.ID] = true
+		if l := b.LookupTopic(t.Name); l == nil || l.Meta.ID != t.ID {
+			b.Logger.Info().Str("topic", t.Name).Msg("opening a topic the watch did not deliver (created while this broker started, or its opening failed)")
+		}
+		b.applyTopicEvent(ctx, meta.TopicEvent{Kind: meta.EventPut, Topic: t})
+	}
+	for _, t := range before {
+		if !ids[t.Meta.ID] {
+			b.applyTopicEvent(ctx, meta.TopicEvent{Kind: meta.EventDelete, Topic: t.Meta})
 		}
 	}
 }

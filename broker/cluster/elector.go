@@ -82,8 +82,9 @@ func (r *replication) countElection(result string) {
 
 // elector is what the transport sees of a running elector loop.
 type elector struct {
-	inbox chan envelope     // bounded; envelopes To replica.ControllerNode
-	force chan forceUnclean // an operator's unclean elections (http_admin.go)
+	inbox  chan envelope     // bounded; envelopes To replica.ControllerNode
+	force  chan forceUnclean // an operator's unclean elections (http_admin.go)
+	prefer chan preferNow    // an operator's preferred elections (drain.go)
 }
 
 // forceUnclean asks the loop to force an unclean election of key; the
@@ -161,6 +162,7 @@ type electorLoop struct {
 	ifLeader clientv3.Cmp
 	parts    map[PartitionKey]*electedPartition
 	live     []replica.NodeID // sorted
+	draining []replica.NodeID // sorted: brokers with a drain mark (drain.go)
 	results  chan casOutcome
 	seq      uint64
 	wg       sync.WaitGroup // CAS goroutines
@@ -171,6 +173,7 @@ type electorLoop struct {
 // c. It returns when ctx ends, when c is lost, when a CAS is refused
 // because c was deposed, or when the metadata store closes.
 func (b *Cluster) runElections(ctx context.Context, c *meta.Controller) {
+	defer b.startReassigner(ctx, c.IfLeader())() // reassign.go
 	b.electLoop(ctx, c.IfLeader(), c.Lost(), c.Epoch())
 }
 
@@ -184,6 +187,7 @@ func (b *Cluster) electLoop(ctx context.Context, ifLeader clientv3.Cmp, lost <-c
 		ifLeader: ifLeader,
 		parts:    map[PartitionKey]*electedPartition{},
 		live:     liveNodes(b.Brokers()),
+		draining: b.drainingNodes(),
 		results:  make(chan casOutcome, 64),
 	}
 	defer func() {
@@ -195,7 +199,7 @@ func (b *Cluster) electLoop(ctx context.Context, ifLeader clientv3.Cmp, lost <-c
 	if !l.load(ctx, lost) {
 		return
 	}
-	e := &elector{inbox: make(chan envelope, electorInbox), force: make(chan forceUnclean)}
+	e := &elector{inbox: make(chan envelope, electorInbox), force: make(chan forceUnclean), prefer: make(chan preferNow)}
 	b.repl.elector.Store(e)
 	defer b.repl.elector.CompareAndSwap(e, nil)
 	l.log.Info().Int("partitions", len(l.parts)).Ints32("live", toInt32IDs(l.live)).Msg("elector started")
@@ -218,6 +222,8 @@ func (b *Cluster) electLoop(ctx context.Context, ifLeader clientv3.Cmp, lost <-c
 			l.step(ctx, env)
 		case f := <-e.force:
 			l.forceUnclean(ctx, f)
+		case p := <-e.prefer:
+			l.preferNow(ctx, p)
 		case r := <-l.results:
 			if !l.casDone(ctx, r) {
 				return
@@ -273,6 +279,7 @@ func (l *electorLoop) apply(ctx context.Context, ev meta.PartitionEvent) {
 	if p == nil {
 		p = &electedPartition{ctrl: replica.NewController(replica.ControllerConfig{})}
 		p.ctrl.SetLive(l.live)
+		p.ctrl.SetDraining(l.draining)
 		l.parts[key] = p
 	}
 	p.ctrl.SetState(replicaStateOf(ev.State))
@@ -318,6 +325,13 @@ func (l *electorLoop) tick(ctx context.Context) {
 		l.live = live
 		for _, p := range l.parts {
 			p.ctrl.SetLive(live)
+		}
+	}
+	if d := l.b.drainingNodes(); !slices.Equal(d, l.draining) {
+		l.log.Info().Ints32("draining", toInt32IDs(d)).Ints32("was", toInt32IDs(l.draining)).Msg("draining brokers changed")
+		l.draining = d
+		for _, p := range l.parts {
+			p.ctrl.SetDraining(d)
 		}
 	}
 	for key, p := range l.parts {

@@ -35,6 +35,7 @@ type Cluster struct {
 	addrs       Addrs
 	reg         atomic.Pointer[meta.Registration] // set by register before serving; replaced after a lost lease
 	liveBrokers atomic.Pointer[[]meta.BrokerInfo] // cluster.go
+	draining    atomic.Pointer[[]int32]           // drain.go: node ids with a drain mark, sorted
 	controller  atomic.Int32                      // node id of the controller; -1: unknown
 	ctlResign   chan struct{}                     // capacity 1: the controller should step aside (isolation.go)
 	clusterWG   sync.WaitGroup                    // the cluster watchers

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/sluice-mq/sluice/broker/controller"
 	"github.com/sluice-mq/sluice/broker/coordinator"
@@ -26,16 +27,27 @@ func (b *Cluster) GroupCoordinator(groupID string) meta.BrokerInfo {
 }
 
 // groupPlacementBrokers is the live brokers, without this one once its own
-// registration is lost (its claims went with the lease).
+// registration is lost (its claims went with the lease), and without the
+// draining ones (drain.go) unless every broker drains.
 func (b *Cluster) GroupPlacementBrokers() []meta.BrokerInfo {
 	bs := b.Brokers()
-	if len(bs) == 0 || !b.registrationLost() {
+	lost := b.registrationLost()
+	draining := b.Draining()
+	if len(bs) == 0 || (!lost && len(draining) == 0) {
 		return bs
 	}
 	out := make([]meta.BrokerInfo, 0, len(bs))
 	for _, bi := range bs {
-		if bi.NodeID != b.Cfg.NodeID {
+		if (!lost || bi.NodeID != b.Cfg.NodeID) && !slices.Contains(draining, bi.NodeID) {
 			out = append(out, bi)
+		}
+	}
+	if len(out) == 0 && len(draining) > 0 {
+		// Every broker drains: placement goes on over all of them.
+		for _, bi := range bs {
+			if !lost || bi.NodeID != b.Cfg.NodeID {
+				out = append(out, bi)
+			}
 		}
 	}
 	return out

@@ -33,7 +33,11 @@ func (b *Cluster) RegisterAtStart(ctx context.Context) error {
 	warned := false
 	for {
 		err := b.register(ctx)
-		if err == nil || !errors.Is(err, meta.ErrNodeIDInUse) || time.Now().After(deadline) {
+		if err == nil {
+			b.clearOwnDrain(ctx)
+			return nil
+		}
+		if !errors.Is(err, meta.ErrNodeIDInUse) || time.Now().After(deadline) {
 			if err != nil && warned {
 				return fmt.Errorf("%w (waited %v for the holder's lease to lapse: is another broker running as node %d?)", err, wait, b.Cfg.NodeID)
 			}

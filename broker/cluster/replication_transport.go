@@ -366,8 +366,11 @@ func (b *Cluster) managePeers(ctx context.Context) {
 }
 
 // runSender POSTs what is queued for one destination, a batch at a time.
+// The first failure of a streak is logged at warn, its end at info: a
+// controller that cannot reach a replica elects nothing it needs.
 func (b *Cluster) runSender(ctx context.Context, q *peerQueue) {
 	batch := make([]envelope, 0, replicationBatch)
+	failing := false
 	for {
 		batch = batch[:0]
 		select {
@@ -390,9 +393,18 @@ func (b *Cluster) runSender(ctx context.Context, q *peerQueue) {
 				b.repl.drop(dropSendFailed)
 			}
 			if ctx.Err() == nil {
-				b.Logger.Debug().Err(err).Int32("to", q.node).Int("messages", len(batch)).Msg("replication messages not delivered")
+				ev := b.Logger.Debug()
+				if !failing {
+					ev = b.Logger.Warn()
+				}
+				failing = true
+				ev.Err(err).Int32("to", q.node).Int("messages", len(batch)).Msg("election messages not delivered")
 			}
 			continue
+		}
+		if failing {
+			failing = false
+			b.Logger.Info().Int32("to", q.node).Msg("election messages delivered again")
 		}
 		b.repl.sent.Add(uint64(len(batch)))
 	}

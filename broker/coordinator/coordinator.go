@@ -94,9 +94,13 @@ type groupRunner struct {
 	released bool
 	gone     chan struct{}
 	// savedGen is the highest generation stored in etcd for the group
-	// (meta.SaveGroupGeneration); a completion carrying a higher one is
+	// (meta.SaveGroupGenerationFenced); a completion carrying a higher one is
 	// delivered only after that one is stored. Guarded by mu.
 	savedGen group.Generation
+	// commitRev is the revision of the group's commit key after this
+	// broker's last offset commit (meta.CommitOffsetsFenced), read when
+	// the group was acquired. Guarded by mu.
+	commitRev int64
 }
 
 func newGroupRunner(id string, cfg group.Config, now time.Time) *groupRunner {
@@ -259,14 +263,15 @@ func (c *Coordinator) locked(ctx context.Context, id string, create bool, fn fun
 // deliver hands the group's completions to their waiters; gr.mu is held.
 // A generation no member has been told yet is stored in etcd first, under
 // the claim, so the group's next coordinator goes on counting above it. If
+// a try's outcome is unknown it is tried again, fenced (retryFenced). If
 // it cannot be stored, nobody learns it: the completions are dropped and
 // the group is released (its waiters get NOT_COORDINATOR and rejoin, at this
 // broker or the next coordinator, which reads the stored generation).
 func (c *Coordinator) deliver(ctx context.Context, gr *groupRunner) error {
 	if gen := gr.g.Generation(); gen > gr.savedGen {
-		wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
-		err := c.store.SaveGroupGeneration(wctx, gr.claim, int32(gen))
-		cancel()
+		err := c.retryFenced(ctx, gr, "generation save", func(ctx context.Context, token string) (int64, error) {
+			return c.offsets.SaveGroupGenerationFenced(ctx, gr.claim, int32(gen), gr.commitRev, token)
+		})
 		if err != nil {
 			gr.g.TakeCompletions()
 			c.logger.Warn().Err(err).Str("group", gr.g.ID()).Int32("generation", int32(gen)).Msg("generation not stored; releasing the group")

@@ -13,11 +13,19 @@ package coordinator
 // the topic ID it was committed under.
 // Invariant: every etcd write here is conditioned on the group's claim
 // (gr.claimCond); a refused one releases the group (NOT_COORDINATOR).
-// Invariant: a commit or delete whose outcome is unknown (a timeout, a lost
-// answer, a later transaction failing after earlier ones were stored)
-// releases the group too (COORDINATOR_NOT_AVAILABLE): its memory may be
-// behind etcd, so it answers no fetch until the group is claimed and its
-// offsets loaded from etcd again.
+// Invariant: a commit (and a generation save, coordinator.go's deliver) is
+// fenced by the group's commit key too (meta.CommitOffsetsFenced at
+// gr.commitRev; retryFenced), so a try whose outcome is
+// unknown (a timeout, a lost answer: as when etcd's leader moves and drops
+// a proposal, which etcd answers only after its own ~7 s request timeout)
+// is tried again with the same token, each try bounded by
+// commitTryTimeout, until etcd says whether it is stored; no older try can
+// land after a newer commit. Only when that fails within etcdTimeout is
+// the outcome left unknown.
+// Invariant: a commit or delete whose outcome stays unknown releases the
+// group (COORDINATOR_NOT_AVAILABLE): its memory may be behind etcd, so it
+// answers no fetch until the group is claimed and its offsets loaded from
+// etcd again.
 //
 // The writes go through OffsetWriter, the store's half this file uses
 // (c.offsets, meta.Store in a running broker).
@@ -26,6 +34,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"strconv"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -40,11 +50,23 @@ import (
 // maxOffsetMetadata is Kafka's offset.metadata.max.bytes.
 const maxOffsetMetadata = 4096
 
-// OffsetWriter writes a group's committed offsets in etcd, each transaction
-// conditioned on conds: meta.Store's methods of that name.
+// commitTryTimeout bounds one try of an offset commit's etcd write, well
+// under etcd's own request timeout (5 s plus two election timeouts), which
+// is how long a proposal raft dropped during a leader change keeps its
+// request waiting; commitRetryBackoff is the first pause before another try
+// (doubling, at most commitTryTimeout/2).
+const (
+	commitTryTimeout   = 1500 * time.Millisecond
+	commitRetryBackoff = 50 * time.Millisecond
+)
+
+// OffsetWriter writes a group's committed offsets and generation in etcd,
+// each transaction conditioned on the group's claim: meta.Store's methods
+// of those names.
 type OffsetWriter interface {
-	CommitOffsetsIf(ctx context.Context, tenant, group string, offsets []meta.CommittedOffset, conds ...clientv3.Cmp) error
+	CommitOffsetsFenced(ctx context.Context, tenant, group string, offsets []meta.CommittedOffset, rev int64, token string, conds ...clientv3.Cmp) (int64, error)
 	DeleteOffsetsIf(ctx context.Context, tenant, group string, keys []meta.OffsetKey, conds ...clientv3.Cmp) error
+	SaveGroupGenerationFenced(ctx context.Context, c meta.GroupClaim, gen int32, rev int64, token string) (int64, error)
 }
 
 // OffsetCommit is one partition's commit.
@@ -75,6 +97,18 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, groupID, memberID, inst
 	return perPartition, err
 }
 
+// CommitOwn commits offsets as the coordinator itself, with no member
+// check: the queue API's keys:resume and keys:skip, which an operator asks
+// for while the group's members run. The group must exist; the claim
+// fences the write like any commit.
+func (c *Coordinator) CommitOwn(ctx context.Context, groupID string, offsets map[group.TopicPartition]OffsetCommit) (map[group.TopicPartition]error, error) {
+	perPartition := make(map[group.TopicPartition]error)
+	err := c.locked(ctx, groupID, false, func(gr *groupRunner) error {
+		return c.writeOffsets(ctx, gr, -1, offsets, perPartition)
+	})
+	return perPartition, err
+}
+
 // writeOffsets validates, writes and applies offsets; gr.mu is held.
 func (c *Coordinator) writeOffsets(ctx context.Context, gr *groupRunner, gen group.Generation,
 	offsets map[group.TopicPartition]OffsetCommit, perPartition map[group.TopicPartition]error) error {
@@ -102,13 +136,55 @@ func (c *Coordinator) writeOffsets(ctx context.Context, gr *groupRunner, gen gro
 	if len(durable) == 0 {
 		return nil
 	}
-	wctx, cancel := context.WithTimeout(ctx, etcdTimeout)
-	defer cancel()
-	if err := c.offsets.CommitOffsetsIf(wctx, c.cfg.Tenant, gr.g.ID(), durable, gr.claimCond()); err != nil {
+	if err := c.commitFenced(ctx, gr, durable); err != nil {
 		return c.unsure(ctx, gr, "commit offsets", err)
 	}
 	gr.g.SetOffsets(apply)
 	return nil
+}
+
+// commitFenced stores durable at gr's commit revision and moves it; gr.mu
+// is held. See retryFenced.
+func (c *Coordinator) commitFenced(ctx context.Context, gr *groupRunner, durable []meta.CommittedOffset) error {
+	return c.retryFenced(ctx, gr, "offset commit", func(ctx context.Context, token string) (int64, error) {
+		return c.offsets.CommitOffsetsFenced(ctx, c.cfg.Tenant, gr.g.ID(), durable, gr.commitRev, token, gr.claimCond())
+	})
+}
+
+// retryFenced runs write, a transaction fenced by gr's claim and its commit
+// key at gr.commitRev that returns the key's new revision, under one
+// random token; gr.mu is held. A try that fails with its outcome unknown
+// is made again with the same token, each bounded by commitTryTimeout,
+// until etcd answers, within etcdTimeout of the first; the error is then
+// the last try's (ErrFenced: refused, not stored).
+func (c *Coordinator) retryFenced(ctx context.Context, gr *groupRunner, what string, write func(ctx context.Context, token string) (int64, error)) error {
+	token := strconv.FormatInt(int64(c.nodeID), 10) + "-" + strconv.FormatInt(gr.claim.Revision, 10) + "-" +
+		strconv.FormatUint(rand.Uint64(), 36)
+	budget, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	backoff := commitRetryBackoff
+	for try := 1; ; try++ {
+		tctx, tcancel := context.WithTimeout(budget, commitTryTimeout)
+		rev, err := write(tctx, token)
+		tcancel()
+		if err == nil {
+			gr.commitRev = rev
+			if try > 1 {
+				c.logger.Info().Str("group", gr.g.ID()).Int("tries", try).Msg(what + " resolved after a try of unknown outcome")
+			}
+			return nil
+		}
+		if errors.Is(err, meta.ErrFenced) {
+			return err
+		}
+		c.logger.Warn().Err(err).Str("group", gr.g.ID()).Int("try", try).Msg(what + " outcome unknown; trying it again, fenced")
+		select {
+		case <-budget.Done():
+			return err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, commitTryTimeout/2)
+	}
 }
 
 // FetchOffsets returns the committed offsets of tps (all of them if tps is

@@ -133,8 +133,13 @@ func (c *Coordinator) acquire(ctx context.Context, gr *groupRunner) error {
 	if err != nil {
 		return notLoaded("generation", err)
 	}
+	commitRev, err := c.store.GroupCommitRevision(wctx, c.cfg.Tenant, id)
+	if err != nil {
+		return notLoaded("commit revision", err)
+	}
 	gr.g.ContinueFrom(group.Generation(gen))
 	gr.savedGen = group.Generation(gen)
+	gr.commitRev = commitRev
 	set := make(map[group.TopicPartition]group.Offset, len(stored))
 	for _, o := range stored {
 		t := c.node.LookupTopicID(o.TopicID)

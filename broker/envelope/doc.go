@@ -36,11 +36,14 @@
 //
 // Every record of a batch is inspected before any reference is claimed,
 // so a batch refused for one record claims nothing; claims then run in
-// record order, each reference once. A claim marks the upload session
-// published; when the batch is later refused anyway (its partition's
-// leader moved, a quota), the session stays published without a record
-// naming it, and a retried produce claims it again (RefClaimer answers nil
-// for a session already published).
+// record order, each reference once per partition. A claim marks the
+// upload session published and records the partition in the reference
+// ledger (tier/doc.go, "Large objects") before the batch is enqueued;
+// when the batch is later refused anyway (its partition's leader moved, a
+// quota), the entry stays and is bounded by the partition's log end once
+// the claim settles, so the object lives until retention passes that
+// offset; a retried produce claims it again (RefClaimer answers nil for a
+// session already published, and reopens the entry).
 //
 // Invariant: Check returns nil only when no record of the batch exceeds
 // maxInline and every envelope in it parsed and was claimed for tenant;

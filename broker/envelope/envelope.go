@@ -24,6 +24,13 @@ import (
 // ClaimTimeout bounds the claims of one batch.
 const ClaimTimeout = 10 * time.Second
 
+// AppendWithin bounds the time from the start of a batch's claims to its
+// append: past it, the partition refuses the batch (NotAfter) and the
+// producer's retry claims again. The reference ledger relies on it: a
+// claim's record is in the log by claimed_ms + settle or never, and
+// AppendWithin is far below the settle time (tier.DefaultRefSettle).
+const AppendWithin = 2 * time.Minute
+
 // maxListed bounds the records one Refusal lists.
 const maxListed = 64
 
@@ -97,10 +104,11 @@ func Inspect(rec *kmsg.Record, maxInline int32) (r ref.Ref, ok bool, err error) 
 	return r, ok, nil
 }
 
-// Claim claims refs (each once, in order) for tenant through c. A refused
-// reference is a Refusal naming the records (at indexes) that carry it; a
-// failure of the claimer itself wraps node.ErrStorage.
-func Claim(ctx context.Context, c node.RefClaimer, tenant string, refs []ref.Ref, indexes []int32) error {
+// Claim claims refs (each once per site, in order) for tenant through c;
+// sites[i] is the partition refs[i]'s record is about to be appended to.
+// A refused reference is a Refusal naming the records (at indexes) that
+// carry it; a failure of the claimer itself wraps node.ErrStorage.
+func Claim(ctx context.Context, c node.RefClaimer, tenant string, refs []ref.Ref, indexes []int32, sites []node.RefSite) error {
 	if len(refs) == 0 {
 		return nil
 	}
@@ -109,13 +117,17 @@ func Claim(ctx context.Context, c node.RefClaimer, tenant string, refs []ref.Ref
 	}
 	ctx, cancel := context.WithTimeout(ctx, ClaimTimeout)
 	defer cancel()
-	done := make(map[ref.Ref]bool, len(refs))
+	type claim struct {
+		r    ref.Ref
+		site node.RefSite
+	}
+	done := make(map[claim]bool, len(refs))
 	for i, r := range refs {
-		if done[r] {
+		if done[claim{r, sites[i]}] {
 			continue
 		}
-		done[r] = true
-		err := c.Claim(ctx, tenant, r)
+		done[claim{r, sites[i]}] = true
+		err := c.Claim(ctx, tenant, r, sites[i])
 		switch {
 		case err == nil:
 		case errors.Is(err, ref.ErrUnknown), errors.Is(err, ref.ErrForeign), errors.Is(err, ref.ErrExpired),
@@ -148,13 +160,15 @@ func refuse(code, err error, indexes []int32) *Refusal {
 var sluicePrefix = []byte("sluice.")
 
 // Check inspects every record of batch, a validated v2 batch (h its
-// header) produced to the topic whose internal name is topic, and claims
-// its envelopes' references; see doc.go.
-func Check(ctx context.Context, c node.RefClaimer, topic string, batch []byte, h wal.BatchHeader, maxInline int32) error {
+// header) produced to partition site (site.Topic its internal name), and
+// claims its envelopes' references there; see doc.go. claimed reports
+// that the batch carries references, all claimed: it must then be
+// appended within AppendWithin of Check's start.
+func Check(ctx context.Context, c node.RefClaimer, site node.RefSite, batch []byte, h wal.BatchHeader, maxInline int32) (claimed bool, err error) {
 	if h.Attributes&0x07 == 0 && len(batch) >= wal.BatchHeaderSize {
 		body := batch[wal.BatchHeaderSize:]
 		if len(body) <= int(maxInline) && !bytes.Contains(body, sluicePrefix) {
-			return nil
+			return false, nil
 		}
 	}
 	var (
@@ -163,7 +177,7 @@ func Check(ctx context.Context, c node.RefClaimer, topic string, batch []byte, h
 		refused *Refusal
 		idx     int32
 	)
-	err := records.Each(batch, func(_, _ int64, rec *kmsg.Record) bool {
+	err = records.Each(batch, func(_, _ int64, rec *kmsg.Record) bool {
 		i := idx
 		idx++
 		r, ok, err := Inspect(rec, maxInline)
@@ -182,10 +196,17 @@ func Check(ctx context.Context, c node.RefClaimer, topic string, batch []byte, h
 		return true
 	})
 	if err != nil {
-		return fmt.Errorf("%w: %w", node.ErrCorruptMessage, err)
+		return false, fmt.Errorf("%w: %w", node.ErrCorruptMessage, err)
 	}
 	if refused != nil {
-		return refused
+		return false, refused
 	}
-	return Claim(ctx, c, Tenant(topic), refs, at)
+	sites := make([]node.RefSite, len(refs))
+	for i := range sites {
+		sites[i] = site
+	}
+	if err := Claim(ctx, c, Tenant(site.Topic), refs, at, sites); err != nil {
+		return false, err
+	}
+	return len(refs) > 0, nil
 }

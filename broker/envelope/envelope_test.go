@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/payload/ref"
+	"github.com/sluice-mq/sluice/tier"
 	"github.com/sluice-mq/sluice/wal"
 )
 
@@ -33,7 +34,7 @@ type fakeSession struct {
 	expired bool
 }
 
-func (f *fakeClaimer) Claim(_ context.Context, tenant string, r ref.Ref) error {
+func (f *fakeClaimer) Claim(_ context.Context, tenant string, r ref.Ref, _ node.RefSite) error {
 	f.claims = append(f.claims, tenant+"/"+r.ID)
 	if f.fail != nil {
 		return f.fail
@@ -98,8 +99,8 @@ func TestCheckInlineRecordsPassWithoutClaims(t *testing.T) {
 		f := &fakeClaimer{}
 		raw, h := batchOf(t, zst, kmsg.Record{Key: []byte("k"), Value: bytes.Repeat([]byte("v"), 1000)},
 			kmsg.Record{Value: []byte("sluice.ref is only text here"), Headers: []kmsg.Header{{Key: "trace", Value: []byte("sluice.x")}}})
-		if err := Check(context.Background(), f, tenantTopic, raw, h, DefaultLimit); err != nil {
-			t.Fatalf("zstd=%v: %v", zst, err)
+		if claimed, err := Check(context.Background(), f, node.RefSite{Topic: tenantTopic}, raw, h, DefaultLimit); err != nil || claimed {
+			t.Fatalf("zstd=%v: claimed %v, %v", zst, claimed, err)
 		}
 		if len(f.claims) != 0 {
 			t.Fatalf("zstd=%v: claims %v for inline records", zst, f.claims)
@@ -114,7 +115,7 @@ func TestCheckRefusesRecordOverMaxInline(t *testing.T) {
 		big := kmsg.Record{Key: []byte("k"), Value: bytes.Repeat([]byte{'x'}, 2000)}
 		exact := kmsg.Record{Value: bytes.Repeat([]byte{'y'}, 1000)}
 		raw, h := batchOf(t, zst, exact, big, exact)
-		err := Check(context.Background(), nil, tenantTopic, raw, h, 1000)
+		_, err := Check(context.Background(), nil, node.RefSite{Topic: tenantTopic}, raw, h, 1000)
 		if node.ErrorCode(err) != kerr.MessageTooLarge.Code {
 			t.Fatalf("zstd=%v: %v, want MESSAGE_TOO_LARGE", zst, err)
 		}
@@ -131,7 +132,7 @@ func TestCheckRefusesRecordOverMaxInline(t *testing.T) {
 		withMeta := kmsg.Record{Key: []byte("key-7"), Value: bytes.Repeat([]byte{'z'}, 1000),
 			Headers: []kmsg.Header{{Key: "sent-at", Value: []byte("1733140000000")}}}
 		raw, h = batchOf(t, zst, exact, exact, withMeta)
-		if err := Check(context.Background(), nil, tenantTopic, raw, h, 1000); err != nil {
+		if _, err := Check(context.Background(), nil, node.RefSite{Topic: tenantTopic}, raw, h, 1000); err != nil {
 			t.Fatalf("zstd=%v: payloads of exactly max.inline.bytes: %v", zst, err)
 		}
 	}
@@ -148,8 +149,8 @@ func TestCheckClaimsEnvelopes(t *testing.T) {
 			old.ID:   {tenant: "acme", r: old, expired: true},
 		}}
 		raw, h := batchOf(t, zst, kmsg.Record{Value: []byte("inline")}, envelopeRecord(good), envelopeRecord(good))
-		if err := Check(context.Background(), f, tenantTopic, raw, h, DefaultLimit); err != nil {
-			t.Fatalf("zstd=%v: a completed session's reference: %v", zst, err)
+		if claimed, err := Check(context.Background(), f, node.RefSite{Topic: tenantTopic}, raw, h, DefaultLimit); err != nil || !claimed {
+			t.Fatalf("zstd=%v: a completed session's reference: claimed %v, %v", zst, claimed, err)
 		}
 		if want := []string{"acme/good1"}; fmt.Sprint(f.claims) != fmt.Sprint(want) {
 			t.Fatalf("claims %v, want %v (each reference once, for the topic's tenant)", f.claims, want)
@@ -159,7 +160,7 @@ func TestCheckClaimsEnvelopes(t *testing.T) {
 			want error
 		}{{sampleRef("nope"), ref.ErrUnknown}, {other, ref.ErrForeign}, {old, ref.ErrExpired}, {mismatched, ref.ErrMismatch}} {
 			raw, h := batchOf(t, zst, kmsg.Record{Value: []byte("inline")}, envelopeRecord(c.r))
-			err := Check(context.Background(), f, tenantTopic, raw, h, DefaultLimit)
+			_, err := Check(context.Background(), f, node.RefSite{Topic: tenantTopic}, raw, h, DefaultLimit)
 			if node.ErrorCode(err) != kerr.InvalidRecord.Code || !errors.Is(err, c.want) {
 				t.Fatalf("zstd=%v %s: %v, want INVALID_RECORD wrapping %v", zst, c.r.ID, err, c.want)
 			}
@@ -176,7 +177,7 @@ func TestCheckRefusesMalformedBeforeClaiming(t *testing.T) {
 	bad.Headers = bad.Headers[:1] // sluice.ref without size and checksum
 	f := &fakeClaimer{sessions: map[string]fakeSession{good.ID: {tenant: "acme", r: good}}}
 	raw, h := batchOf(t, false, envelopeRecord(good), bad)
-	err := Check(context.Background(), f, tenantTopic, raw, h, DefaultLimit)
+	_, err := Check(context.Background(), f, node.RefSite{Topic: tenantTopic}, raw, h, DefaultLimit)
 	if node.ErrorCode(err) != kerr.InvalidRecord.Code || !errors.Is(err, ref.ErrMalformed) {
 		t.Fatalf("%v, want INVALID_RECORD (malformed)", err)
 	}
@@ -187,7 +188,7 @@ func TestCheckRefusesMalformedBeforeClaiming(t *testing.T) {
 
 func TestCheckWithoutObjectStore(t *testing.T) {
 	raw, h := batchOf(t, false, envelopeRecord(sampleRef("a")))
-	err := Check(context.Background(), nil, tenantTopic, raw, h, DefaultLimit)
+	_, err := Check(context.Background(), nil, node.RefSite{Topic: tenantTopic}, raw, h, DefaultLimit)
 	if node.ErrorCode(err) != kerr.InvalidRecord.Code || !strings.Contains(err.Error(), "large payloads need an object store") {
 		t.Fatalf("%v", err)
 	}
@@ -196,7 +197,7 @@ func TestCheckWithoutObjectStore(t *testing.T) {
 func TestCheckClaimerFailureIsRetriable(t *testing.T) {
 	f := &fakeClaimer{fail: errors.New("etcd: no leader")}
 	raw, h := batchOf(t, false, envelopeRecord(sampleRef("a")))
-	err := Check(context.Background(), f, "orders", raw, h, DefaultLimit)
+	_, err := Check(context.Background(), f, node.RefSite{Topic: "orders"}, raw, h, DefaultLimit)
 	if node.ErrorCode(err) != kerr.KafkaStorageError.Code {
 		t.Fatalf("%v, want KAFKA_STORAGE_ERROR", err)
 	}
@@ -236,7 +237,7 @@ func BenchmarkCheck(b *testing.B) {
 			b.SetBytes(int64(len(raw)))
 			for range b.N {
 				f.claims = f.claims[:0]
-				if err := Check(context.Background(), f, tenantTopic, raw, h, DefaultLimit); err != nil {
+				if _, err := Check(context.Background(), f, node.RefSite{Topic: tenantTopic}, raw, h, DefaultLimit); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -262,6 +263,15 @@ func FuzzCheck(f *testing.F) {
 			return
 		}
 		c := &fakeClaimer{sessions: map[string]fakeSession{good.ID: {tenant: "acme", r: good}}}
-		_ = Check(context.Background(), c, tenantTopic, raw, h, 4096)
+		_, _ = Check(context.Background(), c, node.RefSite{Topic: tenantTopic}, raw, h, 4096)
 	})
+}
+
+// TestAppendBoundBelowSettle: a claimed batch's append is bounded well
+// inside the ledger's settle time, claims included, so the leader's log
+// end at claimed_ms + settle bounds every record claimed at claimed_ms.
+func TestAppendBoundBelowSettle(t *testing.T) {
+	if ClaimTimeout+AppendWithin > tier.DefaultRefSettle/2 {
+		t.Fatalf("ClaimTimeout %v + AppendWithin %v is over half the ledger's settle time %v", ClaimTimeout, AppendWithin, tier.DefaultRefSettle)
+	}
 }

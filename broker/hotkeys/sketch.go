@@ -136,6 +136,27 @@ type Report struct {
 	Keys []KeyRate `json:"keys"`
 }
 
+// TopicReport is a topic's ingress as GET /v1/topics/{topic}/hot-keys
+// answers it.
+type TopicReport struct {
+	Topic string `json:"topic"`
+	// WindowSeconds is the decay time constant of the rates; Counters the
+	// sketch's size, so a listed rate is over by at most records_per_sec
+	// divided by Counters.
+	WindowSeconds float64           `json:"window_seconds"`
+	Counters      int               `json:"counters"`
+	Partitions    []PartitionReport `json:"partitions"`
+}
+
+// PartitionReport is one partition's ingress, or why its leader could
+// not tell (Error, with the figures zero).
+type PartitionReport struct {
+	Partition int32 `json:"partition"`
+	Leader    int32 `json:"leader"`
+	Report
+	Error string `json:"error,omitempty"`
+}
+
 // KeyRate is one key's estimated rate.
 type KeyRate struct {
 	// Key is the key's first KeyPrefix bytes as text when they are valid

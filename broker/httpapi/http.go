@@ -20,7 +20,7 @@ import (
 
 func (b *Server) httpHandler() http.Handler {
 	b.M.Reg.MustRegister(node.NewOffsetCollector(b.Node), newLagCollector(b), node.NewTierCollector(b.Node))
-	b.M.Reg.MustRegister(queueapi.NewDLQCollector(queueapi.DLQDepths(b.Node)))
+	b.M.Reg.MustRegister(queueapi.NewDLQCollector(queueapi.DLQDepths(b.Node)), queueapi.NewPausedCollector(b.queue))
 	mux := routeMux{b: b, mux: http.NewServeMux(), seen: map[string]bool{}}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(b.M.Reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -69,6 +69,8 @@ func (b *Server) httpHandler() http.Handler {
 	for _, pattern := range objapi.Routes {
 		mux.Handle(pattern, obj)
 	}
+	p := pipeline{b: b, mux: mux.mux}
+	b.registerConsole(mux, p) // console.go
 	mux.checkAllRegistered()
-	return pipeline{b: b, mux: mux.mux}
+	return p
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/rs/zerolog"
+	"github.com/sluice-mq/sluice/broker/httpapi/apierr"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kerr"
 )
@@ -21,18 +22,12 @@ import (
 // maxHTTPBody bounds one JSON request body.
 const maxHTTPBody = 64 << 20
 
-// APIError is an HTTP API failure with its status.
-type APIError struct {
-	Status  int    `json:"-"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
+// APIError is an HTTP API failure with its status: the one error answer of
+// the HTTP API and its sub-packages (broker/httpapi/apierr).
+type APIError = apierr.Error
 
-func (e *APIError) Error() string { return e.Message }
-
-func BadRequest(format string, args ...any) *APIError {
-	return &APIError{Status: http.StatusBadRequest, Code: "bad_request", Message: fmt.Sprintf(format, args...)}
-}
+// BadRequest is a 400 "bad_request".
+func BadRequest(format string, args ...any) *APIError { return apierr.BadRequest(format, args...) }
 
 // httpStatusFor maps an internal error to an API error.
 func httpStatusFor(err error) *APIError {
@@ -103,18 +98,11 @@ func WriteError(logger zerolog.Logger, w http.ResponseWriter, r *http.Request, e
 	writeAPIError(logger, w, r, err, httpStatusFor(err))
 }
 
-// writeAPIError logs err and answers ae.
+// writeAPIError logs err and answers ae, with Retry-After when err
+// carries one.
 func writeAPIError(logger zerolog.Logger, w http.ResponseWriter, r *http.Request, err error, ae *APIError) {
-	ev := logger.Debug()
-	if ae.Status >= 500 {
-		ev = logger.Warn()
-		if ae.Status == http.StatusInternalServerError {
-			ev = logger.Error()
-		}
-	}
-	ev.Err(err).Str("method", r.Method).Str("path", r.URL.Path).Int("status", ae.Status).Msg("http request failed")
 	setRetryAfter(w, err)
-	writeJSON(w, ae.Status, map[string]*APIError{"error": ae})
+	apierr.Respond(logger, w, r, err, ae, "http request failed")
 }
 
 // decodeJSON reads a JSON body into v, refusing unknown fields, trailing
@@ -221,4 +209,5 @@ func (b *Server) registerAPI(mux routeMux) {
 	b.registerAdminAPI(mux)
 	b.registerListingAPI(mux)
 	b.registerHotKeysAPI(mux) // http_hotkeys.go
+	b.registerRedriveAPI(mux) // redrive.go
 }

@@ -204,12 +204,28 @@ func (b *Server) decodeMessages(ctx context.Context, p *partition.Partition, fro
 	}
 	b.M.BytesOut(p.Topic(), len(data))
 	b.M.RecordsOutN(p.Topic(), node.CountRecords(data))
+	return resp, appendMessages(&resp, p.Index(), data, from, hw)
+}
+
+// appendMessages decodes the stored batches in data into resp's messages
+// (those at or above from and below hw, at most httpMaxMessagesPerPoll),
+// skipping control batches, and moves resp.NextOffset past what it used.
+func appendMessages(resp *fetchResponse, partition int32, data []byte, from int64, hw wal.Offset) error {
 	for len(data) > 0 && len(resp.Messages) < httpMaxMessagesPerPoll {
 		h, err := wal.ParseBatchHeader(data)
 		if err != nil || h.Size() > len(data) {
 			// err stays text: wrapping wal.ErrInvalidBatch would turn this
 			// storage fault into the client's CorruptMessage (HTTP 400).
-			return resp, fmt.Errorf("%w: stored batch at %d: %v", node.ErrStorage, resp.NextOffset, err) //nolint:errorlint // see above
+			return fmt.Errorf("%w: stored batch at %d: %v", node.ErrStorage, resp.NextOffset, err) //nolint:errorlint // see above
+		}
+		if h.Attributes&node.AttrControl != 0 {
+			// A control batch (a new leader's epoch-start record) is no
+			// message: skipped, as Kafka clients skip it, and passed.
+			if next := int64(h.LastOffset()) + 1; next > resp.NextOffset && next <= int64(hw) {
+				resp.NextOffset = next
+			}
+			data = data[h.Size():]
+			continue
 		}
 		err = node.EachRecord(data[:h.Size()], func(off, ts int64, rec *kmsg.Record) bool {
 			if off < from {
@@ -218,16 +234,16 @@ func (b *Server) decodeMessages(ctx context.Context, p *partition.Partition, fro
 			if off >= int64(hw) || len(resp.Messages) == httpMaxMessagesPerPoll {
 				return false
 			}
-			resp.Messages = append(resp.Messages, toFetchedMessage(p.Index(), off, ts, rec))
+			resp.Messages = append(resp.Messages, toFetchedMessage(partition, off, ts, rec))
 			resp.NextOffset = off + 1
 			return true
 		})
 		if err != nil {
-			return resp, fmt.Errorf("%w: %w", node.ErrStorage, err)
+			return fmt.Errorf("%w: %w", node.ErrStorage, err)
 		}
 		data = data[h.Size():]
 	}
-	return resp, nil
+	return nil
 }
 
 func toFetchedMessage(partition int32, off, ts int64, rec *kmsg.Record) fetchedMessage {

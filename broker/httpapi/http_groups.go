@@ -55,7 +55,9 @@ func (b *Server) registerGroupAPI(mux routeMux) {
 	mux.HandleFunc("GET /v1/groups/{group}/lag", b.toCoordinator(b.httpLag))
 	mux.HandleFunc("POST /v1/groups/{group}/messages:ack", b.toCoordinator(b.queue.HandleAck))   // queueapi
 	mux.HandleFunc("POST /v1/groups/{group}/messages:nack", b.toCoordinator(b.queue.HandleNack)) // queueapi
-	mux.HandleFunc("GET /v1/topics/{topic}/messages", b.queue.HandleList)                        // queueapi: dead letters
+	mux.HandleFunc("POST /v1/groups/{group}/keys:resume", b.toCoordinator(b.queue.HandleResume)) // queueapi: pauses
+	mux.HandleFunc("POST /v1/groups/{group}/keys:skip", b.toCoordinator(b.queue.HandleSkip))
+	mux.HandleFunc("GET /v1/topics/{topic}/messages", b.queue.HandleList) // queueapi: dead letters
 }
 
 // forwardedHeader marks a group request forwarded to its coordinator; its

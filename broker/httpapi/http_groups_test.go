@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"testing"
-	"time"
 
 	"github.com/rs/zerolog"
 	"github.com/sluice-mq/sluice/broker/group"
@@ -50,24 +49,5 @@ func TestRangeAssign(t *testing.T) {
 		if len(got[id]) != len(topics) {
 			t.Errorf("%s: got topics %v, want %v", id, got[id], topics)
 		}
-	}
-}
-
-func TestLagRates(t *testing.T) {
-	var lr lagRates
-	start := time.Unix(1000, 0)
-	if _, ok := lr.observe("k", start, 100); ok {
-		t.Fatal("a rate from one sample")
-	}
-	if _, ok := lr.observe("k", start.Add(5*time.Second), 100); ok {
-		t.Fatal("a rate without a second distinct commit")
-	}
-	rate, ok := lr.observe("k", start.Add(10*time.Second), 300)
-	if !ok || rate != 20 {
-		t.Fatalf("rate %v %v, want 20/s", rate, ok)
-	}
-	// Samples older than the window are forgotten.
-	if _, ok := lr.observe("k", start.Add(rateWindow+time.Hour), 300); ok {
-		t.Fatal("a rate from samples outside the window")
 	}
 }

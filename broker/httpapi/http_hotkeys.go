@@ -23,25 +23,12 @@ import (
 	"github.com/sluice-mq/sluice/broker/node"
 )
 
-// HotKeys is the answer of GET /v1/topics/{topic}/hot-keys.
-type HotKeys struct {
-	Topic string `json:"topic"`
-	// WindowSeconds is the decay time constant of the rates; Counters the
-	// sketch's size, so a listed rate is over by at most records_per_sec
-	// divided by Counters.
-	WindowSeconds float64            `json:"window_seconds"`
-	Counters      int                `json:"counters"`
-	Partitions    []PartitionHotKeys `json:"partitions"`
-}
-
-// PartitionHotKeys is one partition's ingress, or why its leader could
-// not tell (Error, with the figures zero).
-type PartitionHotKeys struct {
-	Partition int32 `json:"partition"`
-	Leader    int32 `json:"leader"`
-	hotkeys.Report
-	Error string `json:"error,omitempty"`
-}
+// HotKeys is the answer of GET /v1/topics/{topic}/hot-keys, one
+// PartitionHotKeys per partition.
+type (
+	HotKeys          = hotkeys.TopicReport
+	PartitionHotKeys = hotkeys.PartitionReport
+)
 
 func (b *Server) registerHotKeysAPI(mux routeMux) {
 	b.M.Reg.MustRegister(node.NewIngressCollector(b.Node))

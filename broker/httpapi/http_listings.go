@@ -251,7 +251,7 @@ func (b *Server) httpDescribeGroup(w http.ResponseWriter, r *http.Request) {
 	}
 	s := scopeFrom(r.Context())
 	out := GroupDescription{Group: s.name(groupID), Coordinator: b.Cfg.NodeID, State: d.State, ProtocolType: d.ProtocolType,
-		Protocol: d.Protocol, Members: []groupMember{}, Offsets: s.showLags(b.leaderLag(r.Context(), groupID, qs))}
+		Protocol: d.Protocol, Members: []groupMember{}, Offsets: s.showLags(b.withPauses(r, groupID, b.leaderLag(r.Context(), groupID, qs)))}
 	for _, m := range d.Members {
 		gm := groupMember{MemberID: m.ID, InstanceID: m.InstanceID, ClientID: m.ClientID, ClientHost: m.ClientHost,
 			Assignment: []assignedTopic{}}
@@ -306,6 +306,11 @@ type BrokerListing struct {
 	StartedMs   int64  `json:"started_ms,omitempty"`
 	Controller  bool   `json:"controller"`
 	Live        bool   `json:"live"`
+	// Draining: an operator asked to move leadership and groups off it
+	// (POST /v1/admin/brokers/{id}/drain).
+	Draining bool `json:"draining"`
+	// Leaders is how many partitions it leads in this broker's view.
+	Leaders int `json:"leaders"`
 }
 
 // httpListBrokers lists the live brokers with their registrations, then
@@ -334,6 +339,19 @@ func (b *Server) httpListBrokers(w http.ResponseWriter, _ *http.Request) {
 				}
 			}
 		}
+	}
+	leaders := map[int32]int{}
+	for _, t := range b.SortedTopics() {
+		for _, st := range t.States {
+			if st.Leader >= 0 {
+				leaders[st.Leader]++
+			}
+		}
+	}
+	draining := b.Draining()
+	for i := range out {
+		out[i].Leaders = leaders[out[i].ID]
+		out[i].Draining = slices.Contains(draining, out[i].ID)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	writeJSON(w, http.StatusOK, struct {

@@ -74,10 +74,27 @@ func inspectPublished(t *node.Topic, records []kmsg.Record) ([]ref.Ref, []int32,
 	return refs, at, nil
 }
 
-// claimPublished claims the references of a publish for the topic's tenant.
-func (b *Server) claimPublished(ctx context.Context, t *node.Topic, refs []ref.Ref, at []int32) error {
-	err := envelope.Claim(ctx, b.Cfg.Refs, envelope.Tenant(t.Meta.Name), refs, at)
+// claimPublished claims the references of a publish for the topic's
+// tenant, each at the partition its message's batch goes to.
+func (b *Server) claimPublished(ctx context.Context, t *node.Topic, refs []ref.Ref, at []int32, batches []*publishBatch) error {
+	partOf := make(map[int]int32)
+	for _, pb := range batches {
+		for _, i := range pb.msgs {
+			partOf[i] = pb.partition
+		}
+	}
+	sites := make([]node.RefSite, len(refs))
+	for k, i := range at {
+		sites[k] = node.RefSite{TopicID: t.Meta.ID, Topic: t.Meta.Name, Partition: partOf[int(i)]}
+	}
+	start := b.Now()
+	err := envelope.Claim(ctx, b.Cfg.Refs, envelope.Tenant(t.Meta.Name), refs, at, sites)
 	if err == nil {
+		for _, pb := range batches { // appended within the bound, or never
+			if len(refs) > 0 {
+				pb.notAfter = start.Add(envelope.AppendWithin)
+			}
+		}
 		return nil
 	}
 	ae := httpStatusFor(err)

@@ -104,7 +104,8 @@ type publishBatch struct {
 	msgs      []int
 	recs      []kmsg.Record // the request's records, by message index
 	raw       []byte
-	count     int // records in raw when msgs is not set (a forwarded batch)
+	count     int       // records in raw when msgs is not set (a forwarded batch)
+	notAfter  time.Time // its references' claims bound its append (claimPublished)
 }
 
 // records is the number of records in the batch.
@@ -136,7 +137,7 @@ func (b *Server) httpPublish(w http.ResponseWriter, r *http.Request) {
 		b.writeError(w, r, err) // the whole request: 507 (quota_status.go)
 		return
 	}
-	if err := b.claimPublished(r.Context(), t, refs, at); err != nil {
+	if err := b.claimPublished(r.Context(), t, refs, at, batches); err != nil {
 		b.writeError(w, r, err)
 		return
 	}
@@ -330,7 +331,7 @@ func (b *Server) appendLocal(ctx context.Context, t *node.Topic, pbs []*publishB
 			p, err = t.Local(pb.partition)
 		}
 		if err == nil {
-			ar := partition.NewAppendRequest(pb.raw, h, true)
+			ar := partition.NewAppendRequest(pb.raw, h, true).NotAfter(pb.notAfter)
 			if err = p.Enqueue(ar); err == nil {
 				b.M.RecordsIn(t.Meta.Name, len(pb.raw), pb.records())
 				waits[j] = ar.Result()

@@ -16,85 +16,32 @@ package httpapi
 //
 // The commit rate comes from the committed offsets this broker observed
 // (on lag requests and scrapes) over the last rateWindow; the samples are
-// guarded by lagRates.mu.
+// kept in lagstat.Rates.
 
 import (
 	"math"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/group"
-	"github.com/sluice-mq/sluice/broker/node"
+	"github.com/sluice-mq/sluice/broker/httpapi/lagstat"
 	"github.com/sluice-mq/sluice/broker/partition"
-	"github.com/sluice-mq/sluice/wal"
 )
 
-const (
-	rateWindow     = 10 * time.Minute
-	maxRateSamples = 32
-)
-
-type PartitionLag struct {
-	Topic          string   `json:"topic"`
-	Partition      int32    `json:"partition"`
-	Committed      int64    `json:"committed"` // NoCommit (-1) for an assigned partition with nothing committed
-	LogEnd         int64    `json:"log_end"`
-	Lag            int64    `json:"lag"`
-	LagBytes       int64    `json:"lag_bytes"`
-	OldestAgeMs    int64    `json:"oldest_unconsumed_age_ms"`
-	CommitRate     *float64 `json:"commit_rate_per_second"` // null until two distinct commits were seen
-	CatchUpSeconds *float64 `json:"catch_up_seconds"`       // null while the rate is unknown or zero
-}
-
-type rateSample struct {
-	at     time.Time
-	offset int64
-}
-
-// lagRates remembers recent committed offsets per group partition.
-type lagRates struct {
-	mu      sync.Mutex
-	samples map[string][]rateSample // guarded by mu
-}
-
-// observe records a committed offset and returns the commit rate over the
-// window, in offsets per second, if it can be told.
-func (lr *lagRates) observe(key string, now time.Time, offset int64) (float64, bool) {
-	lr.mu.Lock()
-	defer lr.mu.Unlock()
-	if lr.samples == nil {
-		lr.samples = make(map[string][]rateSample)
-	}
-	s := lr.samples[key]
-	for len(s) > 0 && now.Sub(s[0].at) > rateWindow {
-		s = s[1:]
-	}
-	if len(s) == 0 || s[len(s)-1].offset != offset {
-		s = append(s, rateSample{at: now, offset: offset})
-	}
-	if len(s) > maxRateSamples {
-		s = s[len(s)-maxRateSamples:]
-	}
-	lr.samples[key] = s
-	if len(s) < 2 {
-		return 0, false
-	}
-	first, last := s[0], s[len(s)-1]
-	secs := now.Sub(first.at).Seconds()
-	if secs <= 0 {
-		return 0, false
-	}
-	return float64(last.offset-first.offset) / secs, true
-}
+// PartitionLag is one partition's lag (lagstat).
+type PartitionLag = lagstat.PartitionLag
 
 // NoCommit is the committed offset reported for an assigned partition the
 // group has committed nothing for (Kafka's OffsetFetch answer for it).
-const NoCommit = -1
+const NoCommit = lagstat.NoCommit
+
+func partitionBacklog(p *partition.Partition, committed int64, now time.Time) PartitionLag {
+	return lagstat.Backlog(p, committed, now)
+}
 
 // groupLag computes the lag of every partition the group has committed or a
 // member is assigned, from the replicas this broker hosts: a scrape must not
@@ -142,26 +89,6 @@ func (b *Server) assignedPartitions(groupID string) []group.TopicPartition {
 	return out
 }
 
-// partitionBacklog is the lag of one partition from its local replica,
-// without the commit rate.
-func partitionBacklog(p *partition.Partition, committed int64, now time.Time) PartitionLag {
-	hw, _ := p.HighWatermark()
-	l := PartitionLag{Topic: p.Topic(), Partition: p.Index(), Committed: committed, LogEnd: int64(hw)}
-	from := max(wal.Offset(committed), p.Log().StartOffset())
-	if from < hw {
-		l.Lag = int64(hw - from)
-		backlog, err1 := p.Log().BytesFrom(from)
-		beyond, err2 := p.Log().BytesFrom(hw)
-		if err1 == nil && err2 == nil {
-			l.LagBytes = backlog - beyond
-		}
-		if ts, ok := recordTimestamp(p, from, hw); ok {
-			l.OldestAgeMs = max(0, now.UnixMilli()-ts)
-		}
-	}
-	return l
-}
-
 // withCommitRate adds the commit rate this broker has observed, and the
 // time to catch up at it.
 func (b *Server) withCommitRate(groupID string, l PartitionLag, now time.Time) PartitionLag {
@@ -170,7 +97,7 @@ func (b *Server) withCommitRate(groupID string, l PartitionLag, now time.Time) P
 		return l // no commits: no commit rate
 	}
 	key := groupID + "\x00" + l.Topic + "\x00" + strconv.Itoa(int(l.Partition))
-	if rate, ok := b.lagRates.observe(key, now, committed); ok {
+	if rate, ok := b.lagRates.Observe(key, now, committed); ok {
 		l.CommitRate = &rate
 		if rate > 0 {
 			eta := math.Round(float64(l.Lag)/rate*10) / 10
@@ -178,28 +105,6 @@ func (b *Server) withCommitRate(groupID string, l PartitionLag, now time.Time) P
 		}
 	}
 	return l
-}
-
-// recordTimestamp returns the timestamp of the record at offset off.
-func recordTimestamp(p *partition.Partition, off, hw wal.Offset) (int64, bool) {
-	data, err := p.Log().Read(off, hw, 1)
-	if err != nil || len(data) == 0 {
-		return 0, false
-	}
-	h, err := wal.ParseBatchHeader(data)
-	if err != nil || h.Size() > len(data) {
-		return 0, false
-	}
-	var ts int64
-	found := false
-	_ = node.EachRecord(data[:h.Size()], func(o, t int64, _ *kmsg.Record) bool {
-		if o >= int64(off) {
-			ts, found = t, true
-			return false
-		}
-		return true
-	})
-	return ts, found
 }
 
 func (b *Server) httpLag(w http.ResponseWriter, r *http.Request) {
@@ -217,7 +122,7 @@ func (b *Server) httpLag(w http.ResponseWriter, r *http.Request) {
 		b.writeError(w, r, err)
 		return
 	}
-	lags := b.leaderLag(r.Context(), groupID, qs)
+	lags := b.withPauses(r, groupID, b.leaderLag(r.Context(), groupID, qs))
 	s := scopeFrom(r.Context())
 	writeJSON(w, http.StatusOK, map[string]any{"group": s.name(groupID), "partitions": s.showLags(lags)})
 }

@@ -36,6 +36,15 @@ func (b *Server) queueFetch(w http.ResponseWriter, r *http.Request, groupID stri
 		MaxBytes: min(maxBytes, httpMaxFetchBytes, int(b.Cfg.FetchMaxBytes)), WaitMs: req.WaitMs})
 }
 
+// withPauses adds the group's paused keys to its lag.
+func (b *Server) withPauses(r *http.Request, groupID string, lags []groupPartitionLag) []groupPartitionLag {
+	paused := b.queue.Paused(r, groupID)
+	for i := range lags {
+		lags[i].Paused = paused[queueapi.TP{Topic: lags[i].Topic, Partition: lags[i].Partition}]
+	}
+	return lags
+}
+
 func (q queueBackend) Heartbeat(groupID, memberID string, gen int32) error {
 	return q.b.coord.Heartbeat(groupID, memberID, "", group.Generation(gen))
 }
@@ -62,21 +71,60 @@ func (q queueBackend) Assignment(groupID, memberID string) (map[string][]int32, 
 	return out, nil
 }
 
-func (q queueBackend) Committed(ctx context.Context, groupID string, tp queueapi.TP) (int64, error) {
+func (q queueBackend) Committed(ctx context.Context, groupID string, tp queueapi.TP) (int64, string, error) {
 	gtp := group.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}
 	committed, err := q.b.coord.FetchOffsets(groupID, []group.TopicPartition{gtp})
 	if err != nil {
-		return 0, err
+		return 0, "", err
 	}
 	if o, ok := committed[gtp]; ok {
-		return o.Offset, nil
+		return o.Offset, o.Metadata, nil
 	}
 	t := q.b.LookupTopic(tp.Topic)
 	if t == nil {
-		return 0, fmt.Errorf("%w: %s", node.ErrUnknownTopic, tp.Topic)
+		return 0, "", fmt.Errorf("%w: %s", node.ErrUnknownTopic, tp.Topic)
 	}
 	start, err := q.b.partitionOffsetsOf(ctx, t, tp.Partition, internalOffsetsRequest{To: "earliest"})
-	return start.Offset, err
+	return start.Offset, "", err
+}
+
+func (q queueBackend) GroupOffsets(groupID string) (map[queueapi.TP]queueapi.Commit, error) {
+	offs, err := q.b.coord.FetchOffsets(groupID, nil)
+	out := make(map[queueapi.TP]queueapi.Commit, len(offs))
+	for tp, o := range offs {
+		out[queueapi.TP{Topic: tp.Topic, Partition: tp.Partition}] = queueapi.Commit{Offset: o.Offset, Metadata: o.Metadata}
+	}
+	return out, err
+}
+
+func (q queueBackend) Groups() []string {
+	var out []string
+	for _, g := range q.b.coord.ListGroups() {
+		out = append(out, g.Group)
+	}
+	return out
+}
+
+func (q queueBackend) CommitOwn(ctx context.Context, groupID string, offsets map[queueapi.TP]queueapi.Commit) error {
+	perPartition, err := q.b.coord.CommitOwn(ctx, groupID, commitsIn(offsets))
+	return firstCommitError(perPartition, err)
+}
+
+func commitsIn(offsets map[queueapi.TP]queueapi.Commit) map[group.TopicPartition]coordinator.OffsetCommit {
+	in := make(map[group.TopicPartition]coordinator.OffsetCommit, len(offsets))
+	for tp, o := range offsets {
+		in[group.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}] = coordinator.OffsetCommit{Offset: o.Offset, LeaderEpoch: -1, Metadata: o.Metadata}
+	}
+	return in
+}
+
+func firstCommitError(perPartition map[group.TopicPartition]error, err error) error {
+	for tp, perr := range perPartition {
+		if err == nil && perr != nil {
+			err = fmt.Errorf("%s-%d: %w", tp.Topic, tp.Partition, perr)
+		}
+	}
+	return err
 }
 
 func (q queueBackend) Read(ctx context.Context, tp queueapi.TP, from int64, maxBytes int) ([]queueapi.Record, error) {
@@ -111,18 +159,9 @@ func (q queueBackend) Read(ctx context.Context, tp queueapi.TP, from int64, maxB
 	return out, nil
 }
 
-func (q queueBackend) Commit(ctx context.Context, groupID, memberID string, gen int32, offsets map[queueapi.TP]int64) error {
-	in := make(map[group.TopicPartition]coordinator.OffsetCommit, len(offsets))
-	for tp, o := range offsets {
-		in[group.TopicPartition{Topic: tp.Topic, Partition: tp.Partition}] = coordinator.OffsetCommit{Offset: o, LeaderEpoch: -1}
-	}
-	perPartition, err := q.b.coord.CommitOffsets(ctx, groupID, memberID, "", group.Generation(gen), in)
-	for tp, perr := range perPartition {
-		if err == nil && perr != nil {
-			err = fmt.Errorf("%s-%d: %w", tp.Topic, tp.Partition, perr)
-		}
-	}
-	return err
+func (q queueBackend) Commit(ctx context.Context, groupID, memberID string, gen int32, offsets map[queueapi.TP]queueapi.Commit) error {
+	perPartition, err := q.b.coord.CommitOffsets(ctx, groupID, memberID, "", group.Generation(gen), commitsIn(offsets))
+	return firstCommitError(perPartition, err)
 }
 
 func (q queueBackend) Produce(ctx context.Context, tp queueapi.TP, rec queueapi.Record) error {
@@ -187,11 +226,9 @@ func (q queueBackend) Show(r *http.Request, internal string) string {
 	return scopeFrom(r.Context()).name(internal)
 }
 
+// WriteError answers the queue API's failures; its refusals are already
+// *APIError (queueapi.Error is the same type).
 func (q queueBackend) WriteError(w http.ResponseWriter, r *http.Request, err error) {
-	var qe *queueapi.Error
-	if errors.As(err, &qe) {
-		err = &APIError{Status: qe.Status, Code: qe.Code, Message: qe.Message}
-	}
 	q.b.groupHTTPError(w, r, err)
 }
 
@@ -204,6 +241,7 @@ var (
 		}
 		return out
 	})
+	keyTopic   = bodyNamesOf(func(r *queueapi.KeyRequest) []*string { return []*string{&r.Topic} })
 	nackTopics = bodyNamesOf(func(r *queueapi.NackRequest) []*string {
 		out := make([]*string, len(r.Nacks))
 		for i := range r.Nacks {

@@ -14,7 +14,8 @@ package httpapi
 //	upload    a PUT of an upload session's bytes: its Content-Length charged
 //	          to object_upload_byte_rate (objapi)
 //	download  GET /v1/objects/{ref}: at most object_downloads at once per
-//	          tenant on this broker; one more is refused 429
+//	          tenant on this broker, one more refused 429; the bytes sent
+//	          charged to consumer_byte_rate, as a fetch's are
 //
 // HTTP has no connection to stop reading, so a request of a tenant already
 // in debt on the key is refused before it is read, answered 429 with
@@ -121,6 +122,9 @@ func (q *QuotaAdmitter) Admit(r *http.Request, id auth.Identity) error {
 			q.m.Record(tenant, quota.ObjectUploadByteRate, float64(r.ContentLength), now)
 		}
 	case objectRoute:
+		if err := q.refuse(tenant, now, quota.ConsumerByteRate); err != nil {
+			return err
+		}
 		limit, ok := q.m.Limit(tenant, quota.ObjectDownloads)
 		q.mu.Lock()
 		defer q.mu.Unlock()
@@ -184,7 +188,7 @@ func (q *QuotaAdmitter) refuse(tenant string, now time.Time, keys ...string) err
 	return worst
 }
 
-// Served charges a fetch's response bytes.
+// Served charges a fetch's or a download's response bytes.
 func (q *QuotaAdmitter) Served(r *http.Request, id auth.Identity, written int64) {
 	if r.Pattern == objectRoute {
 		q.mu.Lock()
@@ -193,7 +197,7 @@ func (q *QuotaAdmitter) Served(r *http.Request, id auth.Identity, written int64)
 		}
 		q.mu.Unlock()
 	}
-	if r.Pattern == fetchRoute && written > 0 {
+	if (r.Pattern == fetchRoute || r.Pattern == objectRoute) && written > 0 {
 		q.m.Record(id.Principal.Tenant, quota.ConsumerByteRate, float64(written), q.now())
 	}
 }

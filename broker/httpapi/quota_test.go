@@ -55,6 +55,20 @@ func TestQuotaAdmitterHTTP(t *testing.T) {
 	if err := q.Admit(req("GET /v1/topics", ""), id); err != nil {
 		t.Fatalf("a listing is never throttled: %v", err)
 	}
+
+	// A large payload's download is consumption too: its bytes are
+	// charged to consumer_byte_rate, and a tenant in debt is refused the
+	// next one. (The old code charged downloads nothing.)
+	m = quota.NewMeters(quota.Static{"acme": {quota.ConsumerByteRate: 100}}, 0, nil)
+	q = NewQuotaAdmitter(m)
+	d := req(objectRoute, "")
+	if err := q.Admit(d, id); err != nil {
+		t.Fatalf("first download: %v", err)
+	}
+	q.Served(d, id, 10<<20)
+	if err := q.Admit(req(objectRoute, ""), id); !errors.As(err, &th) || th.Key != quota.ConsumerByteRate {
+		t.Fatalf("download after 10 MiB at 100 B/s: %v, want throttled on consumer_byte_rate", err)
+	}
 }
 
 // TestPublishChargedItsRecords: an HTTP publish is charged the bytes of the

@@ -17,6 +17,11 @@ package httpapi
 //	heartbeat, leave           READ group
 //	describe topic, hot keys   DESCRIBE topic
 //	list messages (queueapi)   READ topic (dead letters and their history)
+//	start a redrive            READ the DLQ, WRITE the body's target
+//	list a DLQ's redrives      DESCRIBE the DLQ
+//	a redrive, cancel it       authenticated; redriveapi shows a job of the
+//	                           caller's tenant only, with DESCRIBE (cancel:
+//	                           READ) on its DLQ
 //	describe group, lag        DESCRIBE group
 //	list topics, groups        authenticated; filtered to the tenant's names
 //	                           that DESCRIBE allows
@@ -27,6 +32,8 @@ package httpapi
 //	abort, download object     the caller's tenant's (objapi)
 //	unclean elections, pprof   super users only
 //	metrics, health, openapi   open
+//	console (/ui, /ui/)        authenticated; each call of a page or its
+//	                           redrive form is the caller's own, as above
 //
 // Invariant: a rule's resource names are read from the path values the
 // mux set and from the body decoded with the handler's own type and
@@ -103,6 +110,10 @@ var publicRoutes = map[string]routeRule{
 	"GET /debug/pprof/profile": {super: true},
 	"GET /debug/pprof/trace":   {super: true},
 	"GET /debug/pprof/symbol":  {super: true},
+	// The operator console (console.go): authenticated; its pages ask
+	// the routes below as the caller, each authorised by its own rule.
+	"GET /ui":  {},
+	"GET /ui/": {}, "POST /ui/": {},
 
 	"POST /v1/topics":                          {op: acl.OpCreate, rt: acl.ResourceTopic, body: createTopicName},
 	"POST /v1/topics/{topic}/messages:publish": {op: acl.OpWrite, rt: acl.ResourceTopic, pathValue: "topic"},
@@ -113,6 +124,12 @@ var publicRoutes = map[string]routeRule{
 	"GET /v1/topics/{topic}/messages":          {op: acl.OpRead, rt: acl.ResourceTopic, pathValue: "topic"},
 	"GET /v1/brokers":                          {},
 
+	// Dead-letter redrive (redriveapi).
+	"POST /v1/dlq/{topic}/redrives": {op: acl.OpRead, rt: acl.ResourceTopic, pathValue: "topic", topicOp: acl.OpWrite, body: redriveTarget},
+	"GET /v1/dlq/{topic}/redrives":  {op: acl.OpDescribe, rt: acl.ResourceTopic, pathValue: "topic"},
+	"GET /v1/redrives/{id}":         {},
+	"POST /v1/redrives/{id}/cancel": {},
+
 	"POST /v1/groups/{group}/members:join":      {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group", topicOp: acl.OpRead, body: joinTopics},
 	"POST /v1/groups/{group}/members:heartbeat": {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group"},
 	"POST /v1/groups/{group}/members:leave":     {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group"},
@@ -122,13 +139,20 @@ var publicRoutes = map[string]routeRule{
 	"GET /v1/groups/{group}/lag":                {op: acl.OpDescribe, rt: acl.ResourceGroup, pathValue: "group"},
 	"POST /v1/groups/{group}/messages:ack":      {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group", topicOp: acl.OpRead, body: ackTopics},
 	"POST /v1/groups/{group}/messages:nack":     {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group", topicOp: acl.OpRead, body: nackTopics},
+	"POST /v1/groups/{group}/keys:resume":       {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group", topicOp: acl.OpRead, body: keyTopic},
+	"POST /v1/groups/{group}/keys:skip":         {op: acl.OpRead, rt: acl.ResourceGroup, pathValue: "group", topicOp: acl.OpRead, body: keyTopic},
 	"GET /v1/groups":                            {list: acl.ResourceGroup},
 	"GET /v1/groups/{group}":                    {op: acl.OpDescribe, rt: acl.ResourceGroup, pathValue: "group"},
 
 	"POST /v1/admin/partitions/{topic}/{partition}/elections:unclean": {super: true},
+	"POST /v1/admin/brokers/{id}/drain":                               {super: true},
+	"DELETE /v1/admin/brokers/{id}/drain":                             {super: true},
+	"POST /v1/admin/elections:preferred":                              {super: true},
+	"POST /v1/admin/partitions/{topic}/{partition}/reassign":          {super: true},
+	"DELETE /v1/admin/partitions/{topic}/{partition}/reassign":        {super: true},
+	"GET /v1/admin/reassignments":                                     {super: true},
 
-	// The security admin API (secapi): authentication here, the decision
-	// by role there.
+	// The security admin API (secapi): authenticated here, decided by role there.
 	"POST /v1/tenants":               {},
 	"GET /v1/tenants":                {},
 	"DELETE /v1/tenants/{name}":      {},

@@ -12,8 +12,10 @@ import (
 	"sync/atomic"
 
 	"github.com/sluice-mq/sluice/broker/coordinator"
+	"github.com/sluice-mq/sluice/broker/httpapi/lagstat"
 	"github.com/sluice-mq/sluice/broker/httpapi/objapi"
 	"github.com/sluice-mq/sluice/broker/httpapi/queueapi"
+	"github.com/sluice-mq/sluice/broker/httpapi/redriveapi"
 	"github.com/sluice-mq/sluice/broker/listener"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/meta"
@@ -37,6 +39,12 @@ type Cluster interface {
 	// ForceUnclean asks this broker's elector to force an unclean
 	// election; handled is false when this broker is not the controller.
 	ForceUnclean(ctx context.Context, key node.PartitionKey) (handled bool, err error)
+	// PreferredElection asks this broker's elector to move leadership back
+	// to the preferred replicas now; handled is false when this broker is
+	// not the controller.
+	PreferredElection(ctx context.Context, topicID [16]byte) (n int, handled bool, err error)
+	// Draining is the node ids with a drain mark, sorted.
+	Draining() []int32
 	// Serving reports whether the broker serves Kafka and HTTP.
 	Serving() bool
 	// LocalInterBrokerAddr is this broker's own bound inter-broker address.
@@ -56,11 +64,13 @@ type Server struct {
 	peerTransport http.RoundTripper
 
 	objects objapi.Service // large payloads (objapi); nil: its routes answer 501
+	console ConsoleMount   // the operator console at /ui (console.go); nil: 404
 
-	fwd       forwarder     // clients of the other brokers' inter-broker listeners (forward.go)
-	lagRates  lagRates      // commit-rate samples for consumer lag
-	rrPublish atomic.Uint64 // round-robin partition choice for unkeyed HTTP messages
-	queue     *queueapi.API // the queue API: fetch without a partition, ack, nack (queue.go)
+	fwd       forwarder           // clients of the other brokers' inter-broker listeners (forward.go)
+	lagRates  lagstat.Rates       // commit-rate samples for consumer lag
+	rrPublish atomic.Uint64       // round-robin partition choice for unkeyed HTTP messages
+	queue     *queueapi.API       // the queue API: fetch without a partition, ack, nack (queue.go)
+	redrive   *redriveapi.Manager // dead-letter redrive jobs (redrive.go)
 }
 
 // New returns the HTTP front end of the broker whose state is n. sec
@@ -72,6 +82,7 @@ func New(n *node.Node, cluster Cluster, coord *coordinator.Coordinator, sec Secu
 	}
 	s := &Server{Node: n, Cluster: cluster, coord: coord, sec: sec, admit: admitAll{}}
 	s.queue = queueapi.New(queueBackend{s}, n.Logger)
+	s.redrive = redriveapi.New(redriveBackend{s}, n.Store, n.Cfg.NodeID, n.Logger)
 	return s
 }
 

@@ -176,11 +176,16 @@ func (b *Server) prepareAppend(ctx context.Context, topicName string, index int3
 		return nil, nil, err
 	}
 	h, err := node.ValidateBatch(records, t.Settings.MaxMessageBytes)
+	start, claimed := b.Now(), false
 	if err == nil { // max.inline.bytes and envelopes' references (issue 21)
-		err = envelope.Check(ctx, b.Cfg.Refs, topicName, records, h, t.Settings.MaxInlineBytes)
+		claimed, err = envelope.Check(ctx, b.Cfg.Refs, node.RefSite{TopicID: t.Meta.ID, Topic: topicName, Partition: index}, records, h, t.Settings.MaxInlineBytes)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	return p, partition.NewAppendRequest(records, h, acksAll), nil
+	ar := partition.NewAppendRequest(records, h, acksAll)
+	if claimed {
+		ar.NotAfter(start.Add(envelope.AppendWithin))
+	}
+	return p, ar, nil
 }

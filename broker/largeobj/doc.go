@@ -7,12 +7,13 @@
 //
 //	Begin ──► open ──PutPart…──► Complete ──► completed ──Claim──► published
 //	            │                    │ (size or sha256 differ:     │
-//	            │                    │  bytes deleted)             │ (kept: deleted only by the
-//	            ▼                    ▼                              │  retention of the records that
-//	         aborted ◄─── Abort ─── aborted                        ▼  reference it: the ledger seam)
-//	            ▲                                              Sweep never deletes it
+//	            │                    │  bytes deleted)             │ (kept while a live record
+//	            ▼                    ▼                              │  references it: the ledger)
+//	         aborted ◄─── Abort ─── aborted                        ▼
+//	            ▲                                     condemned (release_due_ms; claims refused)
 //	   Sweep: open past its TTL (multipart aborted)
 //	   Sweep: completed past its TTL ──► expired (object deleted)
+//	   Sweep: published, released by the ledger ──► expired (object deleted)
 //
 // Each session is one record in etcd (meta.Upload, meta/uploads.go); every
 // change is a compare-and-swap on the record's revision, so HTTP requests
@@ -54,7 +55,11 @@
 // ref.ErrExpired). The state changes first, then the bytes go, so a Claim
 // racing the sweep either publishes (and the sweep skips the session) or
 // sees ErrExpired. Records of aborted and expired sessions are kept for
-// Config.Retain, then deleted. A published object is never deleted by Sweep:
-// Config.Release is the seam of the reference ledger (issue 21, part 3),
-// which alone may decide that no live record references it.
+// Config.Retain, then deleted. A published object is deleted only when the
+// reference ledger releases it (Config.Release, by default Service.Release
+// in ledger.go): every Claim records (topic, partition) in the ledger in the
+// same transaction that publishes the session, before the record is
+// appended; the partitions' leaders fold the entries against their log
+// starts; once none is left the object is condemned, and after Config.Grace
+// it goes. tier/doc.go ("Large objects") states the invariant.
 package largeobj

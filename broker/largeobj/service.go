@@ -27,6 +27,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/payload/ref"
 	"github.com/sluice-mq/sluice/tier/objstore"
@@ -39,6 +40,7 @@ const (
 	DefaultPartSize       = 8 << 20
 	DefaultPresignExpiry  = 15 * time.Minute
 	DefaultRetain         = 24 * time.Hour
+	DefaultGrace          = time.Hour
 	// readChunk is the size of one ranged GET when an object is read back
 	// or streamed to a client.
 	readChunk = 4 << 20
@@ -74,6 +76,12 @@ type Sessions interface {
 	UpdateUpload(ctx context.Context, u meta.Upload) (meta.Upload, error)
 	DeleteUpload(ctx context.Context, u meta.Upload) error
 	ListUploads(ctx context.Context, fn func(meta.Upload) error) error
+	// The reference ledger (meta/largerefs.go; ledger.go).
+	ClaimRef(ctx context.Context, u meta.Upload, publish bool, at meta.LargeRef) error
+	RefsOfObject(ctx context.Context, id string) ([]meta.LargeRef, int64, error)
+	DropRef(ctx context.Context, r meta.LargeRef) error
+	CondemnUpload(ctx context.Context, u meta.Upload, rev int64) (meta.Upload, error)
+	Topics(ctx context.Context) ([]meta.Topic, error)
 }
 
 var _ Sessions = (*meta.Store)(nil)
@@ -102,18 +110,21 @@ type Config struct {
 	// Release is the reference ledger's seam: Sweep asks it of each
 	// published session, and deletes the object and the record only when
 	// it answers true (no live record references the object, and its
-	// grace has passed). nil keeps published objects (part 3 of issue 21
-	// supplies it).
+	// grace has passed). nil: the ledger's own (Service.Release, ledger.go).
 	Release func(ctx context.Context, u meta.Upload) (bool, error)
+	// Grace is how long a published object stays once no live record
+	// references it, for readers still streaming it (0: DefaultGrace).
+	Grace time.Duration
 	// NewID makes session ids (nil: 32 random hex digits).
 	NewID func() string
 }
 
 // Service runs upload sessions. Safe for concurrent use.
 type Service struct {
-	cfg   Config
-	multi objstore.Multipart
-	log   zerolog.Logger
+	cfg    Config
+	multi  objstore.Multipart
+	log    zerolog.Logger
+	totals totals // sweep.go
 }
 
 // New checks cfg and returns the Service.
@@ -146,15 +157,22 @@ func New(cfg Config) (*Service, error) {
 	if cfg.NewID == nil {
 		cfg.NewID = randomID
 	}
+	if cfg.Grace == 0 {
+		cfg.Grace = DefaultGrace
+	}
 	switch {
-	case cfg.TTL < 0 || cfg.MaxObjectBytes < 0 || cfg.Retain < 0 || cfg.PresignExpiry < 0:
-		return nil, errors.New("largeobj: negative TTL, maximum, retention or presign expiry")
+	case cfg.TTL < 0 || cfg.MaxObjectBytes < 0 || cfg.Retain < 0 || cfg.PresignExpiry < 0 || cfg.Grace < 0:
+		return nil, errors.New("largeobj: negative TTL, maximum, retention, presign expiry or grace")
 	case cfg.PartSize < objstore.MinPartSize || cfg.PartSize > objstore.MaxPartSize:
 		return nil, fmt.Errorf("largeobj: part size %d outside [%d, %d]", cfg.PartSize, objstore.MinPartSize, objstore.MaxPartSize)
 	case cfg.MaxObjectBytes > cfg.PartSize*objstore.MaxParts || cfg.MaxObjectBytes > ref.MaxSize:
 		return nil, fmt.Errorf("largeobj: maximum object size %d needs more than %d parts of %d bytes", cfg.MaxObjectBytes, objstore.MaxParts, cfg.PartSize)
 	}
-	return &Service{cfg: cfg, multi: m, log: cfg.Logger.With().Str("component", "largeobj").Logger()}, nil
+	s := &Service{cfg: cfg, multi: m, log: cfg.Logger.With().Str("component", "largeobj").Logger()}
+	if s.cfg.Release == nil {
+		s.cfg.Release = s.Release
+	}
+	return s, nil
 }
 
 // TTL is the sessions' time to live.
@@ -545,14 +563,17 @@ func (s *Service) Abort(ctx context.Context, tenant, id string) error {
 
 // Claim is the produce path's check of an envelope's reference r for
 // tenant (HTTP publish with object_ref, and Kafka produce of records with
-// sluice.ref headers): nil if r names a completed or published session of
-// tenant with r's size and sha256, not past its time to live; the session
-// is then published (idempotently), which keeps Sweep from deleting its
-// object. Otherwise an error matching ref.ErrUnknown (no such session, or
-// another tenant's, or one not completed), ref.ErrExpired or
+// sluice.ref headers, retry and dead-letter copies and redrives alike),
+// about to be appended to partition at: nil if r names a completed or
+// published session of tenant with r's size and sha256, not past its time
+// to live and not condemned; the session is then published (idempotently)
+// and the reference of at recorded in the ledger, in one transaction, so
+// neither Sweep nor the ledger deletes the object while the record lives.
+// Otherwise an error matching ref.ErrUnknown (no such session, or another
+// tenant's, or one not completed), ref.ErrExpired (also: condemned) or
 // ref.ErrMismatch, or another error when the metadata store fails
 // (retriable).
-func (s *Service) Claim(ctx context.Context, tenant string, r ref.Ref) error {
+func (s *Service) Claim(ctx context.Context, tenant string, r ref.Ref, at node.RefSite) error {
 	for attempt := 0; ; attempt++ {
 		u, err := s.session(ctx, tenant, r.ID)
 		if err != nil {
@@ -568,17 +589,24 @@ func (s *Service) Claim(ctx context.Context, tenant string, r ref.Ref) error {
 			return fmt.Errorf("%w: %q is %d bytes with sha256 %s; the record says %d bytes, %s",
 				ref.ErrMismatch, r.ID, u.Size, u.SHA256, r.Size, r.SHA256)
 		}
-		if u.State == meta.UploadPublished {
-			return nil
+		if u.ReleaseDueMs > 0 {
+			return fmt.Errorf("%w: %q: every record that referenced it is past retention; the object is being deleted", ref.ErrExpired, r.ID)
 		}
-		if s.expired(u) {
+		publish := u.State != meta.UploadPublished
+		if publish && s.expired(u) {
 			return fmt.Errorf("%w: %q was not published before %s", ref.ErrExpired, r.ID, time.UnixMilli(u.ExpiresMs).UTC().Format(time.RFC3339))
 		}
+		now := s.cfg.Now().UnixMilli()
 		next := u
-		next.State, next.PublishedMs = meta.UploadPublished, s.cfg.Now().UnixMilli()
-		if _, err := s.update(ctx, next); err == nil {
+		if publish {
+			next.State, next.PublishedMs, next.Ledger = meta.UploadPublished, now, true
+		}
+		err = s.cfg.Sessions.ClaimRef(ctx, next, publish, meta.LargeRef{Tenant: tenant, Topic: at.Topic,
+			TopicID: at.TopicID, Partition: at.Partition, ClaimedMs: now})
+		switch {
+		case err == nil:
 			return nil
-		} else if !errors.Is(err, ErrConflict) || attempt >= 4 {
+		case !errors.Is(err, meta.ErrConflict) || attempt >= 4:
 			return err
 		}
 	}

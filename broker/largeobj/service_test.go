@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/internal/freeport"
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/payload/ref"
@@ -52,8 +53,15 @@ func openMeta(t *testing.T) *meta.Store {
 		t.Fatalf("meta.Open: %v", err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
+	if _, err := st.CreateTopic(t.Context(), meta.Topic{ID: site.TopicID, Name: site.Topic, Partitions: 1, ReplicationFactor: 1}); err != nil {
+		t.Fatalf("create the claims' topic: %v", err)
+	}
 	return st
 }
+
+// site is where the tests' claims put their records: a topic that exists,
+// so the ledger keeps their objects.
+var site = node.RefSite{TopicID: [16]byte{0x5e, 0x1e, 0xc7, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}, Topic: "acme.orders"}
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
@@ -157,7 +165,7 @@ func TestStreamedUploadAcrossBrokers(t *testing.T) {
 		t.Fatalf("a part sent twice: %v; want ErrOutOfOrder", err)
 	}
 	mustPut(t, f, other, s.ID, body, 2*part, part+1234) // the rest, on the other broker
-	if err := f.svc.Claim(t.Context(), "acme", ref.Ref{ID: s.ID, Size: int64(len(body)), SHA256: sum}); !errors.Is(err, ref.ErrUnknown) {
+	if err := f.svc.Claim(t.Context(), "acme", ref.Ref{ID: s.ID, Size: int64(len(body)), SHA256: sum}, site); !errors.Is(err, ref.ErrUnknown) {
 		t.Fatalf("Claim of an open session: %v; want ErrUnknown", err)
 	}
 	f.store.Set(fault.OpGet, fault.Faults{ServerErrorRate: 1}) // a streamed Complete reads nothing back
@@ -185,16 +193,16 @@ func TestStreamedUploadAcrossBrokers(t *testing.T) {
 		t.Fatalf("another tenant's download: %v; want ErrUnknown", err)
 	}
 	// Claim: another tenant's is unknown, a mismatch is refused, then it publishes, idempotently.
-	if err := f.svc.Claim(t.Context(), "other", want); !errors.Is(err, ref.ErrUnknown) {
+	if err := f.svc.Claim(t.Context(), "other", want, site); !errors.Is(err, ref.ErrUnknown) {
 		t.Fatalf("Claim by another tenant: %v", err)
 	}
 	bad := want
 	bad.SHA256 = hex.EncodeToString(make([]byte, 32))
-	if err := f.svc.Claim(t.Context(), "acme", bad); !errors.Is(err, ref.ErrMismatch) {
+	if err := f.svc.Claim(t.Context(), "acme", bad, site); !errors.Is(err, ref.ErrMismatch) {
 		t.Fatalf("Claim with another sha256: %v", err)
 	}
 	for range 2 {
-		if err := other.Claim(t.Context(), "acme", want); err != nil {
+		if err := other.Claim(t.Context(), "acme", want, site); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -349,7 +357,7 @@ func TestSweepTTL(t *testing.T) {
 	if _, err := f.svc.Complete(ctx, "acme", kept.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.svc.Claim(ctx, "acme", ref.Ref{ID: kept.ID, Size: 100, SHA256: sum}); err != nil {
+	if err := f.svc.Claim(ctx, "acme", ref.Ref{ID: kept.ID, Size: 100, SHA256: sum}, site); err != nil {
 		t.Fatal(err)
 	}
 	stale := f.begin(t, "acme", body, sum)
@@ -362,7 +370,7 @@ func TestSweepTTL(t *testing.T) {
 	f.clk.Advance(time.Minute)
 	// Past the TTL, before any sweep: Claim already refuses.
 	orphanRef := ref.Ref{ID: orphan.ID, Size: 100, SHA256: sum}
-	if err := f.svc.Claim(ctx, "acme", orphanRef); !errors.Is(err, ref.ErrExpired) {
+	if err := f.svc.Claim(ctx, "acme", orphanRef, site); !errors.Is(err, ref.ErrExpired) {
 		t.Fatalf("Claim past the TTL: %v; want ErrExpired", err)
 	}
 	if _, err := f.put(t, f.svc, "acme", stale.ID, body, 0, 100); !errors.Is(err, ref.ErrExpired) {
@@ -378,7 +386,7 @@ func TestSweepTTL(t *testing.T) {
 	if _, err := f.inner.ListParts(ctx, staleU.ObjectKey, staleU.UploadID); !errors.Is(err, objstore.ErrNoUpload) {
 		t.Fatalf("the stale session's multipart after the sweep: %v", err)
 	}
-	if err := f.svc.Claim(ctx, "acme", orphanRef); !errors.Is(err, ref.ErrExpired) {
+	if err := f.svc.Claim(ctx, "acme", orphanRef, site); !errors.Is(err, ref.ErrExpired) {
 		t.Fatalf("Claim after the sweep: %v; want ErrExpired", err)
 	}
 	if _, err := readAll(t, f.svc, "acme", orphan.ID, 0, -1); !errors.Is(err, ref.ErrExpired) {
@@ -393,7 +401,7 @@ func TestSweepTTL(t *testing.T) {
 	if got, err := readAll(t, f.svc, "acme", kept.ID, 0, -1); err != nil || !bytes.Equal(got, body) {
 		t.Fatalf("the published object after 40 days: %v", err)
 	}
-	if err := f.svc.Claim(ctx, "acme", orphanRef); !errors.Is(err, ref.ErrUnknown) {
+	if err := f.svc.Claim(ctx, "acme", orphanRef, site); !errors.Is(err, ref.ErrUnknown) {
 		t.Fatalf("Claim after the record was purged: %v; want ErrUnknown", err)
 	}
 }
@@ -414,7 +422,7 @@ func TestSweepReleaseSeam(t *testing.T) {
 	if _, err := svc.Complete(t.Context(), "acme", s.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := svc.Claim(t.Context(), "acme", ref.Ref{ID: s.ID, Size: 10, SHA256: sum}); err != nil {
+	if err := svc.Claim(t.Context(), "acme", ref.Ref{ID: s.ID, Size: 10, SHA256: sum}, site); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := svc.Sweep(t.Context(), f.clk.Now().Add(48*time.Hour)); st.Released != 0 {

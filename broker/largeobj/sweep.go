@@ -6,11 +6,12 @@ package largeobj
 // deleted, so a Claim racing a sweep either publishes first (and the sweep
 // skips the session) or hears ref.ErrExpired.
 // Invariant: Sweep deletes a published object only when Config.Release
-// says so (the reference ledger's seam); with no Release, never.
+// says so (by default the reference ledger's, ledger.go).
 
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/sluice-mq/sluice/meta"
@@ -84,6 +85,13 @@ func (s *Service) Sweep(ctx context.Context, now time.Time) (SweepStats, error) 
 			}
 		}
 	}
+	orphans := 0
+	for _, u := range all {
+		if u.State == meta.UploadCompleted {
+			orphans++ // completed, not published yet: deleted at its TTL unless claimed
+		}
+	}
+	s.totals.add(st, orphans-st.Expired)
 	if st.Aborted+st.Expired+st.Released+st.Purged+st.Errors > 0 {
 		s.log.Info().Int("aborted", st.Aborted).Int("expired", st.Expired).Int("released", st.Released).
 			Int("purged", st.Purged).Int("errors", st.Errors).Msg("upload sessions swept")
@@ -116,4 +124,31 @@ func (s *Service) Run(ctx context.Context, every time.Duration) {
 			_, _ = s.Sweep(ctx, s.cfg.Now())
 		}
 	}
+}
+
+// totals are the sweeps' counts since the Service started, for metrics.
+type totals struct {
+	aborted, expired, released atomic.Int64
+	orphans                    atomic.Int64 // completed unpublished sessions at the last sweep
+}
+
+func (t *totals) add(st SweepStats, orphans int) {
+	t.aborted.Add(int64(st.Aborted))
+	t.expired.Add(int64(st.Expired))
+	t.released.Add(int64(st.Released))
+	t.orphans.Store(int64(orphans))
+}
+
+// Totals are the sweeps' counts since the Service started.
+type Totals struct {
+	Aborted  int64 // sessions never completed, aborted at their TTL
+	Expired  int64 // orphans (completed, never published) deleted at their TTL
+	Released int64 // published objects deleted once no live record referenced them
+	Orphans  int64 // completed unpublished sessions at the last sweep
+}
+
+// Totals returns the sweeps' counts.
+func (s *Service) Totals() Totals {
+	return Totals{Aborted: s.totals.aborted.Load(), Expired: s.totals.expired.Load(),
+		Released: s.totals.released.Load(), Orphans: s.totals.orphans.Load()}
 }

@@ -119,12 +119,12 @@ func seededRun(t *testing.T, seed uint64) {
 				r.Size++
 			}
 			op = fmt.Sprintf("claim (right %v)", k == 4)
-			err := svc.Claim(ctx, s.tenant, r)
+			err := svc.Claim(ctx, s.tenant, r, site)
 			claimed = err == nil
 			if claimed && k == 5 {
 				t.Fatalf("step %d: a claim with the wrong size succeeded", step)
 			}
-			if other := map[string]string{"acme": "globex", "globex": "acme"}[s.tenant]; svc.Claim(ctx, other, ref.Ref{ID: s.id, Size: size, SHA256: s.declared}) == nil {
+			if other := map[string]string{"acme": "globex", "globex": "acme"}[s.tenant]; svc.Claim(ctx, other, ref.Ref{ID: s.id, Size: size, SHA256: s.declared}, site) == nil {
 				t.Fatalf("step %d: another tenant claimed %s", step, s.id)
 			}
 		case 6:

@@ -160,6 +160,12 @@ type Config struct {
 	// that stops renewing it (crashed, paused, cut off from etcd) leaves the
 	// cluster's view this long after.
 	RegistrationTTL time.Duration
+	// Canary runs the synthetic probe of broker/canary in this broker's AZ
+	// (sluiced --canary); CanaryInterval is the time between its rounds
+	// (0: 1s) and CanaryTimeout bounds one publish (0: 5s): a failover
+	// longer than it shows as failed publishes.
+	Canary                        bool
+	CanaryInterval, CanaryTimeout time.Duration
 	// ControllerTTL is the lease of the controller's election key: how long
 	// after the controller's loss another broker takes over.
 	ControllerTTL time.Duration

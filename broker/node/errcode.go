@@ -86,6 +86,7 @@ var errorCodes = []struct {
 }{
 	{partition.ErrShuttingDown, kerr.NotLeaderForPartition.Code},
 	{partition.ErrBackpressure, kerr.RequestTimedOut.Code},
+	{partition.ErrAppendTooLate, kerr.RequestTimedOut.Code},
 	{ErrUnknownTopic, kerr.UnknownTopicOrPartition.Code},
 	{partition.ErrNotLeader, kerr.NotLeaderForPartition.Code},
 	{partition.ErrNotEnoughReplicas, kerr.NotEnoughReplicas.Code},

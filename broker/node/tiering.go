@@ -62,7 +62,7 @@ func (b *Node) StartTiering(ctx context.Context) error {
 		return fmt.Errorf("broker: read cache: %w", err)
 	}
 	m, err := tier.New(tier.Config{Store: store, Index: b.Store, Cache: c, Now: b.now,
-		Logger: b.NodeLog, ChunkBytes: b.Cfg.TierChunkBytes})
+		Logger: b.NodeLog, ChunkBytes: b.Cfg.TierChunkBytes, Refs: b.Store}) // Refs: the ledger of large payloads
 	if err != nil {
 		c.Close()
 		return err
@@ -85,6 +85,10 @@ func (b *Node) StopTiering() {
 		b.Rcache.Close()
 	}
 }
+
+// Now is the broker's clock (Config.Now, or the wall clock): of tiering,
+// retention, and the partitions' deadlines.
+func (b *Node) Now() time.Time { return b.now() }
 
 func (b *Node) now() time.Time {
 	if b.Cfg.Now != nil {

@@ -27,6 +27,9 @@ func TestDeliveryTopicConfigs(t *testing.T) {
 		{"dead.letter.topic", "bad name", "has ' '"},
 		{"retry.permanent.classes", "fatal,schema", ""},
 		{"retry.permanent.classes", "transient", "cannot be permanent"},
+		{"visibility.timeout.ms", "30000", ""},
+		{"visibility.timeout.ms", "0", ""},
+		{"visibility.timeout.ms", "-1", "[0, 43200000]"},
 	}
 	for _, tt := range tests {
 		err := validateTopicConfigs(map[string]string{tt.key: tt.value})

@@ -37,6 +37,10 @@
 // Invariant: per producer id, batches are accepted only in sequence order;
 // an exact retry of one of the last producerWindow batches is answered with
 // its original base offset and is not appended again.
+// Invariant: only the leader judges a sequence: a replica that does not
+// lead (or whose log failed) refuses every batch before checkSequence, with
+// ErrNotLeader (or its storage error), never with ErrOutOfOrderSequence or
+// ErrInvalidProducerEpoch from a producer state that lags the leader's log.
 // Invariant: a Ready is carried out in the core's order (truncate, fenced
 // epoch, appends, messages) and Advance is called before any completion
 // (Truncated, HardStateDurable, Durable) is fed back.

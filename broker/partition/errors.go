@@ -11,6 +11,9 @@ var (
 	ErrShuttingDown = errors.New("broker is shutting down")
 	// ErrBackpressure: the append queue is full.
 	ErrBackpressure = errors.New("partition queue is full")
+	// ErrAppendTooLate: the batch reached the log after its NotAfter time
+	// and was not appended (retriable: a retry claims its references anew).
+	ErrAppendTooLate = errors.New("batch reached the log after its deadline")
 	// ErrNotLeader: this replica does not lead the partition (any more), or
 	// the log changed under a replica fetch's answer.
 	ErrNotLeader = errors.New("this broker does not lead the partition")

@@ -37,7 +37,10 @@ type AppendRequest struct {
 	// acksAll: answer once the high watermark covers the batch (acks=-1,
 	// every HTTP publish); otherwise once the leader's log holds it durably.
 	acksAll bool
-	res     chan AppendResult // buffered, capacity 1: the owner never blocks on it
+	// notAfter: when not zero, the batch is refused (ErrAppendTooLate)
+	// if the owner takes it up later, by the partition's clock.
+	notAfter time.Time
+	res      chan AppendResult // buffered, capacity 1: the owner never blocks on it
 }
 
 // NewAppendRequest prepares batch, whose header the caller parsed and
@@ -46,6 +49,16 @@ type AppendRequest struct {
 // log holds it durably (acks=1).
 func NewAppendRequest(batch []byte, hdr wal.BatchHeader, acksAll bool) *AppendRequest {
 	return &AppendRequest{batch: batch, hdr: hdr, acksAll: acksAll, res: make(chan AppendResult, 1)}
+}
+
+// NotAfter has the batch refused, never appended, if the partition takes
+// it up after t (zero: no limit). A batch whose large-object references
+// were claimed must reach the log within a bound of its claim, or never:
+// the reference ledger closes an open claim at the log end after it
+// (tier/doc.go, "Large objects").
+func (r *AppendRequest) NotAfter(t time.Time) *AppendRequest {
+	r.notAfter = t
+	return r
 }
 
 // Header is the batch's header, as given to NewAppendRequest.
@@ -369,11 +382,17 @@ func (p *Partition) appendGroup(group []*AppendRequest) {
 	var undo producerUndo // stays nil for groups without idempotent producers
 	var end wal.Offset = -1
 	start := p.log.StartOffset()
+	refusal := p.appendRefusal() // before any sequence check (producer.go)
 	for _, r := range group {
 		delta := wal.Offset(r.hdr.LastOffsetDelta)
-		dupBase, dup, err := p.checkSequence(r.hdr)
-		if err == nil && p.failed != nil {
-			err = p.failed
+		var dupBase wal.Offset
+		var dup bool
+		err := refusal
+		if err == nil && !r.notAfter.IsZero() && p.clock().After(r.notAfter) {
+			err = fmt.Errorf("%w: %s-%d: due by %s", ErrAppendTooLate, p.topic, p.index, r.notAfter.UTC().Format(time.RFC3339Nano))
+		}
+		if err == nil {
+			dupBase, dup, err = p.checkSequence(r.hdr)
 		}
 		switch {
 		case err != nil:

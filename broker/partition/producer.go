@@ -1,17 +1,33 @@
 package partition
 
 // This file owns idempotent-producer deduplication for one partition and
-// keeps doc.go's invariant on sequence order.
+// keeps doc.go's invariants on sequence order and on who judges a
+// sequence.
 //
 // The state lives in Partition.producers and is touched only by the
 // owner goroutine. On open it is restored from the snapshot (snapshot.go)
 // and the batch headers of the log above it.
+//
+// Invariant: only the leader judges a batch's sequence. A replica that
+// does not lead (or whose log failed) refuses every batch with
+// NOT_LEADER_OR_FOLLOWER (or its storage error) before checkSequence looks
+// at it, as Kafka checks leadership before the producer state. A follower's
+// producer state is only as new as its log, which lags the leader's (a
+// follower behind, a replica restarted on an empty disk at the remote end
+// with the tiered snapshot's state); its OUT_OF_ORDER_SEQUENCE_NUMBER or
+// INVALID_PRODUCER_EPOCH would tell a client with stale metadata that a
+// batch the leader holds is not in the log, and idempotent clients answer
+// those by bumping their epoch and resending the batch as sequence 0 of
+// the new epoch: a duplicate no broker can detect. NOT_LEADER_OR_FOLLOWER
+// sends the client to the leader, whose state covers its whole log and
+// deduplicates the retry.
 
 import (
 	"fmt"
 	"math"
 	"slices"
 
+	"github.com/sluice-mq/sluice/broker/replica"
 	"github.com/sluice-mq/sluice/wal"
 )
 
@@ -38,6 +54,24 @@ func seqAdd(seq int32, n int32) int32 {
 		return n - (math.MaxInt32 - seq) - 1
 	}
 	return seq + n
+}
+
+// appendRefusal is the error every batch of a group gets before its
+// sequence is looked at: the log's failure, or ErrNotLeader when this
+// replica does not lead (see the invariant above). nil on a working leader.
+// Only the owner goroutine calls it; no step of the core runs between it
+// and the group's proposals, so the role it saw holds for the group.
+func (p *Partition) appendRefusal() error {
+	if p.failed != nil {
+		return p.failed
+	}
+	switch st := p.rep.Status(); {
+	case st.Err != nil:
+		return st.Err
+	case st.Role != replica.RoleLeader:
+		return replicaError(fmt.Errorf("%w: epoch %d is led by node %d", replica.ErrNotLeader, st.Epoch, st.Leader))
+	}
+	return nil
 }
 
 // checkSequence decides whether a batch may be appended. dup reports an

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/wal"
+	"github.com/sluice-mq/sluice/wal/vfs"
 )
 
 // testBatch encodes n records as one v2 batch of producer pid (-1: not
@@ -98,4 +99,66 @@ func TestSeqAddWraps(t *testing.T) {
 	if got := seqAdd(5, 2); got != 7 {
 		t.Fatalf("seqAdd(5, 2) = %d", got)
 	}
+}
+
+// TestOnlyTheLeaderJudgesSequences: a produce that reaches a replica that
+// does not lead (a client's metadata is stale: the leader moved, or this
+// broker came back on an empty disk and its old leadership is still
+// advertised) is answered NOT_LEADER_OR_FOLLOWER, never with a verdict on
+// its sequence. Such a replica's producer state lags the leader's log, so
+// OUT_OF_ORDER_SEQUENCE_NUMBER or INVALID_PRODUCER_EPOCH would be wrong,
+// and clients take them as proof that the batch is not in the log: kgo
+// bumps its epoch and resends the batch as sequence 0 of the new epoch,
+// which no broker can tell from new records (the chaos run disk-loss, seed
+// 1: k8-1-4598 at offsets 2552 and 3972 of partition 2). On the old code
+// the first three produces below got those errors.
+func TestOnlyTheLeaderJudgesSequences(t *testing.T) {
+	f := &truncationFixture{t: t, fs: vfs.NewMem()}
+	f.open()
+	f.elect(1, 1)
+	for i, raw := range [][]byte{
+		testBatch(1, 7, 0, 0, 1), // offset 0
+		testBatch(1, 7, 0, 1, 1), // offset 1
+		testBatch(1, 8, 1, 0, 1), // offset 2
+	} {
+		if res := appendOn(t, f.part, raw); res.Err != nil || res.Dup || res.Base != wal.Offset(i) {
+			t.Fatalf("append %d as the leader: %+v", i, res)
+		}
+	}
+	// Node 2 leads epoch 2; this replica has not fetched from it yet, so it
+	// knows nothing of what producers 7 and 8 appended there since.
+	f.elect(2, 2)
+	want := f.part.producerSnapshot()
+	for _, c := range []struct {
+		name string
+		raw  []byte
+	}{
+		{"the next batch the new leader took (sequence ahead of this replica)", testBatch(1, 7, 0, 5, 1)},
+		{"a bumped epoch past its first batch", testBatch(1, 7, 1, 3, 1)},
+		{"an epoch older than this replica has seen", testBatch(1, 8, 0, 0, 1)},
+		{"an exact retry of a batch this replica holds", testBatch(1, 7, 0, 1, 1)},
+		{"a producer this replica never saw", testBatch(1, 9, 0, 4, 1)},
+		{"a batch of no idempotent producer", testBatch(1, -1, -1, -1, 1)},
+	} {
+		res := appendOn(t, f.part, c.raw)
+		if !errors.Is(res.Err, ErrNotLeader) || res.Dup {
+			t.Errorf("%s on a follower: %+v, want ErrNotLeader", c.name, res)
+		}
+	}
+	if end := f.part.log.EndOffset(); end != 3 {
+		t.Fatalf("log end %d on the follower, want 3 (nothing appended)", end)
+	}
+	if got := f.part.producerSnapshot(); got != want {
+		t.Fatalf("producer state changed on the follower:\n got %s\nwant %s", got, want)
+	}
+}
+
+// producerSnapshot is the producer state in the snapshot's encoding, for
+// comparisons.
+func (p *Partition) producerSnapshot() string {
+	data, err := p.encodeSnapshot()
+	if err != nil {
+		panic(err)
+	}
+	return string(data)
 }

@@ -315,14 +315,5 @@ func TestTruncationBelowTheSnapshotSurvivesACrash(t *testing.T) {
 // appendOn runs one group commit of raw on p, doing the owner's part.
 func appendOn(t *testing.T, p *Partition, raw []byte) AppendResult {
 	t.Helper()
-	r := newTestAppend(t, raw)
-	p.appendGroup([]*AppendRequest{r})
-	p.handleReady()
-	select {
-	case res := <-r.res:
-		return res
-	case <-time.After(5 * time.Second):
-		t.Fatal("no reply within 5s")
-		return AppendResult{}
-	}
+	return appendRequestOn(t, p, newTestAppend(t, raw))
 }

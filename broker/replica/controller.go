@@ -28,6 +28,12 @@ package replica
 // a recording CAS (MsgCaughtUp) changes nothing but one replica's
 // incarnation, at the epoch the replica proved it caught up in.
 // Invariant: at most one CAS is outstanding.
+// Invariant: draining (SetDraining) only narrows whom pick prefers; the
+// winner is still an eligible replica of a fenced quorum, so a drain can
+// delay an election but never elect a log the rules above would refuse. A
+// draining replica wins only when no other replica can, once every replica
+// answered or half the round is gone: a drain never leaves a partition
+// leaderless.
 //
 // A Controller is not safe for concurrent use; its owner serialises calls.
 
@@ -122,6 +128,7 @@ type Controller struct {
 	state      State
 	stateKnown bool
 	live       []NodeID
+	draining   []NodeID  // sorted: brokers an operator is draining
 	maxEpoch   wal.Epoch // highest epoch seen or fenced
 	tick       int64
 
@@ -148,6 +155,8 @@ type Controller struct {
 	leaderSince int64
 	prefWait    int64
 	prefAt      int64
+	drainWait   int64 // like prefWait, for moving a leader off a draining broker
+	drainAt     int64
 	// missed: when each replica last failed to answer a round's fences
 	// while counted live (a broker that died keeps its lease for a while);
 	// indexed like state.Replicas.
@@ -159,7 +168,7 @@ type Controller struct {
 // NewController starts a controller that knows nothing yet.
 func NewController(cfg ControllerConfig) *Controller {
 	cfg = cfg.withDefaults()
-	return &Controller{cfg: cfg, exclude: NoLeader, prefWait: int64(cfg.PreferredTicks)}
+	return &Controller{cfg: cfg, exclude: NoLeader, prefWait: int64(cfg.PreferredTicks), drainWait: int64(cfg.RetryTicks)}
 }
 
 // SetState gives the state read from etcd; older versions are ignored.
@@ -189,6 +198,41 @@ func (c *Controller) SetState(s State) {
 func (c *Controller) SetLive(ids []NodeID) {
 	c.live = slices.Clone(ids)
 	slices.Sort(c.live)
+}
+
+// SetDraining gives the brokers an operator is draining before a stop: a
+// leader among them is moved to another eligible replica, none of them is
+// elected while another replica can win, and leadership does not move back
+// to a draining preferred replica.
+func (c *Controller) SetDraining(ids []NodeID) {
+	c.draining = slices.Clone(ids)
+	slices.Sort(c.draining)
+}
+
+// PreferNow makes the next tick try to move leadership back to the
+// preferred replica (an operator's preferred election) instead of waiting
+// out PreferredTicks and its back-off.
+func (c *Controller) PreferNow() {
+	c.prefWait = 0
+	c.leaderSince = min(c.leaderSince, c.tick)
+	c.prefAt = c.tick - 1<<30
+	c.missed = nil // an operator vouches for the preferred replica
+}
+
+func (c *Controller) isDraining(id NodeID) bool {
+	_, ok := slices.BinarySearch(c.draining, id)
+	return ok
+}
+
+// canLeadInstead reports whether a live replica other than id, not
+// draining, could take the leadership.
+func (c *Controller) canLeadInstead(id NodeID) bool {
+	for _, r := range c.state.Replicas {
+		if r != id && c.isLive(r) && !c.isDraining(r) {
+			return true
+		}
+	}
+	return false
 }
 
 // Step takes a FenceAck, a LeaderUnreachable or a CaughtUp.
@@ -376,7 +420,14 @@ func (c *Controller) maybeElect() {
 		c.startRound(NoLeader, false)
 	case !c.isLive(s.Leader) || resigned || followers > n-c.quorum():
 		c.startRound(s.Leader, false)
-	case s.Leader != s.Replicas[0] && c.isLive(s.Replicas[0]) && !c.complained(s.Replicas[0]) &&
+	case c.isDraining(s.Leader) && c.canLeadInstead(s.Leader) && c.tick-c.drainAt >= c.drainWait:
+		// Moving off a draining broker: if the round elects it again
+		// (nobody else was eligible), wait twice as long before the next
+		// try, as a preferred move does, so its produce is not paused by a
+		// fence every round.
+		c.drainAt = c.tick
+		c.startRound(s.Leader, false)
+	case s.Leader != s.Replicas[0] && c.isLive(s.Replicas[0]) && !c.isDraining(s.Replicas[0]) && !c.complained(s.Replicas[0]) &&
 		c.tick-c.leaderSince >= c.prefWait && c.tick-c.prefAt >= c.prefWait && !c.missedRecently(0):
 		c.prefAt = c.tick
 		c.startRound(NoLeader, true)
@@ -493,11 +544,16 @@ func (c *Controller) decide() {
 		return // wait for more answers, or the round's end
 	}
 	c.blocked = nil
+	if c.isDraining(w) {
+		c.drainWait = min(2*max(c.drainWait, 1), int64(c.cfg.PreferredTicks)*16)
+	} else {
+		c.drainWait = int64(c.cfg.RetryTicks)
+	}
 	if c.preferred {
 		if w == s.Replicas[0] {
 			c.prefWait = int64(c.cfg.PreferredTicks)
 		} else {
-			c.prefWait *= 2
+			c.prefWait = max(2*c.prefWait, int64(c.cfg.PreferredTicks))
 		}
 	}
 	for i, id := range s.Replicas {
@@ -519,9 +575,10 @@ func (c *Controller) decide() {
 
 // pick chooses the winner among the acks: the preferred replica if
 // eligible; in a preferred round otherwise the sitting leader if eligible;
-// otherwise the greatest eligible log (ties to replica order). The excluded
-// leader wins only when nobody else can, once every replica answered or
-// half the round is gone.
+// otherwise the greatest eligible log (ties to replica order). A draining
+// replica is passed over in each of these. A draining replica, and then
+// the excluded leader, win only when nobody else can, once every replica
+// answered or half the round is gone.
 func (c *Controller) pick() (NodeID, bool) {
 	s := c.state
 	if c.cfg.bugs.winnerIgnoresUpToDate {
@@ -530,14 +587,14 @@ func (c *Controller) pick() (NodeID, bool) {
 		}
 		return c.acks[0].from, true
 	}
-	ok := func(id NodeID) bool {
+	ok := func(id NodeID, drainingToo bool) bool {
 		a, found := c.ack(id)
-		return found && id != c.exclude && c.eligible(a)
+		return found && id != c.exclude && (drainingToo || !c.isDraining(id)) && c.eligible(a)
 	}
-	if ok(s.Replicas[0]) {
+	if ok(s.Replicas[0], false) {
 		return s.Replicas[0], true
 	}
-	if pref := s.Replicas[0]; pref != c.exclude && c.isLive(pref) && c.tick-c.startedAt < int64(max(1, c.cfg.RoundTicks/4)) {
+	if pref := s.Replicas[0]; pref != c.exclude && !c.isDraining(pref) && c.isLive(pref) && c.tick-c.startedAt < int64(max(1, c.cfg.RoundTicks/4)) {
 		if _, acked := c.ack(pref); !acked {
 			// The preferred replica is live and its answer is likely on
 			// its way: a short wait saves moving the leadership back to
@@ -545,20 +602,29 @@ func (c *Controller) pick() (NodeID, bool) {
 			return NoLeader, false
 		}
 	}
-	if c.preferred && s.Leader != NoLeader && ok(s.Leader) {
+	if c.preferred && s.Leader != NoLeader && ok(s.Leader, false) {
 		return s.Leader, true
 	}
-	best, found := fenceAck{}, false
-	for _, id := range s.Replicas {
-		if a, _ := c.ack(id); ok(id) && (!found || !upToDate(best, a)) {
-			best, found = a, true
+	greatest := func(drainingToo bool) (NodeID, bool) {
+		best, found := fenceAck{}, false
+		for _, id := range s.Replicas {
+			if a, _ := c.ack(id); ok(id, drainingToo) && (!found || !upToDate(best, a)) {
+				best, found = a, true
+			}
 		}
+		return best.from, found
 	}
-	if found {
-		return best.from, true
+	if w, found := greatest(false); found {
+		return w, true
 	}
 	late := c.tick-c.startedAt >= int64(c.cfg.RoundTicks/2)
-	if a, has := c.ack(c.exclude); has && (len(c.acks) == len(s.Replicas) || late) && c.eligible(a) {
+	if len(c.acks) != len(s.Replicas) && !late {
+		return NoLeader, false
+	}
+	if w, found := greatest(true); found {
+		return w, true
+	}
+	if a, has := c.ack(c.exclude); has && c.eligible(a) {
 		return a.from, true
 	}
 	return NoLeader, false

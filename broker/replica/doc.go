@@ -85,6 +85,8 @@
 //	func (c *Controller) Status() (State, bool, wal.Epoch)
 //	func (c *Controller) Blocked() []NodeID // lost replicas keeping it from electing
 //	func (c *Controller) ForceUnclean()     // an operator's unclean election
+//	func (c *Controller) SetDraining(ids []NodeID) // brokers to move leadership off
+//	func (c *Controller) PreferNow()        // an operator's preferred election
 //
 // A driver's loop: feed inputs; while HasReady, take Ready and do it in
 // order: remove the log from Ready.Truncate on (whole batches; then call

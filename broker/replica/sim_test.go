@@ -17,6 +17,7 @@ import (
 	"hash/crc32"
 	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"github.com/sluice-mq/sluice/wal"
@@ -48,6 +49,7 @@ type knobs struct {
 	proposeEvery           int64
 	fetchBudget            int
 	leaseTicks             int64
+	drainRate              float64 // per fault step: an operator drains or undrains a broker
 	cfg                    Config
 	ccfg                   ControllerConfig
 	safetyTicks, liveTicks int64
@@ -111,6 +113,8 @@ func drawKnobs(r *rand.Rand, short bool) knobs {
 	if r.IntN(2) == 0 {
 		k.ccfg.QuietTicks = -1
 	}
+	// Drawn last, so the knobs above stay as they were for every seed.
+	k.drainRate = f(0.5, 0.02)
 	k.safetyTicks, k.liveTicks = 300, 300
 	if short {
 		k.safetyTicks = 150
@@ -207,6 +211,7 @@ type sim struct {
 	cbugs controllerBugs
 
 	live     bool // liveness phase
+	draining []NodeID
 	done     bool
 	failure  string
 	trace    *strings.Builder
@@ -557,6 +562,7 @@ func (s *sim) tickCtrl() {
 		return
 	}
 	s.ctrl.c.SetLive(s.liveSet())
+	s.ctrl.c.SetDraining(s.draining)
 	s.ctrl.c.Tick()
 	s.drainCtrl()
 }
@@ -737,6 +743,19 @@ func (s *sim) faults() {
 		n := s.nodes[r.IntN(nReplicas)]
 		n.pausedUntil = max(n.pausedUntil, s.now+1+r.Int64N(30*tickUnits))
 		s.tracef("n%d paused until %d", n.id, n.pausedUntil)
+	}
+	if s.k.drainRate > 0 && r.Float64() < s.k.drainRate {
+		// Drains stay through the liveness phase: a drained broker must
+		// never keep a partition from converging.
+		id := NodeID(r.IntN(nReplicas))
+		if i := slices.Index(s.draining, id); i >= 0 {
+			s.draining = slices.Delete(s.draining, i, i+1)
+			s.tracef("n%d undrained", id)
+		} else {
+			s.draining = append(s.draining, id)
+			slices.Sort(s.draining)
+			s.tracef("n%d draining", id)
+		}
 	}
 	if r.Float64() < s.k.ctrlCrashRate && s.ctrl.up {
 		s.ctrl.up = false

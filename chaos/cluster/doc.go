@@ -108,4 +108,5 @@
 //	disk.go     tmpfs data dirs, FillDisk and FreeDisk
 //	tmpfs_*.go  mount, unmount and statfs (Linux; ErrNoMount elsewhere)
 //	wire.go     readiness, Metadata (Leader, Controller) and /metrics
+//	drain.go    a clean stop (Terminate), admin calls to one broker and its broker listing
 package cluster

@@ -72,12 +72,20 @@ type Result struct {
 	// Violations are the noisy-tenant family's findings: a tenant over its
 	// quota, or the quiet workload below its floor during a burst.
 	Violations []string
+	// CanaryFindings are what the brokers' canaries found wrong (a
+	// scenario with canaries, canary.go): one not available again after
+	// the drain, or a mismatch; Canary is a line per broker's canary.
+	CanaryFindings, Canary []string
+	// Stalls is how long the consumer group went without records while the
+	// producers ran (measured in every run; enforced by strict scenarios).
+	Stalls Stalls
 }
 
 // OK reports whether the run found no anomaly, no broker died by itself and
 // every replica was back in sync.
 func (r Result) OK() bool {
-	return r.Report.OK() && len(r.UnexpectedExits) == 0 && len(r.OutOfSync) == 0 && len(r.Violations) == 0
+	return r.Report.OK() && len(r.UnexpectedExits) == 0 && len(r.OutOfSync) == 0 && len(r.Violations) == 0 &&
+		len(r.CanaryFindings) == 0
 }
 
 const (
@@ -97,6 +105,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	start := time.Now()
 	res := Result{Scenario: cfg.Scenario, Seed: cfg.Seed, Faults: map[string]int{}, History: filepath.Join(cfg.Dir, "history.jsonl")}
 	has := sc.needs
+	rdk := 0
+	if has.librdkafka {
+		if err := workload.CheckLibrdkafka(workload.DefaultPython); err != nil {
+			return res, fmt.Errorf("runner: scenario %s runs a librdkafka producer: %w", cfg.Scenario, err)
+		}
+		rdk = 1
+	}
 	c, err := startCluster(ctx, cfg, has)
 	if errors.Is(err, cluster.ErrNoMount) && cfg.Scenario == soakName {
 		// The soak runs without disk-full where tmpfs cannot be mounted.
@@ -117,7 +132,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		TopicConfigs: map[string]string{"segment.bytes": "262144", "remote.upload.bytes": "1048576",
 			"remote.upload.max.delay.ms": "2000", "local.retention.ms": "5000",
 			"retention.ms": "86400000"}, // a day: far beyond any clock jump
-		Producers: 3, Rate: cfg.Rate, Group: group, Members: 3, Readers: true,
+		Producers: 3, LibrdkafkaProducers: rdk, Rate: cfg.Rate, Group: group, Members: 3, Readers: true,
 		Recorder: rec, Logger: cfg.Logger, Seed: cfg.Seed})
 	if err != nil {
 		return res, err
@@ -128,6 +143,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	healErr := env.healAll(ctx)
 	res.LagAcked = env.stopLag()
 	res.Violations = env.stopNoisy()
+	res.Violations = append(res.Violations, env.stopLarge(ctx)...)
+	res.Violations = append(res.Violations, env.stopPoison(ctx)...)
+	producersStopped := rec.Now()
 	w.Stop()
 	res.Stats = w.Stats()
 	if cfg.DrainTimeout == 0 {
@@ -145,6 +163,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if env.lag != nil {
 		res.OutOfSync = append(res.OutOfSync, checkLagReplicas(drainCtx, c)...)
 	}
+	if has.canary {
+		res.CanaryFindings, res.Canary = checkCanaries(ctx, c)
+	}
 	var tierErr error
 	if cfg.Tierctl != "" {
 		res.TieredRecords, tierErr = collectTiered(drainCtx, newTierctl(cfg.Tierctl, c), rec)
@@ -161,6 +182,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return res, errors.Join(incomplete, err)
 	}
 	res.Report = checker.Check(events)
+	res.Stalls = consumeStalls(events, producersStopped)
+	if sc.strict {
+		res.Violations = append(res.Violations, strictChecks(res.Stats, res.Stalls)...)
+	}
 	res.UnexpectedExits = c.UnexpectedExits()
 	res.Elapsed = time.Since(start)
 	return res, incomplete
@@ -194,6 +219,9 @@ func startCluster(ctx context.Context, cfg Config, has needs) (*cluster.Cluster,
 		ExtraArgs:  []string{"--crash-loses-unsynced"},
 		BrokerArgs: func(id int32) []string { return []string{"--clock-offset-file", clockFile(cfg.Dir, id)} },
 		Logger:     cfg.Logger, LogLevel: cfg.BrokerLogLevel}
+	if has.canary {
+		ccfg.ExtraArgs = append(ccfg.ExtraArgs, canaryArgs...)
+	}
 	if has.disk {
 		ccfg.DataDirBytes = tmpfsBytes
 		// Journal files are preallocated: keep them small on a small disk.

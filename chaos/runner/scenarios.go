@@ -31,6 +31,10 @@ type scenario struct {
 	fault func(*faultEnv, context.Context) error
 	// needs is what the cluster must have for the scenario's faults.
 	needs needs
+	// strict holds the run to strictChecks: no send may fail or stay
+	// unresolved, and the consumer group may not stall (a rolling restart
+	// must cost the clients nothing).
+	strict bool
 }
 
 // needs are the optional parts of a chaos cluster (cluster.Config).
@@ -41,6 +45,10 @@ type needs struct {
 	etcd     bool // the cluster's own etcd, each broker behind a proxy
 	disk     bool // each data dir a small tmpfs (implies etcd)
 	tenants  bool // security on: a SASL listener for tenants' users, an admin
+	canary   bool // every broker runs its AZ's canary, checked at the end (canary.go)
+	// librdkafka: the workload adds an idempotent librdkafka producer
+	// (confluent-kafka-python, workload.Config.LibrdkafkaProducers).
+	librdkafka bool
 }
 
 // repeat builds a scenario that runs one fault at seeded intervals.
@@ -53,16 +61,16 @@ func repeat(doc string, n needs, fault func(*faultEnv, context.Context) error) s
 // families are the fault families, each with what it needs; the scenarios
 // of one family and the soak, which mixes them all, are built from it.
 var families = map[string]scenario{
-	"leader-kill": repeat("kill -9 a partition's leader, restart it once a new leader is elected; repeat",
-		needs{}, (*faultEnv).killLeader),
+	"leader-kill": repeat("kill -9 a partition's leader, restart it once a new leader is elected; repeat (with the brokers' canaries)",
+		needs{canary: true}, (*faultEnv).killLeader),
 	"follower-kill": repeat("kill -9 one follower of a partition for 3–5 s; repeat",
 		needs{}, (*faultEnv).killFollower),
 	"controller-kill": repeat("kill -9 the controller, restart it once another broker controls; repeat",
 		needs{}, (*faultEnv).killController),
 	"two-kill": repeat("kill -9 two brokers at once for 3–5 s (every write quorum lost), restart both; repeat",
 		needs{}, (*faultEnv).killTwo),
-	"all-crash": repeat("kill -9 every broker at once, each losing what it had not fsynced, then restart them all; repeat",
-		needs{}, (*faultEnv).crashAll),
+	"all-crash": repeat("kill -9 every broker at once, each losing what it had not fsynced, then restart them all; repeat (with the brokers' canaries)",
+		needs{canary: true}, (*faultEnv).crashAll),
 	"leader-pause": repeat("SIGSTOP a partition's leader past its lease, then SIGCONT; repeat",
 		needs{}, (*faultEnv).pauseLeader),
 	"followers-pause-leader-kill": repeat("SIGSTOP a partition's followers, kill -9 its leader while they are paused, resume them, restart the leader; repeat",
@@ -91,6 +99,19 @@ var families = map[string]scenario{
 		needs{}, (*faultEnv).lagFollower),
 	"noisy-tenant": repeat("a second tenant with a 256 KiB/s produce quota bursts to ten times it for 6 s beside the workload; repeat (its acknowledged bytes must stay within the quota, the workload's acks above a floor)",
 		needs{tenants: true}, (*faultEnv).noisyBurst),
+	"large-payloads": repeat("beside the workload, payloads of 64 KiB–3 MiB uploaded through the brokers and published as envelopes, consumed by a commit-gating group; S3 fails during sessions, S3 GETs fail during consumption, or the producer drops the publish after an upload (an orphan), for 6 s; repeat (every acknowledged envelope's object must read back with its sha256, no orphan published, no commit past an unverified payload)",
+		needs{s3faults: true}, (*faultEnv).largeFault),
+	"rolling-restart": {doc: "restart every broker once, one at a time, each drained first through another broker's admin API " +
+		"(it leads nothing), stopped with SIGTERM, started, caught up, then a preferred election; no send of the franz-go " +
+		"producers nor of a librdkafka producer may fail and the consumer group may not go 5 s without a record",
+		needs: needs{librdkafka: true}, strict: true, fault: (*faultEnv).drainedRestartOne,
+		run: func(ctx context.Context, e *faultEnv, d time.Duration) error { return e.rollingRestart(ctx, d) }},
+	"poison": repeat("beside the workload, keyed records with poison ones among them on a relaxed and a per-key-strict side topic, "+
+		"consumed through the HTTP queue API (nack to retry tiers and the DLQ; on the strict topic a pause, then keys:skip or "+
+		"keys:resume by an operator); each injection sends a burst of poison records while a strict partition's leader, a queue "+
+		"group's coordinator or every broker is killed -9; repeat (every acknowledged record processed or dead-lettered with its "+
+		"history, never neither; per-key order on the strict topic)",
+		needs{}, (*faultEnv).poisonFault),
 	"consumer-crash": repeat("crash a consumer-group member (no LeaveGroup) and start a new one, during rebalances; repeat",
 		needs{}, func(e *faultEnv, _ context.Context) error { return e.crashMember() }),
 }
@@ -110,6 +131,8 @@ type faultEnv struct {
 	has    needs       // the optional parts of the cluster
 	lag    *lagState   // the lagging-follower family's side topic, once made
 	noisy  *noisyState // the noisy-tenant family's tenant, once made
+	large  *largeState // the large-payloads family's side workload, once made
+	poison *poisonSide // the poison family's side topics and queue consumers, once made
 }
 
 // every runs fault at seeded intervals of 4–8 s until d has passed.

@@ -30,6 +30,11 @@ type Config struct {
 	// second over all of them (default 1000 when there are producers).
 	Producers int
 	Rate      int
+	// LibrdkafkaProducers adds that many idempotent librdkafka producers
+	// (confluent-kafka-python run with Python, default DefaultPython;
+	// rdkafka.go) beside the kgo ones, sharing Rate with them.
+	LibrdkafkaProducers int
+	Python              string
 	// Group and Members: the consumer group and how many members poll in it.
 	Group   string
 	Members int
@@ -78,7 +83,10 @@ func (c Config) withDefaults() Config {
 	if c.Keys == 0 {
 		c.Keys = keysPerPartition * int(c.Partitions)
 	}
-	if c.Rate == 0 && c.Producers > 0 {
+	if c.Python == "" {
+		c.Python = DefaultPython
+	}
+	if c.Rate == 0 && c.Producers+c.LibrdkafkaProducers > 0 {
 		c.Rate = DefaultRate
 	}
 	if c.SessionTimeout == 0 {
@@ -113,10 +121,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("workload: config: replication factor %d", c.ReplicationFactor)
 	case c.Keys <= 0:
 		return fmt.Errorf("workload: config: %d keys", c.Keys)
-	case c.Producers < 0 || c.Members < 0:
-		return fmt.Errorf("workload: config: %d producers, %d members", c.Producers, c.Members)
-	case c.Producers > 0 && c.Rate < c.Producers:
-		return fmt.Errorf("workload: config: rate %d/s is below one send per second per producer (%d)", c.Rate, c.Producers)
+	case c.Producers < 0 || c.LibrdkafkaProducers < 0 || c.Members < 0:
+		return fmt.Errorf("workload: config: %d producers, %d librdkafka producers, %d members", c.Producers, c.LibrdkafkaProducers, c.Members)
+	case c.Producers+c.LibrdkafkaProducers > 0 && c.Rate < c.Producers+c.LibrdkafkaProducers:
+		return fmt.Errorf("workload: config: rate %d/s is below one send per second per producer (%d)", c.Rate, c.Producers+c.LibrdkafkaProducers)
 	case c.Members > 0 && c.Group == "":
 		return errors.New("workload: config: members without a group")
 	case c.SessionTimeout < 0 || c.RebalanceTimeout < 0 || c.DeliveryTimeout < 0 || c.StopTimeout < 0:

@@ -1,8 +1,9 @@
 // Package workload is the chaos suite's keyed workload: the Kafka clients
-// (franz-go) that drive a real cluster while faults are injected, and that
-// record every operation they see into a chaos/history.Recorder, following
-// the history format and the runner's promises of the chaos package doc
-// (chaos/doc.go). It knows the cluster only over the Kafka protocol.
+// (franz-go, and optionally librdkafka) that drive a real cluster while
+// faults are injected, and that record every operation they see into a
+// chaos/history.Recorder, following the history format and the runner's
+// promises of the chaos package doc (chaos/doc.go). It knows the cluster
+// only over the Kafka protocol.
 //
 // # Clients
 //
@@ -17,6 +18,14 @@
 //     flight, which chaos/doc.go's nonmonotonic-send definition allows (kgo
 //     refuses any other in-flight limit with idempotence, so
 //     MaxProduceRequestsInflightPerBroker is not set).
+//   - librdkafka producers (Config.LibrdkafkaProducers, rdkafka.go): each an
+//     idempotent confluent-kafka-python producer (acks=all) in a
+//     subprocess, driven over its stdin with the same keys, partitions and
+//     values, sharing Config.Rate; a send's invoke is taken before its line
+//     is written and its completion when its delivery report is read. An
+//     error report is info (librdkafka retries inside), a send never
+//     handed over (the script gone) is fail, one without a report when the
+//     script exits is info.
 //   - Group members: Config.Members members of Config.Group, each one client
 //     and one goroutine that polls, "processes" (records the poll), then
 //     commits the offsets after what it processed before it polls again
@@ -34,6 +43,10 @@
 //   - The drain (Drain, after Stop): a fresh reader per partition reads from
 //     the log start to the high watermark (ListOffsets), then records the
 //     partition's final event.
+//
+// QueueMember (queue.go) is the one client here that speaks HTTP: a member
+// of a group driven through the brokers' HTTP queue API, for the chaos
+// poison family; it records nothing itself (its caller does).
 //
 // Every client has its own process id, allocated upward from
 // Config.FirstProcess; a member restarted by RestartMember takes a new one.

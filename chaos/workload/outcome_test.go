@@ -1,12 +1,15 @@
 package workload
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"testing"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -123,5 +126,31 @@ func TestConfigValidate(t *testing.T) {
 				t.Errorf("Validate accepted %+v", c)
 			}
 		})
+	}
+}
+
+// TestKgoLoggerKeepsProducerIDMessages: of kgo's info messages only those
+// about the producer id or epoch reach the log (a client epoch bump is
+// what explains a duplicate), with warnings and errors; debug never.
+func TestKgoLoggerKeepsProducerIDMessages(t *testing.T) {
+	var buf bytes.Buffer
+	l := kgoLogger{log: zerolog.New(&buf)}
+	for _, c := range []struct {
+		level kgo.LogLevel
+		msg   string
+		kept  bool
+	}{
+		{kgo.LogLevelInfo, "locally bumping idempotent producer epoch to recover from a prior produce error", true},
+		{kgo.LogLevelInfo, "batch errored with OUT_OF_ORDER_SEQUENCE_NUMBER, failing the producer ID and resetting all sequence numbers", true},
+		{kgo.LogLevelInfo, "assigning partitions", false},
+		{kgo.LogLevelDebug, "resetting produce sequence numbers to 0 for new producer epoch", false},
+		{kgo.LogLevelWarn, "unable to open connection to broker", true},
+		{kgo.LogLevelError, "group manage loop errored", true},
+	} {
+		buf.Reset()
+		l.Log(c.level, c.msg)
+		if got := strings.Contains(buf.String(), c.msg); got != c.kept {
+			t.Errorf("level %v %q: logged %v, want %v", c.level, c.msg, got, c.kept)
+		}
 	}
 }

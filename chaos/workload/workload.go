@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -51,8 +52,8 @@ type Workload struct {
 	recErr      error // first failed Record; guarded by recMu
 	recMu       sync.Mutex
 
-	producers []*producer // immutable after Run
-	readers   []*reader   // immutable after Run
+	producers []interface{ stop(time.Duration) } // kgo and librdkafka producers; immutable after Run
+	readers   []*reader                          // immutable after Run
 
 	mu       sync.Mutex
 	members  []*member // guarded by mu; RestartMember replaces entries
@@ -64,6 +65,7 @@ type Workload struct {
 // counters back Stats.
 type counters struct {
 	sendsOK, sendsFail, sendsInfo atomic.Int64
+	rdkOK, rdkNotOK               atomic.Int64 // of them, the librdkafka producers'
 	polls, records                atomic.Int64
 	commits, commitsOK            atomic.Int64
 	assigns, revokes, seeks       atomic.Int64
@@ -73,12 +75,15 @@ type counters struct {
 // Stats is a snapshot of what the workload has recorded so far.
 type Stats struct {
 	SendsOK, SendsFailed, SendsUnknown int64
-	Polls, RecordsRead                 int64 // poll events recorded and the records in them
-	Commits, CommitsOK                 int64 // commit events and those with outcome ok
-	Assigns, Revokes, Seeks            int64
-	RecordErrors                       int64 // events the Recorder refused
-	Elapsed                            time.Duration
-	AckedPerSecond                     float64
+	// LibrdkafkaOK and LibrdkafkaNotOK: the librdkafka producers' sends
+	// among them, acknowledged and not (failed or unknown).
+	LibrdkafkaOK, LibrdkafkaNotOK int64
+	Polls, RecordsRead            int64 // poll events recorded and the records in them
+	Commits, CommitsOK            int64 // commit events and those with outcome ok
+	Assigns, Revokes, Seeks       int64
+	RecordErrors                  int64 // events the Recorder refused
+	Elapsed                       time.Duration
+	AckedPerSecond                float64
 }
 
 // Run creates the topic when missing, waits until every partition has a
@@ -113,9 +118,16 @@ func Run(ctx context.Context, cfg Config) (*Workload, error) {
 }
 
 func (w *Workload) startClients(ctx context.Context) error {
-	perProducer := float64(w.cfg.Rate) / float64(max(w.cfg.Producers, 1))
+	perProducer := float64(w.cfg.Rate) / float64(max(w.cfg.Producers+w.cfg.LibrdkafkaProducers, 1))
 	for i := range w.cfg.Producers {
 		p, err := w.startProducer(i, time.Duration(float64(time.Second)/perProducer))
+		if err != nil {
+			return err
+		}
+		w.producers = append(w.producers, p)
+	}
+	for range w.cfg.LibrdkafkaProducers {
+		p, err := w.startRdProducer(ctx, time.Duration(float64(time.Second)/perProducer))
 		if err != nil {
 			return err
 		}
@@ -181,6 +193,7 @@ func (w *Workload) Stats() Stats {
 		SendsOK:      w.n.sendsOK.Load(),
 		SendsFailed:  w.n.sendsFail.Load(),
 		SendsUnknown: w.n.sendsInfo.Load(),
+		LibrdkafkaOK: w.n.rdkOK.Load(), LibrdkafkaNotOK: w.n.rdkNotOK.Load(),
 		Polls:        w.n.polls.Load(),
 		RecordsRead:  w.n.records.Load(),
 		Commits:      w.n.commits.Load(),
@@ -359,16 +372,31 @@ func retry(ctx context.Context, what string, fn func() error) error {
 }
 
 // kgoLogger passes kgo's warnings and errors to zerolog, unless mute is
-// set (a crashed member's client complains of nothing but its crash).
+// set (a crashed member's client complains of nothing but its crash). Of
+// kgo's info messages it passes those about the producer id (as warnings):
+// a producer that fails its id or bumps its epoch resends its unanswered
+// batches as new records, which no broker can deduplicate, so a duplicate
+// in a history is explained by these lines (or is the broker's).
 type kgoLogger struct {
 	log  zerolog.Logger
 	mute *atomic.Bool // may be nil
 }
 
-func (kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
+func (kgoLogger) Level() kgo.LogLevel { return kgo.LogLevelInfo }
+
+// aboutProducerID reports whether a kgo message is about the idempotent
+// producer's id or epoch ("locally bumping idempotent producer epoch",
+// "failing the producer ID and resetting all sequence numbers", ...).
+func aboutProducerID(msg string) bool {
+	msg = strings.ToLower(msg)
+	return strings.Contains(msg, "producer id") || strings.Contains(msg, "producer epoch")
+}
 
 func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 	if l.mute != nil && l.mute.Load() {
+		return
+	}
+	if keep := level <= kgo.LogLevelWarn || level == kgo.LogLevelInfo && aboutProducerID(msg); !keep {
 		return
 	}
 	ev := l.log.Warn()

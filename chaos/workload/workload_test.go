@@ -227,7 +227,7 @@ func (r *run) polled(process history.Process) int {
 	return r.watch.read[process]
 }
 
-func startRun(t *testing.T, seed uint64) *run {
+func startRun(t *testing.T, seed uint64, opts ...func(*Config)) *run {
 	t.Helper()
 	addr := startSluiced(t)
 	path := filepath.Join(t.TempDir(), "history.jsonl")
@@ -243,7 +243,7 @@ func startRun(t *testing.T, seed uint64) *run {
 	t.Cleanup(func() { _ = rec.Close(); _ = f.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	w, err := Run(ctx, Config{
+	cfg := Config{
 		Bootstrap:         []string{addr},
 		Topic:             "chaos",
 		Partitions:        4,
@@ -259,7 +259,11 @@ func startRun(t *testing.T, seed uint64) *run {
 		Recorder:          rec,
 		Logger:            zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel),
 		Seed:              seed,
-	})
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	w, err := Run(ctx, cfg)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -334,6 +338,40 @@ func TestWorkloadAgainstBroker(t *testing.T) {
 	}
 	if rep.Stats.Commits == 0 {
 		t.Error("no commit recorded")
+	}
+}
+
+// TestWorkloadLibrdkafkaProducer: a librdkafka producer (confluent-kafka-
+// python) beside a kgo one; its sends are recorded from its reports, every
+// one acknowledged, and the checker holds them like kgo's (the drain reads
+// every acknowledged send back once, at its offset).
+func TestWorkloadLibrdkafkaProducer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a broker")
+	}
+	if err := CheckLibrdkafka(DefaultPython); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	r := startRun(t, 2, func(c *Config) { c.Producers, c.LibrdkafkaProducers = 1, 1 })
+	eventually(t, 20*time.Second, "300 acknowledged librdkafka sends", func() bool {
+		return r.w.Stats().LibrdkafkaOK >= 300
+	})
+	evs, _ := r.finish()
+	s := r.w.Stats()
+	if s.LibrdkafkaNotOK != 0 || s.SendsFailed != 0 || s.SendsUnknown != 0 {
+		t.Errorf("librdkafka: %d sends not acknowledged; all: %d failed, %d unknown", s.LibrdkafkaNotOK, s.SendsFailed, s.SendsUnknown)
+	}
+	processes := map[history.Process]int{}
+	for _, ev := range evs {
+		if snd, ok := ev.(history.Send); ok && snd.Outcome == history.OK {
+			processes[snd.Process]++
+		}
+	}
+	if len(processes) != 2 {
+		t.Errorf("acknowledged sends by process: %v, want two producers", processes)
 	}
 }
 

@@ -6,6 +6,7 @@
 //	chaos check DIR/history.jsonl
 //
 //	chaos --version
+//	chaos --help | -h | help [COMMAND]
 //
 // Exit status: 0 no anomaly, 1 anomalies (or a broker that died by
 // itself), 2 the run could not be carried out, or a mistake on the command
@@ -29,6 +30,7 @@ import (
 	"github.com/sluice-mq/sluice/chaos/checker"
 	"github.com/sluice-mq/sluice/chaos/history"
 	"github.com/sluice-mq/sluice/chaos/runner"
+	"github.com/sluice-mq/sluice/cmd/internal/cli"
 	"github.com/sluice-mq/sluice/cmd/internal/version"
 )
 
@@ -39,10 +41,27 @@ func main() {
 	os.Exit(code)
 }
 
+const usageText = `usage: chaos command [flags] [args]
+
+commands:
+  run    run a fault scenario against a three-broker cluster and check it
+  check  check a recorded history again (HISTORY.jsonl)
+
+'chaos COMMAND --help' (or 'chaos help COMMAND') lists a command's flags.
+exit status: 0 no anomaly, 1 anomalies, 2 the run could not be carried out or a command-line mistake
+`
+
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: chaos run|check ... (chaos run --help)")
+		fmt.Fprintln(stderr, "usage: chaos run|check ... (chaos --help)")
 		return 2
+	}
+	if cli.IsHelp(args[0]) {
+		if args[0] == "help" && len(args) > 1 { // help COMMAND
+			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
+		}
+		fmt.Fprint(stdout, usageText)
+		return 0
 	}
 	switch args[0] {
 	case "--version", "-version", "version":
@@ -53,7 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case "check":
 		return check(args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "chaos: unknown command %q (run, check)\n", args[0])
+	fmt.Fprintf(stderr, "chaos: unknown command %q (run, check; chaos --help)\n", args[0])
 	return 2
 }
 
@@ -70,7 +89,11 @@ func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs.StringVar(&cfg.BrokerLogLevel, "broker-log-level", "info", "the brokers' --log-level (debug shows each replica's fetches and truncations)")
 	fs.StringVar(&cfg.Tierctl, "tierctl", "bin/tierctl", "tierctl, which re-reads every partition from object storage after the drain (empty: skip)")
 	fs.IntVar(&cfg.Rate, "rate", 400, "sends per second")
-	if err := fs.Parse(args); err != nil {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: chaos run [flags]\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	if err := cli.Parse(fs, args, stdout, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
@@ -109,7 +132,12 @@ func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fmt.Fprintf(stdout, "scenario %s, seed %d, %v, history %s\n", res.Scenario, res.Seed, res.Elapsed.Round(time.Second), res.History)
 	fmt.Fprintf(stdout, "sends: %d acknowledged (%.0f/s), %d failed, %d unknown; polls %d; commits %d\n",
 		res.Stats.SendsOK, res.Stats.AckedPerSecond, res.Stats.SendsFailed, res.Stats.SendsUnknown, res.Stats.Polls, res.Stats.Commits)
+	if st := res.Stats; st.LibrdkafkaOK+st.LibrdkafkaNotOK > 0 {
+		fmt.Fprintf(stdout, "of them, librdkafka's: %d acknowledged, %d failed or unknown\n", st.LibrdkafkaOK, st.LibrdkafkaNotOK)
+	}
 	fmt.Fprintf(stdout, "faults: %v; recoveries: %v; re-read from object storage: %d records\n", res.Faults, res.Recoveries, res.TieredRecords)
+	fmt.Fprintf(stdout, "consumer group's longest stall while producing: %v without any record; %v on partition %d alone\n",
+		res.Stalls.Any.Round(time.Millisecond), res.Stalls.Partition.Round(time.Millisecond), res.Stalls.PartitionOf)
 	for _, e := range res.UnexpectedExits {
 		fmt.Fprintf(stdout, "unexpected exit: %v\n", e)
 	}
@@ -122,6 +150,12 @@ func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	for _, s := range res.Violations {
 		fmt.Fprintf(stdout, "violation: %s\n", s)
 	}
+	for _, s := range res.Canary {
+		fmt.Fprintln(stdout, s)
+	}
+	for _, s := range res.CanaryFindings {
+		fmt.Fprintf(stdout, "canary: %s\n", s)
+	}
 	if err := res.Report.WriteText(stdout); err != nil {
 		return 2
 	}
@@ -129,7 +163,10 @@ func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintf(stdout, "FAILED: %d partitions or replicas had not healed a minute after the drain\n", len(res.OutOfSync))
 	}
 	if len(res.Violations) > 0 {
-		fmt.Fprintf(stdout, "FAILED: %d quota or fairness violations\n", len(res.Violations))
+		fmt.Fprintf(stdout, "FAILED: %d violations (quotas, fairness, large payloads, or a rolling restart's failed sends or stall)\n", len(res.Violations))
+	}
+	if len(res.CanaryFindings) > 0 {
+		fmt.Fprintf(stdout, "FAILED: %d canary findings\n", len(res.CanaryFindings))
 	}
 	if !res.OK() {
 		return 1
@@ -141,7 +178,15 @@ func check(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("chaos check", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "the report as JSON")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: chaos check [--json] HISTORY.jsonl\n\nflags:\n")
+		fs.PrintDefaults()
+	}
+	err := cli.Parse(fs, args, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil || fs.NArg() != 1 {
 		fmt.Fprintln(stderr, "usage: chaos check [--json] HISTORY.jsonl")
 		return 2
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/sluice-mq/sluice/cmd/internal/cli/clitest"
 )
 
 func TestCommandLine(t *testing.T) {
@@ -25,4 +27,29 @@ func TestCommandLine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHelpConventions: help of every kind on stdout with exit 0, mistakes
+// on stderr with exit 2 (cmd/internal/cli); nothing is started.
+func TestHelpConventions(t *testing.T) {
+	run := func(args []string, stdout, stderr *bytes.Buffer) int {
+		return run(t.Context(), args, stdout, stderr)
+	}
+	clitest.Check(t, run, []clitest.Help{
+		{Args: []string{"--help"}, Want: "usage: chaos command"},
+		{Args: []string{"-h"}, Want: "usage: chaos command"},
+		{Args: []string{"help"}, Want: "usage: chaos command"},
+		{Args: []string{"run", "--help"}, Want: "usage: chaos run"},
+		{Args: []string{"run", "-h"}, Want: "-scenario"},
+		{Args: []string{"help", "run"}, Want: "usage: chaos run"},
+		{Args: []string{"check", "--help"}, Want: "usage: chaos check"},
+		{Args: []string{"help", "check"}, Want: "usage: chaos check"},
+	}, []clitest.Mistake{
+		{Args: []string{"--no-such-flag"}, Want: `unknown command "--no-such-flag"`},
+		{Args: []string{"bogus"}, Want: `unknown command "bogus"`},
+		{Args: []string{"help", "bogus"}, Want: `unknown command "bogus"`},
+		{Args: []string{"run", "--bogus"}, Want: "flag provided but not defined: -bogus"},
+		{Args: []string{"check", "--bogus"}, Want: "usage: chaos check"},
+		{Args: []string{"check"}, Want: "usage: chaos check"},
+	})
 }

@@ -16,21 +16,27 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-mq/sluice/cmd/internal/cli"
 	"github.com/sluice-mq/sluice/cmd/internal/version"
 	"github.com/sluice-mq/sluice/loadgen"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		switch {
-		case errors.Is(err, flag.ErrHelp):
-			return
-		case errors.Is(err, errUsage):
-			os.Exit(2) // already reported, with usage
-		}
-		fmt.Fprintln(os.Stderr, "loadgen:", err)
-		os.Exit(1)
+	os.Exit(exitCode(run(os.Args[1:], os.Stdout, os.Stderr), os.Stderr))
+}
+
+// exitCode turns run's error into the exit status, reporting a failure on
+// stderr: 0 ok or help, 2 a command-line mistake (already reported, with
+// usage), 1 a failed run.
+func exitCode(err error, stderr io.Writer) int {
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		return 2
 	}
+	fmt.Fprintln(stderr, "loadgen:", err)
+	return 1
 }
 
 // errUsage marks a mistake on the command line, already reported on
@@ -102,7 +108,10 @@ func run(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(fs.Output(), "\nflags:")
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
+	if len(args) == 1 && args[0] == "help" {
+		args = []string{"--help"}
+	}
+	if err := cli.Parse(fs, args, stdout, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"strings"
 	"testing"
+
+	"github.com/sluice-mq/sluice/cmd/internal/cli/clitest"
 )
 
 func TestCommandLine(t *testing.T) {
@@ -44,7 +46,24 @@ func TestTenantFlags(t *testing.T) {
 		}
 	}
 	var stdout, stderr bytes.Buffer
-	if err := run([]string{"-h"}, &stdout, &stderr); !errors.Is(err, flag.ErrHelp) || !strings.Contains(stderr.String(), "noisy-neighbour") || !strings.Contains(stderr.String(), "-tenant") {
-		t.Errorf("-h: %v, usage lacks noisy-neighbour or --tenant:\n%s", err, stderr.String())
+	// Help goes to stdout (cmd/internal/cli's convention).
+	if err := run([]string{"-h"}, &stdout, &stderr); !errors.Is(err, flag.ErrHelp) || !strings.Contains(stdout.String(), "noisy-neighbour") || !strings.Contains(stdout.String(), "-tenant") {
+		t.Errorf("-h: %v, usage lacks noisy-neighbour or --tenant:\n%s", err, stdout.String())
 	}
+}
+
+// TestHelpConventions: help on stdout with exit 0, mistakes on stderr with
+// exit 2 (cmd/internal/cli), before any connection is made.
+func TestHelpConventions(t *testing.T) {
+	run := func(args []string, stdout, stderr *bytes.Buffer) int {
+		return exitCode(run(args, stdout, stderr), stderr)
+	}
+	clitest.Check(t, run, []clitest.Help{
+		{Args: []string{"--help"}, Want: "usage: loadgen [flags]"},
+		{Args: []string{"-h"}, Want: "usage: loadgen [flags]"},
+		{Args: []string{"help"}, Want: "scenarios:"},
+	}, []clitest.Mistake{
+		{Args: []string{"--no-such-flag"}, Want: "flag provided but not defined: -no-such-flag"},
+		{Args: []string{"bogus"}, Want: `unexpected argument "bogus"`},
+	})
 }

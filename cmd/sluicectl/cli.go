@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sluice-mq/sluice/cmd/internal/cli"
 	"github.com/sluice-mq/sluice/cmd/internal/version"
 )
 
@@ -79,6 +80,18 @@ var commands = []command{
 	{"quota", "ls", "", "list quotas: one tenant's, or every tenant's with any set", quotaLsFlags},
 	{"quota", "keys", "", "list the quota keys with their kind, unit and meaning (talks to no server)", quotaKeysFlags},
 	{"top", "", "", "the busiest partitions: ingress bytes/s, records/s and hot keys (top.go)", topFlags},
+	{"broker", "ls", "", "the brokers: AZ, liveness, controller, drain mark and partitions led", brokerLsFlags},
+	{"broker", "drain", "N", "move leaderships and groups off broker N before stopping it (super users)", brokerDrainFlags},
+	{"broker", "undrain", "N", "let broker N lead and coordinate again (super users)", brokerUndrainFlags},
+	{"partition", "reassign", "TOPIC PARTITION", "move a partition's replicas (--replicas 1,2,4), copying only the local tail (super users)", partitionReassignFlags},
+	{"partition", "reassignments", "", "the pending reassignments and the step each is at (super users)", partitionReassignmentsFlags},
+	{"partition", "cancel", "TOPIC PARTITION", "cancel a pending reassignment: back to the original replicas (super users)", partitionCancelFlags},
+	{"leader", "elect", "", "--preferred: move leaderships back to the preferred replicas now (super users)", leaderElectFlags},
+	{"dlq", "ls", "[DLQ…]", "list dead-letter topics with their depth and oldest dead letter (dlq.go)", dlqLsFlags},
+	{"dlq", "show", "DLQ", "show dead letters of a DLQ partition with their history", dlqShowFlags},
+	{"dlq", "redrive", "DLQ", "redrive dead letters to a topic; --wait follows the progress", dlqRedriveFlags},
+	{"dlq", "redrives", "DLQ", "list a DLQ's redrives and their progress", dlqRedrivesFlags},
+	{"dlq", "cancel", "ID", "cancel a redrive", dlqCancelFlags},
 }
 
 // globals are the flags every command takes.
@@ -120,7 +133,7 @@ func run(ctx context.Context, args []string, s streams) error {
 	top := flag.NewFlagSet("sluicectl", flag.ContinueOnError)
 	g.register(top)
 	showVersion := top.Bool("version", false, "print the version and exit")
-	if err := parse(top, args, s.stderr, func() { usage(s.stderr, top) }); err != nil {
+	if err := parse(top, args, s.stderr, func() { usage(s.stdout, top) }); err != nil {
 		return err
 	}
 	if *showVersion {
@@ -129,23 +142,26 @@ func run(ctx context.Context, args []string, s streams) error {
 	}
 	args = top.Args()
 	if len(args) == 0 {
-		return usagef("no command (tenant, user, apikey, acl, quota or certs)")
+		return usagef("no command (tenant, user, apikey, acl, quota, dlq or certs)")
 	}
 	if args[0] == "help" {
-		usage(s.stderr, top)
-		return flag.ErrHelp
+		if len(args) == 1 {
+			usage(s.stdout, top)
+			return flag.ErrHelp
+		}
+		args = append(args[1:], "--help") // help COMMAND [SUBCOMMAND]
 	}
 	group := args[0]
 	if !slices.ContainsFunc(commands, func(c command) bool { return c.group == group }) {
-		return usagef("unknown command %q (tenant, user, apikey, acl, quota, top or certs)", group)
+		return usagef("unknown command %q (tenant, user, apikey, acl, quota, dlq, top, broker, leader or certs)", group)
 	}
 	if slices.ContainsFunc(commands, func(c command) bool { return c.group == group && c.verb == "" }) {
 		args = append([]string{group, ""}, args[1:]...) // a command without subcommands (top)
 	}
 	verbs := groupVerbs(group)
-	if len(args) < 2 || args[1] == "--help" || args[1] == "-h" || args[1] == "help" {
+	if len(args) < 2 || cli.IsHelp(args[1]) {
 		if len(args) >= 2 {
-			usage(s.stderr, top)
+			groupUsage(s.stdout, group)
 			return flag.ErrHelp
 		}
 		return usagef("%s needs a subcommand (%s)", group, verbs)
@@ -159,9 +175,10 @@ func run(ctx context.Context, args []string, s streams) error {
 	runCmd := c.flags(fs)
 	g.register(fs)
 	pos, err := parseInterspersed(fs, args[2:], s.stderr, func() {
-		fmt.Fprintf(s.stderr, "usage: sluicectl %s %s [flags] %s\n\n%s.\n\nflags:\n", c.group, c.verb, c.args, c.summary)
-		fs.SetOutput(s.stderr)
+		fmt.Fprintf(s.stdout, "usage: sluicectl %s %s [flags] %s\n\n%s.\n\nflags:\n", c.group, c.verb, c.args, c.summary)
+		fs.SetOutput(s.stdout)
 		fs.PrintDefaults()
+		fs.SetOutput(s.stderr)
 	})
 	if err != nil {
 		if ue := (*usageError)(nil); errors.As(err, &ue) {
@@ -227,6 +244,18 @@ func parseInterspersed(fs *flag.FlagSet, args []string, stderr io.Writer, help f
 	}
 }
 
+// groupUsage lists one command's subcommands (sluicectl tenant --help).
+func groupUsage(w io.Writer, group string) {
+	fmt.Fprintf(w, "usage: sluicectl [global flags] %s subcommand [flags] [args]\n\nsubcommands:\n", group)
+	for _, c := range commands {
+		if c.group == group {
+			fmt.Fprintf(w, "  %-6s %-7s %-5s %s\n", c.group, c.verb, c.args, c.summary)
+		}
+	}
+	fmt.Fprintf(w, "\n'sluicectl %s SUBCOMMAND --help' lists a subcommand's flags; 'sluicectl --help' the global flags.\n", group)
+}
+
+// usage writes the command list and the global flags to w.
 func usage(w io.Writer, top *flag.FlagSet) {
 	fmt.Fprintln(w, "usage: sluicectl [global flags] command subcommand [flags] [args]")
 	fmt.Fprintln(w, "\ncommands:")
@@ -234,9 +263,11 @@ func usage(w io.Writer, top *flag.FlagSet) {
 		fmt.Fprintf(w, "  %-6s %-7s %-5s %s\n", c.group, c.verb, c.args, c.summary)
 	}
 	fmt.Fprintln(w, "\nglobal flags (also accepted after the command):")
+	out := top.Output()
 	top.SetOutput(w)
 	top.PrintDefaults()
-	fmt.Fprintln(w, "\n'sluicectl COMMAND SUBCOMMAND --help' lists a subcommand's flags.")
+	top.SetOutput(out)
+	fmt.Fprintln(w, "\n'sluicectl COMMAND SUBCOMMAND --help' (or 'sluicectl help COMMAND SUBCOMMAND') lists a subcommand's flags.")
 	fmt.Fprintln(w, "exit status: 0 ok, 1 the server refused or failed the operation, 2 a command-line mistake")
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-mq/sluice/broker/httpapi/secapi/secapitest"
+	"github.com/sluice-mq/sluice/cmd/internal/cli/clitest"
 )
 
 // result is one run of sluicectl.
@@ -231,10 +232,44 @@ func TestUsageAndExitCodes(t *testing.T) {
 	h.ctl("", nil, "--version").want(t, 0, "sluicectl")
 	r := h.ctl("", nil, "--help")
 	r.want(t, 0)
-	if !strings.Contains(r.stderr, "apikey create") || !strings.Contains(r.stderr, "--server") && !strings.Contains(r.stderr, "-server") {
-		t.Fatalf("--help: %s", r.stderr)
+	if !strings.Contains(r.stdout, "apikey create") || !strings.Contains(r.stdout, "--server") && !strings.Contains(r.stdout, "-server") {
+		t.Fatalf("--help: %s", r.stdout)
 	}
-	h.ctl("", nil, "acl", "add", "--help").wantErr(t, 0, "usage: sluicectl acl add", "-resource-type")
+	h.ctl("", nil, "acl", "add", "--help").want(t, 0, "usage: sluicectl acl add", "-resource-type")
+}
+
+// TestHelpConventions: help of every kind on stdout with exit 0, mistakes
+// on stderr with exit 2 (cmd/internal/cli), all before any server is asked.
+func TestHelpConventions(t *testing.T) {
+	run := func(args []string, stdout, stderr *bytes.Buffer) int {
+		getenv := func(k string) string {
+			if k == "SLUICE_SERVER" {
+				return "http://127.0.0.1:1" // nothing listens: a command that ran would fail with 1
+			}
+			return ""
+		}
+		return exitCode(run(t.Context(), args, streams{stdin: strings.NewReader(""), stdout: stdout, stderr: stderr, getenv: getenv}), stderr)
+	}
+	clitest.Check(t, run, []clitest.Help{
+		{Args: []string{"--help"}, Want: "usage: sluicectl [global flags] command"},
+		{Args: []string{"-h"}, Want: "usage: sluicectl [global flags] command"},
+		{Args: []string{"help"}, Want: "usage: sluicectl [global flags] command"},
+		{Args: []string{"tenant", "--help"}, Want: "tenant create"},
+		{Args: []string{"tenant", "help"}, Want: "tenant create"},
+		{Args: []string{"help", "tenant"}, Want: "tenant create"},
+		{Args: []string{"tenant", "create", "--help"}, Want: "usage: sluicectl tenant create"},
+		{Args: []string{"tenant", "create", "-h"}, Want: "usage: sluicectl tenant create"},
+		{Args: []string{"help", "tenant", "create"}, Want: "usage: sluicectl tenant create"},
+		{Args: []string{"top", "--help"}, Want: "usage: sluicectl top"},
+		{Args: []string{"help", "top"}, Want: "usage: sluicectl top"},
+		{Args: []string{"help", "certs", "create"}, Want: "usage: sluicectl certs create"},
+	}, []clitest.Mistake{
+		{Args: []string{"--no-such-flag"}, Want: "flag provided but not defined: -no-such-flag"},
+		{Args: []string{"bogus"}, Want: `unknown command "bogus"`},
+		{Args: []string{"help", "bogus"}, Want: `unknown command "bogus"`},
+		{Args: []string{"help", "tenant", "bogus"}, Want: `unknown subcommand "bogus"`},
+		{Args: []string{"tenant", "create", "--bogus"}, Want: "tenant create: flag provided but not defined: -bogus"},
+	})
 }
 
 // TestCACert speaks to the same API over TLS: --cacert verifies the server,

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/sluice-mq/sluice/cmd/internal/cli/clitest"
 )
 
 // TestCommandLine runs sluiced's command line in process. Each case fails
@@ -23,7 +25,7 @@ func TestCommandLine(t *testing.T) {
 		{"stray argument", []string{"--node-id", "-1", "status"}, 2, "", `unexpected argument "status"`, "node id"},
 		{"stray argument after flags", []string{"--data-dir", t.TempDir(), "--node-id=-1", "start", "now"}, 2, "", `unexpected argument "start"`, "node id"},
 		{"unknown flag", []string{"--no-such-flag"}, 2, "", "flag provided but not defined: -no-such-flag\nrun 'sluiced --help'", "usage:"},
-		{"help", []string{"--help"}, 0, "", "usage: sluiced", ""},
+		{"help", []string{"--help"}, 0, "usage: sluiced", "", "usage"},
 		{"bad configuration", []string{"--node-id", "-1"}, 1, "", "must not be negative", "usage"},
 		// Every key of the sample file is a flag (the node id on the
 		// command line wins, and stops the broker before it starts).
@@ -59,4 +61,21 @@ func TestCommandLine(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHelpConventions: help on stdout with exit 0, mistakes on stderr with
+// exit 2 (cmd/internal/cli); none of them starts a broker.
+func TestHelpConventions(t *testing.T) {
+	run := func(args []string, stdout, stderr *bytes.Buffer) int {
+		return exitCode(run(args, stdout, stderr), stderr)
+	}
+	clitest.Check(t, run, []clitest.Help{
+		{Args: []string{"--help"}, Want: "usage: sluiced [flags]"},
+		{Args: []string{"-h"}, Want: "usage: sluiced [flags]"},
+		{Args: []string{"help"}, Want: "-node-id"},
+	}, []clitest.Mistake{
+		{Args: []string{"--no-such-flag"}, Want: "flag provided but not defined: -no-such-flag"},
+		{Args: []string{"bogus"}, Want: `unexpected argument "bogus"`},
+		{Args: []string{"help", "bogus"}, Want: `unexpected argument "help"`},
+	})
 }

@@ -25,6 +25,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-mq/sluice/cmd/internal/cli"
 	"github.com/sluice-mq/sluice/cmd/internal/version"
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/tier"
@@ -61,6 +62,7 @@ var commands = []command{
 	{"diff", "", "compare the bucket with etcd: orphans, missing objects, foreign keys", diffFlags},
 	{"retention", "[topic[/partition]]", "show what the retention state machine would delete now, and why", retentionFlags},
 	{"export", "topic/partition", "write records [from, to) as Arrow IPC or Parquet", exportFlags},
+	{"objects", "", "list large payloads: their sessions, references and retention plan", objectsFlags},
 }
 
 // globals are the flags every command takes.
@@ -118,8 +120,8 @@ func (e *env) dispatch(ctx context.Context, args []string) error {
 	top.SetOutput(e.stderr)
 	e.g.register(top)
 	showVersion := top.Bool("version", false, "print the version and exit")
-	top.Usage = func() { e.usage(top) }
-	if err := top.Parse(args); err != nil {
+	top.Usage = func() { e.usage(top.Output(), top) }
+	if err := cli.Parse(top, args, e.stdout, e.stderr); err != nil {
 		return err
 	}
 	if *showVersion {
@@ -127,14 +129,15 @@ func (e *env) dispatch(ctx context.Context, args []string) error {
 		return nil
 	}
 	args = top.Args()
-	if len(args) == 0 || args[0] == "help" {
+	if len(args) == 0 {
+		e.usage(e.stderr, top)
+		return usagef("no command")
+	}
+	if args[0] == "help" {
 		if len(args) > 1 {
 			return e.dispatch(ctx, []string{args[1], "--help"})
 		}
-		e.usage(top)
-		if len(args) == 0 {
-			return usagef("no command")
-		}
+		e.usage(e.stdout, top)
 		return nil
 	}
 	i := slices.IndexFunc(commands, func(c command) bool { return c.name == args[0] })
@@ -147,10 +150,10 @@ func (e *env) dispatch(ctx context.Context, args []string) error {
 	e.g.register(fs)
 	runCmd := c.flags(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "usage: tierctl %s [flags] %s\n\n%s.\n\nflags:\n", c.name, c.args, c.summary)
+		fmt.Fprintf(fs.Output(), "usage: tierctl %s [flags] %s\n\n%s.\n\nflags:\n", c.name, c.args, c.summary)
 		fs.PrintDefaults()
 	}
-	pos, err := parseInterspersed(fs, args[1:])
+	pos, err := parseInterspersed(fs, args[1:], e.stdout, e.stderr)
 	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -160,23 +163,29 @@ func (e *env) dispatch(ctx context.Context, args []string) error {
 	return runCmd(ctx, e, pos)
 }
 
-func (e *env) usage(top *flag.FlagSet) {
-	fmt.Fprintln(e.stderr, "usage: tierctl [global flags] command [flags] [args]")
-	fmt.Fprintln(e.stderr, "\ncommands:")
+// usage writes the command list and global flags to w: stdout when asked
+// for, stderr with a mistake.
+func (e *env) usage(w io.Writer, top *flag.FlagSet) {
+	fmt.Fprintln(w, "usage: tierctl [global flags] command [flags] [args]")
+	fmt.Fprintln(w, "\ncommands:")
 	for _, c := range commands {
-		fmt.Fprintf(e.stderr, "  %-10s %-22s %s\n", c.name, c.args, c.summary)
+		fmt.Fprintf(w, "  %-10s %-22s %s\n", c.name, c.args, c.summary)
 	}
-	fmt.Fprintln(e.stderr, "\nglobal flags (also accepted after the command):")
+	fmt.Fprintln(w, "\nglobal flags (also accepted after the command):")
+	out := top.Output()
+	top.SetOutput(w)
 	top.PrintDefaults()
-	fmt.Fprintln(e.stderr, "\nexit status: 0 ok, 1 problems found (verify, diff), 2 usage or connection errors")
+	top.SetOutput(out)
+	fmt.Fprintln(w, "\n'tierctl COMMAND --help' (or 'tierctl help COMMAND') lists a command's flags.")
+	fmt.Fprintln(w, "exit status: 0 ok, 1 problems found (verify, diff), 2 usage or connection errors")
 }
 
 // parseInterspersed parses flags anywhere among args and returns the
 // positional arguments in order ("--" ends the flags).
-func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
+func parseInterspersed(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		if err := cli.Parse(fs, args, stdout, stderr); err != nil {
 			return nil, err
 		}
 		rest := fs.Args()

@@ -3,7 +3,9 @@ package main
 // cmd_verify.go owns `tierctl verify`: every remote object read whole and
 // checked against the index (tier.CheckIndex, tier.VerifyObject), and with
 // --data-dir every local batch's CRC and the offsets' continuity, locally
-// and from the remote end to the local log. Exit status 1 on any problem.
+// and from the remote end to the local log; without a topic, also every
+// large object a live reference names (cmd_objects.go). Exit status 1 on
+// any problem.
 
 import (
 	"context"
@@ -27,6 +29,7 @@ type verifyResult struct {
 	Partitions    int             `json:"partitions"`
 	Objects       int             `json:"objects"`
 	LocalBatches  int             `json:"local_batches"`
+	References    int             `json:"large_objects_referenced"` // objects live ledger entries name (cmd_objects.go)
 	Problems      []verifyProblem `json:"problems"`
 	progress      *progress
 	objectsToRead int
@@ -62,6 +65,11 @@ func verifyFlags(*flag.FlagSet) func(context.Context, *env, []string) error {
 			}
 		}
 		res.progress.done()
+		if len(args) == 0 { // the whole cluster: its large objects' references too
+			if err := e.verifyLargeRefs(ctx, res); err != nil {
+				return err
+			}
+		}
 		if e.g.json {
 			if err := e.writeJSON(res); err != nil {
 				return err
@@ -69,6 +77,9 @@ func verifyFlags(*flag.FlagSet) func(context.Context, *env, []string) error {
 		} else {
 			for _, p := range res.Problems {
 				fmt.Fprintf(e.stdout, "%s: %s: %s\n", p.Partition, p.Where, p.Problem)
+			}
+			if res.References > 0 {
+				fmt.Fprintf(e.stdout, "verified %d large objects named by live references\n", res.References)
 			}
 			fmt.Fprintf(e.stdout, "verified %d partitions, %d objects, %d local batches: %d problems\n",
 				res.Partitions, res.Objects, res.LocalBatches, len(res.Problems))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -126,7 +127,7 @@ func TestParseInterspersed(t *testing.T) {
 	for _, tc := range tests {
 		fs := flag.NewFlagSet("x", flag.ContinueOnError)
 		n := fs.Int("n", 0, "")
-		pos, err := parseInterspersed(fs, tc.args)
+		pos, err := parseInterspersed(fs, tc.args, io.Discard, io.Discard)
 		if err != nil || !slices.Equal(pos, tc.pos) || *n != tc.n {
 			t.Fatalf("%v: %v n=%d, %v; want %v n=%d", tc.args, pos, *n, err, tc.pos, tc.n)
 		}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluice-mq/sluice/cmd/internal/cli/clitest"
 	"github.com/sluice-mq/sluice/internal/freeport"
 
 	"github.com/google/uuid"
@@ -315,6 +316,28 @@ func TestUsageAndExitStatus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHelpConventions: help of every kind on stdout with exit 0, mistakes
+// on stderr with exit 2 (cmd/internal/cli); etcd is never asked.
+func TestHelpConventions(t *testing.T) {
+	run := func(args []string, stdout, stderr *bytes.Buffer) int {
+		return run(t.Context(), args, stdout, stderr)
+	}
+	clitest.Check(t, run, []clitest.Help{
+		{Args: []string{"--help"}, Want: "usage: tierctl [global flags] command"},
+		{Args: []string{"-h"}, Want: "usage: tierctl [global flags] command"},
+		{Args: []string{"help"}, Want: "usage: tierctl [global flags] command"},
+		{Args: []string{"ls", "--help"}, Want: "usage: tierctl ls"},
+		{Args: []string{"ls", "-h"}, Want: "usage: tierctl ls"},
+		{Args: []string{"help", "ls"}, Want: "usage: tierctl ls"},
+		{Args: []string{"help", "export"}, Want: "-format"},
+	}, []clitest.Mistake{
+		{Args: []string{"--no-such-flag"}, Want: "flag provided but not defined: -no-such-flag"},
+		{Args: []string{"bogus"}, Want: `unknown command "bogus"`},
+		{Args: []string{"help", "bogus"}, Want: `unknown command "bogus"`},
+		{Args: []string{"ls", "--bogus"}, Want: "flag provided but not defined: -bogus"},
+	})
 }
 
 func TestLsAndStat(t *testing.T) {

@@ -33,8 +33,12 @@
 // Nack returns once the copy is acknowledged; the caller then commits (or
 // marks) the record. A crash between the two duplicates a delivery, never
 // loses one. A strict topic (delivery.order per-key-strict or
-// per-partition-strict) is refused with ErrStrict, as the HTTP nack
-// refuses it: moving the record aside would let later records pass it.
+// per-partition-strict) is refused with ErrStrict: moving the record
+// aside would let later records pass it. The broker-side pause of a key
+// (keys:resume) is the HTTP queue API's only: a Kafka consumer of a strict
+// topic holds the failed key itself, and must not commit past the failed
+// record (in practice it pauses the partition, PauseFetchPartitions, until
+// the repair).
 //
 // Names are tenant-local: a client of a tenant other than the default
 // one sets NameBudget to 249 − len(tenant) − 1 so that its tier names are

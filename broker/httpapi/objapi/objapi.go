@@ -21,6 +21,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-mq/sluice/broker/auth"
+	"github.com/sluice-mq/sluice/broker/httpapi/apierr"
 	"github.com/sluice-mq/sluice/broker/largeobj"
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/payload/ref"
@@ -135,57 +136,40 @@ type CompletedResponse struct {
 	ExpiresIfUnpublished time.Time `json:"expires_if_unpublished"`
 }
 
-// apiError is a failure with its status and stable code.
-type apiError struct {
-	Status  int    `json:"-"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
-
-func (e *apiError) Error() string { return e.Message }
-
-func errorf(status int, code, format string, args ...any) *apiError {
-	return &apiError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
 // statusOf maps the service's errors onto answers.
-func statusOf(err error) *apiError {
-	var ae *apiError
+func statusOf(err error) *apierr.Error {
+	var ae *apierr.Error
 	if errors.As(err, &ae) {
 		return ae
 	}
 	msg := err.Error()
 	switch {
 	case errors.Is(err, largeobj.ErrInvalid):
-		return errorf(http.StatusBadRequest, "bad_request", "%s", msg)
+		return apierr.Errorf(http.StatusBadRequest, "bad_request", "%s", msg)
 	case errors.Is(err, largeobj.ErrTooLarge):
-		return errorf(http.StatusRequestEntityTooLarge, "too_large", "%s", msg)
+		return apierr.Errorf(http.StatusRequestEntityTooLarge, "too_large", "%s", msg)
 	case errors.Is(err, largeobj.ErrChecksum):
-		return errorf(http.StatusUnprocessableEntity, "checksum_mismatch", "%s", msg)
+		return apierr.Errorf(http.StatusUnprocessableEntity, "checksum_mismatch", "%s", msg)
 	case errors.Is(err, largeobj.ErrOutOfOrder):
-		return errorf(http.StatusConflict, "out_of_order", "%s", msg)
+		return apierr.Errorf(http.StatusConflict, "out_of_order", "%s", msg)
 	case errors.Is(err, largeobj.ErrState):
-		return errorf(http.StatusConflict, "wrong_state", "%s", msg)
+		return apierr.Errorf(http.StatusConflict, "wrong_state", "%s", msg)
 	case errors.Is(err, largeobj.ErrConflict), errors.Is(err, meta.ErrConflict):
-		return errorf(http.StatusConflict, "conflict", "%s; retry", msg)
+		return apierr.Errorf(http.StatusConflict, "conflict", "%s; retry", msg)
 	case errors.Is(err, ref.ErrExpired):
-		return errorf(http.StatusGone, "expired", "%s", msg)
+		return apierr.Errorf(http.StatusGone, "expired", "%s", msg)
 	case errors.Is(err, ref.ErrUnknown):
-		return errorf(http.StatusNotFound, "not_found", "%s", msg)
+		return apierr.Errorf(http.StatusNotFound, "not_found", "%s", msg)
 	case errors.Is(err, context.Canceled):
-		return errorf(499, "cancelled", "%s", msg)
+		return apierr.Errorf(499, "cancelled", "%s", msg)
 	}
-	return errorf(http.StatusServiceUnavailable, "unavailable", "%s; retry", msg)
+	return apierr.Errorf(http.StatusServiceUnavailable, "unavailable", "%s; retry", msg)
 }
 
+// writeError logs err and answers with it (broker/httpapi/apierr: 4xx at
+// DEBUG, 503 at WARN, 500 at ERROR).
 func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error) {
-	ae := statusOf(err)
-	ev := a.log.Debug()
-	if ae.Status >= 500 {
-		ev = a.log.Warn()
-	}
-	ev.Err(err).Str("method", r.Method).Str("path", r.URL.Path).Int("status", ae.Status).Msg("large-object request failed")
-	writeJSON(w, ae.Status, map[string]*apiError{"error": ae})
+	apierr.Respond(a.log, w, r, err, statusOf(err), "large-object request failed")
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -198,7 +182,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 func tenantOf(r *http.Request) (string, error) {
 	id, ok := auth.IdentityFrom(r.Context())
 	if !ok || id.Principal.Tenant == "" {
-		return "", errorf(http.StatusUnauthorized, "unauthenticated", "the request was not authenticated")
+		return "", apierr.Errorf(http.StatusUnauthorized, "unauthenticated", "the request was not authenticated")
 	}
 	return id.Principal.Tenant, nil
 }
@@ -211,11 +195,11 @@ func (a *api) begin(w http.ResponseWriter, r *http.Request) {
 	}
 	req, err := DecodeBegin(http.MaxBytesReader(w, r.Body, maxBeginBody))
 	if err != nil {
-		a.writeError(w, r, errorf(http.StatusBadRequest, "bad_request", "%s", err.Error()))
+		a.writeError(w, r, apierr.Errorf(http.StatusBadRequest, "bad_request", "%s", err.Error()))
 		return
 	}
 	if !a.exists(r.Context(), req.Topic) {
-		a.writeError(w, r, errorf(http.StatusNotFound, "not_found", "no topic %q", req.Topic))
+		a.writeError(w, r, apierr.Errorf(http.StatusNotFound, "not_found", "no topic %q", req.Topic))
 		return
 	}
 	s, err := a.svc.Begin(r.Context(), largeobj.BeginRequest{Tenant: tenant, Topic: req.Topic, Size: req.Size,
@@ -259,16 +243,16 @@ func (a *api) put(w http.ResponseWriter, r *http.Request) {
 	var off, n int64
 	if h := r.Header.Get("Content-Range"); h != "" {
 		if off, n, _, err = ParseContentRange(h); err != nil {
-			a.writeError(w, r, errorf(http.StatusBadRequest, "bad_request", "%s", err.Error()))
+			a.writeError(w, r, apierr.Errorf(http.StatusBadRequest, "bad_request", "%s", err.Error()))
 			return
 		}
 		if r.ContentLength >= 0 && r.ContentLength != n {
-			a.writeError(w, r, errorf(http.StatusBadRequest, "bad_request", "Content-Length %d differs from the %d bytes of Content-Range", r.ContentLength, n))
+			a.writeError(w, r, apierr.Errorf(http.StatusBadRequest, "bad_request", "Content-Length %d differs from the %d bytes of Content-Range", r.ContentLength, n))
 			return
 		}
 	} else {
 		if r.ContentLength <= 0 {
-			a.writeError(w, r, errorf(http.StatusBadRequest, "bad_request", "a PUT needs Content-Range (bytes first-last/total) or, for the whole payload, Content-Length"))
+			a.writeError(w, r, apierr.Errorf(http.StatusBadRequest, "bad_request", "a PUT needs Content-Range (bytes first-last/total) or, for the whole payload, Content-Length"))
 			return
 		}
 		n = r.ContentLength
@@ -289,7 +273,7 @@ func (a *api) complete(w http.ResponseWriter, r *http.Request) {
 	}
 	id, ok := strings.CutSuffix(r.PathValue("id"), ":complete")
 	if !ok {
-		a.writeError(w, r, errorf(http.StatusNotFound, "not_found", "no such endpoint: POST %s; did you mean POST %s:complete?", r.URL.Path, r.URL.Path))
+		a.writeError(w, r, apierr.Errorf(http.StatusNotFound, "not_found", "no such endpoint: POST %s; did you mean POST %s:complete?", r.URL.Path, r.URL.Path))
 		return
 	}
 	c, err := a.svc.Complete(r.Context(), tenant, id)
@@ -365,7 +349,7 @@ func (a *api) download(w http.ResponseWriter, r *http.Request) {
 	off, n, partial, err := ParseRange(r.Header.Get("Range"), rf.Size)
 	if err != nil {
 		w.Header().Set("Content-Range", fmt.Sprintf("bytes */%d", rf.Size))
-		a.writeError(w, r, errorf(http.StatusRequestedRangeNotSatisfiable, "range_not_satisfiable", "%s", err.Error()))
+		a.writeError(w, r, apierr.Errorf(http.StatusRequestedRangeNotSatisfiable, "range_not_satisfiable", "%s", err.Error()))
 		return
 	}
 	if !partial {

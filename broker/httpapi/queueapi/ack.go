@@ -49,15 +49,20 @@ type Result struct {
 	Topic     string `json:"topic"`
 	Partition int32  `json:"partition"`
 	Offset    int64  `json:"offset"`
-	// Status: ok (acked), retry, dead_letter, not_delivered (not an
-	// outstanding delivery of this generation), unsupported (a nack on a
-	// strict topic, issue 22 part 2) or error (the copy failed); after the
-	// last two the record stays outstanding.
+	// Status: ok (acked), retry, dead_letter, paused (a nack on a strict
+	// topic: the key or partition is paused at this record),
+	// not_delivered (not an outstanding delivery of this generation, or
+	// withdrawn by a pause) or error (the copy or the pause failed; the
+	// record stays outstanding).
 	Status  string `json:"status"`
 	Error   string `json:"error,omitempty"`
 	ToTopic string `json:"to_topic,omitempty"` // nack: where the copy went
 	DueMs   int64  `json:"due_ms,omitempty"`   // nack to a retry tier
 	Attempt int    `json:"attempt,omitempty"`  // nack: deliveries failed so far
+	// Withdrawn (a pause): later deliveries of the paused key or
+	// partition, not to be processed; they come again after keys:resume,
+	// in order.
+	Withdrawn []int64 `json:"withdrawn,omitempty"`
 }
 
 // Committed is a partition's committed offset after a request.
@@ -124,48 +129,78 @@ func (a *API) settle(w http.ResponseWriter, r *http.Request, memberID string, ge
 	}
 	defer gs.mu.Unlock()
 	ctx := r.Context()
-	moved := map[TP]int64{}
+	moved := map[TP]bool{}
+	touched := map[TP]*part{}
 	results := make([]Result, len(refs))
 	for i, ref := range refs {
 		tp := TP{ref.Topic, ref.Partition}
 		res := Result{Topic: a.be.Show(r, ref.Topic), Partition: ref.Partition, Offset: ref.Offset, Status: "ok"}
 		pt := gs.parts[tp]
 		switch {
-		case pt == nil || !pt.tr.IsOutstanding(ref.Offset) || !assignedTo(assigned, pt.source, ref.Partition):
+		case pt == nil || !pt.lane.IsInFlight(ref.Offset) || !assignedTo(assigned, pt.source, ref.Partition):
 			res.Status = "not_delivered"
-			res.Error = fmt.Sprintf("%s-%d offset %d is not an outstanding delivery to this member in generation %d", res.Topic, ref.Partition, ref.Offset, *gen)
+			res.Error = fmt.Sprintf("%s-%d offset %d is not an outstanding delivery to this member in generation %d (or a pause withdrew it)", res.Topic, ref.Partition, ref.Offset, *gen)
+		case nack && pt.lane.Order() != queue.OrderRelaxed:
+			withdrawn, err := pt.lane.Nack(ref.Offset, a.now(), ref.ErrorClass)
+			if err != nil {
+				a.log.Warn().Err(err).Str("group", groupID).Str("topic", tp.Topic).Int32("partition", tp.Partition).
+					Int64("offset", ref.Offset).Msg("pause failed; the record stays outstanding")
+				res.Status, res.Error = "error", err.Error()
+			} else {
+				res.Status, res.Withdrawn = "paused", withdrawn
+				touched[tp] = pt
+				a.log.Info().Str("group", groupID).Str("topic", tp.Topic).Int32("partition", tp.Partition).
+					Int64("offset", ref.Offset).Str("order", pt.lane.Order()).Int("withdrawn", len(withdrawn)).Msg("paused on a nack")
+			}
 		case nack:
 			if err := a.nackOne(ctx, r, groupID, tp, pt, ref, &res); err != nil {
 				a.log.Warn().Err(err).Str("group", groupID).Str("topic", tp.Topic).Int32("partition", tp.Partition).
 					Int64("offset", ref.Offset).Msg("nack failed; the record stays outstanding")
-				if res.Status != "unsupported" {
-					res.Status = "error"
-				}
-				res.Error = err.Error()
+				res.Status, res.Error = "error", err.Error()
 			}
 		}
 		if res.Status == "ok" || res.Status == "retry" || res.Status == "dead_letter" {
-			if adv, err := pt.tr.Ack(ref.Offset); err != nil {
+			if adv, err := pt.lane.Ack(ref.Offset); err != nil {
 				res.Status, res.Error = "not_delivered", err.Error()
-			} else if adv {
-				moved[tp] = pt.tr.Committed()
+			} else {
+				touched[tp] = pt
+				if adv {
+					moved[tp] = true
+				}
 			}
 		}
 		results[i] = res
 	}
 	ans := Answer{Results: results, Committed: []Committed{}}
-	if len(moved) > 0 {
-		if err := a.be.Commit(ctx, groupID, memberID, *gen, moved); err != nil {
-			// The acknowledgements stay in the trackers; the next ack
-			// commits them, or a new generation delivers them again.
+	if len(touched) > 0 {
+		commits, err := commitsOf(touched)
+		if err == nil {
+			err = a.be.Commit(ctx, groupID, memberID, *gen, commits)
+		}
+		if err != nil {
+			// The settlements stay in the lanes; the next ack commits
+			// them, or a new generation delivers them again.
 			a.be.WriteError(w, r, err)
 			return
 		}
-		for tp, off := range moved {
-			ans.Committed = append(ans.Committed, Committed{a.be.Show(r, tp.Topic), tp.Partition, off})
+		for tp := range moved {
+			ans.Committed = append(ans.Committed, Committed{a.be.Show(r, tp.Topic), tp.Partition, commits[tp].Offset})
 		}
 	}
 	a.be.WriteJSON(w, http.StatusOK, ans)
+}
+
+// commitsOf is the commit of each lane.
+func commitsOf(parts map[TP]*part) (map[TP]Commit, error) {
+	out := make(map[TP]Commit, len(parts))
+	for tp, pt := range parts {
+		c, err := commitOf(pt.lane)
+		if err != nil {
+			return nil, fmt.Errorf("%s-%d: %w", tp.Topic, tp.Partition, err)
+		}
+		out[tp] = c
+	}
+	return out, nil
 }
 
 // nackOne writes the copy of a nacked record where the contract sends it.
@@ -177,11 +212,6 @@ func (a *API) nackOne(ctx context.Context, r *http.Request, groupID string, tp T
 	c, srcParts, ok := a.contract(pt.source)
 	if !ok {
 		return fmt.Errorf("%w: source topic %s", node.ErrUnknownTopic, pt.source)
-	}
-	if c.IsStrict() {
-		res.Status = "unsupported"
-		return fmt.Errorf("%w: %s has delivery.order=%s, whose pause is not built yet; the record stays outstanding (moving it aside would let later records pass it)",
-			errUnsupported, a.be.Show(r, pt.source), c.Order)
 	}
 	now := a.now()
 	tenant, group := node.SplitName(groupID)
@@ -232,6 +262,14 @@ func (a *API) readOne(ctx context.Context, tp TP, off int64) (Record, error) {
 		if rec.Offset == off {
 			return rec, nil
 		}
+	}
+	// Nothing at off: below the log start it is gone; at or above it, the
+	// leader cannot serve it yet (a new leader whose high watermark has not
+	// reached its log end after a failover): retriable.
+	if start, end, err := a.be.Bounds(ctx, tp); err == nil && off >= start {
+		return Record{}, &Error{Status: http.StatusServiceUnavailable, Code: "offset_not_available",
+			Message: fmt.Sprintf("%s-%d offset %d is not readable at the partition's leader yet (high watermark %d); retry",
+				tp.Topic, tp.Partition, off, end)}
 	}
 	return Record{}, fmt.Errorf("%w: %s-%d offset %d is no longer in the log", errNotDelivered, tp.Topic, tp.Partition, off)
 }

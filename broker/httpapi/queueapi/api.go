@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-mq/sluice/broker/httpapi/apierr"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/queue"
 )
@@ -43,14 +44,24 @@ type Backend interface {
 	Heartbeat(groupID, memberID string, gen int32) error
 	// Assignment is the member's assigned partitions by topic.
 	Assignment(groupID, memberID string) (map[string][]int32, error)
-	// Committed is the group's committed offset of a partition, or the
-	// partition's log start when none is committed.
-	Committed(ctx context.Context, groupID string, tp TP) (int64, error)
+	// Committed is the group's committed offset of a partition and its
+	// metadata, or the partition's log start and "" when none is
+	// committed.
+	Committed(ctx context.Context, groupID string, tp TP) (int64, string, error)
 	// Read returns records from offset from on, below the high watermark,
 	// about maxBytes of them (at least one batch), without waiting.
 	Read(ctx context.Context, tp TP, from int64, maxBytes int) ([]Record, error)
 	// Commit commits offsets for the member.
-	Commit(ctx context.Context, groupID, memberID string, gen int32, offsets map[TP]int64) error
+	Commit(ctx context.Context, groupID, memberID string, gen int32, offsets map[TP]Commit) error
+	// CommitOwn commits offsets as the group's coordinator itself, with
+	// no member (keys:resume and keys:skip, asked while members run); the
+	// coordinator's claim on the group still fences the write.
+	CommitOwn(ctx context.Context, groupID string, offsets map[TP]Commit) error
+	// GroupOffsets is every committed offset of a group with its
+	// metadata.
+	GroupOffsets(groupID string) (map[TP]Commit, error)
+	// Groups lists the groups this broker coordinates.
+	Groups() []string
 	// Produce appends one record to a partition, acknowledged like a
 	// publish.
 	Produce(ctx context.Context, tp TP, rec Record) error
@@ -71,18 +82,18 @@ type Backend interface {
 	Show(r *http.Request, internal string) string
 }
 
-// Error is a refusal with its HTTP status.
-type Error struct {
-	Status  int
-	Code    string
-	Message string
+// Commit is one partition's committed offset and metadata (a lane's
+// state, queue.EncodeState).
+type Commit struct {
+	Offset   int64
+	Metadata string
 }
 
-func (e *Error) Error() string { return e.Message }
+// Error is a refusal with its HTTP status: the HTTP API's one error answer
+// (broker/httpapi/apierr), which the Backend's WriteError writes.
+type Error = apierr.Error
 
-func badRequest(format string, args ...any) *Error {
-	return &Error{Status: http.StatusBadRequest, Code: "bad_request", Message: fmt.Sprintf(format, args...)}
-}
+func badRequest(format string, args ...any) *Error { return apierr.BadRequest(format, args...) }
 
 // API serves the queue routes.
 type API struct {
@@ -121,9 +132,10 @@ type groupState struct {
 // part is one partition the group reads: a source partition or one of its
 // retry tiers.
 type part struct {
-	tr     *queue.Tracker
-	source string // the source topic (itself for a source partition)
-	tier   int    // -1 for a source partition
+	visibility time.Duration // the source's visibility.timeout.ms
+	lane       *queue.Lane
+	source     string // the source topic (itself for a source partition)
+	tier       int    // -1 for a source partition
 }
 
 // group returns the group's state, locked, for generation gen: a newer
@@ -211,11 +223,11 @@ func (a *API) sourceParts(groupID string, assigned map[string][]int32) []readPar
 		parts := append([]int32(nil), assigned[t]...)
 		sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
 		for _, p := range parts {
-			out = append(out, readPart{TP{t, p}, part{source: t, tier: -1}})
+			out = append(out, readPart{TP{t, p}, part{source: t, tier: -1, visibility: c.Visibility}})
 			for tier := range c.Backoff {
 				name := retryTopic(groupID, t, tier)
 				if _, n, ok := a.be.Topic(name); ok && p < n {
-					out = append(out, readPart{TP{name, p}, part{source: t, tier: tier}})
+					out = append(out, readPart{TP{name, p}, part{source: t, tier: tier, visibility: c.Visibility}})
 				}
 			}
 		}
@@ -229,13 +241,42 @@ func (a *API) partOf(ctx context.Context, gs *groupState, groupID string, tp TP,
 	if cur := gs.parts[tp]; cur != nil {
 		return cur, nil
 	}
-	committed, err := a.be.Committed(ctx, groupID, tp)
+	lane, err := a.loadLane(ctx, groupID, tp, p)
 	if err != nil {
 		return nil, err
 	}
-	p.tr = queue.NewTracker(committed, a.limit)
+	p.lane = lane
 	gs.parts[tp] = &p
 	return &p, nil
+}
+
+// loadLane restores a partition's lane from the group's commit: its
+// offset and the state in its metadata. A tier's lane is relaxed; a
+// source's follows its topic's delivery.order.
+func (a *API) loadLane(ctx context.Context, groupID string, tp TP, p part) (*queue.Lane, error) {
+	committed, md, err := a.be.Committed(ctx, groupID, tp)
+	if err != nil {
+		return nil, err
+	}
+	order := queue.OrderRelaxed
+	if c, _, ok := a.contract(p.source); ok && p.tier < 0 {
+		order = c.Order
+	}
+	st, err := queue.DecodeState(md, committed)
+	if err != nil {
+		// Never written by this broker: what it said is lost, so its
+		// records are delivered again (a duplicate, not a loss).
+		a.log.Warn().Err(err).Str("group", groupID).Str("topic", tp.Topic).Int32("partition", tp.Partition).
+			Msg("queue state in the commit metadata does not decode; starting from the committed offset")
+		st = queue.LaneState{Committed: committed}
+	}
+	return queue.FromState(order, st, a.limit), nil
+}
+
+// commitOf is a lane's commit: its committed offset and durable state.
+func commitOf(l *queue.Lane) (Commit, error) {
+	md, err := queue.EncodeState(l.State(queue.MaxDoneRanges))
+	return Commit{Offset: l.Committed(), Metadata: md}, err
 }
 
 // assignedTo reports whether the member's assignment holds the source
@@ -248,9 +289,6 @@ func assignedTo(assigned map[string][]int32, source string, partition int32) boo
 	}
 	return false
 }
-
-// errUnsupported refuses a nack on a strict topic (part 2).
-var errUnsupported = errors.New("unsupported")
 
 // errNotDelivered refuses an ack or nack of a record this generation did
 // not deliver to the group (or already settled).

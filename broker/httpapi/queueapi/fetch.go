@@ -112,18 +112,50 @@ func (a *API) round(ctx context.Context, r *http.Request, gs *groupState, groupI
 		if err != nil {
 			return nil, time.Time{}, err
 		}
-		room := min(pt.tr.Room(), maxMessages-len(msgs))
-		if room <= 0 {
+		l := pt.lane
+		l.SetTime(now)
+		if exp := l.Expire(now, pt.visibility); len(exp) > 0 {
+			a.log.Debug().Str("group", groupID).Str("topic", rp.tp.Topic).Int32("partition", rp.tp.Partition).
+				Int("records", len(exp)).Msg("visibility timeout: deliveries neither acked nor nacked are made again")
+		}
+		// First the waiting records of resumed scopes, in their order:
+		// each before any later record of its scope (queue.Lane).
+		if ready := l.Ready(); len(ready) > 0 {
+			want := make(map[int64]bool, len(ready))
+			for _, o := range ready {
+				want[o] = true
+			}
+			recs, err := a.be.Read(ctx, rp.tp, ready[0], budget)
+			if err != nil {
+				return nil, time.Time{}, err
+			}
+			for _, rec := range recs {
+				if !want[rec.Offset] {
+					continue
+				}
+				if err := l.Redeliver(rec.Offset); err != nil {
+					return nil, time.Time{}, err
+				}
+				msgs = append(msgs, toMessage(r, a.be, rp.tp, rec))
+				budget -= len(rec.Value) + len(rec.Key)
+				if budget <= 0 || len(msgs) >= maxMessages {
+					break
+				}
+			}
+			if budget <= 0 || len(msgs) >= maxMessages {
+				break
+			}
+		}
+		if l.Room() <= 0 {
 			continue
 		}
-		recs, err := a.be.Read(ctx, rp.tp, pt.tr.Next(), budget)
+		from := l.Next()
+		recs, err := a.be.Read(ctx, rp.tp, from, budget)
 		if err != nil {
 			return nil, time.Time{}, err
 		}
-		var offs []int64
-		next := pt.tr.Next()
 		for _, rec := range recs {
-			if rec.Offset < next {
+			if rec.Offset < l.Next() {
 				continue
 			}
 			m := toMessage(r, a.be, rp.tp, rec)
@@ -147,16 +179,21 @@ func (a *API) round(ctx context.Context, r *http.Request, gs *groupState, groupI
 					break // the first record not yet due ends the tier's read
 				}
 			}
-			msgs = append(msgs, m)
-			offs = append(offs, rec.Offset)
-			next = rec.Offset + 1
-			budget -= len(rec.Value) + len(rec.Key)
-			if len(offs) == room || budget <= 0 {
+			v, err := l.Offer(rec.Offset, rec.Key)
+			if err != nil {
+				return nil, time.Time{}, err
+			}
+			if v == queue.Stop {
 				break
 			}
-		}
-		if err := pt.tr.Deliver(offs, next); err != nil {
-			return nil, time.Time{}, err
+			if v != queue.Deliver {
+				continue // held back by a pause, or acknowledged before a restart
+			}
+			msgs = append(msgs, m)
+			budget -= len(rec.Value) + len(rec.Key)
+			if len(msgs) >= maxMessages || budget <= 0 {
+				break
+			}
 		}
 	}
 	return msgs, nextDue, nil

@@ -45,7 +45,7 @@ type Depth struct {
 	Oldest time.Time
 }
 
-// Metric names (deploy/alerts.yml names them).
+// Metric names (deploy/dlq.rules.yml names them).
 const (
 	MetricDLQDepth     = "sluice_dlq_depth"
 	MetricDLQOldestAge = "sluice_dlq_oldest_age_seconds"

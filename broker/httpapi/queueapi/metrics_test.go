@@ -46,3 +46,33 @@ func TestDLQCollectorOldestAge(t *testing.T) {
 		t.Fatalf("ages %v (want %v), %d depth series (want 3)", got, want, depths)
 	}
 }
+
+// TestPausedCollector: a group's paused keys per topic and the age of the
+// oldest, from the durable commits.
+func TestPausedCollector(t *testing.T) {
+	h := keyedHarness(t, "per-key-strict", "K", "L", "K")
+	h.fetch()
+	h.nack(0)
+	h.now = h.now.Add(30 * time.Second)
+	h.nack(1)
+	h.now = h.now.Add(15 * time.Second)
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(NewPausedCollector(h.api))
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName()
+			for _, l := range m.GetLabel() {
+				key += "/" + l.GetValue()
+			}
+			got[key] = m.GetGauge().GetValue()
+		}
+	}
+	if got[MetricPausedKeys+"/g/jobs"] != 2 || got[MetricPausedOldestAge+"/g/jobs"] != 45 || len(got) != 2 {
+		t.Fatalf("metrics %v", got)
+	}
+}

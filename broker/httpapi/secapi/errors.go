@@ -6,19 +6,20 @@ package secapi
 // size limit and messages for a person.
 //
 // Invariant: every failure reaches the client through writeError, so every
-// failure is logged once, at DEBUG for 4xx and WARN/ERROR for 5xx.
+// failure is logged once, at DEBUG for 4xx and WARN/ERROR for 5xx; the
+// error's type, body and levels are broker/httpapi/apierr's.
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
 
 	"github.com/sluice-mq/sluice/broker/auth"
+	"github.com/sluice-mq/sluice/broker/httpapi/apierr"
 	"github.com/sluice-mq/sluice/meta"
 )
 
@@ -26,33 +27,18 @@ import (
 // maxBindings ACL bindings.
 const maxBody = 1 << 20
 
-// apiError is a failure with its HTTP status and stable code.
-type apiError struct {
-	Status  int    `json:"-"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
-}
+func badRequest(format string, args ...any) *apierr.Error { return apierr.BadRequest(format, args...) }
 
-func (e *apiError) Error() string { return e.Message }
-
-func errorf(status int, code, format string, args ...any) *apiError {
-	return &apiError{Status: status, Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
-func badRequest(format string, args ...any) *apiError {
-	return errorf(http.StatusBadRequest, "bad_request", format, args...)
-}
-
-func forbidden(format string, args ...any) *apiError {
-	return errorf(http.StatusForbidden, "forbidden", format, args...)
+func forbidden(format string, args ...any) *apierr.Error {
+	return apierr.Errorf(http.StatusForbidden, "forbidden", format, args...)
 }
 
 // storeError maps an error of the metadata store to an answer. what names
 // the object of the call ("tenant", "user", "API key") for the not-found
 // and exists codes; the message is the store's, whose text names the
 // object and why.
-func storeError(err error, what string) *apiError {
-	var ae *apiError
+func storeError(err error, what string) *apierr.Error {
+	var ae *apierr.Error
 	if errors.As(err, &ae) {
 		return ae
 	}
@@ -60,28 +46,28 @@ func storeError(err error, what string) *apiError {
 	msg := strings.NewReplacer("meta: ", "", "auth: ", "").Replace(err.Error())
 	switch {
 	case errors.Is(err, meta.ErrReserved) && !errors.Is(err, meta.ErrExists):
-		return errorf(http.StatusConflict, "tenant_reserved", "%s", msg)
+		return apierr.Errorf(http.StatusConflict, "tenant_reserved", "%s", msg)
 	case errors.Is(err, meta.ErrExists):
-		return errorf(http.StatusConflict, code+"_exists", "%s", msg)
+		return apierr.Errorf(http.StatusConflict, code+"_exists", "%s", msg)
 	case errors.Is(err, meta.ErrNotEmpty):
-		return errorf(http.StatusConflict, "tenant_not_empty", "%s", msg)
+		return apierr.Errorf(http.StatusConflict, "tenant_not_empty", "%s", msg)
 	case errors.Is(err, meta.ErrLimit):
-		return errorf(http.StatusConflict, "api_key_limit", "%s", msg)
+		return apierr.Errorf(http.StatusConflict, "api_key_limit", "%s", msg)
 	case errors.Is(err, meta.ErrConflict):
-		return errorf(http.StatusConflict, "conflict", "%s; retry", msg)
+		return apierr.Errorf(http.StatusConflict, "conflict", "%s; retry", msg)
 	case errors.Is(err, meta.ErrNotFound):
-		return errorf(http.StatusNotFound, notFoundCode(msg, code), "%s", msg)
+		return apierr.Errorf(http.StatusNotFound, notFoundCode(msg, code), "%s", msg)
 	case errors.Is(err, meta.ErrInvalidQuota):
-		return errorf(http.StatusBadRequest, "invalid_quota", "%s", msg)
+		return apierr.Errorf(http.StatusBadRequest, "invalid_quota", "%s", msg)
 	case errors.Is(err, meta.ErrInvalidName), errors.Is(err, meta.ErrInvalidCredential),
 		errors.Is(err, meta.ErrInvalidACL):
 		return badRequest("%s", msg)
 	case errors.Is(err, auth.ErrInvalidCredential):
 		return badRequest("%s", msg)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return errorf(http.StatusServiceUnavailable, "metadata_unavailable", "the metadata store did not answer in time: %s; retry", msg)
+		return apierr.Errorf(http.StatusServiceUnavailable, "metadata_unavailable", "the metadata store did not answer in time: %s; retry", msg)
 	}
-	return errorf(http.StatusInternalServerError, "internal", "%s", msg)
+	return apierr.Errorf(http.StatusInternalServerError, "internal", "%s", msg)
 }
 
 // notFoundCode names what was missing: the store says "tenant ..." when a
@@ -106,25 +92,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-// writeError logs err and answers with it. A client's mistake (4xx) is
-// logged at DEBUG: the client is told, and the operator's log is not the
-// place for it; a failure of our own is a WARN (the store is unavailable)
-// or an ERROR.
+// writeError logs err and answers with it (apierr: a client's mistake, 4xx,
+// at DEBUG; the store unavailable, 503, at WARN; a failure of our own at
+// ERROR), with the caller's principal and tenant in the log line.
 func (a *api) writeError(w http.ResponseWriter, r *http.Request, err error, what string) {
 	ae := storeError(err, what)
-	ev := a.log.Debug()
-	switch {
-	case ae.Status == http.StatusServiceUnavailable:
-		ev = a.log.Warn()
-	case ae.Status >= 500:
-		ev = a.log.Error()
-	}
+	ev := apierr.Log(a.log, r, err, ae)
 	if id, ok := auth.IdentityFrom(r.Context()); ok {
 		ev = ev.Str("principal", id.Principal.String()).Str("tenant", id.Principal.Tenant)
 	}
-	ev.Err(err).Str("method", r.Method).Str("path", r.URL.Path).Int("status", ae.Status).
-		Str("code", ae.Code).Msg("security API request failed")
-	writeJSON(w, ae.Status, map[string]*apiError{"error": ae})
+	ev.Msg("security API request failed")
+	apierr.Write(w, ae)
 }
 
 // decodeJSON reads one JSON object into v, refusing unknown fields,
@@ -167,7 +145,7 @@ func jsonError(err error) error {
 	var syntaxErr *json.SyntaxError
 	switch {
 	case errors.As(err, &tooBig):
-		return errorf(http.StatusRequestEntityTooLarge, "too_large", "request body exceeds %d bytes", maxBody)
+		return apierr.Errorf(http.StatusRequestEntityTooLarge, "too_large", "request body exceeds %d bytes", maxBody)
 	case errors.As(err, &typeErr):
 		field := typeErr.Field
 		if field == "" {

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/sluice-mq/sluice/broker/httpapi/apierr"
 )
 
 // FuzzDecodeRequests feeds outside bytes to the decoding of every request
 // body and to the parsing of ACL bindings and filters: nothing panics,
-// every refusal is a 4xx *apiError, and a binding that parses prints to a
+// every refusal is a 4xx *apierr.Error, and a binding that parses prints to a
 // form that parses again to the same binding.
 func FuzzDecodeRequests(f *testing.F) {
 	for _, seed := range []string{
@@ -29,7 +31,7 @@ func FuzzDecodeRequests(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		refusal := func(err error) {
 			t.Helper()
-			var ae *apiError
+			var ae *apierr.Error
 			if !errors.As(err, &ae) || ae.Status < 400 || ae.Status > 499 || ae.Code == "" || ae.Message == "" {
 				t.Fatalf("refusal %v (%T) is not a 4xx with a code and message", err, err)
 			}

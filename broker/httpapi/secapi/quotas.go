@@ -9,6 +9,7 @@ package secapi
 import (
 	"net/http"
 
+	"github.com/sluice-mq/sluice/broker/httpapi/apierr"
 	"github.com/sluice-mq/sluice/broker/quota"
 	"github.com/sluice-mq/sluice/meta"
 )
@@ -120,7 +121,7 @@ func (a *api) setQuotas(w http.ResponseWriter, r *http.Request) {
 	}
 	for _, k := range req.Remove {
 		if _, ok := quota.Lookup(k); !ok && err == nil {
-			err = errorf(http.StatusBadRequest, "invalid_quota", "%s: %v", what, quota.Check(k, 1))
+			err = apierr.Errorf(http.StatusBadRequest, "invalid_quota", "%s: %v", what, quota.Check(k, 1))
 		}
 	}
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sluice-mq/sluice/broker/acl"
 	"github.com/sluice-mq/sluice/broker/auth"
+	"github.com/sluice-mq/sluice/broker/httpapi/apierr"
 	"github.com/sluice-mq/sluice/meta"
 )
 
@@ -116,7 +117,7 @@ type caller struct{ auth.Identity }
 func callerOf(r *http.Request) (caller, error) {
 	id, ok := auth.IdentityFrom(r.Context())
 	if !ok || id.Principal.User == "" {
-		return caller{}, errorf(http.StatusUnauthorized, "unauthenticated",
+		return caller{}, apierr.Errorf(http.StatusUnauthorized, "unauthenticated",
 			"this call needs credentials: an API key (Authorization: Bearer), a user and password (Basic), or a client certificate")
 	}
 	return caller{id}, nil

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/sluice-mq/sluice/broker/httpapi/apierr"
 	"github.com/sluice-mq/sluice/meta"
 )
 
@@ -112,7 +113,7 @@ func (a *api) deleteTenant(w http.ResponseWriter, r *http.Request) {
 		err = validTenant(name)
 	}
 	if err == nil && meta.IsReservedTenant(name) {
-		err = errorf(http.StatusConflict, "tenant_reserved",
+		err = apierr.Errorf(http.StatusConflict, "tenant_reserved",
 			"%s: tenant %q exists implicitly (the operators' and anonymous access's tenants) and cannot be deleted", what, name)
 	}
 	if err == nil && a.tenantTopics != nil {
@@ -189,7 +190,7 @@ func (a *api) checkNoTopics(r *http.Request, tenant string) error {
 	if len(shown) > 5 {
 		shown = append(shown[:5:5], "...")
 	}
-	return errorf(http.StatusConflict, "tenant_not_empty", "tenant %q still has %d topics (%s); delete them first",
+	return apierr.Errorf(http.StatusConflict, "tenant_not_empty", "tenant %q still has %d topics (%s); delete them first",
 		tenant, len(topics), strings.Join(shown, ", "))
 }
 
