@@ -567,8 +567,10 @@ func (b *Cluster) tickPartitions(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			for _, p := range b.AllPartitions() {
-				p.Tick()
+			if !b.ticksHeld.Load() {
+				for _, p := range b.AllPartitions() {
+					p.Tick()
+				}
 			}
 			if n%offerEvery == 0 {
 				b.offerInSync()

@@ -42,6 +42,7 @@ type Cluster struct {
 	fetch       fetchers                          // follower fetchers, one per leader (fetcher.go)
 	repl        replication                       // replication_transport.go, elector.go
 	isr         inSyncState                       // published in-sync sets (isr_publish.go)
+	ticksHeld   atomic.Bool                       // HoldTicksForTest: the replica cores are not ticked
 }
 
 // New returns the cluster role of the broker whose state is n, and sets
@@ -55,6 +56,12 @@ func New(n *node.Node) *Cluster {
 	n.Hooks.Net = func(key node.PartitionKey) partition.Net { return partitionNet{b: c, key: key} }
 	return c
 }
+
+// HoldTicksForTest stops (true) or resumes (false) the ticks of this
+// broker's replica cores, so that a test can hold a leader's parked
+// fetches past their requests' MaxWait, as a loaded machine whose ticks
+// run late does. Only tests call it.
+func (b *Cluster) HoldTicksForTest(held bool) { b.ticksHeld.Store(held) }
 
 // SetAddrs records the addresses to register; call it before Start.
 func (b *Cluster) SetAddrs(a Addrs) { b.addrs = a }

@@ -6,8 +6,10 @@ package kafka
 // epoch and its divergence (KIP-595: DivergingEpoch), records the fetch
 // offset as the follower's durable end for the high watermark, and answers
 // with a log range, or holds the fetch at the log end. The response goes
-// out as soon as any partition has an answer; partitions without one are
-// left out of it, and the follower asks for them again at once.
+// out as soon as any partition has an answer, or when MaxWait passes; the
+// cores then answer the fetches they still hold (with no records and
+// their high watermark), and a partition whose core has not judged its
+// fetch at all is left out, which the follower asks for again at once.
 //
 // Invariant: a partition is in the response only with its core's answer.
 // One whose fetch the core has not judged yet (its owner goroutine is busy,
@@ -43,6 +45,8 @@ var replicaFetchSeq atomic.Uint64
 type replicaFetchPart struct {
 	topic, part int // indexes into the request
 	p           *partition.Partition
+	from        replica.NodeID // the follower, and the fetch's sequence in its core
+	seq         uint64
 	budget      int
 	answer      <-chan partition.FetchAnswer
 	got         *partition.FetchAnswer
@@ -81,9 +85,8 @@ func (b *Server) handleReplicaFetch(ctx context.Context, req *request, r *kmsg.F
 				fp.code = node.ErrorCode(err)
 				continue
 			}
-			fp.p = p
-			fp.answer = p.ReplicaFetch(replica.DecodeFetch(replica.NodeID(from), replica.NodeID(b.Cfg.NodeID),
-				replicaFetchSeq.Add(1), 0, &rt.Partitions[pi]))
+			fp.p, fp.from, fp.seq = p, replica.NodeID(from), replicaFetchSeq.Add(1)
+			fp.answer = p.ReplicaFetch(replica.DecodeFetch(fp.from, replica.NodeID(b.Cfg.NodeID), fp.seq, 0, &rt.Partitions[pi]))
 		}
 	}
 	b.gatherReplicaAnswers(ctx, r, parts)
@@ -115,7 +118,13 @@ func (b *Server) handleReplicaFetch(ctx context.Context, req *request, r *kmsg.F
 }
 
 // gatherReplicaAnswers waits until at least one partition has its answer
-// (or the request's MaxWait passes), then takes every answer that is ready.
+// (or the request's MaxWait passes), then has the cores answer the fetches
+// they still hold (Partition.ExpireReplicaFetch) and takes every answer.
+// A held fetch left out would stay held, to be answered at the core's own
+// deadline to no one; its follower asks again, is held again, and never
+// learns a high watermark that moved while none of its fetches was held
+// (the chaos run leader-kill, seed 3, left followers a few records behind
+// their leaders' high watermarks for minutes after the workload stopped).
 func (b *Server) gatherReplicaAnswers(ctx context.Context, r *kmsg.FetchRequest, parts []*replicaFetchPart) {
 	take := func(fp *replicaFetchPart) bool {
 		select {
@@ -137,7 +146,11 @@ func (b *Server) gatherReplicaAnswers(ctx context.Context, r *kmsg.FetchRequest,
 			waiting = append(waiting, fp)
 		}
 	}
-	if got > 0 || len(waiting) == 0 {
+	if len(waiting) == 0 {
+		return
+	}
+	if got > 0 {
+		expireHeld(waiting, take)
 		return
 	}
 	wait := min(max(time.Duration(r.MaxWaitMillis)*time.Millisecond, 0), maxFetchWait)
@@ -151,13 +164,26 @@ func (b *Server) gatherReplicaAnswers(ctx context.Context, r *kmsg.FetchRequest,
 		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(fp.answer)})
 	}
 	chosen, v, ok := reflect.Select(cases)
-	if chosen < 2 || !ok {
-		return
+	if chosen >= 2 && ok {
+		a := v.Interface().(partition.FetchAnswer)
+		waiting[chosen-2].got = &a
 	}
-	a := v.Interface().(partition.FetchAnswer)
-	waiting[chosen-2].got = &a
-	for i, fp := range waiting {
-		if i != chosen-2 {
+	expireHeld(waiting, take)
+}
+
+// expireHeld asks the cores for the fetches of parts still unanswered
+// (they hold them at the log end) and takes the answers they give. Each
+// core is asked first and waited for after, so the cores look at once.
+func expireHeld(parts []*replicaFetchPart, take func(*replicaFetchPart) bool) {
+	looked := make([]<-chan struct{}, len(parts))
+	for i, fp := range parts {
+		if fp.got == nil {
+			looked[i] = fp.p.ExpireReplicaFetch(fp.from, fp.seq)
+		}
+	}
+	for i, fp := range parts {
+		if looked[i] != nil {
+			<-looked[i]
 			take(fp)
 		}
 	}

@@ -412,6 +412,27 @@ func (p *Partition) ReplicaFetch(m replica.Message) <-chan FetchAnswer {
 	return ch
 }
 
+// ExpireReplicaFetch has the core answer the replica fetch (from, seq) now
+// if it still holds it (replica.ExpireFetch). The returned channel closes
+// once that answer, if any, is in the channel ReplicaFetch returned. A
+// fetch the core no longer holds (a later fetch of the same follower
+// replaced it) gets no answer, and its wait is forgotten. The request
+// handler calls it for every fetch still unanswered when it answers the
+// request.
+func (p *Partition) ExpireReplicaFetch(from replica.NodeID, seq uint64) <-chan struct{} {
+	looked := make(chan struct{})
+	k := fetchWaitKey{from: from, seq: seq}
+	// The owner routes the core's answer after the first function returns,
+	// before it takes the second from ctl.
+	if !p.send(func() { p.rep.ExpireFetch(from, seq) }) || !p.send(func() {
+		delete(p.fetchWaits, k)
+		close(looked)
+	}) {
+		close(looked) // the owner is gone (it answered every wait) or stuck
+	}
+	return looked
+}
+
 // ReadFetchAnswer reads the log range a replica fetch's answer names, up
 // to maxBytes (at least one batch). It fails with ErrNotLeader if the log
 // was truncated since the core decided the range: what was read may not be

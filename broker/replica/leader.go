@@ -236,6 +236,21 @@ func (r *Replica) answerParked(p *peer) {
 	})
 }
 
+// ExpireFetch answers follower from's fetch seq at once if the leader
+// still holds it. The driver calls it when the request that carried the
+// fetch must be answered (its MaxWait passed): an answer given later, at
+// the park's own deadline, would reach no one, and a follower whose every
+// fetch is held until its request gives up never learns a high watermark
+// that moved while none of its fetches was held.
+func (r *Replica) ExpireFetch(from NodeID, seq uint64) {
+	if r.err != nil || r.role != RoleLeader {
+		return
+	}
+	if p := r.peer(from); p != nil && p.parked && p.parkSeq == seq {
+		r.answerParked(p)
+	}
+}
+
 // wakeParked answers the held fetches that new data or a new HW concerns.
 func (r *Replica) wakeParked() {
 	for i := range r.peers {

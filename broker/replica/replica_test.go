@@ -302,3 +302,46 @@ func TestEndOffsetForEpoch(t *testing.T) {
 		t.Errorf("empty chain: (%d,%d)", e, end)
 	}
 }
+
+// A follower whose fetch the leader parked after the high watermark moved
+// learns the new high watermark only when that fetch is answered. The
+// driver answers its requests at their MaxWait, which may come before the
+// core's own deadline for the park; ExpireFetch lets it have the core answer
+// then, with the high watermark, instead of leaving the fetch held for an
+// answer no one would read (the chaos run leader-kill, seed 3).
+func TestExpireFetchAnswersTheHeldFetch(t *testing.T) {
+	c := newCluster(t, 3, bugs{})
+	c.elect(1, 0, 0, 1, 2)
+	c.settle(10)
+	l, f2 := c.nodes[0], c.nodes[2]
+	base := c.propose(0, 1, 7, true)
+	// Both followers get the record; n1's next fetch moves the HW and is
+	// answered with it; n2's arrives after and is held with the new HW.
+	c.deliver()
+	if !hasToken(l.released, 7) {
+		t.Fatalf("the acks=all record is not acknowledged: released %v", l.released)
+	}
+	if hw := l.r.Status().HW; hw != base+1 {
+		t.Fatalf("leader HW %d, want %d", hw, base+1)
+	}
+	if got := c.nodes[1].r.Status().HW; got != base+1 {
+		t.Fatalf("n1 HW %d, want %d", got, base+1)
+	}
+	if got := f2.r.Status().HW; got != base {
+		t.Fatalf("n2 HW %d: the scenario needs n2's fetch held with the HW it has not seen (%d)", got, base)
+	}
+	if p := l.r.peer(2); p == nil || !p.parked || p.parkSeq != f2.r.fetchSeq {
+		t.Fatalf("n2's fetch %d is not held: %+v", f2.r.fetchSeq, p)
+	}
+	// Another fetch's number changes nothing.
+	l.r.ExpireFetch(2, f2.r.fetchSeq-1)
+	if l.r.HasReady() {
+		t.Fatalf("ExpireFetch of a fetch not held answered: %+v", l.r.Ready())
+	}
+	l.r.ExpireFetch(2, f2.r.fetchSeq)
+	c.drain(0)
+	c.deliverN(1)
+	if got := f2.r.Status().HW; got != base+1 {
+		t.Fatalf("n2 HW %d after its held fetch was expired, want %d", got, base+1)
+	}
+}
