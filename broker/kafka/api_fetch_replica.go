@@ -8,8 +8,9 @@ package kafka
 // with a log range, or holds the fetch at the log end. The response goes
 // out as soon as any partition has an answer, or when MaxWait passes; the
 // cores then answer the fetches they still hold (with no records and
-// their high watermark), and a partition whose core has not judged its
-// fetch at all is left out, which the follower asks for again at once.
+// their high watermark: partition.GatherReplicaFetches), and a partition
+// whose core has not judged its fetch at all is left out, which the
+// follower asks for again at once.
 //
 // Invariant: a partition is in the response only with its core's answer.
 // One whose fetch the core has not judged yet (its owner goroutine is busy,
@@ -24,7 +25,6 @@ package kafka
 import (
 	"context"
 	"errors"
-	"reflect"
 	"sync/atomic"
 	"time"
 
@@ -44,12 +44,8 @@ var replicaFetchSeq atomic.Uint64
 // replicaFetchPart is one partition of a replica fetch in progress.
 type replicaFetchPart struct {
 	topic, part int // indexes into the request
-	p           *partition.Partition
-	from        replica.NodeID // the follower, and the fetch's sequence in its core
-	seq         uint64
+	w           *partition.ReplicaFetchWait
 	budget      int
-	answer      <-chan partition.FetchAnswer
-	got         *partition.FetchAnswer
 	code        int16 // set when the partition is answered without the core
 }
 
@@ -60,6 +56,7 @@ func (b *Server) handleReplicaFetch(ctx context.Context, req *request, r *kmsg.F
 	}
 	resp := newResponse(req).(*kmsg.FetchResponse)
 	var parts []*replicaFetchPart
+	var waits []*partition.ReplicaFetchWait
 	for ti, rt := range r.Topics {
 		var t *node.Topic
 		if req.version >= 13 {
@@ -85,11 +82,12 @@ func (b *Server) handleReplicaFetch(ctx context.Context, req *request, r *kmsg.F
 				fp.code = node.ErrorCode(err)
 				continue
 			}
-			fp.p, fp.from, fp.seq = p, replica.NodeID(from), replicaFetchSeq.Add(1)
-			fp.answer = p.ReplicaFetch(replica.DecodeFetch(fp.from, replica.NodeID(b.Cfg.NodeID), fp.seq, 0, &rt.Partitions[pi]))
+			fp.w = partition.StartReplicaFetch(p, replica.DecodeFetch(replica.NodeID(from), replica.NodeID(b.Cfg.NodeID),
+				replicaFetchSeq.Add(1), 0, &rt.Partitions[pi]))
+			waits = append(waits, fp.w)
 		}
 	}
-	b.gatherReplicaAnswers(ctx, r, parts)
+	partition.GatherReplicaFetches(ctx, min(max(time.Duration(r.MaxWaitMillis)*time.Millisecond, 0), maxFetchWait), waits)
 
 	total, maxBytes := 0, min(int(r.MaxBytes), int(b.Cfg.FetchMaxBytes))
 	if maxBytes <= 0 {
@@ -117,108 +115,37 @@ func (b *Server) handleReplicaFetch(ctx context.Context, req *request, r *kmsg.F
 	return done(resp), nil
 }
 
-// gatherReplicaAnswers waits until at least one partition has its answer
-// (or the request's MaxWait passes), then has the cores answer the fetches
-// they still hold (Partition.ExpireReplicaFetch) and takes every answer.
-// A held fetch left out would stay held, to be answered at the core's own
-// deadline to no one; its follower asks again, is held again, and never
-// learns a high watermark that moved while none of its fetches was held
-// (the chaos run leader-kill, seed 3, left followers a few records behind
-// their leaders' high watermarks for minutes after the workload stopped).
-func (b *Server) gatherReplicaAnswers(ctx context.Context, r *kmsg.FetchRequest, parts []*replicaFetchPart) {
-	take := func(fp *replicaFetchPart) bool {
-		select {
-		case a := <-fp.answer:
-			fp.got = &a
-			return true
-		default:
-			return false
-		}
-	}
-	var waiting []*replicaFetchPart
-	got := 0
-	for _, fp := range parts {
-		switch {
-		case fp.answer == nil:
-		case take(fp):
-			got++
-		default:
-			waiting = append(waiting, fp)
-		}
-	}
-	if len(waiting) == 0 {
-		return
-	}
-	if got > 0 {
-		expireHeld(waiting, take)
-		return
-	}
-	wait := min(max(time.Duration(r.MaxWaitMillis)*time.Millisecond, 0), maxFetchWait)
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	cases := make([]reflect.SelectCase, 0, len(waiting)+2)
-	cases = append(cases,
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(timer.C)},
-		reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(ctx.Done())})
-	for _, fp := range waiting {
-		cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(fp.answer)})
-	}
-	chosen, v, ok := reflect.Select(cases)
-	if chosen >= 2 && ok {
-		a := v.Interface().(partition.FetchAnswer)
-		waiting[chosen-2].got = &a
-	}
-	expireHeld(waiting, take)
-}
-
-// expireHeld asks the cores for the fetches of parts still unanswered
-// (they hold them at the log end) and takes the answers they give. Each
-// core is asked first and waited for after, so the cores look at once.
-func expireHeld(parts []*replicaFetchPart, take func(*replicaFetchPart) bool) {
-	looked := make([]<-chan struct{}, len(parts))
-	for i, fp := range parts {
-		if fp.got == nil {
-			looked[i] = fp.p.ExpireReplicaFetch(fp.from, fp.seq)
-		}
-	}
-	for i, fp := range parts {
-		if looked[i] != nil {
-			<-looked[i]
-			take(fp)
-		}
-	}
-}
-
 // fillReplicaPartition writes one partition's answer into sp and returns
 // the record bytes it holds; include false leaves the partition out of the
 // response (its core has not judged the fetch: replica.EncodeFetchAnswer).
 func (b *Server) fillReplicaPartition(fp *replicaFetchPart, budget int, first bool, sp *kmsg.FetchResponseTopicPartition) (n int, include bool) {
-	if fp.p == nil {
+	if fp.w == nil {
 		sp.ErrorCode = fp.code
 		return 0, true
 	}
+	p, got := fp.w.P, fp.w.Got
 	// What the edge knows of the partition; the core's answer goes over it.
-	sp.LogStartOffset = int64(fp.p.Log().StartOffset())
-	hw, _ := fp.p.HighWatermark()
+	sp.LogStartOffset = int64(p.Log().StartOffset())
+	hw, _ := p.HighWatermark()
 	sp.HighWatermark, sp.LastStableOffset = int64(hw), int64(hw)
 	var answer *replica.Message
-	if fp.got != nil {
-		answer = &fp.got.Msg
+	if got != nil {
+		answer = &got.Msg
 	}
 	include, read := replica.EncodeFetchAnswer(answer, sp)
 	if answer != nil && answer.Err == replica.ErrCodeOffsetOutOfRange {
 		// Below this leader's log start: tiered storage or nothing holds
 		// what the follower lacks (replica_logstart.go).
-		sp.ErrorCode = b.BelowLogStartCode(fp.p)
+		sp.ErrorCode = b.BelowLogStartCode(p)
 	}
 	if !include || !read || (!first && budget <= 0) {
 		return 0, include
 	}
-	m := fp.got.Msg
-	data, err := fp.p.ReadFetchAnswer(*fp.got, max(budget, 1))
+	m := got.Msg
+	data, err := p.ReadFetchAnswer(*got, max(budget, 1))
 	if err != nil {
 		sp.ErrorCode = node.ErrorCode(err)
-		if errors.Is(err, wal.ErrOffsetOutOfRange) && m.ReadFrom < fp.p.Log().StartOffset() {
+		if errors.Is(err, wal.ErrOffsetOutOfRange) && m.ReadFrom < p.Log().StartOffset() {
 			// The log start moved past the range since the core decided
 			// it: the follower asks again and is answered below.
 			sp.ErrorCode = kerr.NotLeaderForPartition.Code
