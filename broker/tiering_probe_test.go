@@ -1,8 +1,9 @@
 package broker
 
 // A broker whose object store cannot be used is not ready: /readyz answers
-// 503 with the store's own answer, the failure is logged at ERROR once and
-// the recovery at INFO once, however many probes fail in between.
+// 503 with the store's own answer in a JSON error (code not_ready), the
+// failure is logged at ERROR once and the recovery at INFO once, however
+// many probes fail in between.
 
 import (
 	"bytes"
@@ -60,11 +61,21 @@ func startBrokerLogLines(t *testing.T, cfg Config) (*Broker, *logLines) {
 	return startLoggedBroker(t, cfg, logs), logs
 }
 
-// readyz returns /readyz's status and body.
+// readyz returns /readyz's status and what it says: "ready" on 200, and
+// otherwise the message of its JSON error, which must have code not_ready.
 func readyz(t *testing.T, b *Broker) (int, string) {
 	t.Helper()
 	code, body := httpGet(t, "http://"+b.httpLn.Addr().String()+"/readyz")
-	return code, string(body)
+	if code == http.StatusOK {
+		return code, strings.TrimSpace(string(body))
+	}
+	var e struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if err := json.Unmarshal(body, &e); err != nil || e.Error.Code != "not_ready" || e.Error.Message == "" {
+		t.Fatalf("/readyz answers %d %q, want a JSON error with code not_ready and a message: %v", code, body, err)
+	}
+	return code, e.Error.Message
 }
 
 // stillFailing is the DEBUG message of each probe that fails after the first.
@@ -95,7 +106,7 @@ func TestReadyzRefusesAnUnusableObjectStore(t *testing.T) {
 			// the first is an ERROR line.
 			eventuallyTrue(t, "three probes failed", func() (bool, string) {
 				code, body := readyz(t, b)
-				if code != http.StatusServiceUnavailable || !strings.Contains(body, "not ready: object store s3://") || !strings.Contains(body, tc.storeSays) {
+				if code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "not ready: object store s3://") || !strings.Contains(body, tc.storeSays) {
 					t.Fatalf("/readyz answers %d %q, want 503 naming the store and %s", code, body, tc.storeSays)
 				}
 				n := logs.count(t, "debug", stillFailing)
@@ -119,7 +130,7 @@ func TestReadyzFollowsTheObjectStoreBack(t *testing.T) {
 	b, logs := startBrokerLogLines(t, cfg)
 	eventuallyTrue(t, "two probes failed", func() (bool, string) {
 		code, body := readyz(t, b)
-		if code != http.StatusServiceUnavailable || !strings.Contains(body, "not ready: object store") || !strings.Contains(body, "injected down") {
+		if code != http.StatusServiceUnavailable || !strings.HasPrefix(body, "not ready: object store") || !strings.Contains(body, "injected down") {
 			t.Fatalf("/readyz answers %d %q with the store down, want 503 with the store's error", code, body)
 		}
 		n := logs.count(t, "debug", stillFailing)
@@ -143,7 +154,7 @@ func TestReadyzWithAWorkingStore(t *testing.T) {
 	b, logs := startBrokerLogLines(t, testBrokerConfig(t))
 	eventuallyTrue(t, "ready", func() (bool, string) {
 		code, body := readyz(t, b)
-		return code == http.StatusOK, fmt.Sprintf("%d %q", code, body)
+		return code == http.StatusOK && body == "ready", fmt.Sprintf("%d %q", code, body)
 	})
 	if e, i := logs.count(t, "error", "object store"), logs.count(t, "info", "tiering ready"); e != 0 || i != 1 {
 		t.Fatalf("%d ERROR lines and %d tiering ready lines, want 0 and 1", e, i)

@@ -391,7 +391,10 @@ status() {
 			if reason=$(hcurl "$(http "$n")/readyz" -sf -m 2 2>/dev/null); then
 				ready=ready reason=""
 			else
-				reason=$(hcurl "$(http "$n")/readyz" -s -m 2 2>/dev/null | head -n 1) || true
+				# The 503's JSON error: its message, unescaped enough to read.
+				reason=$(hcurl "$(http "$n")/readyz" -s -m 2 2>/dev/null |
+					sed -n 's/^ *"message": "\(.*\)",\{0,1\}$/\1/p' | head -n 1 |
+					sed -e 's/\\"/"/g' -e 's/\\u0026/\&/g' -e 's/\\u003c/</g' -e 's/\\u003e/>/g') || true
 			fi
 			if ! command -v kcat >/dev/null; then
 				role="?" leads="?"

@@ -4,7 +4,7 @@ package httpapi
 // /debug/pprof/. The JSON API (http_api.go) and the security admin API
 // (secapi) join them here, behind the request pipeline (pipeline.go). /readyz is 200
 // once the broker serves Kafka and HTTP and its object store passed its
-// probe; otherwise 503 with the reason.
+// probe; otherwise 503 with the reason, as JSON (code not_ready).
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"net/http/pprof"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sluice-mq/sluice/broker/httpapi/apierr"
 	"github.com/sluice-mq/sluice/broker/httpapi/objapi"
 	"github.com/sluice-mq/sluice/broker/httpapi/queueapi"
 	"github.com/sluice-mq/sluice/broker/httpapi/secapi"
@@ -26,18 +27,21 @@ func (b *Server) httpHandler() http.Handler {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
 	})
+	// Not ready is an API error like any other (not_ready), written but
+	// not logged: probes ask every few seconds, and the cause is logged
+	// where it arises.
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !b.Serving() {
-			http.Error(w, "not ready\n", http.StatusServiceUnavailable)
-			return
+		why := "not ready: the broker does not serve Kafka and HTTP yet (starting) or any more (stopping)"
+		if b.Serving() {
+			// An object store the broker cannot use keeps it out of a load
+			// balancer, with the store's own answer (tiering_probe.go).
+			if why = b.StoreNotReady(); why == "" {
+				_, _ = w.Write([]byte("ready\n"))
+				return
+			}
+			why = "not ready: " + why
 		}
-		// An object store the broker cannot use keeps it out of a load
-		// balancer, with the store's own answer (tiering_probe.go).
-		if why := b.StoreNotReady(); why != "" {
-			http.Error(w, "not ready: "+why+"\n", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ready\n"))
+		apierr.Write(w, &APIError{Status: http.StatusServiceUnavailable, Code: "not_ready", Message: why})
 	})
 	// Profiles for operators (and BENCHMARKS.md): CPU, heap, goroutines.
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)

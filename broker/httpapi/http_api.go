@@ -7,11 +7,8 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
-	"reflect"
-	"strings"
 
 	"github.com/rs/zerolog"
 	"github.com/sluice-mq/sluice/broker/httpapi/apierr"
@@ -115,75 +112,7 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 // decodeBody is decodeJSON over a body already bounded (the pipeline
 // decodes the bytes it buffered with it, so that it reads what the handler
 // will read).
-func decodeBody(body io.Reader, v any) error {
-	dec := json.NewDecoder(body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return BadRequest("malformed JSON: data after the request object")
-	}
-	return nil
-}
-
-// jsonError turns a decoding failure into a 4xx written for a person.
-func jsonError(err error) error {
-	var tooBig *http.MaxBytesError
-	var typeErr *json.UnmarshalTypeError
-	var syntaxErr *json.SyntaxError
-	switch {
-	case errors.As(err, &tooBig):
-		return &APIError{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("request body exceeds %d bytes", maxHTTPBody)}
-	case errors.As(err, &typeErr):
-		field := typeErr.Field
-		if field == "" {
-			field = "the request"
-		}
-		return BadRequest("field %s: expected %s, got a JSON %s", field, jsonKind(typeErr.Type), typeErr.Value)
-	case errors.As(err, &syntaxErr):
-		return BadRequest("malformed JSON at byte %d: %s", syntaxErr.Offset, syntaxErr.Error())
-	case errors.Is(err, io.EOF):
-		return BadRequest("the request body is empty; this call takes a JSON object")
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		return BadRequest("malformed JSON: the body ends inside a value")
-	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return BadRequest("unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
-	}
-	return BadRequest("malformed JSON: %v", err)
-}
-
-// jsonKind names a Go type as the JSON it is decoded from.
-func jsonKind(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "true or false"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return fmt.Sprintf("an integer (%s)", integerRange(t))
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Map, reflect.Struct:
-		return "an object"
-	}
-	return "another type"
-}
-
-// integerRange is the range of an integer type, for messages.
-func integerRange(t reflect.Type) string {
-	bits := t.Bits()
-	if t.Kind() >= reflect.Uint && t.Kind() <= reflect.Uint64 {
-		return fmt.Sprintf("0 to %d", uint64(1)<<bits-1)
-	}
-	return fmt.Sprintf("%d to %d", -(int64(1) << (bits - 1)), int64(1)<<(bits-1)-1)
-}
+func decodeBody(body io.Reader, v any) error { return apierr.Decode(body, v, maxHTTPBody) }
 
 // statusRecorder keeps a handler's status and headers and drops its body.
 type statusRecorder struct {

@@ -53,6 +53,7 @@ import (
 
 	"github.com/sluice-mq/sluice/broker/acl"
 	"github.com/sluice-mq/sluice/broker/auth"
+	"github.com/sluice-mq/sluice/broker/httpapi/apierr"
 	"github.com/sluice-mq/sluice/broker/listener"
 )
 
@@ -319,7 +320,7 @@ func clientHost(r *http.Request) string {
 func bufferBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxHTTPBody))
 	if err != nil {
-		return nil, jsonError(err)
+		return nil, apierr.DecodeError(err, maxHTTPBody)
 	}
 	r.Body = io.NopCloser(bytes.NewReader(raw))
 	return raw, nil

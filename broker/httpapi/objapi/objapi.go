@@ -94,23 +94,20 @@ type BeginRequest struct {
 
 // DecodeBegin reads a BeginRequest: one JSON object, no unknown fields, no
 // trailing data, a topic, size and sha256 present.
+// A failure is an *apierr.Error (400, or 413 over maxBeginBody) in the
+// words of the rest of the API (apierr.Decode).
 func DecodeBegin(r io.Reader) (BeginRequest, error) {
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
 	var req BeginRequest
-	if err := dec.Decode(&req); err != nil {
-		return BeginRequest{}, fmt.Errorf("malformed JSON: %w", err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return BeginRequest{}, errors.New("malformed JSON: data after the request object")
+	if err := apierr.Decode(r, &req, maxBeginBody); err != nil {
+		return BeginRequest{}, err
 	}
 	switch {
 	case req.Topic == "":
-		return BeginRequest{}, errors.New("topic is required")
+		return BeginRequest{}, apierr.BadRequest("topic is required")
 	case req.Size <= 0:
-		return BeginRequest{}, errors.New("size must be a positive number of bytes")
+		return BeginRequest{}, apierr.BadRequest("size must be a positive number of bytes")
 	case req.SHA256 == "":
-		return BeginRequest{}, errors.New("sha256 is required: the payload's SHA-256, 64 lowercase hex digits")
+		return BeginRequest{}, apierr.BadRequest("sha256 is required: the payload's SHA-256, 64 lowercase hex digits")
 	}
 	return req, nil
 }
@@ -195,7 +192,7 @@ func (a *api) begin(w http.ResponseWriter, r *http.Request) {
 	}
 	req, err := DecodeBegin(http.MaxBytesReader(w, r.Body, maxBeginBody))
 	if err != nil {
-		a.writeError(w, r, apierr.Errorf(http.StatusBadRequest, "bad_request", "%s", err.Error()))
+		a.writeError(w, r, err)
 		return
 	}
 	if !a.exists(r.Context(), req.Topic) {

@@ -165,6 +165,41 @@ func TestSessionRoutes(t *testing.T) {
 	}
 }
 
+// TestBeginRefusesBadJSONInItsOwnTerms: a body POST /v1/uploads cannot
+// decode is a 400 (413 over its bound) whose JSON message names the field
+// and the JSON it expected, never the Go types behind it.
+func TestBeginRefusesBadJSONInItsOwnTerms(t *testing.T) {
+	base := server(t)
+	for _, tc := range []struct {
+		body, code, says string
+		want             int
+	}{
+		{`{"topic":"big","size":"10","sha256":"x"}`, "bad_request", "field size: expected an integer", http.StatusBadRequest},
+		{`{"topic":7,"size":10,"sha256":"x"}`, "bad_request", "field topic: expected a string, got a JSON number", http.StatusBadRequest},
+		{`["big"]`, "bad_request", "the body must be an object, not a JSON array", http.StatusBadRequest},
+		{`{"topic":"big","size":10,"sha256":"x","colour":1}`, "bad_request", `unknown field "colour"`, http.StatusBadRequest},
+		{`{"topic":"big","size":10,"sha256":"x"} {}`, "bad_request", "data after the request object", http.StatusBadRequest},
+		{`{"topic":"` + strings.Repeat("t", 20<<10) + `"}`, "too_large", "request body exceeds 16384 bytes", http.StatusRequestEntityTooLarge},
+	} {
+		code, raw, h := call(t, "POST", base+"/v1/uploads", "acme", []byte(tc.body))
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		if err := json.Unmarshal(raw, &e); err != nil || h.Get("Content-Type") != "application/json" {
+			t.Errorf("POST %.60s: body %q (Content-Type %q) is not a JSON error: %v", tc.body, raw, h.Get("Content-Type"), err)
+			continue
+		}
+		if code != tc.want || e.Error.Code != tc.code || !strings.Contains(e.Error.Message, tc.says) {
+			t.Errorf("POST %.60s: %d %s %q; want %d %s saying %q", tc.body, code, e.Error.Code, e.Error.Message, tc.want, tc.code, tc.says)
+		}
+		for _, goWord := range []string{"Go ", "struct", "objapi", "BeginRequest", "int64", "json:"} {
+			if strings.Contains(e.Error.Message, goWord) {
+				t.Errorf("POST %.60s: message %q names Go's %q", tc.body, e.Error.Message, goWord)
+			}
+		}
+	}
+}
+
 // TestOpenAPIFragment: the fragment documents exactly the routes Register
 // adds (":complete" is served by POST /v1/uploads/{id}).
 func TestOpenAPIFragment(t *testing.T) {
