@@ -37,6 +37,9 @@ func dumpFlags(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 		if *count <= 0 {
 			return usagef("dump: --count must be above 0")
 		}
+		if err := onePartitionArg(args); err != nil {
+			return err
+		}
 		if err := e.connect(ctx, true); err != nil {
 			return err
 		}

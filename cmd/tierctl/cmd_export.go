@@ -68,6 +68,9 @@ func exportFlags(fs *flag.FlagSet) func(context.Context, *env, []string) error {
 		if *format != "arrow" && *format != "parquet" {
 			return usagef("export: --format %q: want arrow or parquet", *format)
 		}
+		if err := onePartitionArg(args); err != nil {
+			return err
+		}
 		if err := e.connect(ctx, true); err != nil {
 			return err
 		}

@@ -337,6 +337,17 @@ func TestHelpConventions(t *testing.T) {
 		{Args: []string{"bogus"}, Want: `unknown command "bogus"`},
 		{Args: []string{"help", "bogus"}, Want: `unknown command "bogus"`},
 		{Args: []string{"ls", "--bogus"}, Want: "flag provided but not defined: -bogus"},
+		// A stray argument is refused before etcd or the store is asked.
+		{Args: []string{"ls", "orders/0", "extra"}, Want: "want at most one topic[/partition], got [orders/0 extra]"},
+		{Args: []string{"stat", "a", "b"}, Want: "want at most one topic[/partition], got [a b]"},
+		{Args: []string{"verify", "a", "b"}, Want: "want at most one topic[/partition], got [a b]"},
+		{Args: []string{"retention", "a", "b"}, Want: "want at most one topic[/partition], got [a b]"},
+		{Args: []string{"diff", "orders"}, Want: "diff takes no arguments"},
+		{Args: []string{"objects", "orders"}, Want: "objects takes no arguments"},
+		{Args: []string{"dump", "orders/0", "extra", "--offset", "0"}, Want: "want one topic/partition, got 2 arguments"},
+		{Args: []string{"dump", "--offset", "0"}, Want: "want one topic/partition, got 0 arguments"},
+		{Args: []string{"export", "orders/0", "extra", "--out", "x.parquet"}, Want: "want one topic/partition, got 2 arguments"},
+		{Args: []string{"export", "orders", "--out", "x.parquet"}, Want: `"orders": want topic/partition`},
 	})
 }
 

@@ -86,13 +86,22 @@ func (e *env) targets(ctx context.Context, spec string) ([]target, error) {
 	return out, nil
 }
 
-// onePartition resolves a spec that must name one partition.
-func (e *env) onePartition(ctx context.Context, args []string) (target, error) {
+// onePartitionArg checks the positional arguments of dump and export: one
+// topic/partition, refused before anything is connected.
+func onePartitionArg(args []string) error {
 	if len(args) != 1 {
-		return target{}, usagef("want one topic/partition, got %d arguments", len(args))
+		return usagef("want one topic/partition, got %d arguments", len(args))
 	}
 	if _, n, err := splitSpec(args[0]); err != nil || n < 0 {
-		return target{}, usagef("%q: want topic/partition", args[0])
+		return usagef("%q: want topic/partition", args[0])
+	}
+	return nil
+}
+
+// onePartition resolves a spec that must name one partition.
+func (e *env) onePartition(ctx context.Context, args []string) (target, error) {
+	if err := onePartitionArg(args); err != nil {
+		return target{}, err
 	}
 	ts, err := e.targets(ctx, args[0])
 	if err != nil {
