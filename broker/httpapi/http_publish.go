@@ -12,6 +12,7 @@ package httpapi
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/http"
 	"sort"
@@ -298,22 +299,40 @@ func (b *Server) appendPublished(ctx context.Context, t *node.Topic, batches []*
 }
 
 // publishPart appends one partition's batches here when this broker leads
-// the partition, and otherwise forwards them to its leader.
+// the partition, and otherwise forwards them to its leader. When the
+// leadership moves between the check and the append, the batches refused
+// before they reached the log (the last ones of the part, refusedMoved)
+// are forwarded to the new leader within ctx; one that reached the log is
+// never forwarded, since a non-idempotent copy could not be told apart.
 func (b *Server) publishPart(ctx context.Context, t *node.Topic, part []*publishBatch, idempotent bool, results []publishResult) {
-	switch {
-	case b.Leads(t, part[0].partition):
-		for j, out := range b.appendLocal(ctx, t, part) {
-			b.fillPublish(part[j], out, results)
+	if b.Leads(t, part[0].partition) {
+		outs := b.appendLocal(ctx, t, part)
+		kept := len(part)
+		for kept > 0 && refusedMoved(outs[kept-1].Err) && ctx.Err() == nil {
+			kept--
 		}
-	case idempotent:
+		for j := range kept {
+			b.fillPublish(part[j], outs[j], results)
+		}
+		if part = part[kept:]; len(part) == 0 {
+			return
+		}
+	}
+	if idempotent {
 		for j, out := range b.forwardBatches(ctx, t, part) {
 			b.fillPublish(part[j], out, results)
 		}
-	default:
-		for _, pb := range part {
-			b.forwardRecords(ctx, t, pb, results)
-		}
+		return
 	}
+	for _, pb := range part {
+		b.forwardRecords(ctx, t, pb, results)
+	}
+}
+
+// refusedMoved reports whether a local append was refused because this
+// broker no longer leads the partition, before anything reached the log.
+func refusedMoved(err error) bool {
+	return errors.Is(err, partition.ErrNotAppended) && errors.Is(err, partition.ErrNotLeader)
 }
 
 // appendLocal enqueues the batches of one partition in order on the local
@@ -338,7 +357,7 @@ func (b *Server) appendLocal(ctx context.Context, t *node.Topic, pbs []*publishB
 				continue
 			}
 		}
-		out[j].Err = err
+		out[j].Err = partition.NotAppended(err) // never enqueued
 	}
 	for j, w := range waits {
 		if w == nil {

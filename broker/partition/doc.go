@@ -40,7 +40,9 @@
 // Invariant: only the leader judges a sequence: a replica that does not
 // lead (or whose log failed) refuses every batch before checkSequence, with
 // ErrNotLeader (or its storage error), never with ErrOutOfOrderSequence or
-// ErrInvalidProducerEpoch from a producer state that lags the leader's log.
+// ErrInvalidProducerEpoch from a producer state that lags the leader's log;
+// such a refusal is marked ErrNotAppended, since none of the batch reached
+// the log.
 // Invariant: a Ready is carried out in the core's order (truncate, fenced
 // epoch, appends, messages) and Advance is called before any completion
 // (Truncated, HardStateDurable, Durable) is fed back.

@@ -28,4 +28,22 @@ var (
 	// ErrStorage: the log failed a write or an fsync (sticky: the partition
 	// refuses appends until reopened), or another storage operation failed.
 	ErrStorage = errors.New("storage error")
+	// ErrNotAppended marks a refusal given before the batch reached the
+	// log (NotAppended): nothing of it was appended, so it may be sent to
+	// another broker even without a producer id to deduplicate it. It is
+	// never the only mark: the refusal's own sentinel says why.
+	ErrNotAppended = errors.New("not appended")
 )
+
+// NotAppended marks err with ErrNotAppended, its message unchanged; nil
+// stays nil.
+func NotAppended(err error) error {
+	if err == nil {
+		return nil
+	}
+	return notAppended{err}
+}
+
+type notAppended struct{ error }
+
+func (e notAppended) Unwrap() []error { return []error{e.error, ErrNotAppended} }

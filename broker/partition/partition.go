@@ -382,7 +382,7 @@ func (p *Partition) appendGroup(group []*AppendRequest) {
 	var undo producerUndo // stays nil for groups without idempotent producers
 	var end wal.Offset = -1
 	start := p.log.StartOffset()
-	refusal := p.appendRefusal() // before any sequence check (producer.go)
+	refusal := NotAppended(p.appendRefusal()) // before any sequence check (producer.go)
 	for _, r := range group {
 		delta := wal.Offset(r.hdr.LastOffsetDelta)
 		var dupBase wal.Offset

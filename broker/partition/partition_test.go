@@ -161,8 +161,8 @@ func TestAcksOneNeedsTheLease(t *testing.T) {
 		t.Fatalf("acks=1 with the lease held: %v", res.Err)
 	}
 	held.Store(false)
-	if res := produce(false); !errors.Is(res.Err, ErrNotLeader) {
-		t.Fatalf("acks=1 without the lease: %+v, want ErrNotLeader", res)
+	if res := produce(false); !errors.Is(res.Err, ErrNotLeader) || errors.Is(res.Err, ErrNotAppended) {
+		t.Fatalf("acks=1 without the lease: %+v, want ErrNotLeader, not marked ErrNotAppended (the batch is in the log)", res)
 	}
 	if res := produce(true); res.Err != nil {
 		t.Fatalf("acks=all without the lease: %v (the high watermark decides)", res.Err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -143,6 +144,11 @@ func TestOnlyTheLeaderJudgesSequences(t *testing.T) {
 		res := appendOn(t, f.part, c.raw)
 		if !errors.Is(res.Err, ErrNotLeader) || res.Dup {
 			t.Errorf("%s on a follower: %+v, want ErrNotLeader", c.name, res)
+		}
+		// Marked as never appended (an HTTP publish forwards it to the new
+		// leader), with the refusal's own message.
+		if !errors.Is(res.Err, ErrNotAppended) || strings.Contains(res.Err.Error(), ErrNotAppended.Error()) {
+			t.Errorf("%s on a follower: %v, want it marked ErrNotAppended with its message unchanged", c.name, res.Err)
 		}
 	}
 	if end := f.part.log.EndOffset(); end != 3 {
