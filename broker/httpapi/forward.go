@@ -20,8 +20,10 @@ package httpapi
 //
 // Invariant: a forwarded publish is retried only within the request's
 // deadline and only through a producer id and sequence, so no retry can
-// duplicate a record. A part appended on this broker (it led the partition
-// when the part was enqueued) is never also forwarded.
+// duplicate a record. A part appended on this broker is never also
+// forwarded; one it enqueued as the leader goes on to the new leader only
+// when the partition refused it before it reached the log because the
+// leadership had moved (partition.ErrNotAppended; publishPart).
 // Invariant: forwarding never goes through a broker's client listeners;
 // Config.PeerInterBroker routes it like the replication traffic.
 //
