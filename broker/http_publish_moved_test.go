@@ -52,10 +52,18 @@ func recordsIn(t *testing.T, b *Broker, topic string) float64 {
 // refuses it before appending (not the leader); the publish must then reach
 // the new leader and be acknowledged once. On the old code it was answered
 // NOT_LEADER_FOR_PARTITION (207).
+// Both kinds of publish: an ordinary one (forwarded through the broker's
+// forwarding producer) and an idempotent one (forwarded as its batches).
 func TestHTTPPublishRefusedByAMovedLeaderIsForwarded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a three-member etcd cluster")
 	}
+	for _, idempotent := range []bool{false, true} {
+		t.Run(fmt.Sprintf("idempotent=%v", idempotent), func(t *testing.T) { publishToMovedLeader(t, idempotent) })
+	}
+}
+
+func publishToMovedLeader(t *testing.T, idempotent bool) {
 	blocks := map[int32]*blockedSyncs{}
 	for id := int32(1); id <= 3; id++ {
 		blocks[id] = &blockedSyncs{entered: make(chan struct{}), release: make(chan struct{})}
@@ -72,8 +80,18 @@ func TestHTTPPublishRefusedByAMovedLeaderIsForwarded(t *testing.T) {
 	}
 	leader := leaderOf(t, c, topic, 0)
 	lb := c.brokers[leader-1]
+	producer, seq := "", 0
+	if idempotent {
+		_, pid := postJSON(t, httpBase(lb)+"/v1/producers", `{}`)
+		producer = fmt.Sprintf(`"producer_id":%d,"producer_epoch":0,`, int64(pid["producer_id"].(float64)))
+	}
 	publish := func(payload string) (int, map[string]any) {
-		return postJSON(t, httpBase(lb)+"/v1/topics/moved/messages:publish", fmt.Sprintf(`{"messages":[{"payload":%q}]}`, payload))
+		msg := fmt.Sprintf(`{"payload":%q}`, payload)
+		if idempotent {
+			msg = fmt.Sprintf(`{"payload":%q,"sequence":%d}`, payload, seq)
+			seq++
+		}
+		return postJSON(t, httpBase(lb)+"/v1/topics/moved/messages:publish", fmt.Sprintf(`{%s"messages":[%s]}`, producer, msg))
 	}
 	if code, body := publish("before"); code != http.StatusOK {
 		t.Fatalf("publish before the move: %d %v", code, body)
