@@ -16,5 +16,7 @@
 // away) at DEBUG, since the client is told and the operator's log is not
 // the place for it; 500 at ERROR (a failure of the broker's own); any other
 // 5xx (503: retry) at WARN. Each package maps its own failures to an Error
-// and names its log line; this package only shapes and writes the answer.
+// and names its log line; this package shapes and writes the answer, and
+// decodes a JSON request body so that every route refuses a bad one in the
+// same words (Decode: field names and JSON types, never Go's).
 package apierr
