@@ -11,12 +11,14 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/sluice-mq/sluice/broker/httpapi"
 	"github.com/sluice-mq/sluice/broker/internal/brokertest"
 	"github.com/sluice-mq/sluice/broker/largeobj"
 	"github.com/sluice-mq/sluice/payload/ref"
@@ -251,5 +253,83 @@ func TestLargeObjectBrokerCopiesHoldTheirObject(t *testing.T) {
 	passUntil("A", "orders.dlq")
 	if entryOn("A", "orders.dlq") {
 		t.Fatal("A deleted with its ledger entry for orders.dlq left")
+	}
+}
+
+// TestNackOfAnUnclaimableCopyKeepsTheRecord: when the reference of a
+// nacked record can no longer be claimed (its object is gone), the nack
+// answers an error naming the copy, writes no dead letter and commits
+// nothing past the record, which stays outstanding; once the reference
+// can be claimed again the same delivery is nacked into the DLQ.
+func TestNackOfAnUnclaimableCopyKeepsTheRecord(t *testing.T) {
+	r := testRef("gone1", 5<<20)
+	claimer := newTestClaimer(testSession{tenant: "default", r: r})
+	cfg := testBrokerConfig(t)
+	cfg.Refs = claimer
+	b := startBroker(t, cfg)
+	base := "http://" + b.Cfg.HTTPListen
+	if code, body := postJSON(t, base+"/v1/topics", `{"name":"jobs","partitions":1}`); code != http.StatusCreated {
+		t.Fatalf("create: %d %v", code, body)
+	}
+	msg := fmt.Sprintf(`{"message_id":"m1","object_ref":{"ref":%q,"size":%d,"sha256":%q}}`, r.ID, r.Size, r.SHA256)
+	if code, body := postJSON(t, base+"/v1/topics/jobs/messages:publish", `{"messages":[`+msg+`]}`); code != http.StatusOK {
+		t.Fatalf("publish: %d %v", code, body)
+	}
+	code, joined := postJSON(t, base+"/v1/groups/workers/members:join", `{"topics":["jobs"]}`)
+	if code != http.StatusOK {
+		t.Fatalf("join: %d %v", code, joined)
+	}
+	member := fmt.Sprintf(`"member_id":%q,"generation":%d`, joined["member_id"], int(joined["generation"].(float64)))
+	var fetched struct{ Messages []queueMsg }
+	for deadline := time.Now().Add(20 * time.Second); len(fetched.Messages) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out fetching the record")
+		}
+		if code := postInto(t, base+"/v1/groups/workers/messages:fetch", `{`+member+`,"wait_ms":500}`, &fetched); code != http.StatusOK {
+			t.Fatalf("fetch: %d", code)
+		}
+	}
+	m := fetched.Messages[0]
+	nack := fmt.Sprintf(`{%s,"nacks":[{"topic":%q,"partition":%d,"offset":%d,"error_class":"permanent","error":"bad"}]}`, member, m.Topic, m.Partition, m.Offset)
+	type answer struct {
+		Results   []queueResult
+		Committed []struct{ Offset int64 }
+	}
+
+	claimer.mu.Lock()
+	delete(claimer.sessions, r.ID) // the object is gone
+	claimer.mu.Unlock()
+	var ans answer
+	if code := postInto(t, base+"/v1/groups/workers/messages:nack", nack, &ans); code != http.StatusOK || len(ans.Results) != 1 {
+		t.Fatalf("nack: %d %+v", code, ans)
+	}
+	if res := ans.Results[0]; res.Status != "error" || !strings.Contains(res.Error, "the copy to jobs.dlq-0 is not written") ||
+		!strings.Contains(res.Error, "unknown object reference") || len(ans.Committed) != 0 {
+		t.Fatalf("nack of a record whose reference cannot be claimed: %+v, want an error naming the copy and no commit", ans)
+	}
+	dlq, err := b.PartitionOf("jobs.dlq", 0)
+	if err != nil {
+		t.Fatalf("jobs.dlq-0: %v", err)
+	}
+	if hw, _ := dlq.HighWatermark(); hw != 0 {
+		t.Fatalf("jobs.dlq holds %d records after the refused copy", hw)
+	}
+	var lag struct{ Partitions []httpapi.PartitionLag }
+	if code := getJSON(t, base+"/v1/groups/workers/lag", &lag); code != http.StatusOK {
+		t.Fatalf("lag: %d", code)
+	}
+	for _, l := range lag.Partitions {
+		if l.Topic == "jobs" && l.Committed > m.Offset {
+			t.Fatalf("jobs-%d committed at %d, past the record at %d whose copy was not written", l.Partition, l.Committed, m.Offset)
+		}
+	}
+
+	claimer.mu.Lock()
+	claimer.sessions[r.ID] = testSession{tenant: "default", r: r}
+	claimer.mu.Unlock()
+	ans = answer{}
+	if code := postInto(t, base+"/v1/groups/workers/messages:nack", nack, &ans); code != http.StatusOK || len(ans.Results) != 1 ||
+		ans.Results[0].Status != "dead_letter" || len(ans.Committed) != 1 || ans.Committed[0].Offset != m.Offset+1 {
+		t.Fatalf("nack again: %d %+v, want dead_letter and a commit past it", code, ans)
 	}
 }
