@@ -333,3 +333,78 @@ func TestNackOfAnUnclaimableCopyKeepsTheRecord(t *testing.T) {
 		t.Fatalf("nack again: %d %+v, want dead_letter and a commit past it", code, ans)
 	}
 }
+
+// TestKeysSkipOfAnUnclaimableCopyKeepsThePause: on a per-key-strict topic,
+// keys:skip of a paused record whose reference can no longer be claimed
+// answers 400 INVALID_RECORD naming the copy, writes no dead letter and
+// leaves the key paused; once the reference can be claimed the skip moves
+// the record to the DLQ.
+func TestKeysSkipOfAnUnclaimableCopyKeepsThePause(t *testing.T) {
+	r := testRef("gone2", 5<<20)
+	claimer := newTestClaimer(testSession{tenant: "default", r: r})
+	cfg := testBrokerConfig(t)
+	cfg.Refs = claimer
+	b := startBroker(t, cfg)
+	base := "http://" + b.Cfg.HTTPListen
+	if code, body := postJSON(t, base+"/v1/topics", `{"name":"jobs","partitions":1,"configs":{"delivery.order":"per-key-strict"}}`); code != http.StatusCreated {
+		t.Fatalf("create: %d %v", code, body)
+	}
+	msg := fmt.Sprintf(`{"message_key":"K","message_id":"m1","object_ref":{"ref":%q,"size":%d,"sha256":%q}}`, r.ID, r.Size, r.SHA256)
+	if code, body := postJSON(t, base+"/v1/topics/jobs/messages:publish", `{"messages":[`+msg+`]}`); code != http.StatusOK {
+		t.Fatalf("publish: %d %v", code, body)
+	}
+	code, joined := postJSON(t, base+"/v1/groups/workers/members:join", `{"topics":["jobs"]}`)
+	if code != http.StatusOK {
+		t.Fatalf("join: %d %v", code, joined)
+	}
+	member := fmt.Sprintf(`"member_id":%q,"generation":%d`, joined["member_id"], int(joined["generation"].(float64)))
+	var fetched struct{ Messages []queueMsg }
+	for deadline := time.Now().Add(20 * time.Second); len(fetched.Messages) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out fetching the record")
+		}
+		if code := postInto(t, base+"/v1/groups/workers/messages:fetch", `{`+member+`,"wait_ms":500}`, &fetched); code != http.StatusOK {
+			t.Fatalf("fetch: %d", code)
+		}
+	}
+	m := fetched.Messages[0]
+	var ans struct{ Results []queueResult }
+	nack := fmt.Sprintf(`{%s,"nacks":[{"topic":%q,"partition":%d,"offset":%d,"error_class":"permanent","error":"bad"}]}`, member, m.Topic, m.Partition, m.Offset)
+	if code := postInto(t, base+"/v1/groups/workers/messages:nack", nack, &ans); code != http.StatusOK || len(ans.Results) != 1 || ans.Results[0].Status != "paused" {
+		t.Fatalf("nack: %d %+v, want paused", code, ans)
+	}
+
+	claimer.mu.Lock()
+	delete(claimer.sessions, r.ID) // the object is gone
+	claimer.mu.Unlock()
+	skip := `{"topic":"jobs","partition":0,"message_key":"K"}`
+	code, body := postJSON(t, base+"/v1/groups/workers/keys:skip", skip)
+	e, _ := body["error"].(map[string]any)
+	if code != http.StatusBadRequest || e == nil || e["code"] != "INVALID_RECORD" ||
+		!strings.Contains(fmt.Sprint(e["message"]), "the copy to jobs.dlq-0 is not written") {
+		t.Fatalf("keys:skip of a record whose reference cannot be claimed: %d %v, want 400 INVALID_RECORD naming the copy", code, body)
+	}
+	if dlq, err := b.PartitionOf("jobs.dlq", 0); err != nil {
+		t.Fatalf("jobs.dlq-0: %v", err)
+	} else if hw, _ := dlq.HighWatermark(); hw != 0 {
+		t.Fatalf("jobs.dlq holds %d records after the refused copy", hw)
+	}
+	var lag struct {
+		Partitions []struct {
+			Topic     string
+			Committed int64
+			Paused    []any
+		}
+	}
+	if code := getJSON(t, base+"/v1/groups/workers/lag", &lag); code != http.StatusOK || len(lag.Partitions) != 1 ||
+		len(lag.Partitions[0].Paused) != 1 || lag.Partitions[0].Committed > m.Offset {
+		t.Fatalf("lag after the refused skip: %d %+v, want K still paused at %d", code, lag, m.Offset)
+	}
+
+	claimer.mu.Lock()
+	claimer.sessions[r.ID] = testSession{tenant: "default", r: r}
+	claimer.mu.Unlock()
+	if code, body := postJSON(t, base+"/v1/groups/workers/keys:skip", skip); code != http.StatusOK || body["status"] != "skipped" || body["to_topic"] != "jobs.dlq" {
+		t.Fatalf("keys:skip again: %d %v, want skipped to jobs.dlq", code, body)
+	}
+}
