@@ -131,7 +131,9 @@ func TestObjectDownloadsQuota(t *testing.T) {
 	}
 	raw, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	var e struct{ Error struct{ Code, Message string } }
+	var e struct {
+		Error struct{ Code, Message string }
+	}
 	if resp.StatusCode != http.StatusTooManyRequests || json.Unmarshal(raw, &e) != nil || e.Error.Code != "throttled" ||
 		!strings.Contains(e.Error.Message, quota.ObjectDownloads) {
 		t.Fatalf("a second download at object_downloads 1: %d %s, want 429 throttled naming object_downloads", resp.StatusCode, raw)
