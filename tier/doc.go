@@ -63,7 +63,9 @@
 // A large payload (broker/largeobj) is named by envelope records
 // (payload/ref): its own, and every copy of it — a retry or dead-letter
 // copy, a redrive — since each is a produce carrying the same sluice.ref
-// header, in any topic. Each (object, partition) that holds such a record
+// header, in any topic; the copies the broker writes itself (HTTP nack and
+// keys:skip, redrive: broker/httpapi's produceCopy) are claimed like a
+// publish, whether they are appended locally or forwarded. Each (object, partition) that holds such a record
 // is one entry of the ledger in etcd (meta/largerefs.go draws the keys):
 //
 //	{open, claimed_ms, upto}   open: a claim at claimed_ms, its record's offset not yet bounded

@@ -9,12 +9,18 @@ package httpapi
 // Invariant: a publish appends nothing until every message's record passed
 // envelope.Inspect and every reference in it was claimed for the topic's
 // tenant; a refusal answers the whole request (400 INVALID_RECORD, 413
-// MESSAGE_TOO_LARGE, 503 when the object service failed).
+// MESSAGE_TOO_LARGE, 503 when the object service failed). The copies the
+// broker writes itself (retry and dead-letter copies, redrives:
+// produceCopy) are claimed the same way, at the partition they go to,
+// whether this broker leads it or forwards them; a copy whose reference
+// cannot be claimed is not written, so the ledger (tier/doc.go, "Large
+// objects") holds every record naming an object, copies included.
 
 import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/sluice-mq/sluice/broker/httpapi/wire"
 
@@ -22,6 +28,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/envelope"
+	"github.com/sluice-mq/sluice/broker/httpapi/queueapi"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/payload/ref"
 )
@@ -102,4 +109,45 @@ func (b *Server) claimPublished(ctx context.Context, t *node.Topic, refs []ref.R
 		return &APIError{Status: ae.Status, Code: ae.Code, Message: fmt.Sprintf("messages[%d]: %s", re[0].RelativeOffset, *re[0].ErrorMessage)}
 	}
 	return err
+}
+
+// produceCopy appends rec, a copy the broker writes itself (a retry or
+// dead-letter copy, a redrive), to partition p of topic, acknowledged like
+// a publish, and returns its offset. Its references are claimed there
+// first, as a publish's are; a refusal is an *APIError naming the copy
+// (4xx: refused for good; 5xx: retriable) and nothing is written.
+func (b *Server) produceCopy(ctx context.Context, topic string, p int32, rec queueapi.Record) (int64, error) {
+	t := b.LookupTopic(topic)
+	if t == nil {
+		return 0, fmt.Errorf("%w: %s", node.ErrUnknownTopic, topic)
+	}
+	recs := []kmsg.Record{rec.Kafka()}
+	pb := &publishBatch{partition: p, msgs: []int{0}, recs: recs, raw: node.EncodeBatch(recs, []int{0}, -1, -1, -1)}
+	var err error
+	if len(pb.raw) > int(t.Settings.MaxMessageBytes) {
+		err = fmt.Errorf("%w: %d bytes, over max.message.bytes %d", node.ErrMessageTooLarge, len(pb.raw), t.Settings.MaxMessageBytes)
+	}
+	var refs []ref.Ref
+	var at []int32
+	if err == nil {
+		refs, at, err = inspectPublished(t, recs)
+	}
+	if err == nil {
+		err = b.PrecheckAppend(topic)
+	}
+	if err == nil {
+		err = b.claimPublished(ctx, t, refs, at, []*publishBatch{pb})
+	}
+	if err != nil {
+		ae := httpStatusFor(err)
+		return 0, &APIError{Status: ae.Status, Code: ae.Code,
+			Message: fmt.Sprintf("the copy to %s-%d is not written: %s", topic, p, strings.TrimPrefix(ae.Message, "messages[0]: "))}
+	}
+	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
+	defer cancel()
+	res := b.appendPublished(ctx, t, []*publishBatch{pb}, 1, false)[0]
+	if res.Status != "ok" && res.Status != "duplicate" {
+		return 0, fmt.Errorf("write to %s-%d: %s: %s", topic, p, res.Status, res.Error)
+	}
+	return res.Offset, nil
 }

@@ -6,11 +6,9 @@ package httpapi
 
 import (
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
-	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -19,7 +17,6 @@ import (
 	"github.com/sluice-mq/sluice/broker/httpapi/queueapi"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/meta"
-	"github.com/sluice-mq/sluice/queue"
 )
 
 // queueBackend is queueapi.Backend over a Server.
@@ -138,23 +135,7 @@ func (q queueBackend) Read(ctx context.Context, tp queueapi.TP, from int64, maxB
 	}
 	out := make([]queueapi.Record, 0, len(resp.Messages))
 	for _, m := range resp.Messages {
-		rec := queueapi.Record{Offset: m.Offset, TimestampMs: m.TimestampMs, MessageID: m.MessageID}
-		switch {
-		case m.MessageKey != nil:
-			rec.Key = []byte(*m.MessageKey)
-		case m.KeyBase64 != nil:
-			rec.Key, _ = base64.StdEncoding.DecodeString(*m.KeyBase64)
-		}
-		rec.Value, _ = base64.StdEncoding.DecodeString(m.PayloadBase64)
-		keys := make([]string, 0, len(m.Headers))
-		for k := range m.Headers {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			rec.Headers = append(rec.Headers, queue.Header{Key: k, Value: []byte(m.Headers[k])})
-		}
-		out = append(out, rec)
+		out = append(out, queueapi.RecordOf(m))
 	}
 	return out, nil
 }
@@ -165,29 +146,8 @@ func (q queueBackend) Commit(ctx context.Context, groupID, memberID string, gen 
 }
 
 func (q queueBackend) Produce(ctx context.Context, tp queueapi.TP, rec queueapi.Record) error {
-	t := q.b.LookupTopic(tp.Topic)
-	if t == nil {
-		return fmt.Errorf("%w: %s", node.ErrUnknownTopic, tp.Topic)
-	}
-	kr := kmsg.Record{Key: rec.Key, Value: rec.Value, TimestampDelta64: rec.TimestampMs}
-	for _, h := range rec.Headers {
-		kr.Headers = append(kr.Headers, kmsg.Header{Key: h.Key, Value: h.Value})
-	}
-	if rec.MessageID != "" {
-		kr.Headers = append(kr.Headers, kmsg.Header{Key: MessageIDHeader, Value: []byte(rec.MessageID)})
-	}
-	recs := []kmsg.Record{kr}
-	pb := &publishBatch{partition: tp.Partition, msgs: []int{0}, recs: recs, raw: node.EncodeBatch(recs, []int{0}, -1, -1, -1)}
-	if len(pb.raw) > int(t.Settings.MaxMessageBytes) {
-		return fmt.Errorf("%w: the copy is %d bytes, over max.message.bytes %d of %s", node.ErrMessageTooLarge, len(pb.raw), t.Settings.MaxMessageBytes, tp.Topic)
-	}
-	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
-	defer cancel()
-	res := q.b.appendPublished(ctx, t, []*publishBatch{pb}, 1, false)[0]
-	if res.Status != "ok" && res.Status != "duplicate" {
-		return fmt.Errorf("write to %s-%d: %s: %s", tp.Topic, tp.Partition, res.Status, res.Error)
-	}
-	return nil
+	_, err := q.b.produceCopy(ctx, tp.Topic, tp.Partition, rec)
+	return err
 }
 
 func (q queueBackend) Topic(name string) (map[string]string, int32, bool) {

@@ -7,15 +7,14 @@ package httpapi
 //
 // Invariant: the runner reads and publishes through the same paths as the
 // queue API (queue.go): reads at each partition's leader, publishes
-// acknowledged by the replicas like any publish.
+// acknowledged by the replicas like any publish, each copy's object
+// references claimed before it is appended (produceCopy, http_objref.go).
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"net/http"
-
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/acl"
 	"github.com/sluice-mq/sluice/broker/auth"
@@ -55,30 +54,17 @@ func (q redriveBackend) Read(ctx context.Context, topic string, partition int32,
 	return out, nil
 }
 
+// Produce writes a redriven copy (produceCopy); a copy refused for good
+// (a 4xx: a reference that cannot be claimed, a record too large) fails
+// the job rather than being tried again forever.
 func (q redriveBackend) Produce(ctx context.Context, topic string, partition int32, rec redriveapi.Record) (int64, error) {
-	t := q.b.LookupTopic(topic)
-	if t == nil {
-		return 0, fmt.Errorf("%w: %s", node.ErrUnknownTopic, topic)
+	off, err := q.b.produceCopy(ctx, topic, partition, queueapi.Record{Offset: rec.Offset, TimestampMs: rec.TimestampMs,
+		Key: rec.Key, Value: rec.Value, Headers: rec.Headers, MessageID: rec.MessageID})
+	var ae *APIError
+	if errors.As(err, &ae) && ae.Status < http.StatusInternalServerError {
+		err = fmt.Errorf("%w: %w", redriveapi.ErrRefused, err)
 	}
-	kr := kmsg.Record{Key: rec.Key, Value: rec.Value, TimestampDelta64: rec.TimestampMs}
-	for _, h := range rec.Headers {
-		kr.Headers = append(kr.Headers, kmsg.Header{Key: h.Key, Value: h.Value})
-	}
-	if rec.MessageID != "" {
-		kr.Headers = append(kr.Headers, kmsg.Header{Key: MessageIDHeader, Value: []byte(rec.MessageID)})
-	}
-	recs := []kmsg.Record{kr}
-	pb := &publishBatch{partition: partition, msgs: []int{0}, recs: recs, raw: node.EncodeBatch(recs, []int{0}, -1, -1, -1)}
-	if len(pb.raw) > int(t.Settings.MaxMessageBytes) {
-		return 0, fmt.Errorf("%w: the copy is %d bytes, over max.message.bytes %d of %s", node.ErrMessageTooLarge, len(pb.raw), t.Settings.MaxMessageBytes, topic)
-	}
-	ctx, cancel := context.WithTimeout(ctx, publishTimeout)
-	defer cancel()
-	res := q.b.appendPublished(ctx, t, []*publishBatch{pb}, 1, false)[0]
-	if res.Status != "ok" {
-		return 0, fmt.Errorf("write to %s-%d: %s: %s", topic, partition, res.Status, res.Error)
-	}
-	return res.Offset, nil
+	return off, err
 }
 
 func (q redriveBackend) Bounds(ctx context.Context, topic string, partition int32) (int64, int64, error) {

@@ -20,7 +20,9 @@
 //	                                                        connection
 //	rate     controller_mutation_rate                       THROTTLING_QUOTA_EXCEEDED
 //	count    partitions, topics, groups, connections,       POLICY_VIOLATION /
-//	         inflight_requests, object_downloads            HTTP 403
+//	         inflight_requests                              HTTP 403
+//	count    object_downloads (at once, per broker;         HTTP 429 "throttled",
+//	         GET /v1/objects/{ref})                         Retry-After 1
 //	storage  storage_bytes, object_storage_bytes            retriable refusal /
 //	                                                        HTTP 507
 //

@@ -67,10 +67,16 @@
 // neither acked nor nacked in that time be delivered again, checked at
 // each fetch round (queue.Lane.Expire; an ack of it meanwhile is refused).
 //
-// Not done here: redrive from the DLQ (the Kafka Go helper is
-// payload/retry: same headers and names, queue/; it refuses a nack on a
-// strict topic: a Kafka consumer holds the key itself); the fetch
-// long-polls by polling every pollInterval rather than waking on appends.
+// A copy (retry or dead letter) is written through Backend.Produce, which
+// claims its object references first (httpapi's produceCopy); a copy it
+// refuses fails that record's nack (status error, the record stays
+// outstanding, nothing committed past it) or the keys:skip.
+//
+// Not done here: redrive from the DLQ (redriveapi does it), the Kafka
+// side (the Go helper payload/retry: same headers and names, queue/; it
+// refuses a nack on a strict topic: a Kafka consumer holds the key
+// itself); the fetch long-polls by polling every pollInterval rather than
+// waking on appends.
 // A Kafka client's commit in a queue group replaces the lane's state (its
 // metadata is not the lane's): do not mix Kafka and HTTP queue consumers
 // in one group.

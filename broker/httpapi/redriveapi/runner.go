@@ -204,7 +204,7 @@ func (m *Manager) runJob(ctx context.Context, reg *meta.Registration, claim meta
 			m.finish(ctx, claim, meta.RedriveDone, "")
 			log.Info().Msg("redrive done")
 			return
-		case errors.Is(err, errTargetGone):
+		case errors.Is(err, errTargetGone), errors.Is(err, ErrRefused):
 			m.finish(ctx, claim, meta.RedriveFailed, err.Error())
 			log.Warn().Err(err).Msg("redrive failed")
 			return
@@ -235,6 +235,12 @@ var errStopped = errors.New("redrive stopped")
 
 // errTargetGone: the target topic no longer exists.
 var errTargetGone = errors.New("redrive target does not exist")
+
+// ErrRefused marks a copy the target refuses for good (Backend.Produce):
+// an object reference that can no longer be claimed, a record too large
+// for it. The job fails with the reason; its cursor stays at the record,
+// which stays in the DLQ.
+var ErrRefused = errors.New("redrive copy refused")
 
 // runWorkers runs one worker per DLQ partition of job and a watcher that
 // stops them when the job is cancelled or the registration lost.

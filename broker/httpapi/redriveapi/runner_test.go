@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ type memBackend struct {
 	topics   map[string][][]Record
 	produced int
 	crashAt  int
+	refuse   func(Record) error // when set and not nil for a record, Produce refuses it
 }
 
 func (b *memBackend) Read(_ context.Context, topic string, p int32, from int64, _ int) ([]Record, error) {
@@ -42,6 +44,11 @@ func (b *memBackend) Read(_ context.Context, topic string, p int32, from int64, 
 }
 
 func (b *memBackend) Produce(_ context.Context, topic string, p int32, rec Record) (int64, error) {
+	if b.refuse != nil {
+		if err := b.refuse(rec); err != nil {
+			return 0, err
+		}
+	}
 	b.mu.Lock()
 	rec.Offset = int64(len(b.topics[topic][p]))
 	b.topics[topic][p] = append(b.topics[topic][p], rec)
@@ -201,5 +208,53 @@ func TestRunnerFailsAJobWhoseTopicsAreGone(t *testing.T) {
 		if _, held, _ := store.RedriveHolder(ctx, id); held {
 			t.Errorf("%s: the claim is still held", id)
 		}
+	}
+}
+
+// TestRunnerFailsAJobWhoseCopyIsRefused: a copy the target refuses for
+// good (ErrRefused: its object reference can no longer be claimed) fails
+// the job with the reason, instead of retrying it forever; the copies
+// before it are on the target once, nothing after it was published, and
+// the recorded cursor is not past it (the dead letter stays to decide).
+func TestRunnerFailsAJobWhoseCopyIsRefused(t *testing.T) {
+	store := openStore(t)
+	ctx := t.Context()
+	dlq := []Record{{Offset: 0, Value: []byte("v0")}, {Offset: 1, Value: []byte("v1")}, {Offset: 2, Value: []byte("v2")}}
+	be := &memBackend{topics: map[string][][]Record{"t.dlq": {dlq}, "t": {nil}}, refuse: func(r Record) error {
+		if string(r.Value) == "v1" {
+			return fmt.Errorf("%w: the copy to t-0 is not written: object reference x: expired", ErrRefused)
+		}
+		return nil
+	}}
+	m := New(be, store, 1, zerolog.Nop())
+	reg, err := store.Register(ctx, meta.BrokerInfo{NodeID: 1, AZ: "a", Kafka: "127.0.0.1:1", HTTP: "127.0.0.1:2"}, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.CreateRedrive(ctx, meta.Redrive{ID: "r", Tenant: "default", DLQ: "t.dlq", Target: "t",
+		Starts: map[int32]int64{0: 0}, Ends: map[int32]int64{0: 3}, State: meta.RedriveRunning, CreatedMs: 1}); err != nil {
+		t.Fatal(err)
+	}
+	claim, err := store.ClaimRedrive(ctx, "r", 1, reg.Info().Lease)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); m.runJob(ctx, reg, claim) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the job still runs 20 s after its copy was refused for good")
+	}
+	job, prog, err := store.GetRedrive(ctx, "r")
+	if err != nil || job.State != meta.RedriveFailed || !strings.Contains(job.Reason, "redrive copy refused") ||
+		!strings.Contains(job.Reason, "object reference x: expired") {
+		t.Fatalf("job %+v %v, want failed with the refusal", job, err)
+	}
+	if p, ok := prog[0]; ok && p.Cursor > 1 {
+		t.Fatalf("cursor %d recorded past the refused dead letter at 1", p.Cursor)
+	}
+	if got := be.topics["t"][0]; len(got) != 1 || string(got[0].Value) != "v0" {
+		t.Fatalf("target holds %+v, want the copy of v0 only", got)
 	}
 }
