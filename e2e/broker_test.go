@@ -14,8 +14,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,24 +119,14 @@ func startBroker(t testing.TB, opts brokerOptions) *broker {
 		opts.defaultPartitions = 1
 	}
 	dir := t.TempDir()
-	ports := freePorts(t, 5)
 	b := &broker{
-		t:              t,
-		opts:           opts,
-		dataDir:        filepath.Join(dir, "data"),
-		logPath:        filepath.Join(dir, "sluiced.log"),
-		kafkaAddr:      ports[0],
-		httpAddr:       ports[1],
-		etcdClientAddr: ports[2],
-		etcdPeerAddr:   ports[3],
-
-		interBrokerAddr: ports[4],
+		t:       t,
+		opts:    opts,
+		dataDir: filepath.Join(dir, "data"),
+		logPath: filepath.Join(dir, "sluiced.log"),
 	}
 	if opts.dataDir != "" {
 		b.dataDir = opts.dataDir
-	}
-	if err := os.MkdirAll(b.dataDir, 0o755); err != nil {
-		t.Fatalf("make data dir: %v", err)
 	}
 	t.Cleanup(func() {
 		if b.running() {
@@ -155,9 +143,46 @@ func startBroker(t testing.TB, opts brokerOptions) *broker {
 		}
 		b.mu.Unlock()
 	})
-	b.launch()
-	b.waitReady()
-	return b
+	// A port picked free can be taken by another process (a connection's
+	// own ephemeral port) before the broker binds it: a broker on a data
+	// directory of its own starts again on fresh ports and a fresh
+	// directory, as startCluster does.
+	for attempt := 1; ; attempt++ {
+		ports := freePorts(t, 5)
+		b.kafkaAddr, b.httpAddr, b.etcdClientAddr, b.etcdPeerAddr, b.interBrokerAddr = ports[0], ports[1], ports[2], ports[3], ports[4]
+		if err := os.MkdirAll(b.dataDir, 0o755); err != nil {
+			t.Fatalf("make data dir: %v", err)
+		}
+		b.launch()
+		err := b.awaitReady()
+		if err == nil {
+			return b
+		}
+		if attempt == startAttempts || opts.dataDir != "" || !b.lostPortRace() {
+			t.Fatal(err)
+		}
+		t.Logf("attempt %d: %v; starting again on fresh ports", attempt, err)
+		if err := os.RemoveAll(b.dataDir); err != nil {
+			t.Fatalf("remove the data dir of the failed start: %v", err)
+		}
+		b.mu.Lock()
+		b.restarts++
+		b.mu.Unlock()
+	}
+}
+
+// lostPortRace reports whether the broker's last start failed to bind a
+// port (its log since the last start marker says so).
+func (b *broker) lostPortRace() bool {
+	data, err := os.ReadFile(b.logPath)
+	if err != nil {
+		return false
+	}
+	last := string(data)
+	if i := strings.LastIndex(last, "=== e2e: start #"); i >= 0 {
+		last = last[i:]
+	}
+	return strings.Contains(last, "bind: address already in use")
 }
 
 // freePorts returns n distinct loopback addresses that were free a moment ago.
@@ -232,36 +257,11 @@ func (b *broker) launch() {
 }
 
 // waitReady polls GET /readyz until it answers 200, the process exits, or
-// the deadline passes.
+// the deadline passes, and fails the test on either of the last two.
 func (b *broker) waitReady() {
 	b.t.Helper()
-	b.mu.Lock()
-	exited := b.exited
-	b.mu.Unlock()
-	deadline := time.Now().Add(readyTimeout)
-	hc := &http.Client{Timeout: 2 * time.Second}
-	url := "http://" + b.httpAddr + "/readyz"
-	var last string
-	for {
-		resp, err := hc.Get(url)
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-			last = resp.Status
-		} else {
-			last = err.Error()
-		}
-		if time.Now().After(deadline) {
-			b.t.Fatalf("broker %d not ready after %v (last /readyz: %s)", b.opts.nodeID, readyTimeout, last)
-		}
-		select {
-		case <-exited:
-			b.t.Fatalf("broker %d exited before /readyz answered 200: %v", b.opts.nodeID, b.exitErr())
-		case <-time.After(pollInterval):
-		}
+	if err := b.awaitReady(); err != nil {
+		b.t.Fatal(err)
 	}
 }
 
