@@ -57,9 +57,11 @@ test: tools rules
 
 # Large payloads at full size, kept out of `make test` for their minutes:
 # ten 100 MB uploads through one sluiced and an S3 server, its peak RSS
-# held under 200 MB (e2e TestLargePayloadBrokerRSS). .ci/run runs it.
+# held under 200 MB (e2e TestLargePayloadBrokerRSS), and one 100 MB payload
+# through the Go helper and franz-go, put, consumed and read back with its
+# SHA-256 (TestLargePayloadGoHelperRoundTrip). .ci/run runs it.
 test-large: tools
-	SLUICE_LARGE_RSS=1 $(GO) test -count=1 -timeout 10m -run TestLargePayloadBrokerRSS -v ./e2e/
+	SLUICE_LARGE_RSS=1 $(GO) test -count=1 -timeout 10m -run 'TestLargePayloadBrokerRSS|TestLargePayloadGoHelperRoundTrip' -v ./e2e/
 
 # The Prometheus rules (deploy/*.rules.yml): promtool's check, and the unit
 # tests of deploy/rules.test.yml (a broken cluster's series, and which
