@@ -138,7 +138,7 @@
 // in the commit's metadata (Kafka's offset.metadata.max.bytes, 4096), so
 // a rebalance, a consumer crash or a coordinator failover keeps it:
 //
-//	sluice.queue/1 {"d":[[from,to],...],"p":[{"s":"<base64 scope>","f":F,"t":<unix ms>,"c":"<class>"}]}
+//	sluice.queue/1 {"d":[[from,to],...],"p":[{"s":"<base64 scope>","f":F,"t":<unix ms>,"c":"<class>","a":n,"u":<unix ms>}]}
 //
 //	d   done offsets above the committed offset (acknowledged out of
 //	    order), as ranges [from, to), increasing, at most 64; ranges are
@@ -147,7 +147,12 @@
 //	p   the pauses, at most 16 per partition: scope id ("" the partition,
 //	    "n" no key, "k"+key for a key ≤ 64 bytes, "h"+SHA-256(key)
 //	    otherwise), first held offset F (≥ the committed offset), since,
-//	    and the nack's error class
+//	    and the nack's error class (of the last failure, on a retried pause)
+//	a,u on a pause its client retries by itself (the Go helper for Kafka
+//	    clients, payload/retry): the failed deliveries of the record at F
+//	    so far (1..100) and when it is delivered again; both or neither.
+//	    Without them (the HTTP queue's pauses) the pause waits for
+//	    keys:resume or keys:skip. Either endpoint lifts either kind.
 //
 // A lane restored from it (FromState) reads again from the committed
 // offset: done records are skipped, records of a paused scope at or after
