@@ -41,6 +41,13 @@ type Result struct {
 	Offset    int64     // the copy's offset
 	Due       time.Time // retry: when the copy may be delivered
 	Meta      queue.Meta
+	// A strict topic's record, nacked through a Consumer (strict.go):
+	// Paused says its key (or partition) is paused and the record itself
+	// is delivered again at Due (Topic, Partition and Offset are its
+	// own); Withdrawn lists the later records of the key handed out
+	// already, not to be processed now (they come again after it).
+	Paused    bool
+	Withdrawn []int64
 }
 
 // Nacker writes copies of failed records of one group.
@@ -155,18 +162,28 @@ func (n *Nacker) Nack(ctx context.Context, rec *kgo.Record, class string, cause 
 			return Result{}, fmt.Errorf("retry: dead.letter.topic of %s is the topic itself", m.SourceTopic)
 		}
 	}
-	if err := n.ensure(ctx, dest, m.SourceTopic); err != nil {
+	cp, err := n.write(ctx, rec, m, dest, now)
+	if err != nil {
 		return Result{}, err
+	}
+	return Result{Outcome: d.Outcome, Topic: dest, Partition: cp.Partition, Offset: cp.Offset, Due: d.Due, Meta: m}, nil
+}
+
+// write produces rec's copy with the history m to dest (created when
+// missing) in rec's partition, and returns it once acknowledged.
+func (n *Nacker) write(ctx context.Context, rec *kgo.Record, m queue.Meta, dest string, now time.Time) (*kgo.Record, error) {
+	if err := n.ensure(ctx, dest, m.SourceTopic); err != nil {
+		return nil, err
 	}
 	cp := &kgo.Record{Topic: dest, Partition: rec.Partition, Key: rec.Key, Value: rec.Value, Timestamp: now,
 		Context: context.WithValue(ctx, keepPartition{}, true)}
-	for _, h := range append(queue.WithoutRetryHeaders(hs), m.Headers()...) {
+	for _, h := range append(queue.WithoutRetryHeaders(headersOf(rec)), m.Headers()...) {
 		cp.Headers = append(cp.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 	}
 	if err := n.Client.ProduceSync(ctx, cp).FirstErr(); err != nil {
-		return Result{}, fmt.Errorf("retry: write the copy to %s: %w", dest, err)
+		return nil, fmt.Errorf("retry: write the copy to %s: %w", dest, err)
 	}
-	return Result{Outcome: d.Outcome, Topic: dest, Partition: cp.Partition, Offset: cp.Offset, Due: d.Due, Meta: m}, nil
+	return cp, nil
 }
 
 // ensure creates topic with the partition count of source when missing.

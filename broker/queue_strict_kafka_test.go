@@ -1,0 +1,333 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-mq/sluice/broker/httpapi"
+	"github.com/sluice-mq/sluice/queue"
+	"github.com/sluice-mq/sluice/payload/retry"
+)
+
+// strictWorker drives a retry.Consumer the way its doc asks: the records
+// of one Poll in order, and after a nack of a key no more of that key's
+// records of the same Poll (each of them must be one the nack withdrew).
+type strictWorker struct {
+	t     *testing.T
+	c     *retry.Consumer
+	fails func(r *kgo.Record, delivery int) (string, bool) // error class, fail?
+	log   []string                                          // "value" or "value!" (failed), in processing order
+	count map[string]int                                    // deliveries per value
+	at    map[string][]time.Time                            // delivery times per value
+	nacks []retry.Result
+}
+
+func newStrictWorker(t *testing.T, c *retry.Consumer, fails func(*kgo.Record, int) (string, bool)) *strictWorker {
+	return &strictWorker{t: t, c: c, fails: fails, count: map[string]int{}, at: map[string][]time.Time{}}
+}
+
+// poll runs one Poll (at most wait) and processes what it hands out.
+func (w *strictWorker) poll(ctx context.Context, wait time.Duration) {
+	w.t.Helper()
+	pctx, cancel := context.WithTimeout(ctx, wait)
+	got, err := w.c.Poll(pctx)
+	cancel()
+	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		w.t.Fatalf("poll: %v", err)
+	}
+	if ctx.Err() != nil {
+		w.t.Fatalf("out of time; processed %v", w.log)
+	}
+	failed := map[string]bool{}    // keys nacked in this Poll
+	withdrawn := map[int64]bool{} // what their nacks withdrew
+	for _, r := range got {
+		if withdrawn[r.Offset] {
+			continue
+		}
+		if failed[string(r.Key)] {
+			w.t.Fatalf("%s (offset %d) came in the Poll after its key's failed record, and the nack did not withdraw it", r.Value, r.Offset)
+		}
+		v := string(r.Value)
+		w.count[v]++
+		w.at[v] = append(w.at[v], time.Now())
+		class, fail := w.fails(r, w.count[v])
+		if !fail {
+			w.log = append(w.log, v)
+			continue
+		}
+		w.log = append(w.log, v+"!")
+		res, err := w.c.Nack(ctx, r, class, fmt.Errorf("fail %s #%d", v, w.count[v]))
+		if err != nil {
+			w.t.Fatalf("nack %s: %v", v, err)
+		}
+		w.nacks = append(w.nacks, res)
+		failed[string(r.Key)] = true
+		for _, o := range res.Withdrawn {
+			withdrawn[o] = true
+		}
+	}
+}
+
+// until polls until cond holds.
+func (w *strictWorker) until(ctx context.Context, what string, cond func() bool) {
+	w.t.Helper()
+	for !cond() {
+		if ctx.Err() != nil {
+			w.t.Fatalf("%s: out of time; processed %v", what, w.log)
+		}
+		w.poll(ctx, 300*time.Millisecond)
+	}
+}
+
+// ofKey is the log's entries for values starting with prefix.
+func ofKey(log []string, prefix string) []string {
+	var out []string
+	for _, v := range log {
+		if strings.HasPrefix(v, prefix) {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func produceKV(t *testing.T, ctx context.Context, cl *kgo.Client, topic string, kvs ...string) {
+	t.Helper()
+	var recs []*kgo.Record
+	for _, kv := range kvs {
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(kv[:1]), Value: []byte(kv),
+			Headers: []kgo.RecordHeader{{Key: httpapi.MessageIDHeader, Value: []byte("id-" + kv)}}})
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// durableState is the group's committed offset of topic-0 and the lane
+// state in its metadata.
+func durableState(t *testing.T, ctx context.Context, cl *kgo.Client, group, topic string) queue.LaneState {
+	t.Helper()
+	offs, err := kadm.NewClient(cl).FetchOffsets(ctx, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, ok := offs.Lookup(topic, 0)
+	if !ok {
+		return queue.LaneState{Committed: -1}
+	}
+	st, err := queue.DecodeState(o.Metadata, o.At)
+	if err != nil {
+		t.Fatalf("commit metadata %q: %v", o.Metadata, err)
+	}
+	return st
+}
+
+func newStrictConsumer(t *testing.T, ctx context.Context, b *Broker, group, topic string) *retry.Consumer {
+	t.Helper()
+	c, err := retry.NewConsumer(ctx, retry.Config{Group: group, Topics: []string{topic}}, kgo.SeedBrokers(b.KafkaAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestRetryConsumerStrictKeyPausesInPlace is issue 22's per-key-strict
+// test for Kafka clients: key A's first record fails twice (transient)
+// and then succeeds. It is delivered again no sooner than its tier's
+// delay after each failure; A's later records (also those produced during
+// the pause) come only after it succeeds, in order, while key B's records
+// flow during the pause. A consumer restart during the pause keeps it:
+// the pause is in the group's commit metadata (attempt 1, its due time),
+// and the new consumer delivers A's record as attempt 2, at its due time.
+// At the end the committed offset is the log end with no pause left.
+func TestRetryConsumerStrictKeyPausesInPlace(t *testing.T) {
+	b := startBroker(t, testBrokerConfig(t))
+	admin := testClient(t, b)
+	createTopic(t, admin, "orders", 1, map[string]string{"delivery.order": "per-key-strict",
+		"retry.backoff.ms": "1500,1500", "retry.jitter": "0", "retry.max.attempts": "4"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	produceKV(t, ctx, admin, "orders", "A0", "B0", "A1", "B1", "A2", "B2")
+	fails := func(r *kgo.Record, n int) (string, bool) {
+		return queue.ClassTransient, string(r.Value) == "A0" && n <= 2
+	}
+
+	c1 := newStrictConsumer(t, ctx, b, "shippers", "orders")
+	w := newStrictWorker(t, c1, fails)
+	w.until(ctx, "first delivery of everything but A's later records", func() bool {
+		return len(w.nacks) == 1 && slices.Contains(w.log, "B2")
+	})
+	first := w.nacks[0]
+	if !first.Paused || first.Outcome != queue.Retry || first.Topic != "orders" || first.Offset != 0 || first.Meta.Attempt != 1 {
+		t.Fatalf("first nack: %+v", first)
+	}
+	// B flows during the pause; A's new record waits behind A0.
+	produceKV(t, ctx, admin, "orders", "B3", "A3")
+	w.until(ctx, "B3 during the pause", func() bool { return slices.Contains(w.log, "B3") })
+	if got := ofKey(w.log, "A"); !slices.Equal(got, []string{"A0!"}) {
+		t.Fatalf("key A during its pause: %v", got)
+	}
+	if err := c1.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := durableState(t, ctx, admin, "shippers", "orders")
+	if st.Committed != 0 || len(st.Pauses) != 1 || st.Pauses[0].Scope != queue.ScopeOf(queue.OrderPerKeyStrict, []byte("A")) ||
+		st.Pauses[0].First != 0 || st.Pauses[0].Attempts != 1 || !st.Pauses[0].Due.Equal(first.Due) {
+		t.Fatalf("durable state during the pause: %+v (nack due %v)", st, first.Due)
+	}
+	c1.Close()
+
+	// A restarted consumer keeps the pause and its attempt count.
+	c2 := newStrictConsumer(t, ctx, b, "shippers", "orders")
+	defer c2.Close()
+	w.c = c2
+	w.until(ctx, "A's records after A0 succeeds", func() bool { return slices.Contains(w.log, "A3") })
+	w.poll(ctx, 300*time.Millisecond) // acknowledges A3
+
+	if got := ofKey(w.log, "A"); !slices.Equal(got, []string{"A0!", "A0!", "A0", "A1", "A2", "A3"}) {
+		t.Fatalf("key A processed as %v", got)
+	}
+	for _, v := range []string{"B0", "B1", "B2", "B3", "A1", "A2", "A3"} {
+		if w.count[v] != 1 {
+			t.Fatalf("%s delivered %d times (log %v)", v, w.count[v], w.log)
+		}
+	}
+	if len(w.nacks) != 2 || w.nacks[1].Meta.Attempt != 2 || !w.nacks[1].Paused {
+		t.Fatalf("nacks %+v", w.nacks)
+	}
+	at := w.at["A0"]
+	for i := 1; i < 3; i++ {
+		if due := w.nacks[i-1].Due; at[i].Before(due) {
+			t.Fatalf("A0 delivery %d at %v, before its due time %v", i+1, at[i], due)
+		}
+	}
+	eventuallyTrue(t, "the commit reaches the log end with no pause", func() (bool, string) {
+		w.poll(ctx, 200*time.Millisecond)
+		st := durableState(t, ctx, admin, "shippers", "orders")
+		return st.Committed == 8 && len(st.Pauses) == 0, fmt.Sprintf("%+v", st)
+	})
+}
+
+// TestRetryConsumerStrictDeadLettersAndResumes: a record of key A that
+// always fails is delivered retry.max.attempts times in place, then is in
+// the dead-letter topic with its history headers (every failure, dead
+// reason exhausted, its source offset and message_id), and A's later
+// records come after it, in order. On a per-partition-strict topic the
+// same pause holds every key of the partition.
+func TestRetryConsumerStrictDeadLettersAndResumes(t *testing.T) {
+	for _, order := range []string{queue.OrderPerKeyStrict, queue.OrderPerPartitionStrict} {
+		t.Run(order, func(t *testing.T) {
+			b := startBroker(t, testBrokerConfig(t))
+			admin := testClient(t, b)
+			createTopic(t, admin, "orders", 1, map[string]string{"delivery.order": order,
+				"retry.backoff.ms": "200", "retry.jitter": "0", "retry.max.attempts": "3"})
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			produceKV(t, ctx, admin, "orders", "A0", "B0", "A1", "B1")
+			c := newStrictConsumer(t, ctx, b, "shippers", "orders")
+			defer c.Close()
+			w := newStrictWorker(t, c, func(r *kgo.Record, _ int) (string, bool) {
+				return queue.ClassTransient, string(r.Value) == "A0"
+			})
+			w.until(ctx, "everything after the dead letter", func() bool { return slices.Contains(w.log, "A1") && slices.Contains(w.log, "B1") })
+			if got := ofKey(w.log, "A"); !slices.Equal(got, []string{"A0!", "A0!", "A0!", "A1"}) {
+				t.Fatalf("key A processed as %v", got)
+			}
+			if order == queue.OrderPerPartitionStrict {
+				if !slices.Equal(w.log, []string{"A0!", "A0!", "A0!", "B0", "A1", "B1"}) {
+					t.Fatalf("the partition processed as %v: a record passed the failed one", w.log)
+				}
+			}
+			last := w.nacks[len(w.nacks)-1]
+			if len(w.nacks) != 3 || last.Outcome != queue.DeadLetter || last.Topic != "orders.dlq" || last.Paused {
+				t.Fatalf("nacks %+v", w.nacks)
+			}
+			dlq := testClient(t, b, kgo.ConsumeTopics("orders.dlq"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+			fs := dlq.PollFetches(ctx)
+			var dead []*kgo.Record
+			fs.EachRecord(func(r *kgo.Record) { dead = append(dead, r) })
+			if len(dead) != 1 || string(dead[0].Value) != "A0" || string(dead[0].Key) != "A" {
+				t.Fatalf("dead letters %v (%v)", dead, fs.Errors())
+			}
+			m, ok, err := queue.Parse(recordHeaders(dead[0]))
+			if !ok || err != nil || m.Attempt != 3 || len(m.History) != 3 || m.DeadReason != "exhausted" ||
+				m.SourceTopic != "orders" || m.SourceOffset != 0 || m.Group != "shippers" || m.History[2].Error != "fail A0 #3" {
+				t.Fatalf("dead letter history %+v %v %v", m, ok, err)
+			}
+			if id := headerOf(dead[0], httpapi.MessageIDHeader); id != "id-A0" {
+				t.Fatalf("dead letter message_id %q", id)
+			}
+			eventuallyTrue(t, "the commit reaches the log end with no pause", func() (bool, string) {
+				w.poll(ctx, 200*time.Millisecond)
+				st := durableState(t, ctx, admin, "shippers", "orders")
+				return st.Committed == 4 && len(st.Pauses) == 0, fmt.Sprintf("%+v", st)
+			})
+		})
+	}
+}
+
+func headerOf(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
+}
+
+// TestRetryConsumerStrictLiftedOverHTTP: keys:resume and keys:skip work on
+// a Kafka group using the helper, because they change the group's commit
+// metadata: the consumer sees the pause gone within StrictSyncInterval.
+// After keys:resume the failed record comes again from the source (before
+// its own due time) followed by its key's later records in order; after
+// keys:skip it is in the dead-letter topic (dead reason skipped) and only
+// the key's later records come.
+func TestRetryConsumerStrictLiftedOverHTTP(t *testing.T) {
+	b := startBroker(t, testBrokerConfig(t))
+	admin := testClient(t, b)
+	base := "http://" + b.Cfg.HTTPListen
+	createTopic(t, admin, "orders", 1, map[string]string{"delivery.order": "per-key-strict",
+		"retry.backoff.ms": "600000", "retry.max.attempts": "5"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	produceKV(t, ctx, admin, "orders", "A0", "B0", "A1", "C0", "C1")
+	c := newStrictConsumer(t, ctx, b, "shippers", "orders")
+	defer c.Close()
+	failing := map[string]bool{"A0": true, "C0": true}
+	w := newStrictWorker(t, c, func(r *kgo.Record, _ int) (string, bool) {
+		return queue.ClassTransient, failing[string(r.Value)]
+	})
+	w.until(ctx, "both keys paused", func() bool { return len(w.nacks) == 2 && slices.Contains(w.log, "B0") })
+	delete(failing, "A0")
+	delete(failing, "C0")
+
+	code, body := postJSON(t, base+"/v1/groups/shippers/keys:resume", `{"topic":"orders","partition":0,"message_key":"A"}`)
+	if code != http.StatusOK || body["status"] != "resumed" {
+		t.Fatalf("keys:resume: %d %v", code, body)
+	}
+	w.until(ctx, "A's records after keys:resume", func() bool { return slices.Contains(w.log, "A1") })
+	if got := ofKey(w.log, "A"); !slices.Equal(got, []string{"A0!", "A0", "A1"}) {
+		t.Fatalf("key A after keys:resume: %v", got)
+	}
+	code, body = postJSON(t, base+"/v1/groups/shippers/keys:skip", `{"topic":"orders","partition":0,"message_key":"C"}`)
+	if code != http.StatusOK || body["status"] != "skipped" || body["to_topic"] != "orders.dlq" {
+		t.Fatalf("keys:skip: %d %v", code, body)
+	}
+	w.until(ctx, "C's records after keys:skip", func() bool { return slices.Contains(w.log, "C1") })
+	if got := ofKey(w.log, "C"); !slices.Equal(got, []string{"C0!", "C1"}) {
+		t.Fatalf("key C after keys:skip: %v", got)
+	}
+	eventuallyTrue(t, "the commit reaches the log end with no pause", func() (bool, string) {
+		w.poll(ctx, 200*time.Millisecond)
+		st := durableState(t, ctx, admin, "shippers", "orders")
+		return st.Committed == 5 && len(st.Pauses) == 0, fmt.Sprintf("%+v", st)
+	})
+}
