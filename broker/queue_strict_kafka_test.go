@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-mq/sluice/broker/httpapi"
-	"github.com/sluice-mq/sluice/queue"
 	"github.com/sluice-mq/sluice/payload/retry"
+	"github.com/sluice-mq/sluice/queue"
 )
 
 // strictWorker drives a retry.Consumer the way its doc asks: the records
@@ -25,9 +25,9 @@ type strictWorker struct {
 	t     *testing.T
 	c     *retry.Consumer
 	fails func(r *kgo.Record, delivery int) (string, bool) // error class, fail?
-	log   []string                                          // "value" or "value!" (failed), in processing order
-	count map[string]int                                    // deliveries per value
-	at    map[string][]time.Time                            // delivery times per value
+	log   []string                                         // "value" or "value!" (failed), in processing order
+	count map[string]int                                   // deliveries per value
+	at    map[string][]time.Time                           // delivery times per value
 	nacks []retry.Result
 }
 
@@ -47,7 +47,7 @@ func (w *strictWorker) poll(ctx context.Context, wait time.Duration) {
 	if ctx.Err() != nil {
 		w.t.Fatalf("out of time; processed %v", w.log)
 	}
-	failed := map[string]bool{}    // keys nacked in this Poll
+	failed := map[string]bool{}   // keys nacked in this Poll
 	withdrawn := map[int64]bool{} // what their nacks withdrew
 	for _, r := range got {
 		if withdrawn[r.Offset] {

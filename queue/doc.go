@@ -113,7 +113,8 @@
 // and not acknowledged (at least once: a crash or a rebalance redelivers
 // from the committed offset, which may duplicate and never loses).
 //
-// The broker's queue API uses the Lane (below), which keeps the same
+// The broker's queue API and the Go helper's Consumer (payload/retry) use
+// the Lane (below), which keeps the same
 // invariant and adds pauses and a durable state; the Tracker is its
 // relaxed ancestor, kept for its tests and clients.
 //

@@ -34,11 +34,8 @@
 // marks) the record. A crash between the two duplicates a delivery, never
 // loses one. A strict topic (delivery.order per-key-strict or
 // per-partition-strict) is refused with ErrStrict: moving the record
-// aside would let later records pass it. The broker-side pause of a key
-// (keys:resume) is the HTTP queue API's only: a Kafka consumer of a strict
-// topic holds the failed key itself, and must not commit past the failed
-// record (in practice it pauses the partition, PauseFetchPartitions, until
-// the repair).
+// aside would let later records pass it, and pausing its key needs the
+// state a Consumer keeps (Consumer.Nack, "Strict topics" below).
 //
 // Names are tenant-local: a client of a tenant other than the default
 // one sets NameBudget to 249 − len(tenant) − 1 so that its tier names are
@@ -63,7 +60,46 @@
 // drops its hold and is resumed, so its new owner reads the held records
 // again from the committed offset.
 //
+// # Strict topics: pauses, retried in place (strict.go)
+//
+// A partition of a strict source topic has a queue.Lane (the core the
+// broker's HTTP queue uses; queue/doc.go, "Strict order: pauses"). Poll
+// offers each fetched record to it and hands out those it delivers;
+// records of a paused scope are held in memory in order (Hold), and when
+// the lane reads no further (its limit, or a partition's pause) the rest
+// is kept back and the partition's fetching paused until the lane takes
+// it. Consumer.Nack of such a record, with attempt n (1 from the source,
+// Pause.Attempts+1 for the paused record handed out again):
+//
+//	Decide → retry:  Lane.Nack pauses the scope at the record (withdrawing
+//	                 the scope's later deliveries of the last Poll), and
+//	                 Lane.SetRetry records n and the due time; committed
+//	                 before Nack returns. Poll hands the record out again
+//	                 at the due time (nothing else of the scope).
+//	Decide → dead:   the dead letter (queue.Meta.Headers of every failure)
+//	                 is written and acknowledged; then the record is
+//	                 settled (Lane.Skip: the scope resumes, as keys:skip
+//	                 does) and the state committed.
+//
+// The paused record, handed out again and not nacked, is settled by the
+// next Poll with Lane.Skip: the pause is lifted and the scope's held
+// records come next, in order. A strict partition's offset is committed by
+// the Consumer only (kgo.CommitOffsetsSync with the lane's state as the
+// metadata, kgo.PreCommitFnContext), never through kgo's marks: at a Nack,
+// every StrictSyncInterval, in Commit and when the partition is revoked.
+// An assigned partition's lane is restored from the metadata kgo's own
+// offset fetch returned (kgo.OnOffsetsFetched), so it starts where kgo
+// reads. Before each commit, and every StrictSyncInterval while it holds
+// a durable pause, the Consumer reads the group's commits: a pause that
+// its last commit held and the durable one does not was lifted by
+// keys:resume (Lane.Resume) or keys:skip (Lane.Skip, when the durable
+// state marks the record done).
+//
 // Invariant: a tier record is never handed out before its due time (by
 // the injected clock), and the records of a tier partition are handed out
 // in offset order.
+// Invariant: a strict partition's committed offset never passes its first
+// record not yet settled, nor a paused scope's first held record; a
+// scope's records are handed out in offset order, none while an earlier
+// one of it is held.
 package retry

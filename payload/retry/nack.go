@@ -27,10 +27,10 @@ import (
 // (Kafka's 249; a tenant's client sets 249 − len(tenant) − 1).
 const DefaultNameBudget = 249
 
-// ErrStrict refuses a nack on a strict topic: moving the record aside
-// would let later records pass it. The broker pauses the key only for its
-// HTTP queue consumers (queue/doc.go, "Strict order: pauses"); a Kafka
-// consumer holds the key itself and does not commit past the record.
+// ErrStrict refuses a nack on a strict topic without a Consumer: moving
+// the record aside would let later records pass it, and pausing its key
+// needs a Consumer's state (Consumer.Nack pauses it; doc.go, "Strict
+// topics").
 var ErrStrict = errors.New("retry: the topic's delivery.order is strict; the record must not be moved aside")
 
 // Result is where a nack sent the copy.

@@ -68,8 +68,9 @@
 // each fetch round (queue.Lane.Expire; an ack of it meanwhile is refused).
 //
 // Not done here: redrive from the DLQ (the Kafka Go helper is
-// payload/retry: same headers and names, queue/; it refuses a nack on a
-// strict topic: a Kafka consumer holds the key itself); the fetch
+// payload/retry: same headers and names, queue/; its Consumer pauses a
+// strict topic's keys in the same commit metadata, so keys:resume and
+// keys:skip work on its groups too); the fetch
 // long-polls by polling every pollInterval rather than waking on appends.
 // A Kafka client's commit in a queue group replaces the lane's state (its
 // metadata is not the lane's): do not mix Kafka and HTTP queue consumers
