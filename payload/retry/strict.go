@@ -435,7 +435,7 @@ func (c *Consumer) reconcile(ctx context.Context) error {
 					delete(sp.recs, first)
 				}
 			} else {
-				sp.lane.Resume(scope) //nolint:errcheck // paused: checked above
+				_, _ = sp.lane.Resume(scope) // paused: checked above
 			}
 			sp.dirty = true
 		}
