@@ -331,3 +331,45 @@ func TestRetryConsumerStrictLiftedOverHTTP(t *testing.T) {
 		return st.Committed == 5 && len(st.Pauses) == 0, fmt.Sprintf("%+v", st)
 	})
 }
+
+// TestRetryConsumerStrictPartitionRestart: on a per-partition-strict
+// topic a restart during the pause keeps it (the whole partition's scope,
+// attempt 1, in the commit metadata): the restarted consumer reads the
+// failed record again but hands out nothing of the partition before its
+// due time, then the failed record, then the rest in offset order.
+func TestRetryConsumerStrictPartitionRestart(t *testing.T) {
+	b := startBroker(t, testBrokerConfig(t))
+	admin := testClient(t, b)
+	createTopic(t, admin, "ledger", 1, map[string]string{"delivery.order": "per-partition-strict",
+		"retry.backoff.ms": "1500", "retry.jitter": "0", "retry.max.attempts": "3"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	produceKV(t, ctx, admin, "ledger", "A0", "B0", "A1", "B1")
+	fails := func(r *kgo.Record, n int) (string, bool) { return queue.ClassTransient, string(r.Value) == "A0" && n == 1 }
+	c1 := newStrictConsumer(t, ctx, b, "tellers", "ledger")
+	w := newStrictWorker(t, c1, fails)
+	w.until(ctx, "the first failure", func() bool { return len(w.nacks) == 1 })
+	if err := c1.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c1.Close()
+	st := durableState(t, ctx, admin, "tellers", "ledger")
+	if st.Committed != 0 || len(st.Pauses) != 1 || st.Pauses[0].Scope != "" || st.Pauses[0].Attempts != 1 {
+		t.Fatalf("durable state during the pause: %+v", st)
+	}
+	c2 := newStrictConsumer(t, ctx, b, "tellers", "ledger")
+	defer c2.Close()
+	w.c = c2
+	w.until(ctx, "the partition after A0", func() bool { return slices.Contains(w.log, "B1") })
+	if !slices.Equal(w.log, []string{"A0!", "A0", "B0", "A1", "B1"}) {
+		t.Fatalf("the partition processed as %v", w.log)
+	}
+	if due := w.nacks[0].Due; w.at["A0"][1].Before(due) {
+		t.Fatalf("A0 again at %v, before its due time %v", w.at["A0"][1], due)
+	}
+	eventuallyTrue(t, "the commit reaches the log end with no pause", func() (bool, string) {
+		w.poll(ctx, 200*time.Millisecond)
+		st := durableState(t, ctx, admin, "tellers", "ledger")
+		return st.Committed == 4 && len(st.Pauses) == 0, fmt.Sprintf("%+v", st)
+	})
+}
