@@ -29,6 +29,9 @@ type strictWorker struct {
 	count map[string]int                                   // deliveries per value
 	at    map[string][]time.Time                           // delivery times per value
 	nacks []retry.Result
+	// resumed: a keys:resume restarts a record's attempts (it comes from
+	// the source again), so Attempt is not its delivery count.
+	resumed bool
 }
 
 func newStrictWorker(t *testing.T, c *retry.Consumer, fails func(*kgo.Record, int) (string, bool)) *strictWorker {
@@ -57,6 +60,9 @@ func (w *strictWorker) poll(ctx context.Context, wait time.Duration) {
 			w.t.Fatalf("%s (offset %d) came in the Poll after its key's failed record, and the nack did not withdraw it", r.Value, r.Offset)
 		}
 		v := string(r.Value)
+		if a := w.c.Attempt(r); a != w.count[v]+1 && !w.resumed {
+			w.t.Fatalf("%s: Attempt %d at its delivery %d", v, a, w.count[v]+1)
+		}
 		w.count[v]++
 		w.at[v] = append(w.at[v], time.Now())
 		class, fail := w.fails(r, w.count[v])
@@ -308,6 +314,7 @@ func TestRetryConsumerStrictLiftedOverHTTP(t *testing.T) {
 	w.until(ctx, "both keys paused", func() bool { return len(w.nacks) == 2 && slices.Contains(w.log, "B0") })
 	delete(failing, "A0")
 	delete(failing, "C0")
+	w.resumed = true
 
 	code, body := postJSON(t, base+"/v1/groups/shippers/keys:resume", `{"topic":"orders","partition":0,"message_key":"A"}`)
 	if code != http.StatusOK || body["status"] != "resumed" {

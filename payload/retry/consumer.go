@@ -174,9 +174,9 @@ func (c *Consumer) markHanded() {
 func (c *Consumer) Poll(ctx context.Context) ([]*kgo.Record, error) {
 	c.markHanded()
 	for {
-		if err := c.syncStrict(ctx, false); err != nil {
-			return nil, err
-		}
+		// A failed periodic commit stays due and is tried again at the
+		// next interval (Commit reports it).
+		_ = c.syncStrict(ctx, false)
 		now := c.now()
 		out, next := c.release(now)
 		sout, snext := c.releaseStrict(now)

@@ -354,6 +354,28 @@ func (c *Consumer) nackStrict(ctx context.Context, rec *kgo.Record, class string
 	return res, c.syncStrict(ctx, true)
 }
 
+// Attempt is the delivery number of a record Poll handed out: 1 from the
+// source, the failures so far plus one for a retry copy (its
+// sluice.retry.attempt header) or for a strict topic's paused record
+// handed out again.
+func (c *Consumer) Attempt(rec *kgo.Record) int {
+	if m, ok, err := queue.Parse(headersOf(rec)); ok && err == nil && c.tiers[rec.Topic] {
+		return m.Attempt + 1
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	sp := c.strict[tp{rec.Topic, rec.Partition}]
+	if sp == nil || sp.lane == nil {
+		return 1
+	}
+	scope := queue.ScopeOf(sp.order, rec.Key)
+	if f, ok := sp.retrying[scope]; ok && f == rec.Offset {
+		p, _ := sp.lane.Paused(scope)
+		return p.Attempts + 1
+	}
+	return 1
+}
+
 // unhandLocked takes rec out of the last Poll's handouts (it is not to be
 // acknowledged); mu is held.
 func (c *Consumer) unhandLocked(rec *kgo.Record) {
