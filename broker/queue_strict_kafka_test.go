@@ -352,7 +352,9 @@ func TestRetryConsumerStrictPartitionRestart(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	produceKV(t, ctx, admin, "ledger", "A0", "B0", "A1", "B1")
-	fails := func(r *kgo.Record, n int) (string, bool) { return queue.ClassTransient, string(r.Value) == "A0" && n == 1 }
+	fails := func(r *kgo.Record, n int) (string, bool) {
+		return queue.ClassTransient, string(r.Value) == "A0" && n == 1
+	}
 	c1 := newStrictConsumer(t, ctx, b, "tellers", "ledger")
 	w := newStrictWorker(t, c1, fails)
 	w.until(ctx, "the first failure", func() bool { return len(w.nacks) == 1 })
