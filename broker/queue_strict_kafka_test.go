@@ -2,6 +2,7 @@ package broker
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -188,6 +189,25 @@ func TestRetryConsumerStrictKeyPausesInPlace(t *testing.T) {
 	if st.Committed != 0 || len(st.Pauses) != 1 || st.Pauses[0].Scope != queue.ScopeOf(queue.OrderPerKeyStrict, []byte("A")) ||
 		st.Pauses[0].First != 0 || st.Pauses[0].Attempts != 1 || !st.Pauses[0].Due.Equal(first.Due) {
 		t.Fatalf("durable state during the pause: %+v (nack due %v)", st, first.Due)
+	}
+	// The group's lag lists the pause, as for an HTTP queue group.
+	resp, err := http.Get("http://" + b.Cfg.HTTPListen + "/v1/groups/shippers/lag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lag struct {
+		Partitions []struct {
+			Paused []struct {
+				MessageKey *string `json:"message_key"`
+				FirstHeld  int64   `json:"first_held_offset"`
+			} `json:"paused"`
+		} `json:"partitions"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&lag)
+	resp.Body.Close()
+	if err != nil || len(lag.Partitions) != 1 || len(lag.Partitions[0].Paused) != 1 ||
+		lag.Partitions[0].Paused[0].MessageKey == nil || *lag.Partitions[0].Paused[0].MessageKey != "A" {
+		t.Fatalf("lag during the pause: %+v %v", lag, err)
 	}
 	c1.Close()
 
