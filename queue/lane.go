@@ -343,6 +343,8 @@ func (l *Lane) SetRetry(scope string, attempts int, due time.Time, class string)
 		return ErrNotPaused
 	case attempts < 1 || attempts > MaxAttempts:
 		return fmt.Errorf("attempts %d out of 1..%d", attempts, MaxAttempts)
+	case due.UnixMilli() <= 0:
+		return fmt.Errorf("due time %v is not after 1970", due) // the state could not say it
 	}
 	p.Attempts, p.Due, p.Class = attempts, due, class
 	l.pauses[scope] = p

@@ -455,6 +455,11 @@ func FuzzDecodeState(f *testing.F) {
 		if err != nil || len(back.Pauses) != len(st.Pauses) {
 			t.Fatalf("round trip of %q: %+v %v", s, back, err)
 		}
+		for i, p := range st.Pauses {
+			if q := back.Pauses[i]; q.Scope != p.Scope || q.First != p.First || q.Attempts != p.Attempts || q.Due.UnixMilli() != p.Due.UnixMilli() {
+				t.Fatalf("round trip of %q: pause %d %+v became %+v", s, i, p, q)
+			}
+		}
 	})
 }
 

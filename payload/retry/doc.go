@@ -68,7 +68,9 @@
 // records of a paused scope are held in memory in order (Hold), and when
 // the lane reads no further (its limit, or a partition's pause) the rest
 // is kept back and the partition's fetching paused until the lane takes
-// it. Consumer.Nack of such a record, with attempt n (1 from the source,
+// it. Held records stay in memory: at most queue.DefaultTrackerLimit
+// delivered or held records a partition (then the partition waits, as on
+// the broker), plus what one fetch returned. Consumer.Nack of such a record, with attempt n (1 from the source,
 // Pause.Attempts+1 for the paused record handed out again):
 //
 //	Decide → retry:  Lane.Nack pauses the scope at the record (withdrawing
