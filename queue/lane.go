@@ -351,6 +351,20 @@ func (l *Lane) SetRetry(scope string, attempts int, due time.Time, class string)
 	return nil
 }
 
+// ClearRetry makes a paused scope wait for Resume or Skip (an operator's
+// keys:resume or keys:skip) however it was paused: its retry fields
+// (Pause.Attempts, Pause.Due) are cleared, so the pause is the one the
+// HTTP queue writes, and the last failure's class is recorded.
+func (l *Lane) ClearRetry(scope string, class string) error {
+	p, ok := l.pauses[scope]
+	if !ok {
+		return ErrNotPaused
+	}
+	p.Attempts, p.Due, p.Class = 0, time.Time{}, class
+	l.pauses[scope] = p
+	return nil
+}
+
 // Resume lifts a scope's pause: its waiting records become Ready, from
 // the first held offset on.
 func (l *Lane) Resume(scope string) (Pause, error) {

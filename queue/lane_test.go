@@ -523,3 +523,38 @@ func TestLaneSetRetryState(t *testing.T) {
 		t.Fatalf("HTTP pause metadata %s", md)
 	}
 }
+
+// TestLaneClearRetry: a retried pause whose attempts are exhausted waits
+// for Resume or Skip: ClearRetry drops its attempts and due time, so its
+// commit metadata is exactly an HTTP pause's (the class the last
+// failure's), and the scope stays held.
+func TestLaneClearRetry(t *testing.T) {
+	l := NewLane(OrderPerKeyStrict, 0, 10)
+	l.Offer(0, []byte("a"))
+	if _, err := l.Nack(0, time.UnixMilli(1000), ClassTransient); err != nil {
+		t.Fatal(err)
+	}
+	scope := ScopeOf(OrderPerKeyStrict, []byte("a"))
+	if err := l.SetRetry(scope, 3, time.UnixMilli(5000), ClassTransient); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.ClearRetry("kb", ClassPermanent); !errors.Is(err, ErrNotPaused) {
+		t.Fatalf("clear of an unpaused scope: %v", err)
+	}
+	if err := l.ClearRetry(scope, ClassPermanent); err != nil {
+		t.Fatal(err)
+	}
+	md, err := EncodeState(l.State(MaxDoneRanges))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := StatePrefix + `{"p":[{"s":"a2E=","f":0,"t":1000,"c":"permanent"}]}`; md != want {
+		t.Fatalf("metadata %s, want %s", md, want)
+	}
+	if v, err := l.Offer(1, []byte("a")); err != nil || v != Hold {
+		t.Fatalf("a later record of the scope: %v %v", v, err)
+	}
+	if p, ok := l.Paused(scope); !ok || p.Attempts != 0 || !p.Due.IsZero() || len(l.Ready()) != 0 {
+		t.Fatalf("pause %+v %v, ready %v", p, ok, l.Ready())
+	}
+}

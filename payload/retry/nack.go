@@ -42,10 +42,14 @@ type Result struct {
 	Due       time.Time // retry: when the copy may be delivered
 	Meta      queue.Meta
 	// A strict topic's record, nacked through a Consumer (strict.go):
-	// Paused says its key (or partition) is paused and the record itself
-	// is delivered again at Due (Topic, Partition and Offset are its
-	// own); Withdrawn lists the later records of the key handed out
-	// already, not to be processed now (they come again after it).
+	// Paused says its key (or partition) is paused (Topic, Partition and
+	// Offset are the record's own). With Outcome Retry the record is
+	// delivered again at Due; with Outcome queue.Paused (its attempts
+	// exhausted, or a permanent class: Meta.DeadReason says which) Due is
+	// zero and nothing of the scope is delivered until keys:resume or
+	// keys:skip (Consumer.Resume, Consumer.Skip) lifts the pause.
+	// Withdrawn lists the later records of the key handed out already,
+	// not to be processed now (they come again after it).
 	Paused    bool
 	Withdrawn []int64
 }

@@ -11,10 +11,13 @@ package retry
 //     the committed offset never passes a record that was not settled nor
 //     the first held record of a pause.
 //   - A paused scope's first held record is handed out again only at its
-//     pause's due time, and the scope's later records only after it is
-//     settled (acked: the pause is lifted; or dead-lettered), in order.
-//   - A nack that pauses (or re-pauses) is committed before Nack returns;
-//     a dead letter is acknowledged before its record is settled.
+//     pause's due time (never, for a pause without one, until it is
+//     lifted), and the scope's later records only after it is settled
+//     (acked: the pause is lifted; or dead-lettered by keys:skip or Skip),
+//     in order. A nack never dead-letters a strict record by itself.
+//   - A nack that pauses (or re-pauses, or stops retrying) is committed
+//     before Nack returns; Skip's dead letter is acknowledged before its
+//     record is settled.
 //   - A pause that was durable and is gone from the durable commit
 //     (keys:resume or keys:skip over HTTP) is lifted here before the next
 //     commit, so the commit does not bring it back.
@@ -258,8 +261,10 @@ func (c *Consumer) settleStrict(sp *strictPart, r *kgo.Record) {
 
 // nackStrict is Nack on a strict topic: the record's scope pauses and the
 // record is delivered again at its tier's due time; after the contract's
-// last attempt, or on a permanent class, it goes to the dead-letter topic
-// and the scope resumes.
+// last attempt, or on a permanent class, the scope stays paused with no
+// due time until keys:resume or keys:skip (or Resume, Skip) lifts it: the
+// record is never moved aside by itself, so no later record of its scope
+// passes it.
 func (c *Consumer) nackStrict(ctx context.Context, rec *kgo.Record, class string, cause error, ct queue.Contract) (Result, error) {
 	k := tp{rec.Topic, rec.Partition}
 	now := c.now()
@@ -294,63 +299,35 @@ func (c *Consumer) nackStrict(ctx context.Context, rec *kgo.Record, class string
 	m := queue.Meta{SourceTopic: rec.Topic, SourcePartition: rec.Partition, SourceOffset: rec.Offset, Group: c.nacker.Group,
 		FirstSeen: hist[0].At, Attempt: attempt, History: hist, Tier: -1}
 	d := ct.Decide(attempt, class, now, c.nacker.random)
-	if d.Outcome == queue.Retry {
-		due := time.UnixMilli(d.Due.Add(time.Millisecond - time.Nanosecond).UnixMilli())
-		var withdrawn []int64
-		if !retried {
-			var err error
-			if withdrawn, err = sp.lane.Nack(rec.Offset, now, class); err != nil {
-				c.mu.Unlock()
-				return Result{}, fmt.Errorf("retry: pause %s-%d offset %d: %w", rec.Topic, rec.Partition, rec.Offset, err)
-			}
-		}
-		delete(sp.retrying, scope)
-		if err := sp.lane.SetRetry(scope, attempt, due, class); err != nil {
+	var withdrawn []int64
+	if !retried {
+		var err error
+		if withdrawn, err = sp.lane.Nack(rec.Offset, now, class); err != nil {
 			c.mu.Unlock()
 			return Result{}, fmt.Errorf("retry: pause %s-%d offset %d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 		}
-		sp.hist[rec.Offset] = hist
-		sp.dirty = true
-		c.unhandLocked(rec)
-		c.mu.Unlock()
-		m.Tier, m.Due = d.Tier, due
-		res := Result{Outcome: queue.Retry, Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Due: due,
-			Meta: m, Paused: true, Withdrawn: withdrawn}
-		return res, c.syncStrict(ctx, true)
 	}
-	c.mu.Unlock()
-	m.Due, m.DeadReason = now, d.Reason
-	dest := ct.DeadLetterTopic(rec.Topic)
-	if dest == rec.Topic {
-		return Result{}, fmt.Errorf("retry: dead.letter.topic of %s is the topic itself", rec.Topic)
+	delete(sp.retrying, scope)
+	res := Result{Outcome: queue.Retry, Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Paused: true, Withdrawn: withdrawn}
+	var err error
+	if d.Outcome == queue.Retry {
+		due := time.UnixMilli(d.Due.Add(time.Millisecond - time.Nanosecond).UnixMilli())
+		err = sp.lane.SetRetry(scope, attempt, due, class)
+		m.Tier, m.Due, res.Due = d.Tier, due, due
+	} else {
+		// Exhausted or permanent: the pause stays, with no due time.
+		err = sp.lane.ClearRetry(scope, class)
+		m.DeadReason, res.Outcome = d.Reason, queue.Paused
 	}
-	cp, err := c.nacker.write(ctx, rec, m, dest, now)
-	c.mu.Lock()
 	if err != nil {
-		if retried && c.strict[k] == sp {
-			// Not settled: the paused record is handed out again (its
-			// due time has passed), not acknowledged by the next Poll.
-			delete(sp.retrying, scope)
-			c.unhandLocked(rec)
-		}
 		c.mu.Unlock()
-		return Result{}, err
+		return Result{}, fmt.Errorf("retry: pause %s-%d offset %d: %w", rec.Topic, rec.Partition, rec.Offset, err)
 	}
-	if c.strict[k] == sp {
-		if retried {
-			delete(sp.retrying, scope)
-			delete(sp.hist, rec.Offset)
-			if _, _, err := sp.lane.Skip(scope); err == nil {
-				delete(sp.recs, rec.Offset)
-			}
-		} else if _, err := sp.lane.Ack(rec.Offset); err == nil {
-			delete(sp.recs, rec.Offset)
-		}
-		sp.dirty = true
-	}
+	sp.hist[rec.Offset] = hist
+	sp.dirty = true
 	c.unhandLocked(rec)
 	c.mu.Unlock()
-	res := Result{Outcome: queue.DeadLetter, Topic: dest, Partition: cp.Partition, Offset: cp.Offset, Due: now, Meta: m}
+	res.Meta = m
 	return res, c.syncStrict(ctx, true)
 }
 
