@@ -242,61 +242,182 @@ func TestRetryConsumerStrictKeyPausesInPlace(t *testing.T) {
 	})
 }
 
-// TestRetryConsumerStrictDeadLettersAndResumes: a record of key A that
-// always fails is delivered retry.max.attempts times in place, then is in
-// the dead-letter topic with its history headers (every failure, dead
-// reason exhausted, its source offset and message_id), and A's later
-// records come after it, in order. On a per-partition-strict topic the
-// same pause holds every key of the partition.
-func TestRetryConsumerStrictDeadLettersAndResumes(t *testing.T) {
+// TestRetryConsumerStrictExhaustedStaysPaused: a record of key A that
+// always fails is delivered retry.max.attempts times in place; its last
+// nack does not dead-letter it: the key stays paused with no due time
+// (the commit metadata is an HTTP pause's), so A's later record is not
+// delivered for 2 s past the time a next attempt would have been due,
+// while key B flows (on per-key-strict; on per-partition-strict nothing
+// else of the partition comes). Then the pause is skipped, over HTTP
+// (keys:skip) or by Consumer.Skip: the record is in the dead-letter topic
+// (dead reason skipped; Consumer.Skip's copy has every failure it saw)
+// and A's later record follows, in order.
+func TestRetryConsumerStrictExhaustedStaysPaused(t *testing.T) {
 	for _, order := range []string{queue.OrderPerKeyStrict, queue.OrderPerPartitionStrict} {
-		t.Run(order, func(t *testing.T) {
-			b := startBroker(t, testBrokerConfig(t))
-			admin := testClient(t, b)
-			createTopic(t, admin, "orders", 1, map[string]string{"delivery.order": order,
-				"retry.backoff.ms": "200", "retry.jitter": "0", "retry.max.attempts": "3"})
-			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-			defer cancel()
-			produceKV(t, ctx, admin, "orders", "A0", "B0", "A1", "B1")
-			c := newStrictConsumer(t, ctx, b, "shippers", "orders")
-			defer c.Close()
-			w := newStrictWorker(t, c, func(r *kgo.Record, _ int) (string, bool) {
-				return queue.ClassTransient, string(r.Value) == "A0"
-			})
-			w.until(ctx, "everything after the dead letter", func() bool { return slices.Contains(w.log, "A1") && slices.Contains(w.log, "B1") })
-			if got := ofKey(w.log, "A"); !slices.Equal(got, []string{"A0!", "A0!", "A0!", "A1"}) {
-				t.Fatalf("key A processed as %v", got)
-			}
-			if order == queue.OrderPerPartitionStrict {
-				if !slices.Equal(w.log, []string{"A0!", "A0!", "A0!", "B0", "A1", "B1"}) {
-					t.Fatalf("the partition processed as %v: a record passed the failed one", w.log)
-				}
-			}
-			last := w.nacks[len(w.nacks)-1]
-			if len(w.nacks) != 3 || last.Outcome != queue.DeadLetter || last.Topic != "orders.dlq" || last.Paused {
-				t.Fatalf("nacks %+v", w.nacks)
-			}
-			dlq := testClient(t, b, kgo.ConsumeTopics("orders.dlq"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-			fs := dlq.PollFetches(ctx)
-			var dead []*kgo.Record
-			fs.EachRecord(func(r *kgo.Record) { dead = append(dead, r) })
-			if len(dead) != 1 || string(dead[0].Value) != "A0" || string(dead[0].Key) != "A" {
-				t.Fatalf("dead letters %v (%v)", dead, fs.Errors())
-			}
-			m, ok, err := queue.Parse(recordHeaders(dead[0]))
-			if !ok || err != nil || m.Attempt != 3 || len(m.History) != 3 || m.DeadReason != "exhausted" ||
-				m.SourceTopic != "orders" || m.SourceOffset != 0 || m.Group != "shippers" || m.History[2].Error != "fail A0 #3" {
-				t.Fatalf("dead letter history %+v %v %v", m, ok, err)
-			}
-			if id := headerOf(dead[0], httpapi.MessageIDHeader); id != "id-A0" {
-				t.Fatalf("dead letter message_id %q", id)
-			}
-			eventuallyTrue(t, "the commit reaches the log end with no pause", func() (bool, string) {
-				w.poll(ctx, 200*time.Millisecond)
-				st := durableState(t, ctx, admin, "shippers", "orders")
-				return st.Committed == 4 && len(st.Pauses) == 0, fmt.Sprintf("%+v", st)
-			})
-		})
+		for _, via := range []string{"keys:skip", "Consumer.Skip"} {
+			t.Run(order+"/"+via, func(t *testing.T) { testStrictExhausted(t, order, via) })
+		}
+	}
+}
+
+func testStrictExhausted(t *testing.T, order, via string) {
+	b := startBroker(t, testBrokerConfig(t))
+	admin := testClient(t, b)
+	createTopic(t, admin, "orders", 1, map[string]string{"delivery.order": order,
+		"retry.backoff.ms": "200", "retry.jitter": "0", "retry.max.attempts": "3"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	produceKV(t, ctx, admin, "orders", "A0", "B0", "A1", "B1")
+	c := newStrictConsumer(t, ctx, b, "shippers", "orders")
+	defer c.Close()
+	w := newStrictWorker(t, c, func(r *kgo.Record, _ int) (string, bool) {
+		return queue.ClassTransient, string(r.Value) == "A0"
+	})
+	perKey := order == queue.OrderPerKeyStrict
+	w.until(ctx, "A0's last attempt", func() bool { return len(w.nacks) == 3 && (!perKey || slices.Contains(w.log, "B1")) })
+	for i, n := range w.nacks[:2] {
+		if n.Outcome != queue.Retry || !n.Paused || n.Due.IsZero() {
+			t.Fatalf("nack %d: %+v", i+1, n)
+		}
+	}
+	last := w.nacks[2]
+	if last.Outcome != queue.Paused || !last.Paused || !last.Due.IsZero() || last.Topic != "orders" || last.Offset != 0 ||
+		last.Meta.Attempt != 3 || last.Meta.DeadReason != "exhausted" {
+		t.Fatalf("last nack: %+v", last)
+	}
+	// Nothing of A (of the partition, on per-partition-strict) for 2 s
+	// after a fourth attempt would have been due.
+	for until := w.at["A0"][2].Add(200*time.Millisecond + 2*time.Second); time.Now().Before(until); {
+		w.poll(ctx, 300*time.Millisecond)
+	}
+	if got := ofKey(w.log, "A"); !slices.Equal(got, []string{"A0!", "A0!", "A0!"}) {
+		t.Fatalf("key A during its pause: %v", got)
+	}
+	if got := ofKey(w.log, "B"); (perKey && !slices.Equal(got, []string{"B0", "B1"})) || (!perKey && len(got) != 0) {
+		t.Fatalf("key B during A's pause: %v", got)
+	}
+	if err := c.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := durableState(t, ctx, admin, "shippers", "orders")
+	if st.Committed != 0 || len(st.Pauses) != 1 || st.Pauses[0].First != 0 || st.Pauses[0].Attempts != 0 ||
+		!st.Pauses[0].Due.IsZero() || st.Pauses[0].Class != queue.ClassTransient {
+		t.Fatalf("durable state during the pause: %+v", st)
+	}
+	if ends, err := kadm.NewClient(admin).ListEndOffsets(ctx, "orders.dlq"); err == nil {
+		if o, ok := ends.Lookup("orders.dlq", 0); ok && o.Err == nil && o.Offset > 0 {
+			t.Fatalf("the dead-letter topic has %d records before the skip", o.Offset)
+		}
+	}
+
+	if via == "keys:skip" {
+		req := `{"topic":"orders","partition":0,"message_key":"A"}`
+		if !perKey {
+			req = `{"topic":"orders","partition":0}`
+		}
+		code, body := postJSON(t, "http://"+b.Cfg.HTTPListen+"/v1/groups/shippers/keys:skip", req)
+		if code != http.StatusOK || body["status"] != "skipped" || body["to_topic"] != "orders.dlq" {
+			t.Fatalf("keys:skip: %d %v", code, body)
+		}
+	} else {
+		res, err := c.Skip(ctx, "orders", 0, []byte("A"))
+		if err != nil || res.Outcome != queue.DeadLetter || res.Topic != "orders.dlq" {
+			t.Fatalf("Skip: %+v %v", res, err)
+		}
+		if _, err := c.Skip(ctx, "orders", 0, []byte("A")); !errors.Is(err, retry.ErrNotPaused) {
+			t.Fatalf("a second Skip: %v", err)
+		}
+	}
+	w.until(ctx, "A1 after the skip", func() bool { return slices.Contains(w.log, "A1") && slices.Contains(w.log, "B1") })
+	if got := ofKey(w.log, "A"); !slices.Equal(got, []string{"A0!", "A0!", "A0!", "A1"}) {
+		t.Fatalf("key A processed as %v", got)
+	}
+	if !perKey && !slices.Equal(w.log, []string{"A0!", "A0!", "A0!", "B0", "A1", "B1"}) {
+		t.Fatalf("the partition processed as %v: a record passed the failed one", w.log)
+	}
+	dlq := testClient(t, b, kgo.ConsumeTopics("orders.dlq"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	fs := dlq.PollFetches(ctx)
+	var dead []*kgo.Record
+	fs.EachRecord(func(r *kgo.Record) { dead = append(dead, r) })
+	if len(dead) != 1 || string(dead[0].Value) != "A0" || string(dead[0].Key) != "A" {
+		t.Fatalf("dead letters %v (%v)", dead, fs.Errors())
+	}
+	m, ok, err := queue.Parse(recordHeaders(dead[0]))
+	if !ok || err != nil || m.DeadReason != queue.DeadReasonSkipped || m.SourceTopic != "orders" || m.SourceOffset != 0 || m.Group != "shippers" {
+		t.Fatalf("dead letter headers %+v %v %v", m, ok, err)
+	}
+	if via == "Consumer.Skip" && (m.Attempt != 3 || len(m.History) != 3 || m.History[0].Error != "fail A0 #1" || m.History[2].Error != "fail A0 #3") {
+		t.Fatalf("Consumer.Skip's dead letter history %+v", m)
+	}
+	if id := headerOf(dead[0], httpapi.MessageIDHeader); id != "id-A0" {
+		t.Fatalf("dead letter message_id %q", id)
+	}
+	eventuallyTrue(t, "the commit reaches the log end with no pause", func() (bool, string) {
+		w.poll(ctx, 200*time.Millisecond)
+		st := durableState(t, ctx, admin, "shippers", "orders")
+		return st.Committed == 4 && len(st.Pauses) == 0, fmt.Sprintf("%+v", st)
+	})
+}
+
+// TestRetryConsumerStrictPermanentPausesAtOnce: a permanent failure on
+// its first delivery pauses key A with no due time at once (no retry, no
+// dead letter) while B flows; Consumer.Resume lifts it: A0 comes again as
+// attempt 1, then A1.
+func TestRetryConsumerStrictPermanentPausesAtOnce(t *testing.T) {
+	b := startBroker(t, testBrokerConfig(t))
+	admin := testClient(t, b)
+	createTopic(t, admin, "orders", 1, map[string]string{"delivery.order": "per-key-strict",
+		"retry.backoff.ms": "200", "retry.jitter": "0", "retry.max.attempts": "5"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	produceKV(t, ctx, admin, "orders", "A0", "B0", "A1", "B1")
+	c := newStrictConsumer(t, ctx, b, "shippers", "orders")
+	defer c.Close()
+	var attempts []int // Attempt of each delivery of A0
+	w := newStrictWorker(t, c, func(r *kgo.Record, n int) (string, bool) {
+		if string(r.Value) == "A0" {
+			attempts = append(attempts, c.Attempt(r))
+		}
+		return queue.ClassPermanent, string(r.Value) == "A0" && n == 1
+	})
+	w.until(ctx, "the nack and B's records", func() bool { return len(w.nacks) == 1 && slices.Contains(w.log, "B1") })
+	n := w.nacks[0]
+	if n.Outcome != queue.Paused || !n.Paused || !n.Due.IsZero() || n.Offset != 0 || n.Meta.Attempt != 1 || n.Meta.DeadReason != "permanent" {
+		t.Fatalf("nack: %+v", n)
+	}
+	for until := time.Now().Add(1500 * time.Millisecond); time.Now().Before(until); {
+		w.poll(ctx, 300*time.Millisecond)
+	}
+	if got := ofKey(w.log, "A"); !slices.Equal(got, []string{"A0!"}) {
+		t.Fatalf("key A during its pause: %v", got)
+	}
+	if err := c.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := durableState(t, ctx, admin, "shippers", "orders")
+	if st.Committed != 0 || len(st.Pauses) != 1 || st.Pauses[0].Attempts != 0 || st.Pauses[0].Class != queue.ClassPermanent {
+		t.Fatalf("durable state during the pause: %+v", st)
+	}
+	if err := c.Resume("orders", 0, []byte("B")); !errors.Is(err, retry.ErrNotPaused) {
+		t.Fatalf("Resume of an unpaused key: %v", err)
+	}
+	if err := c.Resume("orders", 0, []byte("A")); err != nil {
+		t.Fatal(err)
+	}
+	w.resumed = true
+	w.until(ctx, "A's records after Resume", func() bool { return slices.Contains(w.log, "A1") })
+	if got := ofKey(w.log, "A"); !slices.Equal(got, []string{"A0!", "A0", "A1"}) || !slices.Equal(attempts, []int{1, 1}) {
+		t.Fatalf("key A after Resume: %v, attempts %v", got, attempts)
+	}
+	eventuallyTrue(t, "the commit reaches the log end with no pause", func() (bool, string) {
+		w.poll(ctx, 200*time.Millisecond)
+		st := durableState(t, ctx, admin, "shippers", "orders")
+		return st.Committed == 4 && len(st.Pauses) == 0, fmt.Sprintf("%+v", st)
+	})
+	if ends, err := kadm.NewClient(admin).ListEndOffsets(ctx, "orders.dlq"); err == nil {
+		if o, ok := ends.Lookup("orders.dlq", 0); ok && o.Err == nil && o.Offset > 0 {
+			t.Fatalf("the dead-letter topic has %d records", o.Offset)
+		}
 	}
 }
 
