@@ -25,7 +25,10 @@
 //	                         deliveries of its key or partition, in order)
 //
 // On a strict order a nack does not move the record aside: it pauses
-// (Lane, "Strict order: pauses" below).
+// (Lane, "Strict order: pauses" below). There retry.max.attempts and the
+// permanent classes bound only the Go helper's retries in place: where
+// Decide says dead letter, the helper keeps the pause without a due time
+// (Outcome Paused) and the record goes to the DLQ only by keys:skip.
 //
 // # What a nack decides (Decide)
 //
@@ -131,7 +134,9 @@
 // lifts the pause: the scope's waiting records are delivered again in
 // offset order (Ready, Redeliver), each before any later record of the
 // scope. Skip settles R as done (the caller dead-lettered it) and resumes
-// the rest. Every offset in [committed, next) is in flight, waiting or
+// the rest. Neither happens without an operator (keys:resume, keys:skip),
+// except that the Go helper lifts a pause whose record it retried in
+// place and that then succeeded. Every offset in [committed, next) is in flight, waiting or
 // done; the committed offset is the first one in flight or waiting, so it
 // never passes F while the scope is paused.
 //
@@ -152,8 +157,11 @@
 //	a,u on a pause its client retries by itself (the Go helper for Kafka
 //	    clients, payload/retry): the failed deliveries of the record at F
 //	    so far (1..100) and when it is delivered again; both or neither.
-//	    Without them (the HTTP queue's pauses) the pause waits for
-//	    keys:resume or keys:skip. Either endpoint lifts either kind.
+//	    Without them (the HTTP queue's pauses, and a Go helper's whose
+//	    record has failed its last attempt or a permanent class:
+//	    Lane.ClearRetry) the pause waits for keys:resume or keys:skip;
+//	    no client dead-letters the record and resumes by itself. Either
+//	    endpoint lifts either kind.
 //
 // A lane restored from it (FromState) reads again from the committed
 // offset: done records are skipped, records of a paused scope at or after

@@ -60,7 +60,7 @@
 // drops its hold and is resumed, so its new owner reads the held records
 // again from the committed offset.
 //
-// # Strict topics: pauses, retried in place (strict.go)
+// # Strict topics: pauses, retried in place (strict.go, lift.go)
 //
 // A partition of a strict source topic has a queue.Lane (the core the
 // broker's HTTP queue uses; queue/doc.go, "Strict order: pauses"). Poll
@@ -70,18 +70,34 @@
 // is kept back and the partition's fetching paused until the lane takes
 // it. Held records stay in memory: at most queue.DefaultTrackerLimit
 // delivered or held records a partition (then the partition waits, as on
-// the broker), plus what one fetch returned. Consumer.Nack of such a record, with attempt n (1 from the source,
-// Pause.Attempts+1 for the paused record handed out again):
+// the broker), plus what one fetch returned. Consumer.Nack of such a
+// record, with attempt n (1 from the source, Pause.Attempts+1 for the
+// paused record handed out again), pauses its scope at the record
+// (Lane.Nack, withdrawing the scope's later deliveries of the last Poll)
+// unless it is paused there already, then:
 //
-//	Decide → retry:  Lane.Nack pauses the scope at the record (withdrawing
-//	                 the scope's later deliveries of the last Poll), and
-//	                 Lane.SetRetry records n and the due time; committed
-//	                 before Nack returns. Poll hands the record out again
-//	                 at the due time (nothing else of the scope).
-//	Decide → dead:   the dead letter (queue.Meta.Headers of every failure)
-//	                 is written and acknowledged; then the record is
-//	                 settled (Lane.Skip: the scope resumes, as keys:skip
-//	                 does) and the state committed.
+//	Decide → retry:  Lane.SetRetry records n and the due time; Poll hands
+//	                 the record out again at the due time (nothing else of
+//	                 the scope). Result: Outcome Retry, Paused, Due.
+//	Decide → dead:   nothing is written: the order promise forbids moving
+//	                 the record aside. Lane.ClearRetry drops n and the due
+//	                 time, so the pause is an HTTP one (no a, u in the
+//	                 metadata) and Poll never hands the record out again
+//	                 until the pause is lifted. Result: Outcome
+//	                 queue.Paused, Paused, Due zero, Meta.DeadReason
+//	                 exhausted or permanent.
+//
+// Either way the new state is committed before Nack returns. An operator
+// lifts a pause without a due time: keys:resume (the record comes again
+// from the source as attempt 1, then the scope's later records in order)
+// or keys:skip (the broker writes the dead letter; the later records
+// follow), which the Consumer sees at its next read of the commits
+// (below); or, in the process, Consumer.Resume (Lane.Resume; committed by
+// the next Poll or Commit) and Consumer.Skip (lift.go: the dead letter,
+// with every failure of the record this process saw and dead reason
+// skipped, is written and acknowledged, then Lane.Skip, committed before
+// Skip returns). Both refuse a scope whose record the last Poll handed
+// out again (ErrHandedOut) or one not paused (ErrNotPaused).
 //
 // The paused record, handed out again and not nacked, is settled by the
 // next Poll with Lane.Skip: the pause is lifted and the scope's held
@@ -103,5 +119,6 @@
 // Invariant: a strict partition's committed offset never passes its first
 // record not yet settled, nor a paused scope's first held record; a
 // scope's records are handed out in offset order, none while an earlier
-// one of it is held.
+// one of it is held. A strict record goes to the dead-letter topic only by
+// keys:skip or Consumer.Skip, never because a nack ran out of attempts.
 package retry
