@@ -8,7 +8,8 @@ package retry
 //   - A pause whose record is handed out (retried in place, not yet
 //     acked or nacked) is not lifted: the record would be in flight twice.
 //   - Skip's dead letter is acknowledged before the record is settled; a
-//     failed write leaves the pause as it was.
+//     failed write leaves the pause as it was, and so does a pause that
+//     changed during the write (Skip then reports it).
 //   - A lifted pause is committed before Skip returns, and by the next
 //     Poll or Commit after Resume.
 
@@ -69,10 +70,11 @@ func (c *Consumer) Resume(topic string, partition int32, key []byte) error {
 // Skip moves the failed record of key's pause on topic's partition to the
 // dead-letter topic and lifts the pause, as keys:skip does: the key's
 // later records follow in order. The dead letter carries every failure of
-// the record this consumer saw (one that failed before a restart only as
-// the pause's start and class); its dead reason is "skipped". The record must have been read since the pause was restored
-// (a Poll after a restart reads it); the new state is committed before
-// Skip returns. The Result names the dead letter.
+// the record this consumer saw (failures before a restart only as the
+// pause's start and class: their count when the pause still had one, else
+// one); its dead reason is "skipped". The record must have been read since
+// the pause was restored (a Poll after a restart reads it); the new state
+// is committed before Skip returns. The Result names the dead letter.
 func (c *Consumer) Skip(ctx context.Context, topic string, partition int32, key []byte) (Result, error) {
 	ct, ok := c.contracts[topic]
 	if !ok || !ct.IsStrict() {
@@ -98,12 +100,12 @@ func (c *Consumer) Skip(ctx context.Context, topic string, partition int32, key 
 		return Result{}, fmt.Errorf("retry: %s-%d offset %d is not read yet since the pause was restored; poll first", topic, partition, p.First)
 	}
 	hist := append([]queue.Failure(nil), sp.hist[p.First]...)
-	if len(hist) == 0 {
-		class := p.Class
-		if class == "" {
-			class = queue.ClassTransient
-		}
-		hist = []queue.Failure{{At: p.Since, Class: class, Error: restartedError}}
+	class := p.Class
+	if class == "" {
+		class = queue.ClassTransient
+	}
+	for len(hist) < max(p.Attempts, 1) { // failures before a restart
+		hist = append([]queue.Failure{{At: p.Since, Class: class, Error: restartedError}}, hist...)
 	}
 	c.mu.Unlock()
 
@@ -113,19 +115,24 @@ func (c *Consumer) Skip(ctx context.Context, topic string, partition int32, key 
 	if err != nil {
 		return Result{}, err
 	}
+	res := Result{Outcome: queue.DeadLetter, Topic: dest, Partition: cp.Partition, Offset: cp.Offset, Due: now, Meta: m}
 	c.mu.Lock()
+	lifted := false
 	if cur, ok := sp.lane.Paused(scope); c.strict[tp{topic, partition}] == sp && ok && cur.First == p.First {
 		if _, busy := sp.retrying[scope]; !busy {
 			if _, _, err := sp.lane.Skip(scope); err == nil {
 				delete(sp.recs, p.First)
 				delete(sp.hist, p.First)
-				sp.dirty = true
+				sp.dirty, lifted = true, true
 			}
 		}
 	}
 	c.mu.Unlock()
-	// (A pause lifted meanwhile, by keys:resume or a rebalance, is left
-	// as it is: the dead letter is then a duplicate, never a loss.)
-	res := Result{Outcome: queue.DeadLetter, Topic: dest, Partition: cp.Partition, Offset: cp.Offset, Due: now, Meta: m}
+	if !lifted {
+		// Lifted meanwhile (keys:resume, a rebalance) or handed out again
+		// at its due time: the dead letter stays, a duplicate, never a loss.
+		return res, fmt.Errorf("retry: the pause of %s-%d offset %d changed during Skip; it is not skipped (dead letter %s-%d offset %d written)",
+			topic, partition, p.First, dest, cp.Partition, cp.Offset)
+	}
 	return res, c.syncStrict(ctx, true)
 }
