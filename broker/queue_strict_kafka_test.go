@@ -523,3 +523,58 @@ func TestRetryConsumerStrictPartitionRestart(t *testing.T) {
 		return st.Committed == 4 && len(st.Pauses) == 0, fmt.Sprintf("%+v", st)
 	})
 }
+
+// TestRetryConsumerStrictExhaustedSurvivesRestart: a key paused after its
+// last attempt stays paused in a restarted consumer (the pause is in the
+// commit metadata, without a due time): nothing of the key comes, and
+// Consumer.Skip of the new consumer writes the dead letter (its history
+// names the failure as before a restart) and lets the key's later record
+// through.
+func TestRetryConsumerStrictExhaustedSurvivesRestart(t *testing.T) {
+	b := startBroker(t, testBrokerConfig(t))
+	admin := testClient(t, b)
+	createTopic(t, admin, "orders", 1, map[string]string{"delivery.order": "per-key-strict",
+		"retry.backoff.ms": "200", "retry.jitter": "0", "retry.max.attempts": "2"})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	produceKV(t, ctx, admin, "orders", "A0", "B0", "A1", "B1")
+	c1 := newStrictConsumer(t, ctx, b, "shippers", "orders")
+	w := newStrictWorker(t, c1, func(r *kgo.Record, _ int) (string, bool) {
+		return queue.ClassTransient, string(r.Value) == "A0"
+	})
+	w.until(ctx, "A0's last attempt", func() bool { return len(w.nacks) == 2 && slices.Contains(w.log, "B1") })
+	if n := w.nacks[1]; n.Outcome != queue.Paused || n.Meta.DeadReason != "exhausted" {
+		t.Fatalf("last nack %+v", n)
+	}
+	if err := c1.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c1.Close()
+
+	c2 := newStrictConsumer(t, ctx, b, "shippers", "orders")
+	defer c2.Close()
+	w.c = c2
+	for until := time.Now().Add(2 * time.Second); time.Now().Before(until); {
+		w.poll(ctx, 300*time.Millisecond)
+	}
+	if got := ofKey(w.log, "A"); !slices.Equal(got, []string{"A0!", "A0!"}) {
+		t.Fatalf("key A after the restart: %v", got)
+	}
+	if w.count["A0"] != 2 || w.count["A1"] != 0 || w.count["B0"] != 1 || w.count["B1"] != 1 {
+		t.Fatalf("deliveries after the restart: %v", w.count)
+	}
+	res, err := c2.Skip(ctx, "orders", 0, []byte("A"))
+	if err != nil || res.Outcome != queue.DeadLetter || res.Topic != "orders.dlq" || res.Meta.Attempt != 1 ||
+		!strings.Contains(res.Meta.History[0].Error, "restart") || res.Meta.DeadReason != queue.DeadReasonSkipped {
+		t.Fatalf("Skip: %+v %v", res, err)
+	}
+	w.until(ctx, "A1 after the skip", func() bool { return slices.Contains(w.log, "A1") })
+	if got := ofKey(w.log, "A"); !slices.Equal(got, []string{"A0!", "A0!", "A1"}) {
+		t.Fatalf("key A processed as %v", got)
+	}
+	eventuallyTrue(t, "the commit reaches the log end with no pause", func() (bool, string) {
+		w.poll(ctx, 200*time.Millisecond)
+		st := durableState(t, ctx, admin, "shippers", "orders")
+		return st.Committed == 4 && len(st.Pauses) == 0, fmt.Sprintf("%+v", st)
+	})
+}
