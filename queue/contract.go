@@ -218,6 +218,11 @@ type Outcome int
 const (
 	Retry      Outcome = iota // to a retry tier
 	DeadLetter                // to the dead-letter topic
+	// Paused: a strict topic's record stays where it is and its scope
+	// stays paused until keys:resume or keys:skip (the Go helper's answer
+	// where Decide says DeadLetter: a strict order never lets a later
+	// record pass one that was not processed). Decide never returns it.
+	Paused
 )
 
 // Decision is Decide's answer.

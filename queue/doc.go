@@ -25,7 +25,10 @@
 //	                         deliveries of its key or partition, in order)
 //
 // On a strict order a nack does not move the record aside: it pauses
-// (Lane, "Strict order: pauses" below).
+// (Lane, "Strict order: pauses" below). There retry.max.attempts and the
+// permanent classes bound only the Go helper's retries in place: where
+// Decide says dead letter, the helper keeps the pause without a due time
+// (Outcome Paused) and the record goes to the DLQ only by keys:skip.
 //
 // # What a nack decides (Decide)
 //
@@ -113,7 +116,8 @@
 // and not acknowledged (at least once: a crash or a rebalance redelivers
 // from the committed offset, which may duplicate and never loses).
 //
-// The broker's queue API uses the Lane (below), which keeps the same
+// The broker's queue API and the Go helper's Consumer (payload/retry) use
+// the Lane (below), which keeps the same
 // invariant and adds pauses and a durable state; the Tracker is its
 // relaxed ancestor, kept for its tests and clients.
 //
@@ -130,7 +134,9 @@
 // lifts the pause: the scope's waiting records are delivered again in
 // offset order (Ready, Redeliver), each before any later record of the
 // scope. Skip settles R as done (the caller dead-lettered it) and resumes
-// the rest. Every offset in [committed, next) is in flight, waiting or
+// the rest. Neither happens without an operator (keys:resume, keys:skip),
+// except that the Go helper lifts a pause whose record it retried in
+// place and that then succeeded. Every offset in [committed, next) is in flight, waiting or
 // done; the committed offset is the first one in flight or waiting, so it
 // never passes F while the scope is paused.
 //
@@ -138,7 +144,7 @@
 // in the commit's metadata (Kafka's offset.metadata.max.bytes, 4096), so
 // a rebalance, a consumer crash or a coordinator failover keeps it:
 //
-//	sluice.queue/1 {"d":[[from,to],...],"p":[{"s":"<base64 scope>","f":F,"t":<unix ms>,"c":"<class>"}]}
+//	sluice.queue/1 {"d":[[from,to],...],"p":[{"s":"<base64 scope>","f":F,"t":<unix ms>,"c":"<class>","a":n,"u":<unix ms>}]}
 //
 //	d   done offsets above the committed offset (acknowledged out of
 //	    order), as ranges [from, to), increasing, at most 64; ranges are
@@ -147,7 +153,15 @@
 //	p   the pauses, at most 16 per partition: scope id ("" the partition,
 //	    "n" no key, "k"+key for a key ≤ 64 bytes, "h"+SHA-256(key)
 //	    otherwise), first held offset F (≥ the committed offset), since,
-//	    and the nack's error class
+//	    and the nack's error class (of the last failure, on a retried pause)
+//	a,u on a pause its client retries by itself (the Go helper for Kafka
+//	    clients, payload/retry): the failed deliveries of the record at F
+//	    so far (1..100) and when it is delivered again; both or neither.
+//	    Without them (the HTTP queue's pauses, and a Go helper's whose
+//	    record has failed its last attempt or a permanent class:
+//	    Lane.ClearRetry) the pause waits for keys:resume or keys:skip;
+//	    no client dead-letters the record and resumes by itself. Either
+//	    endpoint lifts either kind.
 //
 // A lane restored from it (FromState) reads again from the committed
 // offset: done records are skipped, records of a paused scope at or after

@@ -65,6 +65,12 @@ type Pause struct {
 	First int64     // the first held offset: the nacked record
 	Since time.Time // when the nack paused it
 	Class string    // the nack's error class ("" when not told)
+	// A pause the pausing client retries by itself (the Go helper,
+	// payload/retry): the failed deliveries of the record at First so
+	// far, and when it is delivered again. Zero (the HTTP queue's
+	// pauses): it waits for keys:resume or keys:skip.
+	Attempts int
+	Due      time.Time
 }
 
 // Verdict is what Offer decides about a record.
@@ -324,6 +330,39 @@ func (l *Lane) Nack(off int64, now time.Time, class string) (withdrawn []int64, 
 		}
 	}
 	return withdrawn, nil
+}
+
+// SetRetry records that a paused scope's first held record failed
+// attempts times so far and is to be delivered again at due (the Go
+// helper's retry in place; Pause.Attempts, Pause.Due), with the last
+// failure's class. The pause is otherwise unchanged.
+func (l *Lane) SetRetry(scope string, attempts int, due time.Time, class string) error {
+	p, ok := l.pauses[scope]
+	switch {
+	case !ok:
+		return ErrNotPaused
+	case attempts < 1 || attempts > MaxAttempts:
+		return fmt.Errorf("attempts %d out of 1..%d", attempts, MaxAttempts)
+	case due.UnixMilli() <= 0:
+		return fmt.Errorf("due time %v is not after 1970", due) // the state could not say it
+	}
+	p.Attempts, p.Due, p.Class = attempts, due, class
+	l.pauses[scope] = p
+	return nil
+}
+
+// ClearRetry makes a paused scope wait for Resume or Skip (an operator's
+// keys:resume or keys:skip) however it was paused: its retry fields
+// (Pause.Attempts, Pause.Due) are cleared, so the pause is the one the
+// HTTP queue writes, and the last failure's class is recorded.
+func (l *Lane) ClearRetry(scope string, class string) error {
+	p, ok := l.pauses[scope]
+	if !ok {
+		return ErrNotPaused
+	}
+	p.Attempts, p.Due, p.Class = 0, time.Time{}, class
+	l.pauses[scope] = p
+	return nil
 }
 
 // Resume lifts a scope's pause: its waiting records become Ready, from

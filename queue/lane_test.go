@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"strings"
 	"testing"
 	"time"
 )
@@ -440,6 +441,7 @@ func FuzzDecodeState(f *testing.F) {
 	f.Add(StatePrefix+`{"p":[{"s":"","f":0,"t":0}]}`, int64(0))
 	f.Add(StatePrefix+`{"d":[[5,3]]}`, int64(0))
 	f.Add("", int64(0))
+	f.Add(StatePrefix+`{"p":[{"s":"a2E=","f":4,"t":1,"c":"transient","a":3,"u":77}]}`, int64(4))
 	f.Fuzz(func(t *testing.T, s string, committed int64) {
 		st, err := DecodeState(s, committed)
 		if err != nil {
@@ -453,5 +455,106 @@ func FuzzDecodeState(f *testing.F) {
 		if err != nil || len(back.Pauses) != len(st.Pauses) {
 			t.Fatalf("round trip of %q: %+v %v", s, back, err)
 		}
+		for i, p := range st.Pauses {
+			if q := back.Pauses[i]; q.Scope != p.Scope || q.First != p.First || q.Attempts != p.Attempts || q.Due.UnixMilli() != p.Due.UnixMilli() {
+				t.Fatalf("round trip of %q: pause %d %+v became %+v", s, i, p, q)
+			}
+		}
 	})
+}
+
+// TestLaneSetRetryState: a retried pause's attempts and due time survive
+// the commit metadata (the Go helper's retry in place), and a state that
+// names one without the other, or attempts out of range, is refused.
+func TestLaneSetRetryState(t *testing.T) {
+	l := NewLane(OrderPerKeyStrict, 0, 10)
+	for off := int64(0); off < 3; off++ {
+		if v, err := l.Offer(off, []byte("a")); err != nil || (off == 0) != (v == Deliver) {
+			t.Fatalf("offer %d: %v %v", off, v, err)
+		}
+		if off == 0 {
+			if _, err := l.Nack(0, time.UnixMilli(1000), ClassTransient); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	scope := ScopeOf(OrderPerKeyStrict, []byte("a"))
+	if err := l.SetRetry("kb", 1, time.UnixMilli(5000), ClassTransient); !errors.Is(err, ErrNotPaused) {
+		t.Fatalf("retry of an unpaused scope: %v", err)
+	}
+	if err := l.SetRetry(scope, 0, time.UnixMilli(5000), ClassTransient); err == nil {
+		t.Fatal("attempts 0 accepted")
+	}
+	if err := l.SetRetry(scope, 2, time.UnixMilli(5000), "bad-input"); err != nil {
+		t.Fatal(err)
+	}
+	md, err := EncodeState(l.State(MaxDoneRanges))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md, `"a":2,"u":5000`) {
+		t.Fatalf("metadata %s lacks the retry", md)
+	}
+	st, err := DecodeState(md, l.Committed())
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := FromState(OrderPerKeyStrict, st, 10)
+	p, ok := back.Paused(scope)
+	if !ok || p.First != 0 || p.Attempts != 2 || !p.Due.Equal(time.UnixMilli(5000)) || p.Class != "bad-input" || !p.Since.Equal(time.UnixMilli(1000)) {
+		t.Fatalf("restored pause %+v %v", p, ok)
+	}
+	for _, bad := range []string{
+		`{"p":[{"s":"a2E=","f":0,"t":1,"a":2}]}`,
+		`{"p":[{"s":"a2E=","f":0,"t":1,"u":9}]}`,
+		`{"p":[{"s":"a2E=","f":0,"t":1,"a":101,"u":9}]}`,
+		`{"p":[{"s":"a2E=","f":0,"t":1,"a":-1,"u":9}]}`,
+		`{"p":[{"s":"a2E=","f":0,"t":1,"a":1,"u":-9}]}`,
+	} {
+		if _, err := DecodeState(StatePrefix+bad, 0); err == nil {
+			t.Errorf("%s accepted", bad)
+		}
+	}
+	// An HTTP pause (no a, u) encodes as before.
+	h := NewLane(OrderPerKeyStrict, 0, 10)
+	h.Offer(0, []byte("a"))
+	h.Nack(0, time.UnixMilli(1000), ClassTransient)
+	if md, _ := EncodeState(h.State(MaxDoneRanges)); md != StatePrefix+`{"p":[{"s":"a2E=","f":0,"t":1000,"c":"transient"}]}` {
+		t.Fatalf("HTTP pause metadata %s", md)
+	}
+}
+
+// TestLaneClearRetry: a retried pause whose attempts are exhausted waits
+// for Resume or Skip: ClearRetry drops its attempts and due time, so its
+// commit metadata is exactly an HTTP pause's (the class the last
+// failure's), and the scope stays held.
+func TestLaneClearRetry(t *testing.T) {
+	l := NewLane(OrderPerKeyStrict, 0, 10)
+	l.Offer(0, []byte("a"))
+	if _, err := l.Nack(0, time.UnixMilli(1000), ClassTransient); err != nil {
+		t.Fatal(err)
+	}
+	scope := ScopeOf(OrderPerKeyStrict, []byte("a"))
+	if err := l.SetRetry(scope, 3, time.UnixMilli(5000), ClassTransient); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.ClearRetry("kb", ClassPermanent); !errors.Is(err, ErrNotPaused) {
+		t.Fatalf("clear of an unpaused scope: %v", err)
+	}
+	if err := l.ClearRetry(scope, ClassPermanent); err != nil {
+		t.Fatal(err)
+	}
+	md, err := EncodeState(l.State(MaxDoneRanges))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := StatePrefix + `{"p":[{"s":"a2E=","f":0,"t":1000,"c":"permanent"}]}`; md != want {
+		t.Fatalf("metadata %s, want %s", md, want)
+	}
+	if v, err := l.Offer(1, []byte("a")); err != nil || v != Hold {
+		t.Fatalf("a later record of the scope: %v %v", v, err)
+	}
+	if p, ok := l.Paused(scope); !ok || p.Attempts != 0 || !p.Due.IsZero() || len(l.Ready()) != 0 {
+		t.Fatalf("pause %+v %v, ready %v", p, ok, l.Ready())
+	}
 }

@@ -48,6 +48,9 @@ type pauseJSON struct {
 	First int64  `json:"f"`
 	Since int64  `json:"t"`           // unix ms
 	Class string `json:"c,omitempty"` // the nack's error class
+	// A pause its client retries by itself (Pause.Attempts, Pause.Due).
+	Attempts int   `json:"a,omitempty"`
+	Due      int64 `json:"u,omitempty"` // unix ms
 }
 
 // EncodeState writes st's done ranges and pauses as commit metadata (the
@@ -61,7 +64,11 @@ func EncodeState(st LaneState) (string, error) {
 	}
 	var sj stateJSON
 	for _, p := range st.Pauses {
-		sj.Pauses = append(sj.Pauses, pauseJSON{base64.StdEncoding.EncodeToString([]byte(p.Scope)), p.First, p.Since.UnixMilli(), p.Class})
+		pj := pauseJSON{Scope: base64.StdEncoding.EncodeToString([]byte(p.Scope)), First: p.First, Since: p.Since.UnixMilli(), Class: p.Class}
+		if p.Attempts > 0 {
+			pj.Attempts, pj.Due = p.Attempts, p.Due.UnixMilli()
+		}
+		sj.Pauses = append(sj.Pauses, pj)
 	}
 	done := st.Done
 	if len(done) > MaxDoneRanges {
@@ -131,9 +138,19 @@ func DecodeState(metadata string, committed int64) (LaneState, error) {
 			return st, fmt.Errorf("queue state: pause %d: %w", i, ValidateClass(p.Class))
 		case p.First < committed:
 			return st, fmt.Errorf("queue state: pause %d: first held offset %d below the committed offset %d", i, p.First, committed)
+		case p.Attempts < 0 || p.Attempts > MaxAttempts:
+			return st, fmt.Errorf("queue state: pause %d: attempts %d out of 0..%d", i, p.Attempts, MaxAttempts)
+		case (p.Attempts == 0) != (p.Due == 0):
+			return st, fmt.Errorf("queue state: pause %d: attempts (a) and due time (u) come together", i)
+		case p.Due < 0:
+			return st, fmt.Errorf("queue state: pause %d: negative due time %d", i, p.Due)
 		}
 		seen[string(scope)] = true
-		st.Pauses = append(st.Pauses, Pause{Scope: string(scope), First: p.First, Since: time.UnixMilli(p.Since), Class: p.Class})
+		ps := Pause{Scope: string(scope), First: p.First, Since: time.UnixMilli(p.Since), Class: p.Class, Attempts: p.Attempts}
+		if p.Attempts > 0 {
+			ps.Due = time.UnixMilli(p.Due)
+		}
+		st.Pauses = append(st.Pauses, ps)
 	}
 	return st, nil
 }

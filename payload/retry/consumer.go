@@ -48,6 +48,10 @@ type Consumer struct {
 	mu     sync.Mutex
 	held   map[tp][]*kgo.Record // a tier partition's records from its first not yet due on
 	handed []*kgo.Record        // handed out by the last Poll, marked by the next
+	strict map[tp]*strictPart   // the strict source partitions owned (strict.go)
+
+	commitMu sync.Mutex // serialises strict commits and reconciles (strict.go)
+	lastSync time.Time  // guarded by commitMu
 }
 
 // NewConsumer starts a consumer of cfg with the client options opts (seed
@@ -61,7 +65,8 @@ func NewConsumer(ctx context.Context, cfg Config, opts ...kgo.Opt) (*Consumer, e
 	if err != nil {
 		return nil, err
 	}
-	c := &Consumer{prod: prod, now: cfg.Now, contracts: map[string]queue.Contract{}, tiers: map[string]bool{}, held: map[tp][]*kgo.Record{}}
+	c := &Consumer{prod: prod, now: cfg.Now, contracts: map[string]queue.Contract{}, tiers: map[string]bool{}, held: map[tp][]*kgo.Record{},
+		strict: map[tp]*strictPart{}}
 	if c.now == nil {
 		c.now = time.Now
 	}
@@ -76,6 +81,9 @@ func NewConsumer(ctx context.Context, cfg Config, opts ...kgo.Opt) (*Consumer, e
 			}
 		}
 		c.contracts[t] = ct
+		if ct.IsStrict() {
+			continue // a strict topic's record is retried in place: no tiers
+		}
 		for tier := range ct.Backoff {
 			name := c.nacker.TierTopic(t, tier)
 			if err := c.nacker.ensure(ctx, name, t); err != nil {
@@ -88,7 +96,7 @@ func NewConsumer(ctx context.Context, cfg Config, opts ...kgo.Opt) (*Consumer, e
 	}
 	c.cl, err = kgo.NewClient(append(append([]kgo.Opt(nil), opts...),
 		kgo.ConsumerGroup(cfg.Group), kgo.ConsumeTopics(topics...), kgo.AutoCommitMarks(),
-		kgo.OnPartitionsRevoked(c.drop), kgo.OnPartitionsLost(c.drop))...)
+		kgo.OnPartitionsRevoked(c.revoked), kgo.OnPartitionsLost(c.drop), kgo.OnOffsetsFetched(c.fetched))...)
 	if err != nil {
 		prod.Close()
 		return nil, err
@@ -118,26 +126,46 @@ func (c *Consumer) Close() {
 // Nack writes rec's copy to its tier or the dead-letter topic (Nacker.Nack
 // with the contract of rec's source topic).
 func (c *Consumer) Nack(ctx context.Context, rec *kgo.Record, class string, cause error) (Result, error) {
+	if err := queue.ValidateClass(class); err != nil {
+		return Result{}, fmt.Errorf("retry: error class: %w", err)
+	}
 	src := SourceTopic(rec)
 	ct, ok := c.contracts[src]
 	if !ok {
 		return Result{}, fmt.Errorf("retry: %s is not a source topic of this consumer", src)
 	}
+	if ct.IsStrict() && rec.Topic == src {
+		return c.nackStrict(ctx, rec, class, cause, ct)
+	}
 	return c.nacker.Nack(ctx, rec, class, cause, ct)
 }
 
-// Commit marks what the last Poll handed out and commits every mark.
+// Commit marks what the last Poll handed out and commits every mark, and
+// the strict partitions' states.
 func (c *Consumer) Commit(ctx context.Context) error {
 	c.markHanded()
+	if err := c.syncStrict(ctx, true); err != nil {
+		return err
+	}
 	return c.cl.CommitMarkedOffsets(ctx)
 }
 
+// markHanded acknowledges what the last Poll handed out: a strict
+// partition's record in its lane, any other by a kgo mark.
 func (c *Consumer) markHanded() {
 	c.mu.Lock()
 	handed := c.handed
 	c.handed = nil
+	marks := handed[:0:0]
+	for _, r := range handed {
+		if sp := c.strict[tp{r.Topic, r.Partition}]; sp != nil {
+			c.settleStrict(sp, r)
+		} else if c.strictOrder(r.Topic) == "" {
+			marks = append(marks, r) // never a mark on a strict partition
+		}
+	}
 	c.mu.Unlock()
-	c.cl.MarkCommitRecords(handed...)
+	c.cl.MarkCommitRecords(marks...)
 }
 
 // Poll marks what the last Poll handed out, then returns the next records:
@@ -146,14 +174,29 @@ func (c *Consumer) markHanded() {
 func (c *Consumer) Poll(ctx context.Context) ([]*kgo.Record, error) {
 	c.markHanded()
 	for {
+		// A failed periodic commit stays due and is tried again at the
+		// next interval (Commit reports it).
+		_ = c.syncStrict(ctx, false)
 		now := c.now()
 		out, next := c.release(now)
+		sout, snext := c.releaseStrict(now)
+		out = append(out, sout...)
+		if next.IsZero() || (!snext.IsZero() && snext.Before(next)) {
+			next = snext
+		}
 		if len(out) > 0 {
 			return c.hand(out), nil
 		}
-		pctx, cancel := ctx, context.CancelFunc(func() {})
+		wait := time.Duration(-1)
 		if !next.IsZero() {
-			pctx, cancel = context.WithDeadline(ctx, time.Now().Add(next.Sub(now)))
+			wait = next.Sub(now)
+		}
+		if c.hasStrict() && (wait < 0 || wait > StrictSyncInterval) {
+			wait = StrictSyncInterval // to commit acks and see pauses lifted over HTTP
+		}
+		pctx, cancel := ctx, context.CancelFunc(func() {})
+		if wait >= 0 {
+			pctx, cancel = context.WithDeadline(ctx, time.Now().Add(wait))
 		}
 		fs := c.cl.PollFetches(pctx)
 		cancel()
@@ -172,6 +215,15 @@ func (c *Consumer) Poll(ctx context.Context) ([]*kgo.Record, error) {
 		now = c.now()
 		c.mu.Lock()
 		fs.EachRecord(func(r *kgo.Record) {
+			if order := c.strictOrder(r.Topic); order != "" {
+				sp := c.strict[tp{r.Topic, r.Partition}]
+				if sp == nil { // no offsets fetched for it: start at the record
+					sp = newStrictPart(order)
+					c.strict[tp{r.Topic, r.Partition}] = sp
+				}
+				c.offerStrict(sp, r, &out)
+				return
+			}
 			if !c.tiers[r.Topic] {
 				out = append(out, r)
 				return
@@ -193,6 +245,12 @@ func (c *Consumer) Poll(ctx context.Context) ([]*kgo.Record, error) {
 			return c.hand(out), ferr
 		}
 	}
+}
+
+func (c *Consumer) hasStrict() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.strict) > 0
 }
 
 func (c *Consumer) hand(out []*kgo.Record) []*kgo.Record {
@@ -259,6 +317,7 @@ func (c *Consumer) drop(_ context.Context, cl *kgo.Client, gone map[string][]int
 		}
 	}
 	c.handed = kept
+	c.dropStrictLocked(gone, resume)
 	if len(resume) > 0 {
 		cl.ResumeFetchPartitions(resume)
 	}

@@ -27,10 +27,10 @@ import (
 // (Kafka's 249; a tenant's client sets 249 − len(tenant) − 1).
 const DefaultNameBudget = 249
 
-// ErrStrict refuses a nack on a strict topic: moving the record aside
-// would let later records pass it. The broker pauses the key only for its
-// HTTP queue consumers (queue/doc.go, "Strict order: pauses"); a Kafka
-// consumer holds the key itself and does not commit past the record.
+// ErrStrict refuses a nack on a strict topic without a Consumer: moving
+// the record aside would let later records pass it, and pausing its key
+// needs a Consumer's state (Consumer.Nack pauses it; doc.go, "Strict
+// topics").
 var ErrStrict = errors.New("retry: the topic's delivery.order is strict; the record must not be moved aside")
 
 // Result is where a nack sent the copy.
@@ -41,6 +41,17 @@ type Result struct {
 	Offset    int64     // the copy's offset
 	Due       time.Time // retry: when the copy may be delivered
 	Meta      queue.Meta
+	// A strict topic's record, nacked through a Consumer (strict.go):
+	// Paused says its key (or partition) is paused (Topic, Partition and
+	// Offset are the record's own). With Outcome Retry the record is
+	// delivered again at Due; with Outcome queue.Paused (its attempts
+	// exhausted, or a permanent class: Meta.DeadReason says which) Due is
+	// zero and nothing of the scope is delivered until keys:resume or
+	// keys:skip (Consumer.Resume, Consumer.Skip) lifts the pause.
+	// Withdrawn lists the later records of the key handed out already,
+	// not to be processed now (they come again after it).
+	Paused    bool
+	Withdrawn []int64
 }
 
 // Nacker writes copies of failed records of one group.
@@ -155,18 +166,28 @@ func (n *Nacker) Nack(ctx context.Context, rec *kgo.Record, class string, cause 
 			return Result{}, fmt.Errorf("retry: dead.letter.topic of %s is the topic itself", m.SourceTopic)
 		}
 	}
-	if err := n.ensure(ctx, dest, m.SourceTopic); err != nil {
+	cp, err := n.write(ctx, rec, m, dest, now)
+	if err != nil {
 		return Result{}, err
+	}
+	return Result{Outcome: d.Outcome, Topic: dest, Partition: cp.Partition, Offset: cp.Offset, Due: d.Due, Meta: m}, nil
+}
+
+// write produces rec's copy with the history m to dest (created when
+// missing) in rec's partition, and returns it once acknowledged.
+func (n *Nacker) write(ctx context.Context, rec *kgo.Record, m queue.Meta, dest string, now time.Time) (*kgo.Record, error) {
+	if err := n.ensure(ctx, dest, m.SourceTopic); err != nil {
+		return nil, err
 	}
 	cp := &kgo.Record{Topic: dest, Partition: rec.Partition, Key: rec.Key, Value: rec.Value, Timestamp: now,
 		Context: context.WithValue(ctx, keepPartition{}, true)}
-	for _, h := range append(queue.WithoutRetryHeaders(hs), m.Headers()...) {
+	for _, h := range append(queue.WithoutRetryHeaders(headersOf(rec)), m.Headers()...) {
 		cp.Headers = append(cp.Headers, kgo.RecordHeader{Key: h.Key, Value: h.Value})
 	}
 	if err := n.Client.ProduceSync(ctx, cp).FirstErr(); err != nil {
-		return Result{}, fmt.Errorf("retry: write the copy to %s: %w", dest, err)
+		return nil, fmt.Errorf("retry: write the copy to %s: %w", dest, err)
 	}
-	return Result{Outcome: d.Outcome, Topic: dest, Partition: cp.Partition, Offset: cp.Offset, Due: d.Due, Meta: m}, nil
+	return cp, nil
 }
 
 // ensure creates topic with the partition count of source when missing.

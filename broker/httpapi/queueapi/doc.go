@@ -73,10 +73,10 @@
 // outstanding, nothing committed past it) or the keys:skip.
 //
 // Not done here: redrive from the DLQ (redriveapi does it), the Kafka
-// side (the Go helper payload/retry: same headers and names, queue/; it
-// refuses a nack on a strict topic: a Kafka consumer holds the key
-// itself); the fetch long-polls by polling every pollInterval rather than
-// waking on appends.
+// side (the Go helper payload/retry: same headers and names, queue/; its
+// Consumer pauses a strict topic's keys in the same commit metadata, so
+// keys:resume and keys:skip work on its groups too); the fetch long-polls
+// by polling every pollInterval rather than waking on appends.
 // A Kafka client's commit in a queue group replaces the lane's state (its
 // metadata is not the lane's): do not mix Kafka and HTTP queue consumers
 // in one group.
