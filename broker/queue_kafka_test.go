@@ -444,7 +444,15 @@ func TestAlertRulesNameExportedMetrics(t *testing.T) {
 // hands it out and the partition is resumed. The clock is injected, so
 // nothing here depends on the machine's speed.
 func TestRetryConsumerHoldsUntilDue(t *testing.T) {
-	b := startBroker(t, testBrokerConfig(t))
+	// The broker's clock runs two minutes ahead of the consumer's: the
+	// broker hands the tier's record out (api_fetch_due.go), and the
+	// consumer must hold it by its own clock.
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixMilli())
+	now := func() time.Time { return time.UnixMilli(clock.Load()) }
+	cfg := testBrokerConfig(t)
+	cfg.Now = func() time.Time { return now().Add(2 * time.Minute) }
+	b := startBroker(t, cfg)
 	admin := testClient(t, b)
 	createTopic(t, admin, "jobs", 1, map[string]string{"retry.backoff.ms": "60000", "retry.jitter": "0"})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -452,9 +460,6 @@ func TestRetryConsumerHoldsUntilDue(t *testing.T) {
 	if err := admin.ProduceSync(ctx, &kgo.Record{Topic: "jobs", Value: []byte("a")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	var clock atomic.Int64
-	clock.Store(time.Now().UnixMilli())
-	now := func() time.Time { return time.UnixMilli(clock.Load()) }
 	c, err := retry.NewConsumer(ctx, retry.Config{Group: "g", Topics: []string{"jobs"}, Now: now}, kgo.SeedBrokers(b.KafkaAddr()))
 	if err != nil {
 		t.Fatal(err)
@@ -496,5 +501,54 @@ func TestRetryConsumerHoldsUntilDue(t *testing.T) {
 	}
 	if paused() {
 		t.Fatal("the tier partition stays paused after its hold emptied")
+	}
+}
+
+// TestKafkaFetchOfARetryTierWaitsForDue: a plain Kafka consumer of a retry
+// tier gets its records only once due, by the broker's clock, in order:
+// the fetch stops before the first record not due, even when a later one
+// is due already. On the old code the consumer read all three at once.
+func TestKafkaFetchOfARetryTierWaitsForDue(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixMilli())
+	cfg := testBrokerConfig(t)
+	cfg.Now = func() time.Time { return time.UnixMilli(clock.Load()) }
+	b := startBroker(t, cfg)
+	admin := testClient(t, b)
+	const tier = "__retry.g.jobs.0"
+	createTopic(t, admin, tier, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	t0 := clock.Load()
+	due := func(ms int64) []kgo.RecordHeader {
+		return []kgo.RecordHeader{{Key: queue.HeaderDue, Value: []byte(fmt.Sprint(ms))}}
+	}
+	for _, r := range []*kgo.Record{
+		{Topic: tier, Value: []byte("due"), Headers: due(t0 - 1)},
+		{Topic: tier, Value: []byte("later"), Headers: due(t0 + 60_000)},
+		{Topic: tier, Value: []byte("behind"), Headers: due(t0 - 1)},
+	} {
+		// One batch each: the fetch cuts at batch boundaries.
+		if err := admin.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cons := testClient(t, b, kgo.ConsumeTopics(tier), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	var got []string
+	poll := func(d time.Duration) {
+		pctx, pcancel := context.WithTimeout(ctx, d)
+		defer pcancel()
+		for pctx.Err() == nil {
+			cons.PollFetches(pctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+		}
+	}
+	poll(1500 * time.Millisecond)
+	if !slices.Equal(got, []string{"due"}) {
+		t.Fatalf("before the second record's due time the consumer read %q, want only [due]", got)
+	}
+	clock.Store(t0 + 60_000)
+	poll(1500 * time.Millisecond)
+	if !slices.Equal(got, []string{"due", "later", "behind"}) {
+		t.Fatalf("at its due time the consumer has read %q, want [due later behind]", got)
 	}
 }

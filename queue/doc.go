@@ -84,9 +84,10 @@
 //
 // A tier has one fixed delay d, so its records are in due order but for
 // jitter: a record appended later may be due up to 2·jitter·d earlier than
-// one before it. A fetch of a tier stops at the first record not yet due,
-// so a record is never delivered before its due time, and at most
-// 2·jitter·d after it (plus the poll interval).
+// one before it. A fetch of a tier stops at the first record not yet due
+// (the HTTP queue's, the Go helper's, and the broker's Kafka Fetch of a
+// tier for any consumer), so a record is never delivered before its due
+// time, and at most 2·jitter·d after it (plus the poll interval).
 //
 // # Redrive (redrive.go)
 //

@@ -240,6 +240,9 @@ func (b *Server) readRemoteParts(ctx context.Context, parts []*remotePart) {
 				rp.sp.ErrorCode = node.ErrorCode(err)
 				return
 			}
+			if retryTier(rp.p.Topic()) {
+				data, _ = b.dueCut(rp.p.Topic(), data)
+			}
 			rp.sp.RecordBatches = data
 			b.M.BytesOut(rp.p.Topic(), len(data))
 			b.M.RecordsOutN(rp.p.Topic(), node.CountRecords(data))
@@ -297,6 +300,10 @@ func (b *Server) fetchPartition(t *node.Topic, rp kmsg.FetchRequestTopicPartitio
 		}
 		return 0, nil, nil
 	}
+	var dueWait <-chan struct{}
+	if retryTier(p.Topic()) {
+		data, dueWait = b.dueCut(p.Topic(), data) // api_fetch_due.go
+	}
 	// The read may have gone up to a newer high watermark; report the one
 	// that bounds the records returned.
 	sp.HighWatermark, sp.LastStableOffset = int64(readHW), int64(readHW)
@@ -304,7 +311,7 @@ func (b *Server) fetchPartition(t *node.Topic, rp kmsg.FetchRequestTopicPartitio
 	b.M.BytesOut(p.Topic(), len(data))
 	b.M.RecordsOutN(p.Topic(), node.CountRecords(data))
 	b.M.ConsumerFetched(b.Cfg.AZ, cf.label, len(data))
-	return len(data), nil, nil
+	return len(data), dueWait, nil
 }
 
 // checkLeaderEpoch compares a client's view of the leader epoch with ours.
