@@ -17,11 +17,11 @@ import (
 	"github.com/sluice-mq/sluice/queue"
 )
 
-// TestCoveredBy: a record is covered by an earlier job only when that job
+// TestRedriveCoveredBy: a record is covered by an earlier job only when that job
 // decided its offset (in [start, cursor) of the same partition) and its
 // scope took it, or when a copy of it naming the job was found past the
 // job's cursor.
-func TestCoveredBy(t *testing.T) {
+func TestRedriveCoveredBy(t *testing.T) {
 	keyA := queue.RedriveScope{HasKey: true, Key: []byte("A")}
 	prior := []earlier{
 		{ID: "j1", Scope: keyA, Decided: map[int32]span{0: {From: 0, To: 10}}},
@@ -211,11 +211,11 @@ func TestRunnerRepeatedRedriveAfterACrashedCancelledJob(t *testing.T) {
 	}
 }
 
-// TestEarlierJobsWaitsForABusyEarlierJob: a job does not start while a job
+// TestRedriveWaitsForABusyEarlierJob: a job does not start while a job
 // on the same DLQ and target created before it runs, nor while an ended
 // one's runner still holds its claim (it may still write progress); a
 // later running job, or one on another target, does not hold it back.
-func TestEarlierJobsWaitsForABusyEarlierJob(t *testing.T) {
+func TestRedriveWaitsForABusyEarlierJob(t *testing.T) {
 	f := newRepeatFixture(t)
 	ctx := t.Context()
 	f.create("j1", 1, meta.RedriveScope{})
@@ -276,10 +276,10 @@ func (testFrontend) Show(_ *http.Request, internal string) (string, bool) { retu
 func (testFrontend) Allowed(*http.Request, string, string) error          { return nil }
 func (testFrontend) Tenant(string) string                                 { return "default" }
 
-// TestStartRefusesAJobWhileAnotherRunsOnTheSameDLQAndTarget: 409
+// TestRedriveStartRefusedWhileAnotherRunsOnTheSameDLQAndTarget: 409
 // redrive_running naming the running job; another target is accepted,
 // and so is the same one once the running job ended.
-func TestStartRefusesAJobWhileAnotherRunsOnTheSameDLQAndTarget(t *testing.T) {
+func TestRedriveStartRefusedWhileAnotherRunsOnTheSameDLQAndTarget(t *testing.T) {
 	f := newRepeatFixture(t)
 	f.be.topics["u"] = [][]Record{nil}
 	api := NewAPI(f.m, testFrontend{})
