@@ -173,6 +173,9 @@ func (a *API) start(r *http.Request, dlq string, req StartRequest) (meta.Redrive
 	if !ok {
 		return meta.Redrive{}, fmt.Errorf("%w: %s", node.ErrUnknownTopic, a.show(r, req.Target))
 	}
+	if err := a.noneRunning(ctx, r, dlq, req.Target); err != nil {
+		return meta.Redrive{}, err
+	}
 	starts, hws := map[int32]int64{}, map[int32]int64{}
 	for p := range n {
 		start, hw, err := a.m.be.Bounds(ctx, dlq, p)
@@ -201,6 +204,28 @@ func (a *API) start(r *http.Request, dlq string, req StartRequest) (meta.Redrive
 	cctx, cancel := context.WithTimeout(ctx, etcdTimeout)
 	defer cancel()
 	return a.m.store.CreateRedrive(cctx, job)
+}
+
+// noneRunning refuses (409 redrive_running, naming it) a job while another
+// one on the same DLQ and target runs: each would publish what the other
+// is publishing, neither seeing the other's progress. (Two starts racing
+// past this check both get created; the later one's runner waits for the
+// earlier one to end, dedupe.go.)
+func (a *API) noneRunning(ctx context.Context, r *http.Request, dlq, target string) error {
+	lctx, cancel := context.WithTimeout(ctx, etcdTimeout)
+	defer cancel()
+	jobs, err := a.m.store.ListRedrives(lctx)
+	if err != nil && len(jobs) == 0 {
+		return err
+	}
+	for _, j := range jobs {
+		if j.State == meta.RedriveRunning && j.DLQ == dlq && j.Target == target {
+			return &Error{Status: http.StatusConflict, Code: "redrive_running", Message: fmt.Sprintf(
+				"redrive %s of %s to %s is running: wait for it to end or cancel it (POST /v1/redrives/%s/cancel); a new job then skips what it redrove",
+				j.ID, a.show(r, dlq), a.show(r, target), j.ID)}
+		}
+	}
+	return nil
 }
 
 // HandleList serves GET /v1/dlq/{topic}/redrives.

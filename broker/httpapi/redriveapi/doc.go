@@ -5,7 +5,8 @@
 //
 //	POST /v1/dlq/{dlq}/redrives   {target, from_offset?, to_offset?, from_ms?, to_ms?,
 //	                               message_key? | key_base64?, error_class?, rate?}
-//	                              → 202 the job (View), its id
+//	                              → 202 the job (View), its id; 409 redrive_running (naming
+//	                                the job) while another runs on the same DLQ and target
 //	GET  /v1/dlq/{dlq}/redrives   → 200 {redrives: [View]}, newest first
 //	GET  /v1/redrives/{id}        → 200 View
 //	POST /v1/redrives/{id}/cancel → 200 View (state cancelled, or the state it ended in)
@@ -36,4 +37,17 @@
 // and resumes from the recorded progress; runner.go states why no dead
 // letter is published twice across that, and the one window where a copy
 // can be (a runner cut off from etcd).
+//
+// A repeated redrive does not publish again what an earlier one did,
+// without storing anything per offset (dedupe.go): jobs on one DLQ and
+// target run one at a time (the API refuses a second while one runs; of
+// two started at once, the later waits for the earlier), and a job that
+// starts loads the ended ones with their final progress. A dead letter an
+// earlier job decided (its offset below that job's recorded cursor) and
+// took (that job's frozen scope matches it) is counted deduped; so is one
+// whose copy naming an earlier job is on the target past that job's
+// cursor (its runner died before recording it: the target is read from
+// that job's marks, as a resumed runner reads its own). The window is the
+// same as for a failover: an earlier runner cut off from etcd whose
+// publish is acknowledged only after the later job read the target.
 package redriveapi

@@ -27,6 +27,23 @@ package redriveapi
 // a stall longer than the lease's TTL/2 in mid-publish); such a copy can
 // be duplicated, with its message_id kept, so an idempotent consumer
 // absorbs it.
+//
+// Invariant (no copy published twice by a repeated redrive, dedupe.go): a
+// DLQ record that an ended job (done, cancelled, failed) on the same DLQ
+// and target decided and published — its offset in [that job's start,
+// its recorded cursor) of the partition and that job's frozen scope
+// matches it, or a copy naming that job past its cursor is on the target
+// — is counted deduped by a later job, not published. This holds because
+// the later job reads the earlier jobs' progress only once it is final:
+// the API refuses a job while another on the same DLQ and target runs
+// (409), and a runner does not start while a job on its DLQ and target
+// created before it still runs, or ended but still holds its claim (its
+// workers may still write progress). Done jobs' cursors are at their
+// ends; for the others the target is read from their marks (TargetStarts
+// where a partition has none) for copies past their cursors, as a resumed
+// runner reads its own. The window left is the one above: an earlier
+// runner cut off from etcd whose publish, started before its lease
+// expired, is acknowledged only after the later job read the target.
 
 import (
 	"context"
@@ -197,8 +214,27 @@ func (m *Manager) runJob(ctx context.Context, reg *meta.Registration, claim meta
 		if job.State != meta.RedriveRunning {
 			return
 		}
-		log.Info().Str("dlq", job.DLQ).Str("target", job.Target).Msg("redrive running")
-		err = m.runWorkers(ctx, reg, claim, job, prog)
+		rctx, cancel = context.WithTimeout(ctx, etcdTimeout)
+		prior, err := m.earlierJobs(rctx, job)
+		cancel()
+		if err != nil {
+			if errors.Is(err, errTargetGone) {
+				m.finish(ctx, claim, meta.RedriveFailed, err.Error())
+				log.Warn().Err(err).Msg("redrive failed")
+				return
+			}
+			if errors.Is(err, errEarlierBusy) {
+				log.Debug().Err(err).Msg("redrive waits")
+			} else {
+				log.Warn().Err(err).Msg("load the earlier redrives of the same DLQ and target")
+			}
+			if !sleep(ctx, retryInterval) {
+				return
+			}
+			continue
+		}
+		log.Info().Str("dlq", job.DLQ).Str("target", job.Target).Int("earlier", len(prior)).Msg("redrive running")
+		err = m.runWorkers(ctx, reg, claim, job, prog, prior)
 		switch {
 		case err == nil:
 			m.finish(ctx, claim, meta.RedriveDone, "")
@@ -244,7 +280,7 @@ var ErrRefused = errors.New("redrive copy refused")
 
 // runWorkers runs one worker per DLQ partition of job and a watcher that
 // stops them when the job is cancelled or the registration lost.
-func (m *Manager) runWorkers(ctx context.Context, reg *meta.Registration, claim meta.RedriveClaim, job meta.Redrive, prog map[int32]meta.RedriveProgress) error {
+func (m *Manager) runWorkers(ctx context.Context, reg *meta.Registration, claim meta.RedriveClaim, job meta.Redrive, prog map[int32]meta.RedriveProgress, prior []earlier) error {
 	wctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	go func() {
@@ -274,7 +310,7 @@ func (m *Manager) runWorkers(ctx context.Context, reg *meta.Registration, claim 
 		if !ok {
 			pr = meta.RedriveProgress{Partition: p, Cursor: job.Starts[p]}
 		}
-		go func() { errs <- m.runPartition(wctx, reg, claim, job, pr) }()
+		go func() { errs <- m.runPartition(wctx, reg, claim, job, pr, prior) }()
 	}
 	var first error
 	for range job.Ends {
@@ -317,6 +353,7 @@ type worker struct {
 	scope queue.RedriveScope
 	prog  meta.RedriveProgress
 	seen  map[int64]bool // DLQ offsets ≥ cursor already published (found on the target)
+	prior []earlier      // the ended jobs on the same DLQ and target (dedupe.go)
 	dirty int            // records decided since the last progress write
 	wrote time.Time
 	next  time.Time // pacing: when the next copy may be published
@@ -324,8 +361,8 @@ type worker struct {
 
 // runPartition redrives one DLQ partition from its recorded progress to
 // its frozen end.
-func (m *Manager) runPartition(ctx context.Context, reg *meta.Registration, claim meta.RedriveClaim, job meta.Redrive, prog meta.RedriveProgress) error {
-	w := &worker{m: m, reg: reg, claim: claim, job: job, prog: prog, scope: scopeOf(job.Scope), wrote: m.now()}
+func (m *Manager) runPartition(ctx context.Context, reg *meta.Registration, claim meta.RedriveClaim, job meta.Redrive, prog meta.RedriveProgress, prior []earlier) error {
+	w := &worker{m: m, reg: reg, claim: claim, job: job, prog: prog, prior: prior, scope: scopeOf(job.Scope), wrote: m.now()}
 	if w.prog.Marks == nil {
 		w.prog.Marks = map[int32]int64{}
 	}
@@ -380,34 +417,19 @@ func (m *Manager) runPartition(ctx context.Context, reg *meta.Registration, clai
 // the cursor already on the target (the file's invariant).
 func (w *worker) scanTarget(ctx context.Context) error {
 	w.seen = map[int64]bool{}
-	n, ok := w.m.be.Partitions(w.job.Target)
-	if !ok {
-		return fmt.Errorf("%w: %s", errTargetGone, w.job.Target)
+	from := func(tp int32) int64 {
+		if mark, ok := w.prog.Marks[tp]; ok {
+			return mark
+		}
+		return w.job.TargetStarts[tp]
 	}
-	for tp := range n {
-		from, ok := w.prog.Marks[tp]
-		if !ok {
-			from = w.job.TargetStarts[tp]
+	err := w.m.scanCopies(ctx, w.job.Target, from, func(id string, p int32, o int64) {
+		if id == w.job.ID && p == w.prog.Partition && o >= w.prog.Cursor {
+			w.seen[o] = true
 		}
-		_, hw, err := w.m.be.Bounds(ctx, w.job.Target, tp)
-		if err != nil {
-			return fmt.Errorf("scan %s-%d: %w", w.job.Target, tp, err)
-		}
-		for from < hw {
-			recs, err := w.m.be.Read(ctx, w.job.Target, tp, from, readBytes)
-			if err != nil {
-				return fmt.Errorf("scan %s-%d at %d: %w", w.job.Target, tp, from, err)
-			}
-			if len(recs) == 0 || recs[len(recs)-1].Offset < from {
-				break
-			}
-			for _, rec := range recs {
-				if o, ok := queue.RedrivenOffset(rec.Headers, w.job.ID, w.prog.Partition); ok && o >= w.prog.Cursor {
-					w.seen[o] = true
-				}
-			}
-			from = recs[len(recs)-1].Offset + 1
-		}
+	})
+	if err != nil {
+		return err
 	}
 	if len(w.seen) > 0 {
 		w.m.log.Info().Str("redrive", w.job.ID).Int32("partition", w.prog.Partition).Int("found", len(w.seen)).
@@ -426,6 +448,8 @@ func (w *worker) decide(ctx context.Context, rec Record) error {
 	case w.seen[rec.Offset]:
 		w.prog.Deduped++
 		delete(w.seen, rec.Offset)
+	case w.covered(rec):
+		w.prog.Deduped++
 	default:
 		n, ok := w.m.be.Partitions(w.job.Target)
 		if !ok {

@@ -136,7 +136,7 @@ func TestRunnerCrashAfterAckBeforeProgressPublishesOnce(t *testing.T) {
 		done := make(chan error, 1)
 		go func() {
 			defer close(done)
-			done <- m.runPartition(ctx, reg, claim, job, pr)
+			done <- m.runPartition(ctx, reg, claim, job, pr, nil)
 		}()
 		select {
 		case err := <-done:
