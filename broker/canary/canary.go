@@ -41,7 +41,7 @@ type Config struct {
 	// are live, so a cluster's first start does not give it the replication
 	// factor of the brokers that happened to be up first (1 when 0).
 	MinBrokers int
-	// Interval is the time between rounds (2s when 0); Timeout bounds a
+	// Interval is the time between rounds (1s when 0); Timeout bounds a
 	// publish (5s); Deadline is the longest an acknowledged record may wait
 	// for its result while the canary counts as available (10s);
 	// LostAfter makes such a record a "lost" mismatch (2m); Retention
@@ -64,7 +64,7 @@ func (c *Config) defaults() {
 			*d = v
 		}
 	}
-	set(&c.Interval, 2*time.Second)
+	set(&c.Interval, time.Second)
 	set(&c.Timeout, 5*time.Second)
 	set(&c.Deadline, 10*time.Second)
 	set(&c.LostAfter, 2*time.Minute)

@@ -151,7 +151,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&cfg.RegistrationTTL, "registration-ttl", cfg.RegistrationTTL, "lease of the broker's registration in etcd: a broker that stops renewing it (crashed, paused, cut off) leaves the cluster this long after, and its partitions get new leaders")
 	fs.DurationVar(&cfg.ControllerTTL, "controller-ttl", cfg.ControllerTTL, "lease of the controller's election key: how long after the controller's loss another broker takes over")
 	fs.BoolVar(&cfg.Canary, "canary", false, "run the canary of this broker's AZ (broker/canary): publish records with stable ids to __sluice_canary through this broker's Kafka listener (PLAINTEXT), consume them in the group __sluice_canary.<az>, write each id's result to <data-dir>/canary, commit, and reconcile; exported as sluice_canary_* (docs/metrics.md)")
-	fs.DurationVar(&cfg.CanaryInterval, "canary-interval", 2*time.Second, "time between the canary's rounds (one record per partition of its topic each; each round costs the broker a few ms of CPU, BENCHMARKS.md)")
+	fs.DurationVar(&cfg.CanaryInterval, "canary-interval", time.Second, "time between the canary's rounds (one record per partition of its topic each)")
 	fs.DurationVar(&cfg.CanaryTimeout, "canary-timeout", 5*time.Second, "longest a canary publish may take before it counts as failed (sluice_canary_failures_total{stage=\"publish\"}); a failover longer than it shows as an outage")
 	// Security (broker/security, the HTTP pipeline).
 	fs.BoolVar(&cfg.SecurityEnabled, "security", cfg.SecurityEnabled, "require credentials on the HTTP API (API key, Basic, or a client certificate) and authorise every request by the ACLs; off (the development default) every request is anonymous and allowed")
