@@ -89,3 +89,35 @@ func TestClusterSizeCountsEmbeddedMembers(t *testing.T) {
 		}
 	}
 }
+
+// TestCanaryCommitsOncePerRound: the canary's consumer commits at most once
+// per round however many fetches a round's records arrive in (each commit
+// is a write to etcd; issue 23's cost target), and still commits: every
+// round's offsets are committed within a round or two.
+func TestCanaryCommitsOncePerRound(t *testing.T) {
+	cfg := testBrokerConfig(t)
+	cfg.Canary, cfg.CanaryInterval, cfg.CanaryTimeout = true, 100*time.Millisecond, time.Second
+	b := startBroker(t, cfg)
+	const (
+		attempts = `sluice_canary_attempts_total{az="az1"}`
+		results  = `sluice_canary_latency_seconds_count{az="az1"}`
+		commits  = `sluice_kafka_requests_total{api="OffsetCommit"}`
+	)
+	brokertest.EventuallyWhy(t, 60*time.Second, "30 canary results", func() (bool, string) {
+		n := canaryValue(t, b, results)
+		return n >= 30, fmt.Sprintf("%v results", n)
+	})
+	a0, c0 := canaryValue(t, b, attempts), canaryValue(t, b, commits)
+	brokertest.EventuallyWhy(t, 60*time.Second, "60 more canary results", func() (bool, string) {
+		n := canaryValue(t, b, results)
+		return n >= 90, fmt.Sprintf("%v results", n)
+	})
+	a1, c1 := canaryValue(t, b, attempts), canaryValue(t, b, commits)
+	rounds := (a1 - a0) / 3 // one record per partition of the 3 a round
+	if c1-c0 > rounds+2 {
+		t.Fatalf("%v commits in %v rounds: more than one a round", c1-c0, rounds)
+	}
+	if c1-c0 < rounds/3 {
+		t.Fatalf("%v commits in %v rounds: offsets not committed each round or two", c1-c0, rounds)
+	}
+}

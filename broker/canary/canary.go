@@ -301,24 +301,50 @@ func (c *Canary) consumeLoop(ctx context.Context, common []kgo.Opt) {
 }
 
 func (c *Canary) consumeSession(ctx context.Context, common []kgo.Opt) error {
+	// Offsets are committed at most once per Interval (commits.go): a
+	// round's records arrive in one to Partitions fetches, and each commit
+	// is a write of the group's offsets to etcd.
+	pend := &pendingCommits{every: c.cfg.Interval, last: c.cfg.Now()}
+	// A rebalance takes partitions only after their results' offsets are
+	// committed; a lost session's uncommitted offsets are dropped (their
+	// records come again, and count as duplicates).
+	onRevoked := func(ctx context.Context, cl *kgo.Client, _ map[string][]int32) {
+		c.flush(ctx, cl, pend)
+	}
+	onLost := func(context.Context, *kgo.Client, map[string][]int32) { pend.drop() }
 	// The fetch wait is 100 ms or more: with 5 ms rounds and a 5 ms wait no
 	// records came at all (TestCanaryStopsWithBrokerAndResumes).
 	cons, err := kgo.NewClient(append(common, kgo.ConsumerGroup(Group(c.cfg.Topic, c.cfg.AZ)), kgo.ConsumeTopics(c.cfg.Topic),
 		kgo.DisableAutoCommit(), kgo.BlockRebalanceOnPoll(), kgo.SessionTimeout(10*time.Second),
+		kgo.OnPartitionsRevoked(onRevoked), kgo.OnPartitionsLost(onLost),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(max(c.cfg.Interval, 100*time.Millisecond)))...)
 	if err != nil {
 		return err
 	}
 	defer func() {
+		// The session's last offsets, so the next session does not read
+		// their records again; bounded, as the broker may be stopping.
+		fctx, cancel := context.WithTimeout(context.Background(), min(c.cfg.Timeout, time.Second))
+		c.flush(fctx, cons, pend)
+		cancel()
 		cons.AllowRebalance() // a blocked rebalance would hold Close's LeaveGroup
 		cons.Close()
 	}()
 	for {
-		fs := cons.PollFetches(ctx)
+		// With offsets held, the poll waits no longer than their commit is due.
+		pctx, cancel := ctx, context.CancelFunc(func() {})
+		if due, ok := pend.due(); ok {
+			pctx, cancel = context.WithDeadline(ctx, due)
+		}
+		fs := cons.PollFetches(pctx)
+		cancel()
 		if ctx.Err() != nil {
 			return nil
 		}
 		fs.EachError(func(_ string, p int32, err error) {
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+				return // the poll's own deadline: a commit is due
+			}
 			c.m.failures.WithLabelValues(StageConsume).Inc()
 			c.log.Debug().Err(err).Int32("partition", p).Msg("canary fetch failed")
 		})
@@ -327,6 +353,7 @@ func (c *Canary) consumeSession(ctx context.Context, common []kgo.Opt) error {
 			dups, err := c.sink.PutBatch(puts, c.cfg.Now())
 			if err != nil {
 				c.m.failures.WithLabelValues(StageSink).Inc()
+				pend.drop() // only offsets past stored results are ever committed
 				cons.AllowRebalance()
 				return err
 			}
@@ -338,13 +365,27 @@ func (c *Canary) consumeSession(ctx context.Context, common []kgo.Opt) error {
 				}
 			}
 		}
-		if len(offsets) > 0 {
-			if err := c.commit(ctx, cons, offsets); err != nil {
-				c.m.failures.WithLabelValues(StageCommit).Inc()
-				c.log.Debug().Err(err).Msg("canary commit failed")
-			}
+		// The results are stored (PutBatch returned): their offsets may be
+		// committed.
+		pend.add(offsets)
+		if pend.isDue(c.cfg.Now()) {
+			c.flush(ctx, cons, pend)
 		}
 		cons.AllowRebalance()
+	}
+}
+
+// flush commits the held offsets; on failure they stay held for the next
+// try (a later commit of the same partition supersedes them).
+func (c *Canary) flush(ctx context.Context, cons *kgo.Client, pend *pendingCommits) {
+	offsets := pend.take(c.cfg.Now())
+	if len(offsets) == 0 {
+		return
+	}
+	if err := c.commit(ctx, cons, offsets); err != nil {
+		pend.restore(offsets)
+		c.m.failures.WithLabelValues(StageCommit).Inc()
+		c.log.Debug().Err(err).Msg("canary commit failed")
 	}
 }
 
