@@ -56,6 +56,9 @@ type noisyState struct {
 	offers atomic.Int64 // records offered
 	drops  atomic.Int64 // offers the client's full buffer refused
 	start  time.Time
+	// throttle: the end of the longest throttle a broker has imposed so
+	// far (KIP-219: the request is answered, then its connection waits).
+	throttle *throttleEnd
 
 	mu      sync.Mutex
 	bursts  [][2]time.Time // guarded by mu
@@ -104,7 +107,8 @@ func (e *faultEnv) startNoisy(ctx context.Context) error {
 			return fmt.Errorf("runner: noisy tenant: %w", err)
 		}
 	}
-	cl, err := newNoisyClient(e.c.SASLBootstrap())
+	throttle := &throttleEnd{}
+	cl, err := newNoisyClient(e.c.SASLBootstrap(), kgo.WithHooks(throttle))
 	if err != nil {
 		return err
 	}
@@ -117,7 +121,7 @@ func (e *faultEnv) startNoisy(ctx context.Context) error {
 		return fmt.Errorf("runner: create %s: %w", noisyTopic, err)
 	}
 	pctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	n := &noisyState{cl: cl, cancel: cancel, start: time.Now()}
+	n := &noisyState{cl: cl, cancel: cancel, start: time.Now(), throttle: throttle}
 	n.rate.Store(noisyQuota / 2 / noisyValueBytes)
 	e.noisy = n
 	n.wg.Add(2)
@@ -133,12 +137,39 @@ func (e *faultEnv) startNoisy(ctx context.Context) error {
 // acknowledged value bytes would be many times its quota while the broker
 // rightly measured it under. Uncompressed, the wire bytes are at least the
 // value bytes, and the judgement of stopNoisy is sound.
-func newNoisyClient(seeds []string) (*kgo.Client, error) {
+func newNoisyClient(seeds []string, opts ...kgo.Opt) (*kgo.Client, error) {
 	mech := scram.Auth{User: noisyUser, Pass: noisyPassword}.AsSha512Mechanism()
-	return kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.SASL(mech),
+	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.SASL(mech),
 		kgo.DefaultProduceTopic(noisyTopic), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
-		kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(4096))
+		kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(4096)}, opts...)...)
+}
+
+// throttleEnd is a kgo hook that keeps when the longest throttle the
+// brokers imposed ends (unix ns).
+type throttleEnd struct{ until atomic.Int64 }
+
+func (h *throttleEnd) OnBrokerThrottle(_ kgo.BrokerMetadata, d time.Duration, _ bool) {
+	end := time.Now().Add(d).UnixNano()
+	for {
+		cur := h.until.Load()
+		if end <= cur || h.until.CompareAndSwap(cur, end) {
+			return
+		}
+	}
+}
+
+// runFor is how long the run took by the quota's own clock: until now, or
+// until the end of a throttle still being served. A broker answers a
+// request over the quota and then holds the connection for the debt
+// (KIP-219), so the bytes of the last answers are paid for by a wait that
+// may end after the run stops.
+func (n *noisyState) runFor(now time.Time) time.Duration {
+	end := now
+	if u := time.Unix(0, n.throttle.until.Load()); u.After(end) {
+		end = u
+	}
+	return end.Sub(n.start)
 }
 
 // produce offers rate records a second, in ticks of 10 ms.
@@ -193,7 +224,7 @@ func (e *faultEnv) stopNoisy() []string {
 	if n == nil {
 		return nil
 	}
-	elapsed := time.Since(n.start)
+	elapsed := n.runFor(time.Now())
 	n.cancel()
 	n.wg.Wait()
 	n.cl.Close()

@@ -56,3 +56,20 @@ func TestNoisyClientUncompressed(t *testing.T) {
 		t.Fatalf("noisy producer's compression %v, want only none", codecs)
 	}
 }
+
+// TestNoisyRunCountsTheThrottleStillServed: the run's length for the
+// quota's judgement ends with the longest throttle a broker imposed, when
+// that ends after the run stops (the last answers were paid for by it).
+func TestNoisyRunCountsTheThrottleStillServed(t *testing.T) {
+	start := time.Now()
+	n := &noisyState{start: start, throttle: &throttleEnd{}}
+	stop := start.Add(50 * time.Second)
+	if got := n.runFor(stop); got != 50*time.Second {
+		t.Fatalf("no throttle: %v, want 50s", got)
+	}
+	n.throttle.OnBrokerThrottle(kgo.BrokerMetadata{}, time.Hour, true)
+	n.throttle.OnBrokerThrottle(kgo.BrokerMetadata{}, time.Second, true) // shorter: the longer end stays
+	if got := n.runFor(stop); got < time.Hour {
+		t.Fatalf("a throttle ending an hour from now: run of %v, want at least an hour", got)
+	}
+}
