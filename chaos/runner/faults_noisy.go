@@ -142,7 +142,7 @@ func newNoisyClient(seeds []string, opts ...kgo.Opt) (*kgo.Client, error) {
 	return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...), kgo.SASL(mech),
 		kgo.DefaultProduceTopic(noisyTopic), kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerBatchCompression(kgo.NoCompression()),
-		kgo.ProducerLinger(5*time.Millisecond), kgo.MaxBufferedRecords(4096)}, opts...)...)
+		kgo.ProducerLinger(5 * time.Millisecond), kgo.MaxBufferedRecords(4096)}, opts...)...)
 }
 
 // throttleEnd is a kgo hook that keeps when the longest throttle the
