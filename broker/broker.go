@@ -287,9 +287,11 @@ func (b *Broker) Run(ctx context.Context) error {
 		Str("inter_broker", b.kafka.InterBrokerAddr()).Str("cluster_id", b.ClusterID).Msg("broker ready")
 
 	var runErr error
+	pending := cap(errc) // the serving goroutines yet to return
 	select {
 	case <-ctx.Done():
 	case runErr = <-errc:
+		pending--
 	}
 	b.ready.Store(false)
 	b.Logger.Info().Msg("shutting down")
@@ -311,6 +313,12 @@ func (b *Broker) Run(ctx context.Context) error {
 		b.Logger.Warn().Err(err).Msg("inter-broker http shutdown")
 	}
 	b.kafka.Wait()
+	// Every serving goroutine has returned before Run does, so nothing
+	// they touched is still in use when the broker's state is closed.
+	// Their errors after the shutdown began are moot.
+	for ; pending > 0; pending-- {
+		<-errc
+	}
 	maintWG.Wait()
 	return runErr
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-mq/sluice/broker/httpapi"
@@ -99,12 +100,21 @@ func TestLargeObjectBrokerCopiesHoldTheirObject(t *testing.T) {
 		t.Helper()
 		p, _ := b.PartitionOf(topic, 0)
 		hw, _ := p.HighWatermark()
-		resp, err := adm.DeleteRecords(ctx, kadm.Offsets{topic: {0: {Topic: topic, Partition: 0, At: int64(hw)}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r, _ := resp.Lookup(topic, 0); r.Err != nil || r.LowWatermark != int64(hw) {
-			t.Fatalf("DeleteRecords %s to %d: %+v", topic, hw, r)
+		// A client retries a retriable error (REQUEST_TIMED_OUT when etcd
+		// is slow on a loaded machine), as this does, a few times.
+		for attempt := 1; ; attempt++ {
+			resp, err := adm.DeleteRecords(ctx, kadm.Offsets{topic: {0: {Topic: topic, Partition: 0, At: int64(hw)}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, _ := resp.Lookup(topic, 0)
+			if r.Err == nil && r.LowWatermark == int64(hw) {
+				return
+			}
+			if !kerr.IsRetriable(r.Err) || attempt == 3 {
+				t.Fatalf("DeleteRecords %s to %d (attempt %d): %+v", topic, hw, attempt, r)
+			}
+			t.Logf("DeleteRecords %s to %d (attempt %d): %v; retrying", topic, hw, attempt, r.Err)
 		}
 	}
 	// passUntil moves the clock on in steps of 10 minutes, each followed
