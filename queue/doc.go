@@ -145,7 +145,7 @@
 // in the commit's metadata (Kafka's offset.metadata.max.bytes, 4096), so
 // a rebalance, a consumer crash or a coordinator failover keeps it:
 //
-//	sluice.queue/1 {"d":[[from,to],...],"p":[{"s":"<base64 scope>","f":F,"t":<unix ms>,"c":"<class>","a":n,"u":<unix ms>}]}
+//	sluice.queue/1 {"d":[[from,to],...],"p":[{"s":"<base64 scope>","f":F,"t":<unix ms>,"c":"<class>","a":n,"u":<unix ms>}],"o":R}
 //
 //	d   done offsets above the committed offset (acknowledged out of
 //	    order), as ranges [from, to), increasing, at most 64; ranges are
@@ -163,6 +163,12 @@
 //	    Lane.ClearRetry) the pause waits for keys:resume or keys:skip;
 //	    no client dead-letters the record and resumes by itself. Either
 //	    endpoint lifts either kind.
+//	o   the operator revision R (absent: 0): raised by one by every
+//	    keys:resume and keys:skip. The coordinator refuses a consumer's
+//	    commit of a state whose R is below the committed one, and an
+//	    operator's that does not raise it (CheckCommit, commitcheck.go):
+//	    a consumer that had not yet seen an operator's change cannot
+//	    bring a lifted pause back; it reads the committed state again.
 //
 // A lane restored from it (FromState) reads again from the committed
 // offset: done records are skipped, records of a paused scope at or after

@@ -114,6 +114,7 @@ type Lane struct {
 	done      []Range // from a restored state: done offsets ≥ next
 	limit     int
 	now       time.Time // stamps deliveries (SetTime)
+	op        int64     // the operator revision of the state (commitcheck.go)
 }
 
 // SetTime sets the time Offer and Redeliver stamp deliveries with (the
@@ -157,6 +158,7 @@ func NewLane(order string, committed int64, limit int) *Lane {
 // FromState restores a lane from its durable state (State).
 func FromState(order string, st LaneState, limit int) *Lane {
 	l := NewLane(order, st.Committed, limit)
+	l.op = st.Op
 	for _, r := range st.Done {
 		if r.To > r.From && r.From >= st.Committed {
 			l.done = append(l.done, r)
@@ -174,6 +176,17 @@ func FromState(order string, st LaneState, limit int) *Lane {
 	}
 	return l
 }
+
+// Op is the operator revision of the lane's state (commitcheck.go).
+func (l *Lane) Op() int64 { return l.op }
+
+// AdoptOp raises the lane's operator revision to op (the consumer has
+// applied the operator's change of the committed state it read).
+func (l *Lane) AdoptOp(op int64) { l.op = max(l.op, op) }
+
+// OperatorChange marks the lane's next state as an operator's: its
+// revision rises by one (keys:resume, keys:skip).
+func (l *Lane) OperatorChange() { l.op++ }
 
 // Order is the lane's delivery order.
 func (l *Lane) Order() string { return l.order }
@@ -429,7 +442,7 @@ func (l *Lane) scope(key []byte) string { return ScopeOf(l.order, key) }
 // offsets above it (at most maxRanges ranges, the lowest kept) and the
 // pauses.
 func (l *Lane) State(maxRanges int) LaneState {
-	st := LaneState{Committed: l.committed, Pauses: l.Pauses()}
+	st := LaneState{Committed: l.committed, Pauses: l.Pauses(), Op: l.op}
 	prev := l.committed
 	for _, s := range l.win {
 		if s.off > prev {

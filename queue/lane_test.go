@@ -442,6 +442,8 @@ func FuzzDecodeState(f *testing.F) {
 	f.Add(StatePrefix+`{"d":[[5,3]]}`, int64(0))
 	f.Add("", int64(0))
 	f.Add(StatePrefix+`{"p":[{"s":"a2E=","f":4,"t":1,"c":"transient","a":3,"u":77}]}`, int64(4))
+	f.Add(StatePrefix+`{"o":3}`, int64(4))
+	f.Add(StatePrefix+`{"o":-1}`, int64(4))
 	f.Fuzz(func(t *testing.T, s string, committed int64) {
 		st, err := DecodeState(s, committed)
 		if err != nil {
@@ -452,7 +454,7 @@ func FuzzDecodeState(f *testing.F) {
 			t.Fatalf("accepted %q, cannot encode: %v", s, err)
 		}
 		back, err := DecodeState(enc, committed)
-		if err != nil || len(back.Pauses) != len(st.Pauses) {
+		if err != nil || len(back.Pauses) != len(st.Pauses) || back.Op != st.Op {
 			t.Fatalf("round trip of %q: %+v %v", s, back, err)
 		}
 		for i, p := range st.Pauses {

@@ -8,6 +8,9 @@ package queue
 // trim of done ranges) and refuses anything else with a precise error,
 // never panicking (FuzzDecodeState). Trimming drops done ranges from the
 // highest down, never a pause: a dropped range only redelivers.
+// Invariant: a state whose operator revision is above 0 encodes it even
+// when it holds nothing else, so no commit forgets the revision
+// (CheckCommit relies on it).
 
 import (
 	"encoding/base64"
@@ -36,11 +39,16 @@ type LaneState struct {
 	Committed int64
 	Done      []Range // done offsets above Committed, increasing, disjoint
 	Pauses    []Pause
+	// Op is the operator revision: how many times an operator
+	// (keys:resume, keys:skip) changed the state. A consumer's commit
+	// carries the revision of the state it started from (CheckCommit).
+	Op int64
 }
 
 type stateJSON struct {
 	Done   [][2]int64  `json:"d,omitempty"`
 	Pauses []pauseJSON `json:"p,omitempty"`
+	Op     int64       `json:"o,omitempty"`
 }
 
 type pauseJSON struct {
@@ -56,13 +64,16 @@ type pauseJSON struct {
 // EncodeState writes st's done ranges and pauses as commit metadata (the
 // committed offset is the commit's own offset). An empty state is "".
 func EncodeState(st LaneState) (string, error) {
-	if len(st.Done) == 0 && len(st.Pauses) == 0 {
+	if len(st.Done) == 0 && len(st.Pauses) == 0 && st.Op == 0 {
 		return "", nil
+	}
+	if st.Op < 0 {
+		return "", fmt.Errorf("queue state: negative operator revision %d", st.Op)
 	}
 	if len(st.Pauses) > MaxPauses {
 		return "", fmt.Errorf("%w: %d, at most %d", ErrPauseLimit, len(st.Pauses), MaxPauses)
 	}
-	var sj stateJSON
+	sj := stateJSON{Op: st.Op}
 	for _, p := range st.Pauses {
 		pj := pauseJSON{Scope: base64.StdEncoding.EncodeToString([]byte(p.Scope)), First: p.First, Since: p.Since.UnixMilli(), Class: p.Class}
 		if p.Attempts > 0 {
@@ -113,6 +124,10 @@ func DecodeState(metadata string, committed int64) (LaneState, error) {
 	if dec.More() {
 		return st, fmt.Errorf("queue state: data after the object")
 	}
+	if sj.Op < 0 {
+		return st, fmt.Errorf("queue state: negative operator revision %d", sj.Op)
+	}
+	st.Op = sj.Op
 	prev := committed
 	for i, r := range sj.Done {
 		if r[0] < prev || r[1] <= r[0] {

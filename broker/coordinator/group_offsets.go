@@ -44,6 +44,7 @@ import (
 	"github.com/sluice-mq/sluice/broker/group"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/meta"
+	"github.com/sluice-mq/sluice/queue"
 	"github.com/sluice-mq/sluice/wal"
 )
 
@@ -89,7 +90,7 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, groupID, memberID, inst
 		if err := gr.g.CheckCommit(now, memberID, instanceID, gen); err != nil {
 			return err
 		}
-		return c.writeOffsets(ctx, gr, gen, offsets, perPartition)
+		return c.writeOffsets(ctx, gr, gen, false, offsets, perPartition)
 	})
 	if errors.Is(err, node.ErrGroupNotFound) {
 		err = fmt.Errorf("%w: %w", group.ErrIllegalGeneration, err)
@@ -104,13 +105,15 @@ func (c *Coordinator) CommitOffsets(ctx context.Context, groupID, memberID, inst
 func (c *Coordinator) CommitOwn(ctx context.Context, groupID string, offsets map[group.TopicPartition]OffsetCommit) (map[group.TopicPartition]error, error) {
 	perPartition := make(map[group.TopicPartition]error)
 	err := c.locked(ctx, groupID, false, func(gr *groupRunner) error {
-		return c.writeOffsets(ctx, gr, -1, offsets, perPartition)
+		return c.writeOffsets(ctx, gr, -1, true, offsets, perPartition)
 	})
 	return perPartition, err
 }
 
-// writeOffsets validates, writes and applies offsets; gr.mu is held.
-func (c *Coordinator) writeOffsets(ctx context.Context, gr *groupRunner, gen group.Generation,
+// writeOffsets validates, writes and applies offsets; gr.mu is held. own
+// marks the operator's commits (CommitOwn): a queue lane's state must
+// follow the committed one's operator revision (queue.CheckCommit).
+func (c *Coordinator) writeOffsets(ctx context.Context, gr *groupRunner, gen group.Generation, own bool,
 	offsets map[group.TopicPartition]OffsetCommit, perPartition map[group.TopicPartition]error) error {
 	now := c.now()
 	durable := make([]meta.CommittedOffset, 0, len(offsets))
@@ -123,6 +126,11 @@ func (c *Coordinator) writeOffsets(ctx context.Context, gr *groupRunner, gen gro
 			continue
 		case len(o.Metadata) > maxOffsetMetadata:
 			perPartition[tp] = fmt.Errorf("%w: %d bytes", node.ErrOffsetMetadataTooLarge, len(o.Metadata))
+			continue
+		}
+		prev, _ := gr.g.Offset(tp)
+		if err := queue.CheckCommit(prev.Metadata, o.Metadata, own); err != nil {
+			perPartition[tp] = fmt.Errorf("%s-%d: %w", tp.Topic, tp.Partition, err)
 			continue
 		}
 		durable = append(durable, meta.CommittedOffset{
@@ -243,7 +251,7 @@ func (c *Coordinator) ResetOffsets(ctx context.Context, groupID string, offsets 
 			return fmt.Errorf("reset offsets of group %q with %d members: %w", groupID, gr.g.Len(), group.ErrNotEmpty)
 		}
 		perPartition := make(map[group.TopicPartition]error)
-		if err := c.writeOffsets(ctx, gr, -1, commits, perPartition); err != nil {
+		if err := c.writeOffsets(ctx, gr, -1, false, commits, perPartition); err != nil {
 			return err
 		}
 		for _, err := range perPartition {

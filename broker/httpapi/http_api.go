@@ -54,7 +54,7 @@ func httpStatusFor(err error) *APIError {
 	case kerr.OutOfOrderSequenceNumber.Code, kerr.InvalidProducerEpoch.Code,
 		kerr.IllegalGeneration.Code, kerr.UnknownMemberID.Code, kerr.FencedInstanceID.Code,
 		kerr.RebalanceInProgress.Code, kerr.NonEmptyGroup.Code, kerr.InconsistentGroupProtocol.Code,
-		kerr.MemberIDRequired.Code:
+		kerr.MemberIDRequired.Code, kerr.UnstableOffsetCommit.Code:
 		status = http.StatusConflict
 	case kerr.RequestTimedOut.Code, kerr.NotLeaderForPartition.Code, kerr.CoordinatorNotAvailable.Code, kerr.KafkaStorageError.Code:
 		status = http.StatusServiceUnavailable

@@ -13,6 +13,7 @@ import (
 	"github.com/sluice-mq/sluice/broker/group"
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/meta"
+	"github.com/sluice-mq/sluice/queue"
 	"github.com/sluice-mq/sluice/wal"
 )
 
@@ -130,6 +131,8 @@ var errorCodes = []struct {
 	{ErrGroupNotFound, kerr.GroupIDNotFound.Code},
 	{ErrCoordinatorUnavailable, kerr.CoordinatorNotAvailable.Code},
 	{ErrOffsetMetadataTooLarge, kerr.OffsetMetadataTooLarge.Code},
+	// Retriable: read the committed state again (queue/commitcheck.go).
+	{queue.ErrStaleState, kerr.UnstableOffsetCommit.Code},
 	{ErrGroupSubscribedToTopic, kerr.GroupSubscribedToTopic.Code},
 	{ErrCoordinatorKeyType, kerr.InvalidRequest.Code},
 	{ErrTransactionsUnsupported, kerr.TransactionalIDAuthorizationFailed.Code},

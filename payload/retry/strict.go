@@ -20,7 +20,10 @@ package retry
 //     record is settled.
 //   - A pause that was durable and is gone from the durable commit
 //     (keys:resume or keys:skip over HTTP) is lifted here before the next
-//     commit, so the commit does not bring it back.
+//     commit, so the commit does not bring it back. A commit that races
+//     with the operator's carries the older operator revision and is
+//     refused by the coordinator (queue.CheckCommit); it is made again
+//     after a reconcile.
 //
 // State is guarded by Consumer.mu; commits and reconciles are serialised
 // by Consumer.commitMu (not held by the rebalance callbacks, which commit
@@ -71,6 +74,7 @@ type strictPart struct {
 	known    bool
 	lastP    map[string]int64 // scope → first held offset of the pauses in last
 	dirty    bool
+	stale    bool // a commit was refused: an operator changed the state since (queue.CheckCommit)
 }
 
 func newStrictPart(order string) *strictPart {
@@ -374,10 +378,17 @@ func (c *Consumer) syncStrict(ctx context.Context, force bool) error {
 		return nil
 	}
 	c.lastSync = time.Now()
-	if err := c.reconcile(ctx); err != nil {
-		return err
+	for try := 1; ; try++ {
+		if err := c.reconcile(ctx); err != nil {
+			return err
+		}
+		err := c.commitStrict(ctx, nil)
+		// Refused as older than an operator's change: the reconcile
+		// applies the change, and the commit is made again over it.
+		if try == 3 || !errors.Is(err, kerr.UnstableOffsetCommit) {
+			return err
+		}
 	}
-	return c.commitStrict(ctx, nil)
 }
 
 // reconcile reads the durable commits of the strict partitions with a
@@ -390,7 +401,7 @@ func (c *Consumer) reconcile(ctx context.Context) error {
 	var topics []string
 	seen := map[string]bool{}
 	for k, sp := range c.strict {
-		if len(sp.lastP) > 0 && !seen[k.topic] {
+		if (len(sp.lastP) > 0 || sp.stale) && !seen[k.topic] {
 			seen[k.topic] = true
 			topics = append(topics, k.topic)
 		}
@@ -407,7 +418,7 @@ func (c *Consumer) reconcile(ctx context.Context) error {
 	defer c.mu.Unlock()
 	for k, sp := range c.strict {
 		o, ok := offs.Lookup(k.topic, k.partition)
-		if !ok || o.Err != nil || len(sp.lastP) == 0 || sp.lane == nil || o.At < 0 {
+		if !ok || o.Err != nil || (len(sp.lastP) == 0 && !sp.stale) || sp.lane == nil || o.At < 0 {
 			continue
 		}
 		m := commitMark{o.At, o.Metadata}
@@ -418,6 +429,9 @@ func (c *Consumer) reconcile(ctx context.Context) error {
 		if err != nil {
 			continue
 		}
+		// The next commit builds on the operator's change read here.
+		sp.lane.AdoptOp(st.Op)
+		sp.stale = false
 		still := map[string]int64{}
 		for _, p := range st.Pauses {
 			still[p.Scope] = p.First
@@ -496,6 +510,7 @@ func (c *Consumer) commitStrict(ctx context.Context, only map[string][]int32) er
 		return nil
 	})
 	var cerr error
+	stale := map[tp]bool{}
 	c.cl.CommitOffsetsSync(cctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err != nil {
 			cerr = err
@@ -503,7 +518,13 @@ func (c *Consumer) commitStrict(ctx context.Context, only map[string][]int32) er
 		}
 		for _, t := range resp.Topics {
 			for _, p := range t.Partitions {
-				if e := kerr.ErrorForCode(p.ErrorCode); e != nil && cerr == nil {
+				e := kerr.ErrorForCode(p.ErrorCode)
+				if errors.Is(e, kerr.UnstableOffsetCommit) {
+					// The broker refused a state older than an operator's
+					// change (keys:resume, keys:skip): reconcile reads it.
+					stale[tp{t.Topic, p.Partition}] = true
+				}
+				if e != nil && cerr == nil {
 					cerr = fmt.Errorf("%s-%d: %w", t.Topic, p.Partition, e)
 				}
 			}
@@ -517,6 +538,7 @@ func (c *Consumer) commitStrict(ctx context.Context, only map[string][]int32) er
 		case sp == nil:
 		case cerr != nil:
 			sp.dirty = true
+			sp.stale = sp.stale || stale[k]
 		default:
 			sp.setLast(m, states[k])
 		}

@@ -9,6 +9,7 @@ package queueapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -179,7 +180,16 @@ func (a *API) settle(w http.ResponseWriter, r *http.Request, memberID string, ge
 		}
 		if err != nil {
 			// The settlements stay in the lanes; the next ack commits
-			// them, or a new generation delivers them again.
+			// them, or a new generation delivers them again. A lane
+			// whose state an operator changed since (keys:resume or
+			// keys:skip through another broker) is forgotten: the next
+			// fetch loads the committed state, and delivers again what
+			// these acks settled.
+			if errors.Is(err, queue.ErrStaleState) {
+				for tp := range touched {
+					delete(gs.parts, tp)
+				}
+			}
 			a.be.WriteError(w, r, err)
 			return
 		}

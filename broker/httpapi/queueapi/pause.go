@@ -170,6 +170,7 @@ func (a *API) resume(r *http.Request, groupID string, req KeyRequest, skip bool)
 	if err != nil {
 		return KeyAnswer{}, err
 	}
+	lane.OperatorChange() // a consumer's commit from the state before is refused (queue.CheckCommit)
 	commit, err := commitOf(lane)
 	if err == nil {
 		err = a.be.CommitOwn(ctx, groupID, map[TP]Commit{tp: commit})
