@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -287,20 +288,23 @@ func presignedCover(parts []presignedPart, size int64) bool {
 // is how many bytes of the body it read.
 func (c *Client) putPresigned(ctx context.Context, s session, body io.Reader, h hash.Hash) (consumed int64, _ error) {
 	for _, p := range s.PresignedParts {
-		counted := &countingReader{r: io.TeeReader(io.LimitReader(body, p.Length), h)}
+		counted := newPartBody(io.TeeReader(io.LimitReader(body, p.Length), h))
 		req, err := http.NewRequestWithContext(ctx, http.MethodPut, p.URL, counted)
 		if err != nil {
 			return consumed, fmt.Errorf("payload: presigned PUT of part %d of session %s: %w", p.Number, s.ID, err)
 		}
 		req.ContentLength = p.Length
 		resp, err := c.http().Do(req)
-		consumed += counted.n
-		if err != nil {
-			return consumed, fmt.Errorf("payload: presigned PUT of part %d of session %s: %w", p.Number, s.ID, err)
+		if err == nil {
+			err = answer(resp, nil)
 		}
-		err = answer(resp, nil)
-		if err == nil && counted.n != p.Length {
-			err = fmt.Errorf("the body ended after %d bytes of part %d", counted.n, p.Number)
+		n, werr := counted.count(ctx)
+		consumed += n
+		if err == nil {
+			err = werr
+		}
+		if err == nil && n != p.Length {
+			err = fmt.Errorf("the body ended after %d bytes of part %d", n, p.Number)
 		}
 		if err != nil {
 			return consumed, fmt.Errorf("payload: presigned PUT of part %d of session %s: %w", p.Number, s.ID, err)
@@ -313,7 +317,7 @@ func (c *Client) putPresigned(ctx context.Context, s session, body io.Reader, h 
 func (c *Client) putParts(ctx context.Context, s session, body io.Reader, size, part int64, h hash.Hash) error {
 	for off := int64(0); off < size || (size == 0 && off == 0); off += part {
 		n := min(part, size-off)
-		counted := &countingReader{r: io.TeeReader(io.LimitReader(body, n), h)}
+		counted := newPartBody(io.TeeReader(io.LimitReader(body, n), h))
 		req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.url(s.PutURL), counted)
 		if err != nil {
 			return fmt.Errorf("payload: %w", err)
@@ -321,6 +325,7 @@ func (c *Client) putParts(ctx context.Context, s session, body io.Reader, size, 
 		req.ContentLength = n
 		if n == 0 {
 			req.Body = http.NoBody
+			counted.Close() // the transport never sees it
 		}
 		req.Header.Set("Content-Type", "application/octet-stream")
 		if size > 0 {
@@ -328,12 +333,15 @@ func (c *Client) putParts(ctx context.Context, s session, body io.Reader, size, 
 		}
 		c.authorize(req)
 		resp, err := c.http().Do(req)
-		if err != nil {
-			return fmt.Errorf("payload: PUT bytes %d-%d of session %s: %w", off, off+n-1, s.ID, err)
+		if err == nil {
+			err = answer(resp, nil)
 		}
-		err = answer(resp, nil)
-		if err == nil && counted.n != n {
-			err = fmt.Errorf("the body ended after %d bytes of %d", off+counted.n, size)
+		read, werr := counted.count(ctx)
+		if err == nil {
+			err = werr
+		}
+		if err == nil && read != n {
+			err = fmt.Errorf("the body ended after %d bytes of %d", off+read, size)
 		}
 		if err != nil {
 			return fmt.Errorf("payload: PUT bytes %d-%d of session %s: %w", off, off+n-1, s.ID, err)
@@ -345,15 +353,42 @@ func (c *Client) putParts(ctx context.Context, s session, body io.Reader, size, 
 	return nil
 }
 
-type countingReader struct {
-	r io.Reader
-	n int64
+// partBody is one part's request body: it counts the bytes the HTTP
+// transport read and tells when the transport is done with it. The
+// transport may go on reading a request's body after Do returns (an early
+// answer, a failed write), and closes it when it stops, possibly from
+// another goroutine; until then neither the count nor the rest of the
+// caller's stream, which the next part reads, may be touched (count).
+type partBody struct {
+	r      io.Reader
+	n      int64 // written by the transport's goroutine until closed
+	once   sync.Once
+	closed chan struct{}
 }
 
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
+func newPartBody(r io.Reader) *partBody { return &partBody{r: r, closed: make(chan struct{})} }
+
+func (b *partBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	b.n += int64(n)
 	return n, err
+}
+
+// Close is the transport's signal that it reads no more.
+func (b *partBody) Close() error {
+	b.once.Do(func() { close(b.closed) })
+	return nil
+}
+
+// count waits until the transport has closed the body and returns how
+// many bytes it read.
+func (b *partBody) count(ctx context.Context) (int64, error) {
+	select {
+	case <-b.closed:
+		return b.n, nil
+	case <-ctx.Done():
+		return 0, fmt.Errorf("the HTTP transport still holds the part's body: %w", ctx.Err())
+	}
 }
 
 // abort deletes a session that will not complete (best effort: the broker

@@ -292,3 +292,32 @@ func createTopic(t *testing.T, cl *kgo.Client, name string) {
 		t.Fatalf("create topic %s: %v %+v", name, err, resp)
 	}
 }
+
+// TestUploadAnsweredBeforeItsBodyIsRead: an endpoint that answers a part's
+// PUT without reading its body (a proxy's early answer). The transport then
+// goes on reading the body after Do returns; the client used to read its
+// count of the part's bytes meanwhile (a data race under -race, and the
+// next part could read the caller's stream while the transport still did).
+// The upload must fail, naming the short part, and never read the body
+// concurrently.
+func TestUploadAnsweredBeforeItsBodyIsRead(t *testing.T) {
+	const part = 32 << 20 // more than the loopback socket buffers hold
+	f := newFakeUploads(t, part)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			w.Header().Set("Connection", "close")
+			json.NewEncoder(w).Encode(map[string]any{"received": 0}) // answered unread
+			return
+		}
+		f.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	body := make([]byte, part+1)
+	c := &payload.Client{Base: srv.URL, Options: payload.Options{APIKey: f.apiKey}}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := c.Upload(ctx, "docs", bytes.NewReader(body), int64(len(body)))
+	if err == nil || !strings.Contains(err.Error(), "the body ended after") && !strings.Contains(err.Error(), "PUT bytes") {
+		t.Fatalf("upload to an endpoint that never read the part: %v, want a failed PUT", err)
+	}
+}
