@@ -650,8 +650,8 @@ func (r *saramaGroupRun) startMember(t *testing.T, addrs []string, version saram
 		h := saramaHandler{run: r, label: label}
 		for ctx.Err() == nil {
 			if err := g.Consume(ctx, []string{r.topic}, h); err != nil {
-				if errors.Is(err, sarama.ErrClosedConsumerGroup) {
-					return
+				if errors.Is(err, sarama.ErrClosedConsumerGroup) || ctx.Err() != nil {
+					return // stopped: a session cut by the cancel is no error
 				}
 				r.addErr("member %s: Consume: %v", label, err)
 				select { // do not spin on a persistent error
