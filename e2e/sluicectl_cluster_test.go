@@ -14,6 +14,7 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -60,8 +61,8 @@ func (c *cluster) sluicectl(bin string, via int32, args ...string) ctlRun {
 	err := cmd.Run()
 	code := 0
 	if err != nil {
-		ee, ok := err.(*exec.ExitError)
-		if !ok {
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) {
 			c.t.Fatalf("sluicectl %v: %v", args, err)
 		}
 		code = ee.ExitCode()

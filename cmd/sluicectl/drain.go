@@ -77,8 +77,7 @@ func (e *env) held(ctx context.Context, id int32) (heldBy, error) {
 	}
 	for _, t := range topics.Topics {
 		leaders, err := e.leadersOf(ctx, t.Name)
-		var se *serverError
-		if errors.As(err, &se) && se.Status == http.StatusNotFound {
+		if notFound(err) {
 			continue // deleted since the listing
 		}
 		if err != nil {
@@ -124,8 +123,7 @@ func (e *env) whereNow(ctx context.Context, id int32, h heldBy) ([]movedPartitio
 	for i, p := range parts {
 		if byTopic[p.Topic] == nil {
 			leaders, err := e.leadersOf(ctx, p.Topic)
-			var se *serverError
-			if err != nil && !(errors.As(err, &se) && se.Status == http.StatusNotFound) {
+			if err != nil && !notFound(err) { // a deleted topic: its partitions have no leader
 				return nil, nil, err
 			}
 			byTopic[p.Topic] = leaders
@@ -142,11 +140,10 @@ func (e *env) whereNow(ctx context.Context, id int32, h heldBy) ([]movedPartitio
 				Coordinator int32 `json:"coordinator"`
 			}
 			err := e.call(ctx, "GET", "/v1/groups/"+esc(g), nil, nil, &d)
-			var se *serverError
 			switch {
 			case err == nil && d.Coordinator != id:
 				groups = append(groups, movedGroup{Group: g, From: id, To: d.Coordinator})
-			case errors.As(err, &se) && se.Status == http.StatusNotFound:
+			case notFound(err):
 				groups = append(groups, movedGroup{Group: g, From: id, To: -1})
 			default:
 				// Still on the drained broker, or being taken over
@@ -166,6 +163,12 @@ func (e *env) whereNow(ctx context.Context, id int32, h heldBy) ([]movedPartitio
 		}
 	}
 	return parts, groups, nil
+}
+
+// notFound reports whether err is the server's 404.
+func notFound(err error) bool {
+	var se *serverError
+	return errors.As(err, &se) && se.Status == http.StatusNotFound
 }
 
 // drained reports a finished drain and what it moved.
