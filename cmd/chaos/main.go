@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
@@ -41,38 +42,61 @@ func main() {
 	os.Exit(code)
 }
 
-const usageText = `usage: chaos command [flags] [args]
+// command is one chaos command; run and the usage come from this table,
+// and TestHelpConventions walks it.
+type command struct {
+	name, summary string
+	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+}
 
-commands:
-  run    run a fault scenario against a three-broker cluster and check it
-  check  check a recorded history again (HISTORY.jsonl)
+var commands = []command{
+	{"run", "run a fault scenario against a three-broker cluster and check it", runScenario},
+	{"check", "check a recorded history again (HISTORY.jsonl)", func(_ context.Context, args []string, stdout, stderr io.Writer) int {
+		return check(args, stdout, stderr)
+	}},
+}
 
-'chaos COMMAND --help' (or 'chaos help COMMAND') lists a command's flags.
-exit status: 0 no anomaly, 1 anomalies, 2 the run could not be carried out or a command-line mistake
-`
+// names lists the commands, "run, check".
+func names() string {
+	var ns []string
+	for _, c := range commands {
+		ns = append(ns, c.name)
+	}
+	return strings.Join(ns, ", ")
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, "usage: chaos command [flags] [args]\n\ncommands:\n")
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-6s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, "\n'chaos COMMAND --help' (or 'chaos help COMMAND') lists a command's flags.\n"+
+		"exit status: 0 no anomaly, 1 anomalies, 2 the run could not be carried out or a command-line mistake\n")
+}
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintln(stderr, "usage: chaos run|check ... (chaos --help)")
+		fmt.Fprintf(stderr, "usage: chaos %s ... (chaos --help)\n", strings.ReplaceAll(names(), ", ", "|"))
 		return 2
 	}
 	if cli.IsHelp(args[0]) {
 		if args[0] == "help" && len(args) > 1 { // help COMMAND
 			return run(ctx, []string{args[1], "--help"}, stdout, stderr)
 		}
-		fmt.Fprint(stdout, usageText)
+		usage(stdout)
 		return 0
 	}
 	switch args[0] {
 	case "--version", "-version", "version":
 		fmt.Fprintln(stdout, version.String("chaos"))
 		return 0
-	case "run":
-		return runScenario(ctx, args[1:], stdout, stderr)
-	case "check":
-		return check(args[1:], stdout, stderr)
 	}
-	fmt.Fprintf(stderr, "chaos: unknown command %q (run, check; chaos --help)\n", args[0])
+	for _, c := range commands {
+		if c.name == args[0] {
+			return c.run(ctx, args[1:], stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "chaos: unknown command %q (%s; chaos --help)\n", args[0], names())
 	return 2
 }
 

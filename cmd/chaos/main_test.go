@@ -35,7 +35,14 @@ func TestHelpConventions(t *testing.T) {
 	run := func(args []string, stdout, stderr *bytes.Buffer) int {
 		return run(t.Context(), args, stdout, stderr)
 	}
-	clitest.Check(t, run, []clitest.Help{
+	// Every command of the table answers each form of help with its own
+	// usage, and the top-level usage lists it.
+	var tree []clitest.Help
+	for _, c := range commands {
+		tree = append(tree, clitest.HelpForms([]string{c.name}, "usage: chaos "+c.name+" ")...)
+		tree = append(tree, clitest.Help{Args: []string{"--help"}, Want: c.summary})
+	}
+	clitest.Check(t, run, append(tree, []clitest.Help{
 		{Args: []string{"--help"}, Want: "usage: chaos command"},
 		{Args: []string{"-h"}, Want: "usage: chaos command"},
 		{Args: []string{"help"}, Want: "usage: chaos command"},
@@ -44,7 +51,7 @@ func TestHelpConventions(t *testing.T) {
 		{Args: []string{"help", "run"}, Want: "usage: chaos run"},
 		{Args: []string{"check", "--help"}, Want: "usage: chaos check"},
 		{Args: []string{"help", "check"}, Want: "usage: chaos check"},
-	}, []clitest.Mistake{
+	}...), []clitest.Mistake{
 		{Args: []string{"--no-such-flag"}, Want: `unknown command "--no-such-flag"`},
 		{Args: []string{"bogus"}, Want: `unknown command "bogus"`},
 		{Args: []string{"help", "bogus"}, Want: `unknown command "bogus"`},

@@ -4,7 +4,9 @@ package main
 //
 //	sluicectl broker ls              the brokers with AZ, liveness, drain and leaders
 //	sluicectl broker drain N         move leaderships and groups off broker N,
-//	                                 waiting (--wait) until it leads nothing
+//	                                 waiting (--wait) until it leads nothing and
+//	                                 coordinates no group, then naming where each
+//	                                 leadership and group went (drain.go)
 //	sluicectl broker undrain N       let it lead again
 //	sluicectl leader elect --preferred [--topic T]
 //	                                 move leaderships back to the preferred replicas now
@@ -89,11 +91,18 @@ func brokerDrainFlags(fs *flag.FlagSet) func(context.Context, *env, []string) er
 		if err != nil {
 			return err
 		}
+		var before heldBy
+		if *wait {
+			// What it holds now, to say afterwards where each went.
+			if before, err = e.held(ctx, id); err != nil {
+				return err
+			}
+		}
 		if err := e.call(ctx, "POST", "/v1/admin/brokers/"+strconv.Itoa(int(id))+"/drain", nil, nil, nil); err != nil {
 			return err
 		}
 		if !*wait {
-			return e.drainResult(id, -1)
+			return e.drainResult(id)
 		}
 		ctx, cancel := context.WithTimeout(ctx, *timeout)
 		defer cancel()
@@ -113,12 +122,18 @@ func brokerDrainFlags(fs *flag.FlagSet) func(context.Context, *env, []string) er
 				last = n
 				if n == 0 {
 					// Group placement follows the drain marks on each
-					// broker's next read of them (every second).
+					// broker's next read of them (every second); whereNow
+					// then waits until each group it held is served
+					// elsewhere.
 					select {
 					case <-ctx.Done():
 					case <-time.After(2 * time.Second):
 					}
-					return e.drainResult(id, 0)
+					parts, groups, err := e.whereNow(ctx, id, before)
+					if err != nil {
+						return fmt.Errorf("broker %d leads no partition, but %w", id, err)
+					}
+					return e.drained(id, parts, groups)
 				}
 			}
 			select {
@@ -130,15 +145,12 @@ func brokerDrainFlags(fs *flag.FlagSet) func(context.Context, *env, []string) er
 	}
 }
 
-func (e *env) drainResult(id int32, leaders int) error {
+// drainResult reports a drain not waited for (--wait=false).
+func (e *env) drainResult(id int32) error {
 	if e.json {
-		return e.writeJSON(map[string]any{"broker": id, "draining": true, "leaders": leaders})
+		return e.writeJSON(map[string]any{"broker": id, "draining": true, "leaders": -1})
 	}
-	if leaders < 0 {
-		fmt.Fprintf(e.stdout, "broker %d draining\n", id)
-	} else {
-		fmt.Fprintf(e.stdout, "broker %d drained: it leads no partition and coordinates no group; stop it now\n", id)
-	}
+	fmt.Fprintf(e.stdout, "broker %d draining\n", id)
 	return nil
 }
 

@@ -142,7 +142,7 @@ func run(ctx context.Context, args []string, s streams) error {
 	}
 	args = top.Args()
 	if len(args) == 0 {
-		return usagef("no command (tenant, user, apikey, acl, quota, dlq or certs)")
+		return usagef("no command (%s)", groupList())
 	}
 	if args[0] == "help" {
 		if len(args) == 1 {
@@ -153,10 +153,13 @@ func run(ctx context.Context, args []string, s streams) error {
 	}
 	group := args[0]
 	if !slices.ContainsFunc(commands, func(c command) bool { return c.group == group }) {
-		return usagef("unknown command %q (tenant, user, apikey, acl, quota, dlq, top, broker, leader or certs)", group)
+		return usagef("unknown command %q (%s)", group, groupList())
 	}
 	if slices.ContainsFunc(commands, func(c command) bool { return c.group == group && c.verb == "" }) {
 		args = append([]string{group, ""}, args[1:]...) // a command without subcommands (top)
+		if len(args) == 3 && args[2] == "help" {
+			args[2] = "--help" // top help, as tenant help
+		}
 	}
 	verbs := groupVerbs(group)
 	if len(args) < 2 || cli.IsHelp(args[1]) {
@@ -195,6 +198,17 @@ func run(ctx context.Context, args []string, s streams) error {
 		return usagef("%s %s: %s", c.group, c.verb, ue.msg)
 	}
 	return err
+}
+
+// groupList names every command of the table, in its order.
+func groupList() string {
+	var gs []string
+	for _, c := range commands {
+		if !slices.Contains(gs, c.group) {
+			gs = append(gs, c.group)
+		}
+	}
+	return strings.Join(gs[:len(gs)-1], ", ") + " or " + gs[len(gs)-1]
 }
 
 func groupVerbs(group string) string {

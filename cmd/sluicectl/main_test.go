@@ -250,7 +250,7 @@ func TestHelpConventions(t *testing.T) {
 		}
 		return exitCode(run(t.Context(), args, streams{stdin: strings.NewReader(""), stdout: stdout, stderr: stderr, getenv: getenv}), stderr)
 	}
-	clitest.Check(t, run, []clitest.Help{
+	clitest.Check(t, run, append(commandTreeHelp(), []clitest.Help{
 		{Args: []string{"--help"}, Want: "usage: sluicectl [global flags] command"},
 		{Args: []string{"-h"}, Want: "usage: sluicectl [global flags] command"},
 		{Args: []string{"help"}, Want: "usage: sluicectl [global flags] command"},
@@ -263,13 +263,54 @@ func TestHelpConventions(t *testing.T) {
 		{Args: []string{"top", "--help"}, Want: "usage: sluicectl top"},
 		{Args: []string{"help", "top"}, Want: "usage: sluicectl top"},
 		{Args: []string{"help", "certs", "create"}, Want: "usage: sluicectl certs create"},
-	}, []clitest.Mistake{
+	}...), append(unknownCommandMistakes(), []clitest.Mistake{
 		{Args: []string{"--no-such-flag"}, Want: "flag provided but not defined: -no-such-flag"},
 		{Args: []string{"bogus"}, Want: `unknown command "bogus"`},
 		{Args: []string{"help", "bogus"}, Want: `unknown command "bogus"`},
 		{Args: []string{"help", "tenant", "bogus"}, Want: `unknown subcommand "bogus"`},
 		{Args: []string{"tenant", "create", "--bogus"}, Want: "tenant create: flag provided but not defined: -bogus"},
-	})
+	}...))
+}
+
+// commandTreeHelp walks the command table: every command and subcommand
+// answers each form of help with its own usage, each command lists its
+// subcommands, and the top-level usage lists every subcommand.
+func commandTreeHelp() []clitest.Help {
+	var helps []clitest.Help
+	seen := map[string]bool{}
+	for _, c := range commands {
+		if c.verb == "" { // a command without subcommands (top)
+			helps = append(helps, clitest.HelpForms([]string{c.group}, "usage: sluicectl "+c.group+" ")...)
+			helps = append(helps, clitest.Help{Args: []string{c.group, "help"}, Want: "usage: sluicectl " + c.group + " "})
+		} else {
+			path := []string{c.group, c.verb}
+			helps = append(helps, clitest.HelpForms(path, "usage: sluicectl "+c.group+" "+c.verb+" ")...)
+			if !seen[c.group] {
+				seen[c.group] = true
+				groupUsage := "usage: sluicectl [global flags] " + c.group + " subcommand"
+				helps = append(helps, clitest.HelpForms([]string{c.group}, groupUsage)...)
+				helps = append(helps, clitest.Help{Args: []string{c.group, "help"}, Want: groupUsage})
+			}
+			helps = append(helps, clitest.Help{Args: []string{c.group, "--help"}, Want: c.summary})
+		}
+		helps = append(helps, clitest.Help{Args: []string{"--help"}, Want: c.summary})
+	}
+	return helps
+}
+
+// unknownCommandMistakes: a mistake in a command's name lists every
+// command of the table (the list was once written by hand and fell behind).
+func unknownCommandMistakes() []clitest.Mistake {
+	var ms []clitest.Mistake
+	seen := map[string]bool{}
+	for _, c := range commands {
+		if !seen[c.group] {
+			seen[c.group] = true
+			ms = append(ms, clitest.Mistake{Args: []string{"bogus"}, Want: c.group},
+				clitest.Mistake{Args: nil, Want: c.group})
+		}
+	}
+	return ms
 }
 
 // TestCACert speaks to the same API over TLS: --cacert verifies the server,

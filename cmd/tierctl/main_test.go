@@ -324,7 +324,14 @@ func TestHelpConventions(t *testing.T) {
 	run := func(args []string, stdout, stderr *bytes.Buffer) int {
 		return run(t.Context(), args, stdout, stderr)
 	}
-	clitest.Check(t, run, []clitest.Help{
+	// Every command of the table answers each form of help with its own
+	// usage, and the top-level usage lists it.
+	var tree []clitest.Help
+	for _, c := range commands {
+		tree = append(tree, clitest.HelpForms([]string{c.name}, "usage: tierctl "+c.name+" ")...)
+		tree = append(tree, clitest.Help{Args: []string{"--help"}, Want: c.summary})
+	}
+	clitest.Check(t, run, append(tree, []clitest.Help{
 		{Args: []string{"--help"}, Want: "usage: tierctl [global flags] command"},
 		{Args: []string{"-h"}, Want: "usage: tierctl [global flags] command"},
 		{Args: []string{"help"}, Want: "usage: tierctl [global flags] command"},
@@ -332,7 +339,7 @@ func TestHelpConventions(t *testing.T) {
 		{Args: []string{"ls", "-h"}, Want: "usage: tierctl ls"},
 		{Args: []string{"help", "ls"}, Want: "usage: tierctl ls"},
 		{Args: []string{"help", "export"}, Want: "-format"},
-	}, []clitest.Mistake{
+	}...), []clitest.Mistake{
 		{Args: []string{"--no-such-flag"}, Want: "flag provided but not defined: -no-such-flag"},
 		{Args: []string{"bogus"}, Want: `unknown command "bogus"`},
 		{Args: []string{"help", "bogus"}, Want: `unknown command "bogus"`},

@@ -27,6 +27,19 @@ type Mistake struct {
 	Want string
 }
 
+// HelpForms are the ways to ask for the help of the command at path (a
+// command, or a command and its subcommand): `PATH --help`, `PATH -h` and
+// `help PATH`, each wanting want on stdout. A binary's TestHelpConventions
+// builds them from its command table, so a subcommand added without help
+// fails it.
+func HelpForms(path []string, want string) []Help {
+	return []Help{
+		{Args: append(append([]string{}, path...), "--help"), Want: want},
+		{Args: append(append([]string{}, path...), "-h"), Want: want},
+		{Args: append([]string{"help"}, path...), Want: want},
+	}
+}
+
 // Check runs every case as a subtest.
 func Check(t *testing.T, run Run, helps []Help, mistakes []Mistake) {
 	t.Helper()
