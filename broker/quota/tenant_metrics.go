@@ -12,7 +12,7 @@ package quota
 //
 // The reasons are the quota keys that refuse (Topics, Partitions, Groups,
 // Connections, ConnectionCreationRate, ControllerMutationRate,
-// StorageBytes) and the Reject* constants below.
+// StorageBytes, ObjectStorageBytes) and the Reject* constants below.
 //
 // Invariant: a refusal is counted once, by whoever decides it (broker/node
 // for counts, mutations, storage and the disk; Meters for connections; the
