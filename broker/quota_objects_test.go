@@ -178,3 +178,59 @@ func TestLargeObjectStorageQuotas(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// TestObjectUploadByteRate: on a broker over versitygw, a tenant at
+// object_upload_byte_rate has its upload PUTs refused before they are read
+// once it is in debt: 429, code "throttled" naming the key, Retry-After in
+// whole seconds. A client that retries every 100 ms is held to the rate:
+// what is accepted over the run is within the quota's rate over the run
+// plus its burst and one PUT, and at least 70% of the rate.
+func TestObjectUploadByteRate(t *testing.T) {
+	const (
+		rate = 64 << 10 // bytes/s
+		size = 16 << 10 // one PUT
+		span = 6 * time.Second
+	)
+	srv := s3test.Start(t)
+	cfg := testBrokerConfig(t)
+	cfg.ObjectStore, cfg.ObjectStoreOptions = srv.URL(fmt.Sprintf("rate-%d", time.Now().UnixNano())), srv.Options()
+	cfg.ObjectStoreOptions.Timeout = 2 * time.Minute
+	b := startQuotaBrokerWith(t, cfg, quota.Static{auth.DefaultTenant: {quota.ObjectUploadByteRate: rate}})
+	base := "http://" + b.Cfg.HTTPListen
+	if code, body := postJSON(t, base+"/v1/topics", `{"name":"big","partitions":1}`); code != http.StatusCreated {
+		t.Fatalf("create topic: %d %v", code, body)
+	}
+
+	var accepted int64
+	throttled := 0
+	start := time.Now()
+	for seed := uint64(1); time.Since(start) < span; seed++ {
+		code, u, ecode, msg := beginAnswer(t, base, size, genSHA(seed, size))
+		if code != http.StatusCreated {
+			t.Fatalf("begin: %d %s %s", code, ecode, msg)
+		}
+		for time.Since(start) < span {
+			code, raw, hdr := doHTTP(t, "PUT", base+u.PutURL, newGen(seed, size), size, nil)
+			if code == http.StatusOK {
+				accepted += size
+				break
+			}
+			var e struct {
+				Error struct{ Code, Message string }
+			}
+			if code != http.StatusTooManyRequests || json.Unmarshal(raw, &e) != nil || e.Error.Code != "throttled" ||
+				!strings.Contains(e.Error.Message, quota.ObjectUploadByteRate) || hdr.Get("Retry-After") == "" {
+				t.Fatalf("PUT over object_upload_byte_rate: %d %s (Retry-After %q), want 429 throttled naming the key", code, raw, hdr.Get("Retry-After"))
+			}
+			throttled++
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	elapsed := time.Since(start)
+	most := int64(rate*(elapsed+quota.DefaultBurst).Seconds()) + size
+	least := int64(0.7 * rate * elapsed.Seconds())
+	t.Logf("%d bytes accepted in %v (%.0f bytes/s, quota %d), %d PUTs refused", accepted, elapsed, float64(accepted)/elapsed.Seconds(), rate, throttled)
+	if throttled == 0 || accepted > most || accepted < least {
+		t.Fatalf("%d bytes accepted in %v with %d PUTs refused; want some refused and between %d and %d", accepted, elapsed, throttled, least, most)
+	}
+}
