@@ -36,6 +36,17 @@ const (
 	RejectSlowReceive = "slow_receive"
 )
 
+// Label is the tenant label the tenant's series take, in these metrics and
+// in any other per-tenant metric of the broker (the fair lanes' queue
+// delay): the tenant's own among the first MaxTenantLabels tenants seen,
+// OtherTenant after. A nil *Metrics bounds nothing and answers tenant.
+func (m *Metrics) Label(tenant string) string {
+	if m == nil {
+		return tenant
+	}
+	return m.label(tenant)
+}
+
 // Rejected counts one refusal of the tenant for reason.
 func (m *Metrics) Rejected(tenant, reason string) {
 	if m == nil || reason == "" {
