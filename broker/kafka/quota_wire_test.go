@@ -15,11 +15,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/auth"
 	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+	"github.com/sluice-mq/sluice/broker/kafka"
+	"github.com/sluice-mq/sluice/broker/kafka/quotaadmit"
 	"github.com/sluice-mq/sluice/broker/quota"
 )
 
@@ -174,11 +177,15 @@ func readJoinResponse(t *testing.T, c *rawConn, corr int32) *kmsg.JoinGroupRespo
 // coordinator for a rebalance timeout (a member of each group that will
 // not rejoin). The broker reads the second only once the first is
 // answered, so the two waits add up; both are answered, without an error
-// (the connection is held, not refused). A connection of globex, without
-// the quota, doing the same has both parked at once.
+// (the connection is held, not refused), and the time held is counted in
+// sluice_tenant_throttle_seconds_total under inflight_requests. A
+// connection of globex, without the quota, doing the same has both parked
+// at once.
 func TestInflightRequestsHeld(t *testing.T) {
 	const rebalance = 3 * time.Second
-	sb, _ := startQuotaBroker(t, quota.Static{"acme": {quota.InflightRequests: 1}})
+	reg := prometheus.NewRegistry()
+	m := quota.NewMeters(quota.Static{"acme": {quota.InflightRequests: 1}}, 0, quota.NewMetrics(reg))
+	sb := startSecureBroker(t, nil, kafka.WithCredentials(tenantUsers(t)), kafka.WithAdmitter(quotaadmit.New(m)))
 	login := func(user string) *rawConn {
 		c := dialRaw(t, sb.addr["SASL_PLAINTEXT"], nil)
 		if ar := scramLogin(t, c, auth.MechanismScramSHA512, user, user+"-pw"); ar.ErrorCode != 0 {
@@ -227,5 +234,34 @@ func TestInflightRequestsHeld(t *testing.T) {
 	}
 	if free >= 2*rebalance-rebalance/4 {
 		t.Errorf("globex without the quota: both joins answered in %v, want them parked at once (about %v)", free, rebalance)
+	}
+	// The time held counts as a throttle of acme by inflight_requests.
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var acme, globex float64
+	for _, mf := range mfs {
+		if mf.GetName() != "sluice_tenant_throttle_seconds_total" {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range mt.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["reason"] != quota.InflightRequests {
+				continue
+			}
+			switch labels["tenant"] {
+			case "acme":
+				acme += mt.GetCounter().GetValue()
+			case "globex":
+				globex += mt.GetCounter().GetValue()
+			}
+		}
+	}
+	if acme < (rebalance-rebalance/4).Seconds() || globex != 0 {
+		t.Errorf("sluice_tenant_throttle_seconds_total{reason=inflight_requests}: acme %.2fs, globex %.2fs; want about %v and 0", acme, globex, rebalance)
 	}
 }

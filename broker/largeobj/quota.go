@@ -32,7 +32,9 @@ package largeobj
 //
 // Bounds: sessions begun or completed at once on several brokers each see
 // the others' records only once written, so a tenant may overshoot by what
-// it begins concurrently. A tenant without either key costs no read.
+// it begins concurrently. Begin and Complete of a tenant without either
+// key read nothing; the storage loop reads every session record each time
+// it sums (every 2 s on each broker), as Sweep does each interval.
 //
 // Invariant: a check runs before anything is written (Begin) or before
 // the session's state changes (Complete); a refused request changes
@@ -90,7 +92,8 @@ func (s *Service) StoredByTenant(ctx context.Context) (map[string]int64, error) 
 	return out, nil
 }
 
-// storedBytes is tenant's stored large-object bytes, without session skip.
+// storedBytes is tenant's stored large-object bytes, leaving out session
+// skip.
 func (s *Service) storedBytes(ctx context.Context, tenant, skip string, withOpen bool) (int64, error) {
 	var n int64
 	err := s.cfg.Sessions.ListUploads(ctx, func(u meta.Upload) error {
