@@ -25,7 +25,8 @@ package largeobj
 // (node.LogStorageBytes), storage_bytes. Complete checks again without the
 // other open sessions' reservations (completed and published objects plus
 // this one), so a quota lowered meanwhile holds, and of two sessions that
-// raced through Begin only the first to complete can overshoot no further.
+// passed Begin at once and do not fit together, the second to complete is
+// refused.
 // A refusal wraps node.ErrStorageQuota (HTTP 507 quota_exceeded); a
 // refused Complete leaves the session open, to be completed once room is
 // freed or aborted.

@@ -26,6 +26,8 @@ func TestFairQueueDelayTenantLabelBounded(t *testing.T) {
 
 	n := quota.MaxTenantLabels + 50
 	release := make(chan struct{})
+	letGo := sync.OnceFunc(func() { close(release) })
+	defer letGo()
 	holding := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -53,7 +55,7 @@ func TestFairQueueDelayTenantLabelBounded(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	close(release)
+	letGo()
 	wg.Wait()
 
 	mfs, err := reg.Gather()
