@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/sluice-mq/sluice/broker/largeobj"
+	"github.com/sluice-mq/sluice/broker/quota"
 )
 
 // defaultUploadSweepInterval is how often upload sessions are swept.
@@ -33,7 +34,8 @@ func (b *Broker) LargeObjects() *largeobj.Service { return b.largeObjects }
 // large payloads off (logged), which is not an error.
 func (b *Broker) startLargeObjects() error {
 	svc, err := largeobj.New(largeobj.Config{Store: b.Objects, Sessions: b.Store, Now: b.Cfg.Now,
-		Logger: b.NodeLog, TTL: b.Cfg.UploadSessionTTL, MaxObjectBytes: b.Cfg.MaxObjectBytes, Grace: b.Cfg.TierGrace})
+		Logger: b.NodeLog, TTL: b.Cfg.UploadSessionTTL, MaxObjectBytes: b.Cfg.MaxObjectBytes, Grace: b.Cfg.TierGrace,
+		Quotas: largeobj.Quotas{Limits: b.tenantLimits, LogBytes: b.LogStorageBytes, Rejected: b.Tenants.Rejected}})
 	if errors.Is(err, largeobj.ErrUnsupported) {
 		b.Logger.Warn().Err(err).Msg("large payloads are off")
 		return nil
@@ -42,11 +44,21 @@ func (b *Broker) startLargeObjects() error {
 		return err
 	}
 	b.largeObjects = svc
+	b.SetLargeObjectBytes(svc.StoredByTenant) // storage_bytes counts them with the logs
 	b.registerLargeObjectMetrics(svc)
 	if b.Cfg.Refs == nil { // a test may bring its own claimer
 		b.Cfg.Refs = svc // set before the listeners start, read-only after
 	}
 	return nil
+}
+
+// tenantLimits answers a tenant's limits from the source Run settles on
+// (read per request, so it may be set after the Service is made).
+func (b *Broker) tenantLimits(tenant string) quota.Limits {
+	if b.Cfg.Quotas == nil {
+		return nil
+	}
+	return b.Cfg.Quotas.Limits(tenant)
 }
 
 // largeObjectSweepLoop sweeps upload sessions past their TTL until ctx

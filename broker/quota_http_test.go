@@ -22,7 +22,13 @@ import (
 // startQuotaBroker runs a broker with SetQuotas(src) until the test ends.
 func startQuotaBroker(t *testing.T, src quota.Source) *Broker {
 	t.Helper()
-	b, err := New(testBrokerConfig(t), zerolog.Nop())
+	return startQuotaBrokerWith(t, testBrokerConfig(t), src)
+}
+
+// startQuotaBrokerWith is startQuotaBroker of the configuration cfg.
+func startQuotaBrokerWith(t *testing.T, cfg Config, src quota.Source) *Broker {
+	t.Helper()
+	b, err := New(cfg, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,6 +35,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/auth"
+	"github.com/sluice-mq/sluice/broker/quota"
 )
 
 // errQuotaClosed marks a connection closed by a count quota.
@@ -149,8 +150,10 @@ func (c *connQuota) wait(ctx context.Context) error {
 		if c.limit <= 0 || c.inflight.Load() < c.limit {
 			return nil
 		}
+		from := time.Now() // at inflight_requests: the time is counted as held
 		select {
 		case <-c.answered:
+			c.adm.Held(c.id, quota.InflightRequests, time.Since(from))
 		case <-ctx.Done():
 			return ctx.Err()
 		}

@@ -62,4 +62,10 @@
 // appended; the partitions' leaders fold the entries against their log
 // starts; once none is left the object is condemned, and after Config.Grace
 // it goes. tier/doc.go ("Large objects") states the invariant.
+//
+// # Quotas
+//
+// Begin and Complete hold a tenant's large objects to object_storage_bytes
+// and, with its logs, to storage_bytes; quota.go says which sessions'
+// bytes count and when they stop counting.
 package largeobj

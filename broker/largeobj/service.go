@@ -117,6 +117,9 @@ type Config struct {
 	Grace time.Duration
 	// NewID makes session ids (nil: 32 random hex digits).
 	NewID func() string
+	// Quotas enforce object_storage_bytes and storage_bytes (quota.go;
+	// the zero value: none).
+	Quotas Quotas
 }
 
 // Service runs upload sessions. Safe for concurrent use.
@@ -234,6 +237,9 @@ func (s *Service) Begin(ctx context.Context, req BeginRequest) (Session, error) 
 	}
 	if req.Size > s.cfg.MaxObjectBytes {
 		return Session{}, fmt.Errorf("%w: %d bytes declared, at most %d", ErrTooLarge, req.Size, s.cfg.MaxObjectBytes)
+	}
+	if err := s.checkQuota(ctx, req.Tenant, "", req.Size, true); err != nil {
+		return Session{}, err
 	}
 	id := s.cfg.NewID()
 	if err := ref.ValidID(id); err != nil {
@@ -401,6 +407,9 @@ func (s *Service) Complete(ctx context.Context, tenant, id string) (Completed, e
 		return Completed{}, fmt.Errorf("%w: session %q is %s", ErrState, id, u.State)
 	case s.expired(u):
 		return Completed{}, fmt.Errorf("%w: session %q passed its time to live", ref.ErrExpired, id)
+	}
+	if err := s.checkQuota(ctx, tenant, u.ID, u.Size, false); err != nil {
+		return Completed{}, err
 	}
 	streamed := u.Received == u.Size
 	parts := make([]objstore.Part, 0, len(u.Parts))

@@ -186,10 +186,11 @@ type limitState struct {
 	mutMu     sync.Mutex
 	mutations map[string]*mutationBucket // by tenant; guarded by mutMu
 
-	ladder     diskLadder                       // diskladder.go; owned by the disk guard loop
-	level      atomic.Int32                     // the ladder's level, read by every creation and produce
-	storage    atomic.Pointer[map[string]int64] // storage.go: retained bytes by tenant, cluster-wide
-	usageLease clientv3.LeaseID                 // storage.go: the lease of this broker's figures; owned by the disk guard loop
+	ladder     diskLadder                                                      // diskladder.go; owned by the disk guard loop
+	level      atomic.Int32                                                    // the ladder's level, read by every creation and produce
+	storage    atomic.Pointer[storageFigures]                                  // storage.go: retained bytes by tenant, cluster-wide
+	largeBytes atomic.Pointer[func(context.Context) (map[string]int64, error)] // storage.go: SetLargeObjectBytes
+	usageLease clientv3.LeaseID                                                // storage.go: the lease of this broker's figures; owned by the disk guard loop
 	// overQuota tells the third level a tenant over quota (SetOverQuota).
 	overQuota atomic.Pointer[func(tenant string) bool]
 }

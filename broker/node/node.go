@@ -128,14 +128,15 @@ func New(cfg Config, nodeLog zerolog.Logger) *Node {
 		fs = vfs.OS
 	}
 	m := NewMetrics()
+	tenants := quota.NewMetrics(m.Reg)
 	return &Node{
 		Cfg:           cfg,
 		Logger:        nodeLog.With().Str("component", "broker").Logger(),
 		NodeLog:       nodeLog,
 		FS:            fs,
 		M:             m,
-		Fair:          newFair(cfg, m.Reg),
-		Tenants:       quota.NewMetrics(m.Reg),
+		Fair:          newFair(cfg, m.Reg, tenants.Label),
+		Tenants:       tenants,
 		topics:        make(map[string]*Topic),
 		byID:          make(map[[16]byte]*Topic),
 		PendingStates: make(map[PartitionKey]meta.PartitionState),

@@ -5,7 +5,9 @@ package node
 // retained by the partitions this broker leads, as the retention machine
 // knows them: the local log plus what object storage holds below the local
 // log start (the tiered head's objects, older ones estimated,
-// tier.RemoteBytesBelow). Produce checks the tenant's figure before
+// tier.RemoteBytesBelow), plus the tenant's large objects as the
+// metadata store records them (SetLargeObjectBytes; broker/largeobj
+// says which bytes count). Produce checks the tenant's figure before
 // appending (CheckAppend).
 //
 // The code of a refusal is KAFKA_STORAGE_ERROR: retriable, and retried by
@@ -84,8 +86,46 @@ func (b *Node) refreshStorage(ctx context.Context) {
 		// This broker's own figures hold the tenant meanwhile.
 		b.Logger.Debug().Err(err).Msg("storage figures not exchanged through etcd; using this broker's")
 	}
-	b.storage.Store(&out)
-	b.Tenants.SetStorage(out)
+	f := &storageFigures{logs: out}
+	if last := b.storage.Load(); last != nil {
+		f.large = last.large // kept while the large objects cannot be read
+	}
+	if fn := b.largeBytes.Load(); fn != nil {
+		lctx, cancel := context.WithTimeout(ctx, storageInterval)
+		large, err := (*fn)(lctx)
+		cancel()
+		if err == nil {
+			f.large = large
+		} else if ctx.Err() == nil {
+			b.Logger.Debug().Err(err).Msg("large objects not counted afresh; using the last figures")
+		}
+	}
+	b.storage.Store(f)
+	b.Tenants.SetStorage(f.totals())
+}
+
+// storageFigures are the retained bytes by tenant, cluster-wide: of the
+// logs (local and remote) and of large objects. Immutable once stored.
+type storageFigures struct {
+	logs, large map[string]int64
+}
+
+func (f *storageFigures) totals() map[string]int64 {
+	out := make(map[string]int64, len(f.logs)+len(f.large))
+	for t, n := range f.logs {
+		out[t] += n
+	}
+	for t, n := range f.large {
+		out[t] += n
+	}
+	return out
+}
+
+// SetLargeObjectBytes sets how the storage loop reads the tenants' stored
+// large-object bytes (cluster-wide, from the metadata store); they count
+// towards storage_bytes with the logs'. Call it before Run.
+func (b *Node) SetLargeObjectBytes(fn func(context.Context) (map[string]int64, error)) {
+	b.largeBytes.Store(&fn)
 }
 
 // shareUsage publishes this broker's figures and returns the cluster's sum.
@@ -106,10 +146,20 @@ func (b *Node) shareUsage(ctx context.Context, mine map[string]int64) (map[strin
 	return b.Store.Usage(ctx)
 }
 
-// StorageBytes is the tenant's retained bytes as last summed.
+// StorageBytes is the tenant's retained bytes as last summed: its logs'
+// and its large objects'.
 func (b *Node) StorageBytes(tenant string) int64 {
-	if m := b.storage.Load(); m != nil {
-		return (*m)[tenant]
+	if f := b.storage.Load(); f != nil {
+		return f.logs[tenant] + f.large[tenant]
+	}
+	return 0
+}
+
+// LogStorageBytes is the part of StorageBytes in the tenant's logs, local
+// and remote: what an upload adds its large objects to, counted afresh.
+func (b *Node) LogStorageBytes(tenant string) int64 {
+	if f := b.storage.Load(); f != nil {
+		return f.logs[tenant]
 	}
 	return 0
 }

@@ -23,8 +23,9 @@
 //	         inflight_requests                              HTTP 403
 //	count    object_downloads (at once, per broker;         HTTP 429 "throttled",
 //	         GET /v1/objects/{ref})                         Retry-After 1
-//	storage  storage_bytes, object_storage_bytes            retriable refusal /
-//	                                                        HTTP 507
+//	storage  storage_bytes (produce; large-object uploads), retriable refusal /
+//	         object_storage_bytes (large-object uploads,    HTTP 507
+//	         broker/largeobj/quota.go)
 //
 // A key that is absent is unlimited.
 //

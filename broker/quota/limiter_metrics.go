@@ -57,7 +57,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		throttle: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_tenant_throttle_seconds_total",
-			Help: "Time a tenant's clients were held by a rate quota (throttle_time_ms, Retry-After), by quota key (reason).",
+			Help: "Time a tenant's clients were held by a rate quota (throttle_time_ms, Retry-After) or a Kafka connection was not read at inflight_requests, by quota key (reason).",
 		}, []string{"tenant", "reason"}),
 		util: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_tenant_quota_utilisation",

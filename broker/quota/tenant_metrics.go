@@ -12,7 +12,7 @@ package quota
 //
 // The reasons are the quota keys that refuse (Topics, Partitions, Groups,
 // Connections, ConnectionCreationRate, ControllerMutationRate,
-// StorageBytes) and the Reject* constants below.
+// StorageBytes, ObjectStorageBytes) and the Reject* constants below.
 //
 // Invariant: a refusal is counted once, by whoever decides it (broker/node
 // for counts, mutations, storage and the disk; Meters for connections; the
@@ -35,6 +35,17 @@ const (
 	// stopped making progress while it held request memory.
 	RejectSlowReceive = "slow_receive"
 )
+
+// Label is the tenant label the tenant's series take, in these metrics and
+// in any other per-tenant metric of the broker (the fair lanes' queue
+// delay): the tenant's own among the first MaxTenantLabels tenants seen,
+// OtherTenant after. A nil *Metrics bounds nothing and answers tenant.
+func (m *Metrics) Label(tenant string) string {
+	if m == nil {
+		return tenant
+	}
+	return m.label(tenant)
+}
 
 // Rejected counts one refusal of the tenant for reason.
 func (m *Metrics) Rejected(tenant, reason string) {

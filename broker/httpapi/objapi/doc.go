@@ -33,6 +33,10 @@
 //	410 expired             the session passed its time to live
 //	413 too_large           a declared size above --max-object-bytes
 //	416 range_not_satisfiable
+//	507 quota_exceeded      POST /v1/uploads or :complete: the object does
+//	                        not fit the tenant's object_storage_bytes or
+//	                        storage_bytes (broker/largeobj/quota.go); the
+//	                        message names the key
 //	422 checksum_mismatch   the bytes are not the size and sha256 declared;
 //	                        the session is aborted and the bytes deleted
 //	503 unavailable         the object or metadata store failed; retry

@@ -23,6 +23,7 @@ import (
 	"github.com/sluice-mq/sluice/broker/auth"
 	"github.com/sluice-mq/sluice/broker/httpapi/apierr"
 	"github.com/sluice-mq/sluice/broker/largeobj"
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/payload/ref"
 )
@@ -143,6 +144,8 @@ func statusOf(err error) *apierr.Error {
 	switch {
 	case errors.Is(err, largeobj.ErrInvalid):
 		return apierr.Errorf(http.StatusBadRequest, "bad_request", "%s", msg)
+	case errors.Is(err, node.ErrStorageQuota):
+		return apierr.Errorf(http.StatusInsufficientStorage, "quota_exceeded", "%s", msg)
 	case errors.Is(err, largeobj.ErrTooLarge):
 		return apierr.Errorf(http.StatusRequestEntityTooLarge, "too_large", "%s", msg)
 	case errors.Is(err, largeobj.ErrChecksum):
