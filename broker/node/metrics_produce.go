@@ -1,20 +1,17 @@
 package node
 
-// This file owns the metrics of Produce acknowledgements:
-//
-//	sluice_produce_ack_seconds{acks}     from a Produce request's receipt to its answer
-//	sluice_produce_errors_total{code}    partitions answered with an error, by Kafka error name
-//
+// This file owns the metrics of Produce answers, sluice_produce_ack_seconds
+// {acks} (from a request's receipt to its answer) and
+// sluice_produce_errors_total{code} (partitions answered with an error).
 // broker/kafka's connection writer calls ProduceAnswered once per Produce
-// request, when the request's answer is complete (every partition appended,
-// fsynced as its acks ask, refused, or timed out) and is about to be
-// written: replies go out in request order, so the time includes waiting
-// behind the connection's earlier replies, as the client sees it.
+// request when its answer is complete (every partition appended and fsynced
+// as its acks ask, refused, or timed out), before writing it: replies go
+// out in request order, so the time includes waiting behind the
+// connection's earlier replies, as the client sees it.
 //
-// Invariant: the acks label takes only the values "0", "1" and "all" (a
-// request with any other acks is refused and not observed), and the code
-// label only the names of Kafka error codes (kerr), so both label sets are
-// bounded.
+// Invariant: acks is only "0", "1" or "all" (other acks values are refused
+// and not observed) and code only a Kafka error name (kerr), so both label
+// sets are bounded.
 
 import (
 	"time"
@@ -24,31 +21,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-type produceMetrics struct {
-	ack    *prometheus.HistogramVec
-	errors *prometheus.CounterVec
+func (m *Metrics) registerProduceMetrics() {
+	m.produceAck = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "sluice_produce_ack_seconds",
+		Help: "Time from a Produce request's receipt to its answer, by the request's acks (0, 1, all): " +
+			"for acks=all until a quorum fsynced it, for 1 and 0 until the leader did (acks=0 is not answered).",
+		Buckets: prometheus.ExponentialBuckets(100e-6, 2.5, 14),
+	}, []string{"acks"})
+	m.produceErrs = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_produce_errors_total", Help: "Partitions of Produce requests answered with an error, by Kafka error name.",
+	}, []string{"code"})
+	m.Reg.MustRegister(m.produceAck, m.produceErrs)
 }
 
-func newProduceMetrics(reg *prometheus.Registry) produceMetrics {
-	pm := produceMetrics{
-		ack: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "sluice_produce_ack_seconds",
-			Help: "Time from a Produce request's receipt to its answer, by the request's acks (0, 1, all): " +
-				"for acks=all until a quorum fsynced it, for 1 until the leader did, for 0 until the leader did (no answer is sent).",
-			Buckets: prometheus.ExponentialBuckets(100e-6, 2.5, 14),
-		}, []string{"acks"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_produce_errors_total",
-			Help: "Partitions of Produce requests answered with an error, by Kafka error name.",
-		}, []string{"code"}),
-	}
-	reg.MustRegister(pm.ack, pm.errors)
-	return pm
-}
-
-// ProduceAnswered observes the answer resp to request body received at
-// received; silent marks a request sent with acks=0 (broker/kafka answers
-// it as acks=1 without writing the answer). Other requests are ignored.
+// ProduceAnswered observes the answer resp to request body, read at
+// received; silent marks a request sent with acks=0 (broker/kafka waits for
+// it as for acks=1 but writes no answer). Other requests are ignored.
 func (m *Metrics) ProduceAnswered(body kmsg.Request, resp kmsg.Response, silent bool, received time.Time) {
 	req, ok := body.(*kmsg.ProduceRequest)
 	pr, ok2 := resp.(*kmsg.ProduceResponse)
@@ -65,12 +53,12 @@ func (m *Metrics) ProduceAnswered(body kmsg.Request, resp kmsg.Response, silent 
 		acks = "all"
 	}
 	if acks != "" {
-		m.produce.ack.WithLabelValues(acks).Observe(time.Since(received).Seconds())
+		m.produceAck.WithLabelValues(acks).Observe(time.Since(received).Seconds())
 	}
 	for _, t := range pr.Topics {
 		for _, p := range t.Partitions {
 			if p.ErrorCode != 0 {
-				m.produce.errors.WithLabelValues(kerr.TypedErrorForCode(p.ErrorCode).Message).Inc()
+				m.produceErrs.WithLabelValues(kerr.TypedErrorForCode(p.ErrorCode).Message).Inc()
 			}
 		}
 	}

@@ -1,8 +1,9 @@
-package node
+package cluster
 
 // This file owns the leader's per-follower replication lag, computed at
 // scrape time from the replica core's view of its followers
-// (partition.Followers):
+// (partition.Followers), and registered with the other replication metrics
+// (registerReplicationMetrics):
 //
 //	sluice_partition_follower_lag_offsets{topic,partition,replica}
 //
@@ -22,6 +23,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/broker/replica"
 )
@@ -31,14 +33,14 @@ import (
 const followerScrapeWait = time.Second
 
 type followerCollector struct {
-	b   *Node
+	n   *node.Node
 	lag *prometheus.Desc
 }
 
-// NewFollowerCollector reports the replication lag of each follower of the
-// partitions b leads.
-func NewFollowerCollector(b *Node) prometheus.Collector {
-	return &followerCollector{b: b, lag: prometheus.NewDesc("sluice_partition_follower_lag_offsets",
+// newFollowerCollector reports the replication lag of each follower of the
+// partitions n leads.
+func newFollowerCollector(n *node.Node) prometheus.Collector {
+	return &followerCollector{n: n, lag: prometheus.NewDesc("sluice_partition_follower_lag_offsets",
 		"The partition leader's log end minus a follower's last fetch offset in the current epoch, by follower (replica: its node id).",
 		[]string{"topic", "partition", "replica"}, nil)}
 }
@@ -52,7 +54,7 @@ func (c *followerCollector) Collect(ch chan<- prometheus.Metric) {
 		ans <-chan partition.FollowerReport
 	}
 	var all []asked
-	for _, p := range c.b.AllPartitions() {
+	for _, p := range c.n.AllPartitions() {
 		if p.ReplicaStatus().Role != replica.RoleLeader {
 			continue
 		}
