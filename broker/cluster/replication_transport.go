@@ -167,6 +167,7 @@ func (b *Cluster) registerReplicationMetrics() {
 				ConstLabels: prometheus.Labels{"result": result},
 			}, func() float64 { return float64(r.elections[i].Load()) }))
 		}
+		cs = append(cs, newFollowerCollector(b.Node)) // metrics_followers.go
 		for _, c := range cs {
 			if err := b.M.Reg.Register(c); err != nil {
 				b.Logger.Warn().Err(err).Msg("register replication metric")

@@ -101,6 +101,9 @@ type groupRunner struct {
 	// broker's last offset commit (meta.CommitOffsetsFenced), read when
 	// the group was acquired. Guarded by mu.
 	commitRev int64
+	// rebalances counts the generations deliver stored and handed out
+	// (metrics.go); atomic, so a scrape takes no lock.
+	rebalances atomic.Uint64
 }
 
 func newGroupRunner(id string, cfg group.Config, now time.Time) *groupRunner {
@@ -133,6 +136,7 @@ func Start(ctx context.Context, n *node.Node, cluster Cluster) *Coordinator {
 		groups:  make(map[string]*groupRunner),
 	}
 	c.offsets = n.Store
+	n.M.Reg.MustRegister(newMetricsCollector(c))
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.stop = cancel
 	c.wg.Add(2)
@@ -278,6 +282,7 @@ func (c *Coordinator) deliver(ctx context.Context, gr *groupRunner) error {
 			c.release(ctx, gr, "generation not stored")
 			return fmt.Errorf("group %q: store generation %d: %w: %w", gr.g.ID(), gen, ErrNotCoordinator, err)
 		}
+		gr.rebalances.Add(uint64(gen - gr.savedGen))
 		gr.savedGen = gen
 	}
 	for _, comp := range gr.g.TakeCompletions() {

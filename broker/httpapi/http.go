@@ -21,7 +21,7 @@ import (
 
 func (b *Server) httpHandler() http.Handler {
 	b.M.Reg.MustRegister(node.NewOffsetCollector(b.Node), newLagCollector(b), node.NewTierCollector(b.Node))
-	b.M.Reg.MustRegister(queueapi.NewDLQCollector(queueapi.DLQDepths(b.Node)), queueapi.NewPausedCollector(b.queue))
+	b.M.Reg.MustRegister(queueapi.NewDLQCollector(queueapi.DLQDepths(b.Node)), queueapi.NewPausedCollector(b.queue), b.queue.CopyMetrics())
 	mux := routeMux{b: b, mux: http.NewServeMux(), seen: map[string]bool{}}
 	mux.Handle("GET /metrics", promhttp.HandlerFor(b.M.Reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -4,7 +4,7 @@ package httpapi
 // the committed offset to the log end in offsets and in bytes, the age of
 // the oldest unconsumed record, and the time to catch up at the rate the
 // group has been committing. GET /v1/groups/{group}/lag serves it and a
-// Prometheus collector exports it at scrape time.
+// Prometheus collector exports it, and the committed offset, at scrape time.
 //
 // Invariant: the partitions reported are those the group has committed and
 // those its members are assigned; an assigned partition with nothing
@@ -131,15 +131,17 @@ func (b *Server) httpLag(w http.ResponseWriter, r *http.Request) {
 type lagCollector struct {
 	b                      *Server
 	offsets, bytes, ageSec *prometheus.Desc
+	committed              *prometheus.Desc // only for a partition with a commit
 }
 
 func newLagCollector(b *Server) *lagCollector {
 	labels := []string{"group", "topic", "partition"}
 	return &lagCollector{
-		b:       b,
-		offsets: prometheus.NewDesc("sluice_group_lag_offsets", "Log end minus committed offset (minus log start for an assigned partition with nothing committed).", labels, nil),
-		bytes:   prometheus.NewDesc("sluice_group_lag_bytes", "Bytes between the committed offset (or log start) and the log end.", labels, nil),
-		ageSec:  prometheus.NewDesc("sluice_group_lag_oldest_age_seconds", "Age of the oldest unconsumed record.", labels, nil),
+		b:         b,
+		offsets:   prometheus.NewDesc("sluice_group_lag_offsets", "Log end minus committed offset (minus log start for an assigned partition with nothing committed).", labels, nil),
+		bytes:     prometheus.NewDesc("sluice_group_lag_bytes", "Bytes between the committed offset (or log start) and the log end.", labels, nil),
+		ageSec:    prometheus.NewDesc("sluice_group_lag_oldest_age_seconds", "Age of the oldest unconsumed record.", labels, nil),
+		committed: prometheus.NewDesc("sluice_group_committed_offset", "The group's committed offset (the next offset it will consume).", labels, nil),
 	}
 }
 
@@ -147,6 +149,7 @@ func (c *lagCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.offsets
 	ch <- c.bytes
 	ch <- c.ageSec
+	ch <- c.committed
 }
 
 func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
@@ -164,6 +167,9 @@ func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.offsets, prometheus.GaugeValue, float64(l.Lag), g.Group, l.Topic, part)
 			ch <- prometheus.MustNewConstMetric(c.bytes, prometheus.GaugeValue, float64(l.LagBytes), g.Group, l.Topic, part)
 			ch <- prometheus.MustNewConstMetric(c.ageSec, prometheus.GaugeValue, float64(l.OldestAgeMs)/1000, g.Group, l.Topic, part)
+			if l.Committed != NoCommit {
+				ch <- prometheus.MustNewConstMetric(c.committed, prometheus.GaugeValue, float64(l.Committed), g.Group, l.Topic, part)
+			}
 		}
 	}
 }

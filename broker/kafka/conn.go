@@ -87,6 +87,7 @@ type outbound struct {
 	reply  reply
 	mem    frames.Reservation // the request's frame, released once answered
 	silent bool               // an acks=0 produce: wait for the reply, send nothing
+	start  time.Time          // when the request was read (node.Metrics.ProduceAnswered)
 }
 
 // errFrame is the frame reader's marker, so a request that parses badly
@@ -233,7 +234,7 @@ func (b *Server) serveConn(ctx context.Context, nc net.Conn, mem *frames.Memory,
 		}
 		cq.sent()
 		select {
-		case out <- outbound{req: req, reply: rep, mem: res, silent: silent}:
+		case out <- outbound{req: req, reply: rep, mem: res, silent: silent, start: start}:
 		case <-ctx.Done():
 			drop()
 			return
@@ -287,6 +288,7 @@ func (b *Server) writeReplies(nc net.Conn, out <-chan outbound, mem *frames.Memo
 			}
 		}
 		resp := o.reply.response()
+		b.M.ProduceAnswered(o.req.body, resp, o.silent, o.start)
 		hold := cq.answer(&o, resp)
 		var err error
 		if !failed && !o.silent {

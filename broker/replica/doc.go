@@ -58,6 +58,7 @@
 //	func (r *Replica) Ready() Ready
 //	func (r *Replica) Advance()
 //	func (r *Replica) Status() Status
+//	func (r *Replica) Followers() (end wal.Offset, fs []Follower)
 //	func (r *Replica) EndOffsetForEpoch(e wal.Epoch) (wal.Epoch, wal.Offset)
 //	func (r *Replica) SetLogStart(start, fetchStart wal.Offset)
 //	func (r *Replica) LogStart() wal.Offset

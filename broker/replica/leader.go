@@ -150,6 +150,30 @@ func (r *Replica) inSync() []NodeID {
 	return ids
 }
 
+// Follower is the leader's view of one follower in the epoch it leads.
+type Follower struct {
+	ID NodeID
+	// Fetched is the highest offset the follower fetched from in this
+	// epoch (its log end as it reported it); -1 if it has not fetched
+	// since this replica became leader, or since its new incarnation.
+	Fetched wal.Offset
+	InSync  bool
+}
+
+// Followers returns the log end and the followers of the epoch this
+// replica leads, in State.Replicas order; nothing when it does not lead.
+func (r *Replica) Followers() (wal.Offset, []Follower) {
+	if r.role != RoleLeader {
+		return r.end, nil
+	}
+	out := make([]Follower, len(r.peers))
+	for i := range r.peers {
+		p := &r.peers[i]
+		out[i] = Follower{ID: p.id, Fetched: p.durable, InSync: r.peerInSync(p)}
+	}
+	return r.end, out
+}
+
 // peerInSync reports whether follower p fetched recently (from at or above
 // the log start: stepFetch).
 func (r *Replica) peerInSync(p *peer) bool {

@@ -259,7 +259,15 @@ func (a *API) nackOne(ctx context.Context, r *http.Request, groupID string, tp T
 	}
 	cp := Record{TimestampMs: now.UnixMilli(), Key: rec.Key, Value: rec.Value, MessageID: rec.MessageID,
 		Headers: append(queue.WithoutRetryHeaders(rec.Headers), m.Headers()...)}
-	return a.be.Produce(ctx, TP{dest, tp.Partition % destParts}, cp)
+	if err := a.be.Produce(ctx, TP{dest, tp.Partition % destParts}, cp); err != nil {
+		return err
+	}
+	if d.Outcome == queue.Retry {
+		a.copies.retries.WithLabelValues(pt.source).Inc()
+	} else {
+		a.copies.deadLetters.WithLabelValues(pt.source).Inc()
+	}
+	return nil
 }
 
 // readOne reads the record at off.

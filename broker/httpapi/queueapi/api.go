@@ -97,10 +97,11 @@ func badRequest(format string, args ...any) *Error { return apierr.BadRequest(fo
 
 // API serves the queue routes.
 type API struct {
-	be    Backend
-	log   zerolog.Logger
-	now   func() time.Time
-	limit int // per-partition tracker limit
+	be     Backend
+	log    zerolog.Logger
+	now    func() time.Time
+	limit  int           // per-partition tracker limit
+	copies *copyCounters // metrics_copies.go
 
 	rndMu sync.Mutex
 	rnd   *rand.Rand
@@ -111,7 +112,7 @@ type API struct {
 
 // New returns the API over be.
 func New(be Backend, log zerolog.Logger) *API {
-	return &API{be: be, log: log, now: time.Now, limit: queue.DefaultTrackerLimit,
+	return &API{be: be, log: log, now: time.Now, limit: queue.DefaultTrackerLimit, copies: newCopyCounters(),
 		rnd: rand.New(rand.NewSource(time.Now().UnixNano())), groups: map[string]*groupState{}}
 }
 

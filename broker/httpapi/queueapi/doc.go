@@ -11,7 +11,8 @@
 // and the metrics sluice_dlq_depth and sluice_dlq_oldest_age_seconds
 // (metrics.go), which deploy/dlq.rules.yml alerts on, and
 // sluice_queue_paused_keys and sluice_queue_paused_oldest_age_seconds
-// (pause.go).
+// (pause.go), and sluice_queue_retries_total and
+// sluice_queue_dead_letters_total (metrics_copies.go).
 //
 // A queue fetch returns records from every partition assigned to the
 // member, from the tracker's delivered position (at first the group's

@@ -264,7 +264,11 @@ func (a *API) deadLetterPaused(ctx context.Context, groupID string, tp TP, c que
 	}
 	cp := Record{TimestampMs: now.UnixMilli(), Key: rec.Key, Value: rec.Value, MessageID: rec.MessageID,
 		Headers: append(queue.WithoutRetryHeaders(rec.Headers), m.Headers()...)}
-	return dest, a.be.Produce(ctx, TP{dest, tp.Partition % destParts}, cp)
+	if err := a.be.Produce(ctx, TP{dest, tp.Partition % destParts}, cp); err != nil {
+		return dest, err
+	}
+	a.copies.deadLetters.WithLabelValues(tp.Topic).Inc()
+	return dest, nil
 }
 
 // Paused lists a group's paused keys by partition, from its durable
