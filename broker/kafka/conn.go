@@ -87,7 +87,7 @@ type outbound struct {
 	reply  reply
 	mem    frames.Reservation // the request's frame, released once answered
 	silent bool               // an acks=0 produce: wait for the reply, send nothing
-	start  time.Time          // when the request was read (node.Metrics.ProduceAnswered)
+	start  time.Time          // when the request was read (produceack.Metrics.Answered)
 }
 
 // errFrame is the frame reader's marker, so a request that parses badly
@@ -288,7 +288,7 @@ func (b *Server) writeReplies(nc net.Conn, out <-chan outbound, mem *frames.Memo
 			}
 		}
 		resp := o.reply.response()
-		b.M.ProduceAnswered(o.req.body, resp, o.silent, o.start)
+		b.M.Produce.Answered(o.req.body, resp, o.silent, o.start)
 		hold := cq.answer(&o, resp)
 		var err error
 		if !failed && !o.silent {

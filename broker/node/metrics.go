@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/produceack"
 	"github.com/sluice-mq/sluice/wal"
 )
 
@@ -40,8 +41,7 @@ type Metrics struct {
 	orphans        prometheus.Gauge   // tiering.go: orphans left after the last scrub
 	orphansRemoved prometheus.Counter // tiering.go
 
-	produceAck  *prometheus.HistogramVec // metrics_produce.go
-	produceErrs *prometheus.CounterVec   // metrics_produce.go
+	Produce *produceack.Metrics // Produce answers (broker/produceack)
 }
 
 // Refusal reasons, as labelled in sluice_connections_refused_total.
@@ -117,7 +117,7 @@ func NewMetrics() *Metrics {
 	m.orphansRemoved = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sluice_tier_orphans_removed_total", Help: "Orphaned objects removed by the scrub.",
 	})
-	m.registerProduceMetrics()
+	m.Produce = produceack.New(m.Reg)
 	m.Reg.MustRegister(m.ConnsOpen, m.ConnsRefused, m.ConnsIdle, m.ConnsClosed, m.RequestMem, m.consumerBytes, m.replicaBytes, m.orphans, m.orphansRemoved)
 	m.Reg.MustRegister(m.requests, m.latency, m.bytesInC, m.recordsInC, m.bytesOutC, m.recordsOut, m.fsync,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
