@@ -6,7 +6,7 @@ GOLANGCI  := github.com/golangci/golangci-lint/v2/cmd/golangci-lint@v2.15.0
 FUZZTIME  ?= 20s
 DATA_DIR  ?= data
 
-.PHONY: test-large rules quota-e2e cluster cluster-stop cluster-restart cluster-status all build run tools test console-screenshots test-short lint verify fuzz bench bench-go bench-tier sim chaos-short chaos-soak clean
+.PHONY: test-large rules quota-e2e quota-soak cluster cluster-stop cluster-restart cluster-status all build run tools test console-screenshots test-short lint verify fuzz bench bench-go bench-tier sim chaos-short chaos-soak clean
 
 all: build
 
@@ -111,6 +111,13 @@ verify:
 # runs its short form): timing-sensitive, so not in `make test`.
 quota-e2e:
 	SLUICE_QUOTA_E2E=1 $(GO) test -count=1 -timeout 20m -run 'TestQuota' ./e2e/
+
+# The quota tests over 60 s windows (the ±10%-over-60-s promise): the
+# real-client ones of quota-e2e and the in-process ones of broker/kafka,
+# about 12 minutes.
+quota-soak:
+	SLUICE_QUOTA_SOAK=1 $(GO) test -count=1 -timeout 30m -run 'TestQuota' ./e2e/
+	SLUICE_QUOTA_SOAK=1 $(GO) test -count=1 -timeout 30m -run 'Quota|Held' ./broker/kafka/
 
 # A short coverage-guided run of every fuzz target.
 fuzz:
