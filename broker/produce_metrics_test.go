@@ -15,30 +15,11 @@ import (
 // labels include the given name=value pairs; zeros if there is none.
 func histogramCount(t testing.TB, b *Broker, name string, labels ...string) (uint64, float64) {
 	t.Helper()
-	mfs, err := b.M.Reg.Gather()
-	if err != nil {
-		t.Fatal(err)
+	m := findMetric(t, b, name, labels...)
+	if m == nil {
+		return 0, 0
 	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	metrics:
-		for _, m := range mf.GetMetric() {
-			for i := 0; i+1 < len(labels); i += 2 {
-				found := false
-				for _, lp := range m.GetLabel() {
-					found = found || (lp.GetName() == labels[i] && lp.GetValue() == labels[i+1])
-				}
-				if !found {
-					continue metrics
-				}
-			}
-			h := m.GetHistogram()
-			return h.GetSampleCount(), h.GetSampleSum()
-		}
-	}
-	return 0, 0
+	return m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
 }
 
 // TestProduceAckMetrics produces with acks=all, 1 and 0 through franz-go

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluice-mq/sluice/broker/internal/brokertest"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -103,6 +104,20 @@ func (c *rawConn) waitClosed(timeout time.Duration) {
 // labels include the given name=value pairs; 0 if there is none.
 func metricValue(t testing.TB, b *Broker, name string, labels ...string) float64 {
 	t.Helper()
+	m := findMetric(t, b, name, labels...)
+	if m == nil {
+		return 0
+	}
+	if c := m.GetCounter(); c != nil {
+		return c.GetValue()
+	}
+	return m.GetGauge().GetValue()
+}
+
+// findMetric is b's first series of metric name whose labels include the
+// given name=value pairs, nil if there is none.
+func findMetric(t testing.TB, b *Broker, name string, labels ...string) *dto.Metric {
+	t.Helper()
 	mfs, err := b.M.Reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -122,11 +137,8 @@ func metricValue(t testing.TB, b *Broker, name string, labels ...string) float64
 					continue metrics
 				}
 			}
-			if c := m.GetCounter(); c != nil {
-				return c.GetValue()
-			}
-			return m.GetGauge().GetValue()
+			return m
 		}
 	}
-	return 0
+	return nil
 }
