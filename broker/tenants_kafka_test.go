@@ -51,6 +51,9 @@ func TestTenantsKafkaNamespaces(t *testing.T) {
 	addUser("ann", "acme")
 	addUser("gus", "globex")
 	addUser("root", meta.SystemTenant)
+	for _, u := range []string{"ann", "gus", "root"} {
+		awaitScramUser(t, b, scram.Auth{User: u, Pass: u + "-pw"}.AsSha512Mechanism())
+	}
 	client := func(user string, opts ...kgo.Opt) *kgo.Client {
 		mech := scram.Auth{User: user, Pass: user + "-pw"}.AsSha512Mechanism()
 		return testClient(t, b, append([]kgo.Opt{kgo.SASL(mech)}, opts...)...)
@@ -177,6 +180,7 @@ func TestDeletedUserCutOffWithinSessionLifetime(t *testing.T) {
 	}}); err != nil {
 		t.Fatal(err)
 	}
+	awaitScramUser(t, b, scram.Auth{User: "dan", Pass: "dan-pw"}.AsSha512Mechanism())
 	cl := testClient(t, b, kgo.SASL(scram.Auth{User: "dan", Pass: "dan-pw"}.AsSha512Mechanism()),
 		kgo.DefaultProduceTopic("stream"), kgo.RecordRetries(0), kgo.RequestRetries(0))
 	createTopic(t, cl, "stream", 1, nil)
