@@ -1,7 +1,12 @@
 package canary
 
 import (
+	"bytes"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -41,4 +46,37 @@ func TestAvailabilityFollowsEveryRound(t *testing.T) {
 	check("a round acknowledged while a record is overdue", 0, 2)
 	a.late(false)
 	check("the record's result arrived", 1, 2)
+}
+
+// TestAvailabilityLogsEachOutage: an outage is logged when it starts, with
+// its cause, and when it ends, with its length (the counters restart with
+// the process; the log keeps what happened); a canary that never was up
+// logs no recovery.
+func TestAvailabilityLogsEachOutage(t *testing.T) {
+	var buf bytes.Buffer
+	now := time.Unix(1000, 0)
+	a := availability{m: newMetrics(prometheus.NewRegistry(), "a"), log: zerolog.New(&buf), now: func() time.Time { return now }}
+	a.round(false)
+	a.round(true)
+	if buf.Len() != 0 {
+		t.Fatalf("the first rounds logged %q", buf.String())
+	}
+	a.round(false)
+	now = now.Add(2500 * time.Millisecond)
+	a.round(true)
+	a.late(true)
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	want := []string{
+		`"level":"warn","cause":"a round was not acknowledged in full","message":"canary unavailable"`,
+		`"level":"info","outage":2500,"message":"canary available again"`,
+		`"level":"warn","cause":"an acknowledged record has no result past the deadline","message":"canary unavailable"`,
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("logged %q, want %d lines", lines, len(want))
+	}
+	for i, w := range want {
+		if !strings.Contains(lines[i], w) {
+			t.Errorf("line %d is %s, want it to hold %s", i, lines[i], w)
+		}
+	}
 }

@@ -120,8 +120,9 @@ func New(cfg Config) *Canary {
 		reg = prometheus.NewRegistry()
 	}
 	m := newMetrics(reg, cfg.AZ)
-	return &Canary{cfg: cfg, m: m, rec: NewReconciler(cfg.Now, cfg.LostAfter), avail: availability{m: m},
-		log: cfg.Logger.With().Str("component", "canary").Str("az", cfg.AZ).Logger(), runID: cfg.Now().UnixNano()}
+	log := cfg.Logger.With().Str("component", "canary").Str("az", cfg.AZ).Logger()
+	return &Canary{cfg: cfg, m: m, rec: NewReconciler(cfg.Now, cfg.LostAfter), avail: availability{m: m, log: log, now: cfg.Now},
+		log: log, runID: cfg.Now().UnixNano()}
 }
 
 // Run probes until ctx is cancelled.
@@ -481,15 +482,29 @@ func (c *Canary) reconcileLoop(ctx context.Context, adm *kadm.Client) {
 // acknowledged in full and no acknowledged record waits for its result
 // past the deadline. It is updated by both loops as they learn something,
 // so the gauge and the outage count follow every change, not a sample.
+// Each change is logged too (a warning when an outage starts, with its
+// cause; a line with its length when it ends), so an outage stays on
+// record after a restart resets the counters.
 type availability struct {
-	m  *metrics
-	mu sync.Mutex
+	m   *metrics
+	log zerolog.Logger
+	now func() time.Time
+	mu  sync.Mutex
 	// roundOK: the last round was acknowledged in full; overdue: a record
-	// waits past the deadline; up: the verdict last exported.
-	roundOK, overdue, up bool
+	// waits past the deadline; up: the verdict last exported; wasUp: it
+	// was up once; downSince: when the current outage began.
+	roundOK, overdue, up, wasUp bool
+	downSince                   time.Time
 }
 
 func (a *availability) round(ok bool) { a.set(func() { a.roundOK = ok }) }
+
+func (a *availability) clock() time.Time {
+	if a.now == nil {
+		return time.Now()
+	}
+	return a.now()
+}
 
 func (a *availability) late(overdue bool) { a.set(func() { a.overdue = overdue }) }
 
@@ -498,10 +513,20 @@ func (a *availability) set(change func()) {
 	defer a.mu.Unlock()
 	change()
 	up := a.roundOK && !a.overdue
-	if a.up && !up {
+	switch {
+	case a.up && !up:
 		a.m.outages.Inc()
+		a.downSince = a.clock()
+		cause := "a round was not acknowledged in full"
+		if a.overdue {
+			cause = "an acknowledged record has no result past the deadline"
+		}
+		a.log.Warn().Str("cause", cause).Msg("canary unavailable")
+	case !a.up && up && a.wasUp:
+		a.log.Info().Dur("outage", a.clock().Sub(a.downSince)).Msg("canary available again")
 	}
 	a.up = up
+	a.wasUp = a.wasUp || up
 	if up {
 		a.m.available.Set(1)
 	} else {

@@ -75,6 +75,10 @@ func checkCanaries(ctx context.Context, c *cluster.Cluster) (findings, summary [
 				id, b.AZ, m[series("sluice_canary_attempts_total")], m[series("sluice_canary_failures_total", "stage", "publish")], m[series("sluice_canary_outages_total")],
 				m[series("sluice_canary_latency_seconds_count")], m[series("sluice_canary_duplicates_total")], mismatches))
 		}
+		// Outages of every run of the broker (its counters restart with it).
+		if down, err := grepLog(b.LogPath, "canary unavailable"); err == nil {
+			summary = append(summary, fmt.Sprintf("canary of broker %d (AZ %s): %d outages logged over all its runs (at most 20 counted)", id, b.AZ, len(down)))
+		}
 		lines, err := grepLog(b.LogPath, "canary mismatch")
 		if err != nil {
 			findings = append(findings, fmt.Sprintf("canary of broker %d: read its log: %v", id, err))
