@@ -68,7 +68,7 @@ func TestAvailabilityLogsEachOutage(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
 	want := []string{
 		`"level":"warn","cause":"a round was not acknowledged in full","message":"canary unavailable"`,
-		`"level":"info","outage":2500,"message":"canary available again"`,
+		`"level":"info","outage_ms":2500,"message":"canary available again"`,
 		`"level":"warn","cause":"an acknowledged record has no result past the deadline","message":"canary unavailable"`,
 	}
 	if len(lines) != len(want) {

@@ -523,7 +523,7 @@ func (a *availability) set(change func()) {
 		}
 		a.log.Warn().Str("cause", cause).Msg("canary unavailable")
 	case !a.up && up && a.wasUp:
-		a.log.Info().Dur("outage", a.clock().Sub(a.downSince)).Msg("canary available again")
+		a.log.Info().Dur("outage_ms", a.clock().Sub(a.downSince)).Msg("canary available again")
 	}
 	a.up = up
 	a.wasUp = a.wasUp || up
