@@ -121,3 +121,40 @@ func TestCanaryCommitsOncePerRound(t *testing.T) {
 		t.Fatalf("%v commits in %v rounds: offsets not committed each round or two", c1-c0, rounds)
 	}
 }
+
+// TestCanaryReconcileAsksNoMetadata: reading the committed offsets back
+// each round costs one OffsetFetch and nothing else (franz-go's request
+// sharder followed every OffsetFetch answered below v10 with a Metadata
+// request, a round's worth of broker work for nothing; issue 23's cost).
+func TestCanaryReconcileAsksNoMetadata(t *testing.T) {
+	cfg := testBrokerConfig(t)
+	cfg.Canary, cfg.CanaryInterval, cfg.CanaryTimeout = true, 100*time.Millisecond, time.Second
+	b := startBroker(t, cfg)
+	const (
+		attempts  = `sluice_canary_attempts_total{az="az1"}`
+		results   = `sluice_canary_latency_seconds_count{az="az1"}`
+		fetches   = `sluice_kafka_requests_total{api="OffsetFetch"}`
+		metadata  = `sluice_kafka_requests_total{api="Metadata"}`
+		reconcile = `sluice_canary_failures_total{az="az1",stage="reconcile"}`
+	)
+	brokertest.EventuallyWhy(t, 60*time.Second, "30 canary results", func() (bool, string) {
+		n := canaryValue(t, b, results)
+		return n >= 30, fmt.Sprintf("%v results", n)
+	})
+	a0, f0, m0, r0 := canaryValue(t, b, attempts), canaryValue(t, b, fetches), canaryValue(t, b, metadata), canaryValue(t, b, reconcile)
+	brokertest.EventuallyWhy(t, 60*time.Second, "60 more canary results", func() (bool, string) {
+		n := canaryValue(t, b, results)
+		return n >= 90, fmt.Sprintf("%v results", n)
+	})
+	a1, f1, m1, r1 := canaryValue(t, b, attempts), canaryValue(t, b, fetches), canaryValue(t, b, metadata), canaryValue(t, b, reconcile)
+	rounds := (a1 - a0) / 3 // one record per partition of the 3 a round
+	if f1-f0 < rounds/2 {
+		t.Fatalf("%v offset fetches in %v rounds: the committed offsets are not read back each round", f1-f0, rounds)
+	}
+	if r1 > r0 {
+		t.Fatalf("%v reconcile failures in %v rounds", r1-r0, rounds)
+	}
+	if m1-m0 > rounds/10+2 {
+		t.Fatalf("%v Metadata requests in %v rounds (%v offset fetches): the reconcile asks for metadata", m1-m0, rounds, f1-f0)
+	}
+}

@@ -167,7 +167,10 @@ func (c *Canary) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); c.consumeLoop(ctx, common) }()
-	go func() { defer wg.Done(); c.reconcileLoop(ctx, adm) }()
+	go func() {
+		defer wg.Done()
+		c.reconcileLoop(ctx, newOffsetReader(admCl, Group(c.cfg.Topic, c.cfg.AZ), c.cfg.Topic))
+	}()
 	c.publishLoop(ctx, prod)
 	wg.Wait()
 	return nil
@@ -432,7 +435,7 @@ func (c *Canary) commit(ctx context.Context, cons *kgo.Client, offsets map[int32
 
 // reconcileLoop reads the group's committed offsets back, checks every
 // tracked id and sets the availability gauge each round.
-func (c *Canary) reconcileLoop(ctx context.Context, adm *kadm.Client) {
+func (c *Canary) reconcileLoop(ctx context.Context, offsets *offsetReader) {
 	t := time.NewTicker(c.cfg.Interval)
 	defer t.Stop()
 	lastPrune := c.cfg.Now()
@@ -443,11 +446,8 @@ func (c *Canary) reconcileLoop(ctx context.Context, adm *kadm.Client) {
 		case <-t.C:
 		}
 		fctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
-		offs, err := adm.FetchOffsets(fctx, Group(c.cfg.Topic, c.cfg.AZ))
+		offs, err := offsets.committed(fctx)
 		cancel()
-		if err == nil {
-			err = offs.Error()
-		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -455,11 +455,9 @@ func (c *Canary) reconcileLoop(ctx context.Context, adm *kadm.Client) {
 			c.m.failures.WithLabelValues(StageReconcile).Inc()
 			c.log.Debug().Err(err).Msg("canary: committed offsets unread")
 		} else {
-			offs.Each(func(o kadm.OffsetResponse) {
-				if o.Topic == c.cfg.Topic {
-					c.rec.Committed(o.Partition, o.At)
-				}
-			})
+			for p, at := range offs {
+				c.rec.Committed(p, at)
+			}
 		}
 		for _, mm := range c.rec.Check(c.sink.Get) {
 			c.m.mismatches.WithLabelValues(mm.Kind).Inc()
