@@ -15,10 +15,12 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -131,7 +133,10 @@ func overheadRound(b *testing.B, br *Broker, prod *kgo.Client, topic string, n i
 //
 //	go test -run '^$' -bench QuotaFairOverhead -benchtime 4x ./broker/
 func BenchmarkQuotaFairOverhead(b *testing.B) {
-	const records = 10000
+	records := 10000
+	if v, err := strconv.Atoi(os.Getenv("SLUICE_OVERHEAD_RECORDS")); err == nil && v > 0 {
+		records = v
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	value := make([]byte, 1024)
@@ -142,6 +147,8 @@ func BenchmarkQuotaFairOverhead(b *testing.B) {
 		prod   *kgo.Client
 		sum    float64 // seconds
 		ratios []float64
+		cpu    []float64 // the process's CPU per record of each round, µs
+		cpuRat []float64 // cpu over the reference arm's in the same round
 	}
 	var arms []*arm
 	for _, a := range []struct {
@@ -181,27 +188,39 @@ func BenchmarkQuotaFairOverhead(b *testing.B) {
 	}
 	b.ResetTimer()
 	for round := 0; round < b.N; round++ {
-		rate := make([]float64, len(arms))
+		rate, cpu := make([]float64, len(arms)), make([]float64, len(arms))
 		var order []string
 		for k := range arms {
 			i := (round + k) % len(arms)
 			order = append(order, arms[i].name)
+			// The previous arm's garbage is collected and its background
+			// work (segment rolls, the journal's checkpoint) settles before
+			// this arm is measured, or it would be charged to this one.
+			runtime.GC()
+			time.Sleep(time.Second)
+			c0 := processCPU(b)
 			rate[i] = overheadRound(b, arms[i].br, arms[i].prod, fmt.Sprintf("r%d", round), records, value)
-			arms[i].sum += records / rate[i]
+			cpu[i] = (processCPU(b) - c0).Seconds() * 1e6 / float64(records)
+			arms[i].sum += float64(records) / rate[i]
 		}
 		line := fmt.Sprintf("round %d %v:", round, order)
 		for i, a := range arms {
 			a.ratios = append(a.ratios, rate[i]/rate[0])
-			line += fmt.Sprintf(" %s %.0f/s (%.3f)", a.name, rate[i], rate[i]/rate[0])
+			a.cpu, a.cpuRat = append(a.cpu, cpu[i]), append(a.cpuRat, cpu[i]/cpu[0])
+			line += fmt.Sprintf(" %s %.0f/s (%.3f) %.1f µs CPU/record (%.3f)", a.name, rate[i], rate[i]/rate[0], cpu[i], cpu[i]/cpu[0])
 		}
 		b.Log(line)
 	}
 	b.StopTimer()
 	for _, a := range arms {
 		b.ReportMetric(float64(b.N*records)/a.sum, a.name+"-records/s")
+		slices.Sort(a.cpu)
+		b.ReportMetric(a.cpu[len(a.cpu)/2], a.name+"-cpu-µs/record")
 		if a != arms[0] {
 			slices.Sort(a.ratios)
+			slices.Sort(a.cpuRat)
 			b.ReportMetric(a.ratios[len(a.ratios)/2], a.name+"/"+arms[0].name+"-median")
+			b.ReportMetric(a.cpuRat[len(a.cpuRat)/2], a.name+"/"+arms[0].name+"-cpu-median")
 		}
 	}
 	var throttled float64
@@ -209,6 +228,18 @@ func BenchmarkQuotaFairOverhead(b *testing.B) {
 		throttled += throttleSeconds(b, a.br)
 	}
 	b.ReportMetric(throttled, "throttled-s")
+}
+
+// processCPU is the user and system CPU time this process has used: every
+// broker of the benchmark runs in it, and the arms take turns, so a round's
+// difference is that arm's load (its broker, its etcd, the client), plus
+// the idle arms' timers, which every round carries alike.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // throttleSeconds is the throttle time the broker gave the default tenant,

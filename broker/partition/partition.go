@@ -108,6 +108,9 @@ type Partition struct {
 
 	// Owned by the owner goroutine (Run).
 	producers map[int64]*producerState
+	// snapWritten: the bytes of the producer snapshot this run last wrote
+	// durably (nil: none, or unknown after a failed write); owner only.
+	snapWritten []byte
 	rep       *replica.Replica
 	parked    map[replica.Token]parkedReply // produce replies the core holds
 	nextToken replica.Token

@@ -63,6 +63,12 @@ func (p *Partition) expireProducers() {
 }
 
 // writeSnapshot saves the producer state covering the log up to its end.
+// When that is exactly what this run last wrote durably (an idle
+// partition at each maintenance pass), the file already says it and
+// nothing is written: no file, no fsync. Nothing else writes or removes
+// the file while the partition is open (the node does so only before it
+// opens one or after it closed it), so what this run last wrote is what
+// the file holds.
 func (p *Partition) writeSnapshot() error {
 	if p.opts.SnapshotPath == "" {
 		return nil
@@ -71,7 +77,15 @@ func (p *Partition) writeSnapshot() error {
 	if err != nil {
 		return err
 	}
-	return vfs.WriteFileDurable(p.opts.FS, p.opts.SnapshotPath, data)
+	if p.snapWritten != nil && bytes.Equal(data, p.snapWritten) {
+		return nil
+	}
+	if err := vfs.WriteFileDurable(p.opts.FS, p.opts.SnapshotPath, data); err != nil {
+		p.snapWritten = nil // the file may hold either version
+		return err
+	}
+	p.snapWritten = data
+	return nil
 }
 
 // encodeSnapshot encodes the producer state as of the log end in the
