@@ -111,10 +111,10 @@ type Partition struct {
 	// snapWritten: the bytes of the producer snapshot this run last wrote
 	// durably (nil: none, or unknown after a failed write); owner only.
 	snapWritten []byte
-	rep       *replica.Replica
-	parked    map[replica.Token]parkedReply // produce replies the core holds
-	nextToken replica.Token
-	failed    error // the log's sticky failure, once an append or fsync failed
+	rep         *replica.Replica
+	parked      map[replica.Token]parkedReply // produce replies the core holds
+	nextToken   replica.Token
+	failed      error // the log's sticky failure, once an append or fsync failed
 	// leaderStart is the highest log start a leader's answer named, which a
 	// follower's own start follows up to its high watermark (logstart.go).
 	leaderStart wal.Offset
