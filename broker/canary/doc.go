@@ -57,12 +57,12 @@
 // Each AZ's group (__sluice_canary.<az>) reads every partition from the
 // start and skips the other AZs' records (committing past them). The
 // store is <data dir>/canary/results.db, a bbolt file with two buckets.
-// "results" holds the results: key the id, value 20 bytes — partition (int32), offset
-// (int64) and the time the result was written (int64 unix ns), big-endian.
-// Results older than Retention are pruned.
+// "results" holds the results: key the id, value 20 bytes — partition
+// (int32), offset (int64) and the time the result was written (int64 unix
+// ns), big-endian. Results older than Retention are pruned.
 //
-// "state" holds one key, "mark": the mark a run
-// leaves for the next (availability.go), 10 bytes:
+// "state" holds one key, "mark": the mark a run leaves for the next
+// (availability.go), 10 bytes:
 //
 //	byte 0     version (1)
 //	byte 1     state: 1 available at the time, 2 in an outage (counted)
