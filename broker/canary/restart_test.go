@@ -311,3 +311,23 @@ func TestSinkMarkFormat(t *testing.T) {
 		t.Fatalf("after replacing an unreadable mark: %+v %v", got, err)
 	}
 }
+
+// FuzzDecodeMark: a stored mark either decodes to one that encodes back to
+// the same bytes, or is refused with errMark.
+func FuzzDecodeMark(f *testing.F) {
+	f.Add([]byte{1, 1, 0, 0, 0, 0, 0, 0, 0, 42})
+	f.Add([]byte{2, 1, 0, 0, 0, 0, 0, 0, 0, 42})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := decodeMark(b)
+		if err != nil {
+			if !errors.Is(err, errMark) || m.state != markNone {
+				t.Fatalf("%v: %+v, %v", b, m, err)
+			}
+			return
+		}
+		if got := encodeMark(m); !bytes.Equal(got, b) {
+			t.Fatalf("%v decoded to %+v, which encodes to %v", b, m, got)
+		}
+	})
+}
