@@ -7,7 +7,9 @@ package canary
 // consumer's session, so the next one resumes from the committed offsets
 // and no record is passed over; the availability gauge is 0 until the
 // first round is acknowledged in full, and goes to 0 the moment a round
-// fails, so an outage shorter than a reconcile round still counts.
+// fails, so an outage shorter than a reconcile round still counts; the
+// previous run's mark is taken over before the first round, and a clean
+// stop leaves one before the store closes (availability.go).
 
 import (
 	"context"
@@ -47,9 +49,14 @@ type Config struct {
 	// LostAfter makes such a record a "lost" mismatch (2m); Retention
 	// bounds the topic's records and the store's results (1h).
 	Interval, Timeout, Deadline, LostAfter, Retention time.Duration
-	Now                                               func() time.Time // time.Now when nil
-	Logger                                            zerolog.Logger
-	Registerer                                        prometheus.Registerer
+	// SaveEvery is the least time between two marks an available canary
+	// saves for the run after a crash of its broker (5s when 0): that
+	// run reports an outage whose length is overstated by less than it
+	// (availability.go).
+	SaveEvery  time.Duration
+	Now        func() time.Time // time.Now when nil
+	Logger     zerolog.Logger
+	Registerer prometheus.Registerer
 }
 
 func (c *Config) defaults() {
@@ -69,6 +76,7 @@ func (c *Config) defaults() {
 	set(&c.Deadline, 10*time.Second)
 	set(&c.LostAfter, 2*time.Minute)
 	set(&c.Retention, time.Hour)
+	set(&c.SaveEvery, 5*time.Second)
 	if c.Partitions <= 0 {
 		c.Partitions = 3
 	}
@@ -121,18 +129,16 @@ func New(cfg Config) *Canary {
 	}
 	m := newMetrics(reg, cfg.AZ)
 	log := cfg.Logger.With().Str("component", "canary").Str("az", cfg.AZ).Logger()
-	return &Canary{cfg: cfg, m: m, rec: NewReconciler(cfg.Now, cfg.LostAfter), avail: availability{m: m, log: log, now: cfg.Now},
+	return &Canary{cfg: cfg, m: m, rec: NewReconciler(cfg.Now, cfg.LostAfter), avail: availability{m: m, log: log, now: cfg.Now, every: cfg.SaveEvery},
 		log: log, runID: cfg.Now().UnixNano()}
 }
 
 // Run probes until ctx is cancelled.
 func (c *Canary) Run(ctx context.Context) error {
-	sink, err := OpenSink(c.cfg.Dir)
-	if err != nil {
+	if err := c.openStore(); err != nil {
 		return err
 	}
-	defer func() { _ = sink.Close() }()
-	c.sink = sink
+	defer func() { c.closeStore(ctx.Err() != nil) }()
 	common := []kgo.Opt{kgo.SeedBrokers(c.cfg.Brokers...), kgo.ClientID("sluice-canary-" + c.cfg.AZ)}
 	admCl, err := kgo.NewClient(common...)
 	if err != nil {
@@ -174,6 +180,33 @@ func (c *Canary) Run(ctx context.Context) error {
 	c.publishLoop(ctx, prod)
 	wg.Wait()
 	return nil
+}
+
+// openStore opens the business store and takes over the previous run's
+// mark, so an outage its broker's crash caused is reported now, before
+// this run's first round (availability.go).
+func (c *Canary) openStore() error {
+	sink, err := OpenSink(c.cfg.Dir)
+	if err != nil {
+		return err
+	}
+	c.sink = sink
+	prev, err := sink.loadMark()
+	if err != nil {
+		c.log.Warn().Err(err).Msg("canary: the previous run's mark is not taken over")
+	}
+	c.avail.save = sink.saveMark
+	c.avail.resume(prev)
+	return nil
+}
+
+// closeStore closes the business store; on a clean stop (the run's
+// context cancelled) the canary's mark says so first.
+func (c *Canary) closeStore(clean bool) {
+	if clean {
+		c.avail.stop()
+	}
+	_ = c.sink.Close()
 }
 
 // ensureTopic creates the canary topic if missing and learns its
@@ -473,61 +506,5 @@ func (c *Canary) reconcileLoop(ctx context.Context, offsets *offsetReader) {
 				c.log.Warn().Err(err).Msg("canary: prune results")
 			}
 		}
-	}
-}
-
-// availability is the canary's verdict: up while the last round was
-// acknowledged in full and no acknowledged record waits for its result
-// past the deadline. It is updated by both loops as they learn something,
-// so the gauge and the outage count follow every change, not a sample.
-// Each change is logged too (a warning when an outage starts, with its
-// cause; a line with its length when it ends), so an outage stays on
-// record after a restart resets the counters.
-type availability struct {
-	m   *metrics
-	log zerolog.Logger
-	now func() time.Time
-	mu  sync.Mutex
-	// roundOK: the last round was acknowledged in full; overdue: a record
-	// waits past the deadline; up: the verdict last exported; wasUp: it
-	// was up once; downSince: when the current outage began.
-	roundOK, overdue, up, wasUp bool
-	downSince                   time.Time
-}
-
-func (a *availability) round(ok bool) { a.set(func() { a.roundOK = ok }) }
-
-func (a *availability) clock() time.Time {
-	if a.now == nil {
-		return time.Now()
-	}
-	return a.now()
-}
-
-func (a *availability) late(overdue bool) { a.set(func() { a.overdue = overdue }) }
-
-func (a *availability) set(change func()) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	change()
-	up := a.roundOK && !a.overdue
-	switch {
-	case a.up && !up:
-		a.m.outages.Inc()
-		a.downSince = a.clock()
-		cause := "a round was not acknowledged in full"
-		if a.overdue {
-			cause = "an acknowledged record has no result past the deadline"
-		}
-		a.log.Warn().Str("cause", cause).Msg("canary unavailable")
-	case !a.up && up && a.wasUp:
-		a.log.Info().Dur("outage_ms", a.clock().Sub(a.downSince)).Msg("canary available again")
-	}
-	a.up = up
-	a.wasUp = a.wasUp || up
-	if up {
-		a.m.available.Set(1)
-	} else {
-		a.m.available.Set(0)
 	}
 }

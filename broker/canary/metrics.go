@@ -47,7 +47,7 @@ func newMetrics(reg prometheus.Registerer, az string) *metrics {
 	unapplied := prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_canary_oldest_unapplied_seconds", ConstLabels: l,
 		Help: "Age of the oldest acknowledged canary record without a result yet (0: none)."})
 	outages := prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_canary_outages_total", ConstLabels: l,
-		Help: "Times sluice_canary_available went from 1 to 0: counts an outage shorter than a scrape interval too."})
+		Help: "Times sluice_canary_available went from 1 to 0: counts an outage shorter than a scrape interval too, and, at a run's start, the outage a crash of its broker caused."})
 	reg.MustRegister(avail, attempts, failures, latency, mismatches, dups, unapplied, outages)
 	for _, s := range stages {
 		failures.WithLabelValues(s)

@@ -1,10 +1,12 @@
 package canary
 
 // This file owns the business store: one result per id in a bbolt file
-// (format in doc.go). Invariant: Put of an id already stored changes
+// (format in doc.go), and beside the results the mark a run leaves for the
+// next (availability.go). Invariant: Put of an id already stored changes
 // nothing and reports a duplicate; a batch of Puts is durable (one fsynced
 // transaction) before PutBatch returns, so before the offsets past it are
-// committed.
+// committed; a mark of a version this code does not know is never taken
+// for one it does.
 
 import (
 	"encoding/binary"
@@ -17,7 +19,11 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-var resultsBucket = []byte("results")
+var (
+	resultsBucket = []byte("results")
+	stateBucket   = []byte("state")
+	markKey       = []byte("mark")
+)
 
 // resultLen is the size of a stored result: partition, offset, written ns.
 const resultLen = 4 + 8 + 8
@@ -37,7 +43,10 @@ func OpenSink(dir string) (*Sink, error) {
 		return nil, fmt.Errorf("canary: open results: %w", err)
 	}
 	if err := db.Update(func(tx *bolt.Tx) error {
-		_, err := tx.CreateBucketIfNotExists(resultsBucket)
+		if _, err := tx.CreateBucketIfNotExists(resultsBucket); err != nil {
+			return err
+		}
+		_, err := tx.CreateBucketIfNotExists(stateBucket)
 		return err
 	}); err != nil {
 		_ = db.Close()
@@ -131,4 +140,68 @@ func decodeResult(v []byte) (Result, time.Time, error) {
 	}
 	return Result{Partition: int32(binary.BigEndian.Uint32(v)), Offset: int64(binary.BigEndian.Uint64(v[4:]))},
 		time.Unix(0, int64(binary.BigEndian.Uint64(v[12:]))), nil
+}
+
+// markLen is the size of a stored mark of markVersion: version, state,
+// time (unix ns).
+const (
+	markVersion = 1
+	markLen     = 1 + 1 + 8
+)
+
+// errMark marks a stored mark this code cannot read (a newer version, or
+// not the length of its version).
+var errMark = errors.New("canary: stored mark unreadable")
+
+// saveMark replaces the stored mark with m (one fsynced transaction).
+func (s *Sink) saveMark(m mark) error {
+	if err := s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(stateBucket).Put(markKey, encodeMark(m))
+	}); err != nil {
+		return fmt.Errorf("canary: save mark: %w", err)
+	}
+	return nil
+}
+
+// loadMark is the stored mark; its state is markNone when none is stored.
+// A mark it cannot read is an error wrapping errMark (the caller takes
+// over nothing; the next saveMark replaces it).
+func (s *Sink) loadMark() (mark, error) {
+	var (
+		m   mark
+		err error
+	)
+	if verr := s.db.View(func(tx *bolt.Tx) error {
+		if v := tx.Bucket(stateBucket).Get(markKey); v != nil {
+			m, err = decodeMark(v)
+		}
+		return nil
+	}); verr != nil {
+		return mark{}, fmt.Errorf("canary: load mark: %w", verr)
+	}
+	return m, err
+}
+
+func encodeMark(m mark) []byte {
+	v := make([]byte, markLen)
+	v[0] = markVersion
+	v[1] = byte(m.state)
+	binary.BigEndian.PutUint64(v[2:], uint64(m.at.UnixNano()))
+	return v
+}
+
+func decodeMark(v []byte) (mark, error) {
+	switch {
+	case len(v) == 0:
+		return mark{}, fmt.Errorf("%w: empty", errMark)
+	case v[0] != markVersion:
+		return mark{}, fmt.Errorf("%w: version %d, this broker reads %d", errMark, v[0], markVersion)
+	case len(v) != markLen:
+		return mark{}, fmt.Errorf("%w: %d bytes, version %d has %d", errMark, len(v), markVersion, markLen)
+	}
+	st := markState(v[1])
+	if st != markUp && st != markDown && st != markStopped {
+		return mark{}, fmt.Errorf("%w: state %d", errMark, v[1])
+	}
+	return mark{state: st, at: time.Unix(0, int64(binary.BigEndian.Uint64(v[2:])))}, nil
 }

@@ -5,7 +5,8 @@ package cluster_test
 // AZ's canary is available with no mismatch; when a canary partition's
 // leader is killed (SIGKILL) another AZ's canary reports the outage (failed
 // publishes, an outage counted), then recovers; after the killed broker's
-// restart every canary is available again and none counted a mismatch.
+// restart every canary is available again and none counted a mismatch,
+// and the killed broker's canary counts the outage its kill caused.
 
 import (
 	"context"
@@ -154,6 +155,11 @@ func TestClusterCanary(t *testing.T) {
 	}
 	for id := int32(1); id <= cluster.Size; id++ {
 		first := waitCanary(t, c, id, 90*time.Second, "available", func(s canaryState) bool { return s.available == 1 })
+		if id == old && first.outages < 1 {
+			// Its canary died with it; the new run counts the outage the
+			// kill caused from the mark the old run kept (broker/canary).
+			t.Fatalf("broker %d's restarted canary counts no outage: %+v", id, first)
+		}
 		// Records published after the restart reach their results too.
 		waitCanary(t, c, id, stepTimeout, "available with 20 more results", func(s canaryState) bool {
 			return s.available == 1 && s.results >= first.results+20

@@ -41,7 +41,7 @@ func (e *faultEnv) diskFull(ctx context.Context) error {
 		return err
 	}
 	e.filled = e.filled[:len(e.filled)-1]
-	if err := e.c.Kill(id); err != nil {
+	if err := e.kill(id); err != nil {
 		return err
 	}
 	if err := e.c.Restart(ctx, id); err != nil {
@@ -68,20 +68,21 @@ func (e *faultEnv) diskLoss(ctx context.Context) error {
 	e.rng.Shuffle(len(up), func(i, j int) { up[i], up[j] = up[j], up[i] })
 	a, b, c := up[0], up[1], up[2]
 	f := e.start("disk-loss", brokerName(b), map[string]string{"first_down": brokerName(c), "last_copy": brokerName(a)})
-	if err := e.c.Kill(c); err != nil {
+	if err := e.kill(c); err != nil {
 		return err
 	}
 	sleep(ctx, time.Second+time.Duration(e.rng.Int64N(int64(time.Second))))
-	if err := e.c.Kill(b); err != nil {
+	if err := e.kill(b); err != nil {
 		return err
 	}
+	delete(e.killed, b) // its canary's mark is wiped with its data: nothing to report
 	if err := e.c.WipeDataDir(b); err != nil {
 		return err
 	}
 	if err := e.c.Restart(ctx, b); err != nil {
 		return fmt.Errorf("restart %s on an empty disk: %w", brokerName(b), err)
 	}
-	if err := e.c.Kill(a); err != nil {
+	if err := e.kill(a); err != nil {
 		return err
 	}
 	if err := e.c.Restart(ctx, c); err != nil {

@@ -24,6 +24,23 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
+// kill kills broker id (kill -9) and notes it in e.killed.
+func (e *faultEnv) kill(id int32) error {
+	e.noteKilled(id)
+	return e.c.Kill(id)
+}
+
+// noteKilled notes brokers about to be killed: their canaries must report
+// the outage after their restart (canary.go).
+func (e *faultEnv) noteKilled(ids ...int32) {
+	if e.killed == nil {
+		e.killed = map[int32]bool{}
+	}
+	for _, id := range ids {
+		e.killed[id] = true
+	}
+}
+
 // others returns the running brokers other than id, in id order.
 func (e *faultEnv) others(id int32) []int32 {
 	var out []int32
@@ -49,7 +66,7 @@ func (e *faultEnv) killFollower(ctx context.Context) error {
 	}
 	id := fs[e.rng.IntN(len(fs))]
 	f := e.start("kill-follower", brokerName(id), map[string]string{"partition": strconv.Itoa(int(p))})
-	if err := e.c.Kill(id); err != nil {
+	if err := e.kill(id); err != nil {
 		return err
 	}
 	sleep(ctx, 3*time.Second+time.Duration(e.rng.Int64N(int64(2*time.Second))))
@@ -68,7 +85,7 @@ func (e *faultEnv) killController(ctx context.Context) error {
 		return nil
 	}
 	f := e.start("kill-controller", brokerName(id), nil)
-	if err := e.c.Kill(id); err != nil {
+	if err := e.kill(id); err != nil {
 		return err
 	}
 	start := time.Now()
@@ -99,7 +116,7 @@ func (e *faultEnv) killTwo(ctx context.Context) error {
 	two := up[:2]
 	f := e.start("kill-two", brokerName(two[0])+","+brokerName(two[1]), nil)
 	for _, id := range two {
-		if err := e.c.Kill(id); err != nil {
+		if err := e.kill(id); err != nil {
 			return err
 		}
 	}

@@ -130,7 +130,7 @@ func (e *faultEnv) poisonFault(ctx context.Context) error {
 // killAndRestart kills broker id, waits, and restarts it.
 func (e *faultEnv) killAndRestart(ctx context.Context, name string, id int32, wait func()) error {
 	f := e.start(name, brokerName(id), nil)
-	if err := e.c.Kill(id); err != nil {
+	if err := e.kill(id); err != nil {
 		return err
 	}
 	wait()

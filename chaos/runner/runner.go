@@ -74,7 +74,9 @@ type Result struct {
 	Violations []string
 	// CanaryFindings are what the brokers' canaries found wrong (a
 	// scenario with canaries, canary.go): one not available again after
-	// the drain, or a mismatch; Canary is a line per broker's canary.
+	// the drain, a mismatch, or a killed broker's canary that did not
+	// report the outage of its kill and its end; Canary is a line per
+	// broker's canary.
 	CanaryFindings, Canary []string
 	// Stalls is how long the consumer group went without records while the
 	// producers ran (measured in every run; enforced by strict scenarios).
@@ -164,7 +166,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		res.OutOfSync = append(res.OutOfSync, checkLagReplicas(drainCtx, c)...)
 	}
 	if has.canary {
-		res.CanaryFindings, res.Canary = checkCanaries(ctx, c)
+		res.CanaryFindings, res.Canary = checkCanaries(ctx, c, env.killed)
 	}
 	var tierErr error
 	if cfg.Tierctl != "" {

@@ -127,7 +127,11 @@ type faultEnv struct {
 	dir    string // the run's directory: clock files (faults_clock.go)
 	nextID int
 	paused []int32
-	filled []int32     // brokers whose disk a fault has filled
+	filled []int32 // brokers whose disk a fault has filled
+	// killed are the brokers a fault killed (kill -9) since their data dir
+	// was last wiped: each one's canary must report, after its restart,
+	// the outage its kill caused (canary.go). Set by kill and crashAll.
+	killed map[int32]bool
 	has    needs       // the optional parts of the cluster
 	lag    *lagState   // the lagging-follower family's side topic, once made
 	noisy  *noisyState // the noisy-tenant family's tenant, once made
@@ -206,7 +210,7 @@ func (e *faultEnv) killLeader(ctx context.Context) error {
 		return nil // no leader known now: try at the next tick
 	}
 	f := e.start("kill-leader", brokerName(id), map[string]string{"partition": strconv.Itoa(int(p))})
-	if err := e.c.Kill(id); err != nil {
+	if err := e.kill(id); err != nil {
 		return err
 	}
 	e.waitNewLeader(ctx, p, id)
@@ -271,7 +275,7 @@ func (e *faultEnv) killLeaderAlone(ctx context.Context) error {
 	case <-t.C:
 	}
 	t.Stop()
-	if err := e.c.Kill(id); err != nil {
+	if err := e.kill(id); err != nil {
 		return err
 	}
 	for _, b := range followers {
@@ -353,6 +357,7 @@ func (e *faultEnv) s3Fault(ctx context.Context) error {
 
 func (e *faultEnv) crashAll(ctx context.Context) error {
 	f := e.start("kill-all", "all", nil)
+	e.noteKilled(append(e.c.Up(), e.paused...)...) // KillAll kills paused brokers too
 	if err := e.c.KillAll(); err != nil {
 		return err
 	}
