@@ -230,17 +230,22 @@ func (s *Store) DeleteUpload(ctx context.Context, u Upload) error {
 	return nil
 }
 
-// ListUploads calls fn for every session record, by id, in pages, all at
-// one revision. A record that cannot be decoded is reported to fn's caller
-// as an error after the others were listed.
+// ListUploads calls fn for every session record, by id, in pages. A record
+// that cannot be decoded is reported to fn's caller as an error after the
+// others were listed.
 func (s *Store) ListUploads(ctx context.Context, fn func(Upload) error) error {
-	_, err := s.ListUploadsAt(ctx, fn)
+	_, err := s.listUploads(ctx, fn, false)
 	return err
 }
 
-// ListUploadsAt is ListUploads, answering the revision every record was
-// read at (ReconcileUploadBytes takes it).
+// ListUploadsAt is ListUploads with every page read at the revision of the
+// first, which it answers: one consistent view (ReconcileUploadBytes takes
+// it). A listing that outlives etcd's compaction of that revision fails.
 func (s *Store) ListUploadsAt(ctx context.Context, fn func(Upload) error) (int64, error) {
+	return s.listUploads(ctx, fn, true)
+}
+
+func (s *Store) listUploads(ctx context.Context, fn func(Upload) error, pin bool) (int64, error) {
 	prefix := s.uploadsPrefix()
 	from := prefix
 	end := clientv3.GetPrefixRangeEnd(prefix)
@@ -249,8 +254,8 @@ func (s *Store) ListUploadsAt(ctx context.Context, fn func(Upload) error) (int64
 	for {
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(500),
 			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
-		if rev > 0 {
-			opts = append(opts, clientv3.WithRev(rev)) // one consistent view
+		if pin && rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
 		}
 		resp, err := s.client.Get(ctx, from, opts...)
 		if err != nil {
