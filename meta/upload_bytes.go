@@ -21,7 +21,8 @@ package meta
 // transaction, which is conditioned on the record's revision (as it was
 // before) and on the counter's mod revision as read; a transaction lost
 // only to another write of the counter is retried with the counter read
-// again (countedTxn), any other loss is the caller's as before. So, among
+// again after a random pause (countedTxn), any other loss is the caller's
+// as before. So, among
 // brokers of this version, each counter moves exactly as its tenant's
 // records do, at the same revisions.
 // Invariant: a counter is never deleted, and its "repairs" only grows.
@@ -48,9 +49,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"slices"
 	"strconv"
+	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -240,6 +243,23 @@ func (s *Store) countedTxn(ctx context.Context, cmps []clientv3.Cmp, then, orEls
 		if attempt >= countedTxnAttempts {
 			return nil, fmt.Errorf("meta: upload bytes of %v changed %d times meanwhile: %w", tenants, attempt, ErrConflict)
 		}
+		if err := counterBackoff(ctx, attempt); err != nil {
+			return nil, fmt.Errorf("meta: upload bytes of %v: %w", tenants, err)
+		}
+	}
+}
+
+// counterBackoff waits a random while after the attempt-th loss to other
+// writers of a counter, longer as losses mount (up to 10 ms), so writers
+// racing for one counter spread out.
+func counterBackoff(ctx context.Context, attempt int) error {
+	t := time.NewTimer(time.Duration(1 + rand.Int64N(int64(min(attempt, 10))*int64(time.Millisecond))))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -367,6 +387,9 @@ func (s *Store) repairUploadBytes(ctx context.Context, tenant string, repairs in
 		}
 		if attempt >= countedTxnAttempts {
 			return false, fmt.Errorf("meta: repair upload bytes of %q: changed %d times meanwhile: %w", tenant, attempt, ErrConflict)
+		}
+		if err := counterBackoff(ctx, attempt); err != nil {
+			return false, fmt.Errorf("meta: repair upload bytes of %q: %w", tenant, err)
 		}
 	}
 }
