@@ -23,9 +23,9 @@ import (
 
 // offsetReader reads one group's committed offsets of one topic.
 type offsetReader struct {
-	cl          *kgo.Client
+	cl           *kgo.Client
 	group, topic string
-	coord       int32 // the coordinator's node id; -1 when unknown
+	coord        int32 // the coordinator's node id; -1 when unknown
 }
 
 func newOffsetReader(cl *kgo.Client, group, topic string) *offsetReader {
