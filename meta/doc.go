@@ -132,7 +132,20 @@
 //	                                         "parts","hash_state",...} (uploads.go): a
 //	                                        large-payload upload session (broker/largeobj);
 //	                                        created only if absent, changed and deleted
-//	                                        only by transactions on its mod revision
+//	                                        only by transactions on its mod revision,
+//	                                        each moving its tenant's upload-bytes counter
+//	<prefix>upload-bytes/<tenant>           {"v":1,"tenant","open","stored","repairs"}
+//	                                        (upload_bytes.go): the declared bytes of the
+//	                                        tenant's open sessions and the bytes of its
+//	                                        completed and published objects, for the storage
+//	                                        quotas; <tenant> path-escaped; changed in the
+//	                                        transaction of every upload write that changes
+//	                                        what the record counts (conditioned on both mod
+//	                                        revisions) and by recounts; never deleted
+//	<prefix>upload-bytes-counted            decimal revision (raw string): the counters are
+//	                                        complete; written with a new layout, or by the
+//	                                        first complete recount of an older one; before
+//	                                        it exists readers sum the upload records
 //	<prefix>largerefs/o/<ref>/<topicID>/<n> {"v":1,"ref","topic_id","partition","open",
 //	<prefix>largerefs/p/<topicID>/<n>/<ref>  "claimed_ms","upto",...} (largerefs.go): the
 //	                                        reference ledger of large payloads, one entry

@@ -65,3 +65,10 @@ var (
 	// ErrLimit: a user already has MaxAPIKeysPerUser API keys.
 	ErrLimit = errors.New("meta: limit reached")
 )
+
+// Sentinel errors of the upload byte counters (upload_bytes.go).
+var (
+	// ErrUncounted: the counters are not complete yet (no recount has run
+	// since they were introduced); sum the upload records instead.
+	ErrUncounted = errors.New("meta: upload byte counters not counted yet")
+)

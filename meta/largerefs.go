@@ -134,6 +134,7 @@ func (s *Store) ClaimRef(ctx context.Context, u Upload, publish bool, at LargeRe
 	if err != nil {
 		return err
 	}
+	var before, after charge // what the record counts changes only if it is written
 	if publish {
 		u.V = 1
 		if err := ValidateUpload(u); err != nil {
@@ -144,11 +145,15 @@ func (s *Store) ClaimRef(ctx context.Context, u Upload, publish bool, at LargeRe
 			return fmt.Errorf("meta: encode upload %q: %w", u.ID, err)
 		}
 		ops = append(ops, clientv3.OpPut(s.uploadKey(u.ID), string(b)))
+		if before, err = s.chargeBefore(ctx, u); err != nil {
+			return err
+		}
+		after = chargeOf(u, 0)
 	}
-	tr, err := s.client.Txn(ctx).If(
+	tr, err := s.countedTxn(ctx, []clientv3.Cmp{
 		clientv3.Compare(clientv3.ModRevision(s.uploadKey(u.ID)), "=", u.Revision),
 		clientv3.Compare(clientv3.ModRevision(ok), "=", prevRev),
-	).Then(ops...).Commit()
+	}, ops, nil, before, after)
 	if err != nil {
 		return fmt.Errorf("meta: claim large ref %s: %w", ok, err)
 	}
@@ -253,11 +258,15 @@ func (s *Store) CondemnUpload(ctx context.Context, u Upload, rev int64) (Upload,
 	if err != nil {
 		return Upload{}, fmt.Errorf("meta: encode upload %q: %w", u.ID, err)
 	}
+	before, err := s.chargeBefore(ctx, u)
+	if err != nil {
+		return Upload{}, err
+	}
 	key := s.uploadKey(u.ID)
-	tr, err := s.client.Txn(ctx).If(
+	tr, err := s.countedTxn(ctx, []clientv3.Cmp{
 		clientv3.Compare(clientv3.ModRevision(key), "=", u.Revision),
 		clientv3.Compare(clientv3.ModRevision(s.largeRefObjectPrefix(u.ID)), "<", rev+1).WithPrefix(),
-	).Then(clientv3.OpPut(key, string(b))).Commit()
+	}, []clientv3.Op{clientv3.OpPut(key, string(b))}, nil, before, chargeOf(u, 0))
 	if err != nil {
 		return Upload{}, fmt.Errorf("meta: condemn upload %q: %w", u.ID, err)
 	}
@@ -265,5 +274,6 @@ func (s *Store) CondemnUpload(ctx context.Context, u Upload, rev int64) (Upload,
 		return Upload{}, fmt.Errorf("meta: condemn upload %q: %w", u.ID, ErrConflict)
 	}
 	u.Revision = tr.Header.Revision
+	u.read = chargeOf(u, u.Revision)
 	return u, nil
 }

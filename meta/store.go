@@ -238,11 +238,26 @@ func (s *Store) summariseEtcdWarnings() {
 	}
 }
 
-// ensureLayout writes the layout version on first use and refuses a newer one.
+// ensureLayout writes the layout version on first use and refuses a newer
+// one. A new layout has no upload records, so it is written with the mark
+// that the upload byte counters are complete (upload_bytes.go).
 func (s *Store) ensureLayout(ctx context.Context) error {
-	val, err := s.createOnce(ctx, s.prefix+"layout", strconv.Itoa(layoutVersion))
+	key := s.prefix + "layout"
+	resp, err := s.client.Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, strconv.Itoa(layoutVersion)), clientv3.OpPut(s.uploadBytesCountedKey(), "0")).
+		Else(clientv3.OpGet(key)).
+		Commit()
 	if err != nil {
 		return fmt.Errorf("meta: check layout version: %w", err)
+	}
+	val := strconv.Itoa(layoutVersion)
+	if !resp.Succeeded {
+		kvs := resp.Responses[0].GetResponseRange().GetKvs()
+		if len(kvs) != 1 {
+			return fmt.Errorf("meta: %s present but unreadable: %w", key, ErrCorrupt)
+		}
+		val = string(kvs[0].Value)
 	}
 	v, err := strconv.Atoi(val)
 	switch {

@@ -20,6 +20,9 @@ package meta
 // only by a transaction conditioned on the mod revision it was read at
 // (UpdateUpload, DeleteUpload): two brokers cannot both take the same part
 // or the same transition; the loser gets ErrConflict.
+// Invariant: every write of a record moves its tenant's byte counter
+// (upload_bytes.go) in the same transaction by what the write changes in
+// what the record counts.
 // Invariant: the store checks the shape of a record (ValidateUpload) on
 // every write and read; the rules of transitions are broker/largeobj's.
 
@@ -90,6 +93,11 @@ type Upload struct {
 	// Revision is the record's mod revision when read; UpdateUpload and
 	// DeleteUpload are conditioned on it.
 	Revision int64 `json:"-"`
+	// read is what the record counted at Revision (upload_bytes.go), so
+	// a write of a copy knows the difference it makes without reading
+	// the record again; a copy whose Revision was changed by hand has it
+	// read afresh.
+	read charge
 }
 
 // ValidateUpload checks the shape of a record.
@@ -130,8 +138,8 @@ func (s *Store) CreateUpload(ctx context.Context, u Upload) (Upload, error) {
 		return Upload{}, fmt.Errorf("meta: encode upload %q: %w", u.ID, err)
 	}
 	key := s.uploadKey(u.ID)
-	resp, err := s.client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(b))).Commit()
+	resp, err := s.countedTxn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)},
+		[]clientv3.Op{clientv3.OpPut(key, string(b))}, nil, charge{}, chargeOf(u, 0))
 	if err != nil {
 		return Upload{}, fmt.Errorf("meta: create upload %q: %w", u.ID, err)
 	}
@@ -139,6 +147,7 @@ func (s *Store) CreateUpload(ctx context.Context, u Upload) (Upload, error) {
 		return Upload{}, fmt.Errorf("meta: create upload %q: %w", u.ID, ErrExists)
 	}
 	u.Revision = resp.Header.Revision
+	u.read = chargeOf(u, u.Revision)
 	return u, nil
 }
 
@@ -151,6 +160,7 @@ func decodeUpload(key string, val []byte, rev int64) (Upload, error) {
 		return Upload{}, err
 	}
 	u.Revision = rev
+	u.read = chargeOf(u, rev)
 	return u, nil
 }
 
@@ -178,9 +188,14 @@ func (s *Store) UpdateUpload(ctx context.Context, u Upload) (Upload, error) {
 	if err != nil {
 		return Upload{}, fmt.Errorf("meta: encode upload %q: %w", u.ID, err)
 	}
+	before, err := s.chargeBefore(ctx, u)
+	if err != nil {
+		return Upload{}, err
+	}
 	key := s.uploadKey(u.ID)
-	resp, err := s.client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", u.Revision)).
-		Then(clientv3.OpPut(key, string(b))).Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).Commit()
+	resp, err := s.countedTxn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", u.Revision)},
+		[]clientv3.Op{clientv3.OpPut(key, string(b))}, []clientv3.Op{clientv3.OpGet(key, clientv3.WithKeysOnly())},
+		before, chargeOf(u, 0))
 	if err != nil {
 		return Upload{}, fmt.Errorf("meta: update upload %q: %w", u.ID, err)
 	}
@@ -191,15 +206,21 @@ func (s *Store) UpdateUpload(ctx context.Context, u Upload) (Upload, error) {
 		return Upload{}, fmt.Errorf("meta: update upload %q at revision %d: %w", u.ID, u.Revision, ErrConflict)
 	}
 	u.Revision = resp.Header.Revision
+	u.read = chargeOf(u, u.Revision)
 	return u, nil
 }
 
 // DeleteUpload deletes u's record if it is still at u.Revision
 // (ErrConflict otherwise); a record already gone is success.
 func (s *Store) DeleteUpload(ctx context.Context, u Upload) error {
+	before, err := s.chargeBefore(ctx, u)
+	if err != nil {
+		return err
+	}
 	key := s.uploadKey(u.ID)
-	resp, err := s.client.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", u.Revision)).
-		Then(clientv3.OpDelete(key)).Else(clientv3.OpGet(key, clientv3.WithKeysOnly())).Commit()
+	resp, err := s.countedTxn(ctx, []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", u.Revision)},
+		[]clientv3.Op{clientv3.OpDelete(key)}, []clientv3.Op{clientv3.OpGet(key, clientv3.WithKeysOnly())},
+		before, charge{tenant: before.tenant})
 	if err != nil {
 		return fmt.Errorf("meta: delete upload %q: %w", u.ID, err)
 	}
@@ -213,15 +234,35 @@ func (s *Store) DeleteUpload(ctx context.Context, u Upload) error {
 // that cannot be decoded is reported to fn's caller as an error after the
 // others were listed.
 func (s *Store) ListUploads(ctx context.Context, fn func(Upload) error) error {
+	_, err := s.listUploads(ctx, fn, false)
+	return err
+}
+
+// ListUploadsAt is ListUploads with every page read at the revision of the
+// first, which it answers: one consistent view (ReconcileUploadBytes takes
+// it). A listing that outlives etcd's compaction of that revision fails.
+func (s *Store) ListUploadsAt(ctx context.Context, fn func(Upload) error) (int64, error) {
+	return s.listUploads(ctx, fn, true)
+}
+
+func (s *Store) listUploads(ctx context.Context, fn func(Upload) error, pin bool) (int64, error) {
 	prefix := s.uploadsPrefix()
 	from := prefix
 	end := clientv3.GetPrefixRangeEnd(prefix)
 	var bad error
+	var rev int64
 	for {
-		resp, err := s.client.Get(ctx, from, clientv3.WithRange(end), clientv3.WithLimit(500),
-			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend))
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(500),
+			clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend)}
+		if pin && rev > 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := s.client.Get(ctx, from, opts...)
 		if err != nil {
-			return fmt.Errorf("meta: list uploads: %w", err)
+			return 0, fmt.Errorf("meta: list uploads: %w", err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
 		}
 		for _, kv := range resp.Kvs {
 			u, err := decodeUpload(string(kv.Key), kv.Value, kv.ModRevision)
@@ -230,11 +271,11 @@ func (s *Store) ListUploads(ctx context.Context, fn func(Upload) error) error {
 				continue
 			}
 			if err := fn(u); err != nil {
-				return err
+				return 0, err
 			}
 		}
 		if !resp.More || len(resp.Kvs) == 0 {
-			return bad
+			return rev, bad
 		}
 		from = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
 	}

@@ -67,5 +67,8 @@
 //
 // Begin and Complete hold a tenant's large objects to object_storage_bytes
 // and, with its logs, to storage_bytes; quota.go says which sessions'
-// bytes count and when they stop counting.
+// bytes count and when they stop counting. The sums are per-tenant
+// counters in etcd that every write of a session record moves in its own
+// transaction (meta/upload_bytes.go), so a check reads one key however
+// many records are kept; Run and each Sweep recount them from the records.
 package largeobj

@@ -1,13 +1,17 @@
 package largeobj
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/quota"
+	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/payload/ref"
 )
 
@@ -94,4 +98,65 @@ func TestStoredBytesAccounting(t *testing.T) {
 	if got := strings.Join(rejected, ","); got != "acme/object_storage_bytes,acme/storage_bytes" {
 		t.Fatalf("rejections counted %q", got)
 	}
+}
+
+// TestQuotaBeforeTheFirstRecount: session records that predate the byte
+// counters (a cluster whose layout was written by an earlier version) are
+// summed by the checks and the storage loop until Run's recount at start,
+// after which the counters answer the same figures.
+func TestQuotaBeforeTheFirstRecount(t *testing.T) {
+	f := newFixture(t)
+	ctx := t.Context()
+	limits := quota.Static{"acme": {quota.ObjectStorageBytes: 100}}
+	f.svc.cfg.Quotas = Quotas{Limits: limits.Limits}
+	body, sum := payload(4, 40)
+	done := f.begin(t, "acme", body, sum)
+	mustPut(t, f, f.svc, done.ID, body, 0, 40)
+	if _, err := f.svc.Complete(ctx, "acme", done.ID); err != nil {
+		t.Fatal(err)
+	}
+	f.begin(t, "acme", body, sum)
+	// As if written before the counters: no counter, no mark.
+	if _, err := f.st.Client().Delete(ctx, f.st.Prefix()+"upload-bytes", clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.st.ListUploadBytes(ctx); !errors.Is(err, meta.ErrUncounted) {
+		t.Fatalf("ListUploadBytes without the mark: %v", err)
+	}
+	want := func(what string) {
+		t.Helper()
+		m, err := f.svc.StoredByTenant(ctx)
+		if err != nil || m["acme"] != 80 || len(m) != 1 {
+			t.Fatalf("%s: stored %v, %v; want acme 80", what, m, err)
+		}
+		_, err = f.svc.Begin(ctx, BeginRequest{Tenant: "acme", Topic: "orders", Size: 21, SHA256: sum})
+		if !errors.Is(err, node.ErrStorageQuota) {
+			t.Fatalf("%s: begin of 21 bytes beside 80: %v", what, err)
+		}
+	}
+	want("summed from the records")
+
+	runCtx, cancel := context.WithCancel(ctx)
+	ran := make(chan struct{})
+	go func() { defer close(ran); f.svc.Run(runCtx, time.Hour) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := f.st.ListUploadBytes(ctx); err == nil {
+			break
+		} else if !errors.Is(err, meta.ErrUncounted) || time.Now().After(deadline) {
+			t.Fatalf("the counters after Run started: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-ran:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not end with its context")
+	}
+	c, err := f.st.UploadBytesOf(ctx, "acme")
+	if err != nil || c.Open != 40 || c.Stored != 40 {
+		t.Fatalf("acme's counter after the recount: %+v, %v; want 40 open, 40 stored", c, err)
+	}
+	want("from the counters")
 }

@@ -76,6 +76,11 @@ type Sessions interface {
 	UpdateUpload(ctx context.Context, u meta.Upload) (meta.Upload, error)
 	DeleteUpload(ctx context.Context, u meta.Upload) error
 	ListUploads(ctx context.Context, fn func(meta.Upload) error) error
+	// The tenants' byte counters (meta/upload_bytes.go; quota.go).
+	ListUploadsAt(ctx context.Context, fn func(meta.Upload) error) (int64, error)
+	UploadBytesOf(ctx context.Context, tenant string) (meta.UploadBytes, error)
+	ListUploadBytes(ctx context.Context) (map[string]meta.UploadBytes, error)
+	ReconcileUploadBytes(ctx context.Context, rev int64, uploads []meta.Upload) (int, error)
 	// The reference ledger (meta/largerefs.go; ledger.go).
 	ClaimRef(ctx context.Context, u meta.Upload, publish bool, at meta.LargeRef) error
 	RefsOfObject(ctx context.Context, id string) ([]meta.LargeRef, int64, error)

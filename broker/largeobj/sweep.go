@@ -7,6 +7,8 @@ package largeobj
 // skips the session) or hears ref.ErrExpired.
 // Invariant: Sweep deletes a published object only when Config.Release
 // says so (by default the reference ledger's, ledger.go).
+// Invariant: Sweep recounts the tenants' byte counters (quota.go) only
+// from a complete listing of the records at one revision.
 
 import (
 	"context"
@@ -23,18 +25,25 @@ type SweepStats struct {
 	Expired  int // completed sessions past their TTL unpublished: object deleted
 	Released int // published objects the ledger released: deleted
 	Purged   int // records of aborted and expired sessions forgotten
-	Errors   int
+	// Recounted: tenants' byte counters the recount corrected (records
+	// that predate the counters, or written by an earlier version).
+	Recounted int
+	Errors    int
 }
 
 // Sweep applies the TTL at now to every session.
 func (s *Service) Sweep(ctx context.Context, now time.Time) (SweepStats, error) {
 	var st SweepStats
 	var all []meta.Upload
-	if err := s.cfg.Sessions.ListUploads(ctx, func(u meta.Upload) error { all = append(all, u); return nil }); err != nil {
+	rev, err := s.cfg.Sessions.ListUploadsAt(ctx, func(u meta.Upload) error { all = append(all, u); return nil })
+	if err != nil {
 		s.log.Warn().Err(err).Msg("list upload sessions")
 		if len(all) == 0 {
 			return st, err
 		}
+		st.Errors++
+	} else if st.Recounted, err = s.recount(ctx, rev, all); err != nil {
+		s.log.Warn().Err(err).Msg("recount stored bytes")
 		st.Errors++
 	}
 	for _, u := range all {
@@ -112,8 +121,15 @@ func (s *Service) transition(ctx context.Context, next meta.Upload, st *SweepSta
 	return true
 }
 
-// Run sweeps every interval until ctx ends.
+// Run sweeps every interval until ctx ends. First, when the byte counters
+// were never counted (records that predate them), it recounts them, so the
+// quota checks read them from then on.
 func (s *Service) Run(ctx context.Context, every time.Duration) {
+	if _, err := s.cfg.Sessions.ListUploadBytes(ctx); errors.Is(err, meta.ErrUncounted) {
+		if _, err := s.recount(ctx, 0, nil); err != nil {
+			s.log.Warn().Err(err).Msg("recount stored bytes at start; the sweeps try again")
+		}
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

@@ -31,8 +31,10 @@ var allowed = map[meta.UploadState][]meta.UploadState{
 // sweeps, the clock moving on) through two services, and after each step
 // checks the invariants: states change only along the diagram, a session
 // whose declared sha256 is wrong never completes, completed and published
-// objects are whole and right, aborted and expired ones are gone, and a
-// Claim that succeeded leaves the session published for good.
+// objects are whole and right, aborted and expired ones are gone, a
+// Claim that succeeded leaves the session published for good, and what
+// StoredByTenant answers (the tenants' counters) is the sum over the
+// session records.
 func TestSeededTransitions(t *testing.T) {
 	for seed := uint64(1); seed <= 3; seed++ {
 		t.Run(fmt.Sprint("seed", seed), func(t *testing.T) { seededRun(t, seed) })
@@ -137,10 +139,12 @@ func seededRun(t *testing.T, seed uint64) {
 				t.Fatal(err)
 			}
 		}
+		at := fmt.Sprintf("seed %d step %d (%s on %s)", seed, step, op, s.id[:6])
 		for _, x := range ss {
-			checkInvariants(t, f, x, fmt.Sprintf("seed %d step %d (%s on %s)", seed, step, op, s.id[:6]))
+			checkInvariants(t, f, x, at)
 			seen[x.state] = true
 		}
+		checkStored(t, f, svc, at)
 		if claimed && s.state != meta.UploadPublished {
 			t.Fatalf("step %d: Claim succeeded, session %s", step, s.state)
 		}
@@ -177,5 +181,24 @@ func checkInvariants(t *testing.T, f *fixture, s *tracked, at string) {
 		if !errors.Is(err, objstore.ErrNotFound) {
 			t.Fatalf("%s: %q session %s still has its object (%v)", at, state, s.id, err)
 		}
+	}
+}
+
+// checkStored fails unless StoredByTenant equals the sum over the session
+// records of what each counts.
+func checkStored(t *testing.T, f *fixture, svc *Service, at string) {
+	t.Helper()
+	want := map[string]int64{}
+	if err := f.st.ListUploads(t.Context(), func(u meta.Upload) error {
+		if n := charged(u, true); n > 0 {
+			want[u.Tenant] += n
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := svc.StoredByTenant(t.Context())
+	if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("%s: StoredByTenant = %v, %v; the records sum to %v", at, got, err, want)
 	}
 }
