@@ -3,6 +3,7 @@ package healthapi
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -65,8 +66,8 @@ func TestPublicAsksPeer(t *testing.T) {
 		return apierr.Errorf(http.StatusServiceUnavailable, "peer_unreachable", "node %d is not live; retry", id)
 	}
 	writeError := func(w http.ResponseWriter, _ *http.Request, err error) {
-		ae, ok := err.(*apierr.Error)
-		if !ok {
+		var ae *apierr.Error
+		if !errors.As(err, &ae) {
 			t.Fatalf("error %v is not an API error", err)
 		}
 		apierr.Write(w, ae)
