@@ -56,7 +56,8 @@ func (h brokerHealth) State() string {
 }
 
 // brokersHealth asks every live broker of b for its health, concurrently,
-// all within the console's health timeout.
+// all within the console's health timeout. A broker not live has no entry;
+// its zero brokerHealth says it was not asked.
 func (q *request) brokersHealth(b brokersAnswer) map[int32]brokerHealth {
 	ctx, cancel := context.WithTimeout(q.ctx(), q.c.cfg.HealthTimeout)
 	defer cancel()
@@ -65,8 +66,7 @@ func (q *request) brokersHealth(b brokersAnswer) map[int32]brokerHealth {
 	var wg sync.WaitGroup
 	for _, br := range b.Brokers {
 		if !br.Live {
-			out[br.ID] = brokerHealth{}
-			continue
+			continue // not asked: its zero brokerHealth
 		}
 		wg.Add(1)
 		go func(id int32) {
