@@ -285,13 +285,14 @@ func TestConsoleInBrowser(t *testing.T) {
 	asAdmin := openTab(t, ctx, base, basicHeader("admin", "admin-pw"), "admin", shots)
 	asAnn := openTab(t, ctx, base, basicHeader("ann", "ann-pw"), "ann", shots)
 
-	// The cluster: one live broker, the controller; this broker's health.
+	// The cluster: one live broker, the controller, with its health in
+	// its row.
 	asAdmin.visit("/ui/", http.StatusOK, "cluster")
 	if got := evalOn[string](asAdmin, `document.querySelector('#brokers tbody tr').innerText`); !strings.Contains(got, "live") || !strings.Contains(got, "controller") {
 		t.Errorf("cluster page's broker row %q, want live and controller", got)
 	}
-	if got := evalOn[string](asAdmin, `document.querySelector('#local-health').innerText`); !strings.Contains(got, "healthy") || !strings.Contains(got, "p99") {
-		t.Errorf("local health %q, want etcd healthy and an fsync p99", got)
+	if got := evalOn[string](asAdmin, `document.querySelector('#brokers tbody tr').dataset.health + ' ' + document.querySelector('#brokers tbody tr').innerText`); !strings.HasPrefix(got, "ok ") || !strings.Contains(got, "healthy") || !strings.Contains(got, "level 0") || !strings.Contains(got, "p99") {
+		t.Errorf("broker health %q, want ok: etcd healthy, disk level 0 and an fsync p99", got)
 	}
 
 	// Topics: the admin sees every tenant's, by internal name; ann only

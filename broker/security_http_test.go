@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -150,6 +151,15 @@ func TestHTTPSecurity(t *testing.T) {
 		if code != http.StatusForbidden || ec != "forbidden" || !strings.Contains(msg, `TOPIC "orders"`) || !strings.Contains(msg, "User:alice") {
 			t.Errorf("%s: publish without an ACL: %d %v, want 403 naming User:alice and the topic", name, code, out)
 		}
+	}
+	// A broker's health is any authenticated caller's, as the broker
+	// listing is.
+	health := fmt.Sprintf("/v1/brokers/%d/health", b.Cfg.NodeID)
+	if code, _, _ := anon.call("GET", health, ""); code != http.StatusUnauthorized {
+		t.Errorf("GET %s without credentials: %d, want 401", health, code)
+	}
+	if code, out, _ := alicePw.call("GET", health, ""); code != http.StatusOK || out["node"] != float64(b.Cfg.NodeID) {
+		t.Errorf("GET %s as alice: %d %v, want 200 with this broker's health", health, code, out)
 	}
 	// A tenant admin's business is not alice's.
 	if code, _, _ := aliceKey.call("POST", "/v1/tenants", `{"name":"team-x"}`); code != http.StatusForbidden {

@@ -41,7 +41,7 @@ var assets embed.FS
 
 // Config configures a Console.
 type Config struct {
-	Node    *node.Node     // this broker's state: tier pages, health, metrics
+	Node    *node.Node     // this broker's state: tier pages, tenants' metrics
 	Logger  zerolog.Logger // the console's logger
 	History HistoryConfig  // the lag charts' history
 	// Now is the clock of the sampler and the pages; time.Now when nil.
@@ -49,6 +49,9 @@ type Config struct {
 	// TierGrace is the brokers' grace for objects not yet named (the
 	// orphan listing's age rule); 0 lists every unnamed object.
 	TierGrace time.Duration
+	// HealthTimeout bounds asking the brokers for their health on the
+	// cluster page (health.go); 0 is one second.
+	HealthTimeout time.Duration
 }
 
 // Console serves /ui.
@@ -67,6 +70,9 @@ type Console struct {
 func New(cfg Config) (*Console, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.HealthTimeout <= 0 {
+		cfg.HealthTimeout = defaultHealthTimeout
 	}
 	c := &Console{cfg: cfg, log: cfg.Logger.With().Str("component", "console").Logger(),
 		history: NewHistory(cfg.History), pages: map[string]*template.Template{}}

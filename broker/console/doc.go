@@ -7,8 +7,9 @@
 // Pages (GET, read-only; the redrive forms POST, redrive.go):
 //
 //	/ui/                         the cluster: brokers (AZ, pool, liveness,
-//	                             controller) and this broker's etcd health,
-//	                             disk watermark level and WAL fsync latency
+//	                             controller), each live one with its etcd
+//	                             round trip, disk watermark level and WAL
+//	                             fsync latency (p50, p99), or unreachable
 //	/ui/topics                   topics; /ui/topics/{topic}: partitions
 //	                             (leader, epoch, replicas, in-sync set, HW,
 //	                             log start, local and remote bytes, upload
@@ -36,10 +37,19 @@
 // /v1/topics, /v1/groups/{group}/lag and the other listings answer, and
 // the pipeline's authentication, tenant scope and ACLs apply unchanged: a
 // principal that is not a super user sees its own tenant's names only, and
-// what its ACLs let it describe. Only the tier pages and this broker's
-// health read the node directly (the remote head in etcd, the object store,
-// the metrics registry), after the same in-process API call has authorised
-// the caller on the topic.
+// what its ACLs let it describe. Only the tier pages and the tenants' use
+// read the node directly (the remote head in etcd, the object store, the
+// metrics registry), after the same in-process API call has authorised
+// the caller.
+//
+// The brokers' health on the cluster page is GET /v1/brokers/{id}/health
+// (broker/httpapi/healthapi) for each live broker, asked concurrently: the
+// serving broker answers for itself and asks each other broker over the
+// inter-broker listener, where the figures are read on the broker they
+// describe. One deadline (Config.HealthTimeout, 1 s) covers them all, so
+// a broker that is stopped, hung or cut off while its registration still
+// lives costs the page at most that long and is shown unreachable; a
+// broker that is not live is not asked.
 //
 // The lag history (history.go) is sampled by one goroutine (sampler.go)
 // that asks the lag listing as the broker itself (a super identity that

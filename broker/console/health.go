@@ -1,26 +1,36 @@
 package console
 
-// This file owns what the console reads of this broker itself rather than
-// through the API: its etcd round trip, disk-watermark level and WAL fsync
-// latency (the cluster page), and its tenants' quota use, throttling and
-// rejections (the tenants page), the last two from the broker's own
-// metrics registry, so they are exactly what /metrics exports.
+// This file owns the health the console shows: every live broker's etcd
+// round trip, disk-watermark level and WAL fsync latency (the cluster
+// page), asked of GET /v1/brokers/{id}/health for each broker at once,
+// and its tenants' quota use, throttling and rejections (the tenants
+// page), from this broker's own metrics registry, so they are exactly what
+// /metrics exports.
 //
 // Invariant: read-only; a figure that cannot be read is left out and said
 // so, never shown as zero.
+// Invariant: the cluster page waits for the brokers' health at most
+// Config.HealthTimeout (plus the time of one in-process call), however many
+// brokers do not answer: they are asked concurrently under one deadline,
+// and a broker that has not answered by then is shown unreachable.
 
 import (
 	"context"
-	"math"
+	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 )
 
-// localHealth is this broker's own state.
-type localHealth struct {
-	NodeID    int32
+// defaultHealthTimeout is Config.HealthTimeout's default.
+const defaultHealthTimeout = time.Second
+
+// brokerHealth is one broker's health as the cluster page shows it.
+type brokerHealth struct {
+	Asked     bool   // false: the broker is not live, so it was not asked
+	Error     string // it did not answer in time, or was refused: unreachable
 	EtcdOK    bool
 	EtcdError string
 	EtcdRTT   string
@@ -29,41 +39,77 @@ type localHealth struct {
 	Fsyncs    uint64
 	FsyncP50  string
 	FsyncP99  string
-	Known     bool // false without a node (a unit test)
 }
 
-var diskLevels = []string{"none", "no new topics or partitions", "no bursts for low-priority tenants", "publishes over quota refused"}
+// State is the row's health in one word: ok, warn (etcd unhealthy or a
+// disk level above 0), unreachable, or not-asked.
+func (h brokerHealth) State() string {
+	switch {
+	case !h.Asked:
+		return "not-asked"
+	case h.Error != "":
+		return "unreachable"
+	case !h.EtcdOK || h.DiskLevel > 0:
+		return "warn"
+	}
+	return "ok"
+}
 
-func (c *Console) localHealth(ctx context.Context) localHealth {
-	n := c.cfg.Node
-	if n == nil {
-		return localHealth{}
-	}
-	h := localHealth{NodeID: n.Cfg.NodeID, Known: true, DiskLevel: n.DiskLevel()}
-	if h.DiskLevel >= 0 && h.DiskLevel < len(diskLevels) {
-		h.DiskWhat = diskLevels[h.DiskLevel]
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+// brokersHealth asks every live broker of b for its health, concurrently,
+// all within the console's health timeout. A broker not live has no entry;
+// its zero brokerHealth says it was not asked.
+func (q *request) brokersHealth(b brokersAnswer) map[int32]brokerHealth {
+	ctx, cancel := context.WithTimeout(q.ctx(), q.c.cfg.HealthTimeout)
 	defer cancel()
-	start := time.Now()
-	if _, _, err := n.Store.ControllerID(ctx); err != nil {
-		h.EtcdError = err.Error()
-	} else {
-		h.EtcdOK = true
-		h.EtcdRTT = time.Since(start).Round(10 * time.Microsecond).String()
+	out := make(map[int32]brokerHealth, len(b.Brokers))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, br := range b.Brokers {
+		if !br.Live {
+			continue // not asked: its zero brokerHealth
+		}
+		wg.Add(1)
+		go func(id int32) {
+			defer wg.Done()
+			h := brokerHealth{Asked: true}
+			var a healthAnswer
+			if err := q.api.get(ctx, fmt.Sprintf("/v1/brokers/%d/health", id), nil, &a); err != nil {
+				h.Error = err.Error()
+				if ctx.Err() != nil {
+					h.Error = fmt.Sprintf("no answer within %s (%v)", q.c.cfg.HealthTimeout, err)
+				}
+			} else {
+				h = a.shown()
+			}
+			mu.Lock()
+			out[id] = h
+			mu.Unlock()
+		}(br.ID)
 	}
-	for _, f := range c.gather() {
-		if f.GetName() != "sluice_wal_fsync_duration_seconds" || len(f.GetMetric()) == 0 {
-			continue
-		}
-		hist := f.GetMetric()[0].GetHistogram()
-		h.Fsyncs = hist.GetSampleCount()
-		if h.Fsyncs > 0 {
-			h.FsyncP50 = secs(quantile(hist, 0.5))
-			h.FsyncP99 = secs(quantile(hist, 0.99))
-		}
+	wg.Wait()
+	return out
+}
+
+// shown is an answer as the page shows it.
+func (a healthAnswer) shown() brokerHealth {
+	h := brokerHealth{Asked: true, EtcdOK: a.Etcd.OK, EtcdError: a.Etcd.Error,
+		DiskLevel: a.Disk.Level, DiskWhat: a.Disk.Meaning, Fsyncs: a.Fsync.Count}
+	if a.Etcd.OK {
+		h.EtcdRTT = time.Duration(a.Etcd.RoundTripMs * float64(time.Millisecond)).Round(10 * time.Microsecond).String()
+	}
+	if h.Fsyncs > 0 {
+		h.FsyncP50, h.FsyncP99 = bound(a.Fsync.P50Seconds), bound(a.Fsync.P99Seconds)
 	}
 	return h
+}
+
+// bound is a quantile's bound for a person; nil is beyond the largest
+// bucket (healthapi).
+func bound(s *float64) string {
+	if s == nil {
+		return "> the largest bucket"
+	}
+	return "≤ " + time.Duration(*s*float64(time.Second)).String()
 }
 
 // gather is the broker's metric families, none when they cannot be read.
@@ -76,26 +122,6 @@ func (c *Console) gather() []*dto.MetricFamily {
 		c.log.Debug().Err(err).Msg("console: gather metrics")
 	}
 	return fams
-}
-
-// quantile is the upper bound of the bucket holding quantile q (a bound,
-// as a histogram allows: "p99 ≤ 2ms").
-func quantile(h *dto.Histogram, q float64) float64 {
-	total := h.GetSampleCount()
-	want := uint64(math.Ceil(q * float64(total)))
-	for _, b := range h.GetBucket() {
-		if b.GetCumulativeCount() >= want {
-			return b.GetUpperBound()
-		}
-	}
-	return math.Inf(1)
-}
-
-func secs(s float64) string {
-	if math.IsInf(s, 1) {
-		return "> the largest bucket"
-	}
-	return "≤ " + time.Duration(s*float64(time.Second)).String()
 }
 
 // tenantUse is one tenant's figures on this broker.

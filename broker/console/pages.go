@@ -22,9 +22,15 @@ import (
 
 // clusterPage is the cluster page's content.
 type clusterPage struct {
-	Brokers brokersAnswer
-	Local   localHealth
+	Brokers []brokerRow
+	Timeout string // how long a broker's health is waited for
 	Scheme  string // of the brokers' consoles: this request's
+}
+
+// brokerRow is a broker of the listing with its health.
+type brokerRow struct {
+	brokerAnswer
+	Health brokerHealth
 }
 
 func (q *request) cluster() {
@@ -37,7 +43,12 @@ func (q *request) cluster() {
 	if q.r.TLS != nil {
 		scheme = "https"
 	}
-	q.render(http.StatusOK, "cluster", page{Title: "Cluster", Content: clusterPage{Brokers: b, Local: q.c.localHealth(q.ctx()), Scheme: scheme}})
+	health := q.brokersHealth(b)
+	content := clusterPage{Timeout: q.c.cfg.HealthTimeout.String(), Scheme: scheme}
+	for _, br := range b.Brokers {
+		content.Brokers = append(content.Brokers, brokerRow{brokerAnswer: br, Health: health[br.ID]})
+	}
+	q.render(http.StatusOK, "cluster", page{Title: "Cluster", Content: content})
 }
 
 func (q *request) topics() {

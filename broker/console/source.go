@@ -145,18 +145,39 @@ func escape(name string) string { return url.PathEscape(name) }
 // The API's answers, as far as the pages show them.
 
 type brokersAnswer struct {
-	Controller int32 `json:"controller"`
-	Brokers    []struct {
-		ID          int32  `json:"id"`
-		AZ          string `json:"az"`
-		Pool        string `json:"pool"`
-		Kafka       string `json:"kafka"`
-		HTTP        string `json:"http"`
-		InterBroker string `json:"inter_broker"`
-		StartedMs   int64  `json:"started_ms"`
-		Controller  bool   `json:"controller"`
-		Live        bool   `json:"live"`
-	} `json:"brokers"`
+	Controller int32          `json:"controller"`
+	Brokers    []brokerAnswer `json:"brokers"`
+}
+
+type brokerAnswer struct {
+	ID          int32  `json:"id"`
+	AZ          string `json:"az"`
+	Pool        string `json:"pool"`
+	Kafka       string `json:"kafka"`
+	HTTP        string `json:"http"`
+	InterBroker string `json:"inter_broker"`
+	StartedMs   int64  `json:"started_ms"`
+	Controller  bool   `json:"controller"`
+	Live        bool   `json:"live"`
+}
+
+// healthAnswer is GET /v1/brokers/{id}/health (broker/httpapi/healthapi).
+type healthAnswer struct {
+	Node int32 `json:"node"`
+	Etcd struct {
+		OK          bool    `json:"ok"`
+		RoundTripMs float64 `json:"round_trip_ms"`
+		Error       string  `json:"error"`
+	} `json:"etcd"`
+	Disk struct {
+		Level   int    `json:"level"`
+		Meaning string `json:"meaning"`
+	} `json:"disk"`
+	Fsync struct {
+		Count      uint64   `json:"count"`
+		P50Seconds *float64 `json:"p50_seconds"`
+		P99Seconds *float64 `json:"p99_seconds"`
+	} `json:"fsync"`
 }
 
 type topicsAnswer struct {

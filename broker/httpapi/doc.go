@@ -6,8 +6,8 @@
 // /ui (console.go, broker/console), whose pages ask this API in process as
 // their caller;
 // and the internal routes the other brokers call on the inter-broker
-// listener (forwarded publishes and reads, listings). Every error answer
-// of it and its sub-packages (objapi, queueapi, secapi) is apierr's
+// listener (forwarded publishes and reads, listings, health). Every error
+// answer of it and its sub-packages (objapi, queueapi, secapi, healthapi) is apierr's
 // {"error":{"code","message"}}, logged by status. It reaches the
 // cluster through the Cluster interface the broker package satisfies, and
 // never the Kafka front end.

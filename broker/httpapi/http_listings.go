@@ -9,6 +9,7 @@ package httpapi
 //	GET /v1/groups/{group}   state, members and their assignments, committed
 //	                         offsets with lag (answered by the coordinator)
 //	GET /v1/brokers          every broker: id, AZ, pool, addresses, controller, live
+//	GET /v1/brokers/{id}/health  a live broker's etcd round trip, disk level, fsync latency (healthapi)
 //
 // Any broker answers any of them with the same figures. Placement (leader,
 // replicas, epochs) comes from the partition states in etcd that every
@@ -31,6 +32,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-mq/sluice/broker/group"
+	"github.com/sluice-mq/sluice/broker/httpapi/healthapi"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/meta"
 )
@@ -42,6 +44,7 @@ func (b *Server) registerListingAPI(mux routeMux) {
 	mux.HandleFunc("GET /v1/groups", b.httpListGroups)
 	mux.HandleFunc("GET /v1/groups/{group}", b.toCoordinator(b.httpDescribeGroup))
 	mux.HandleFunc("GET /v1/brokers", b.httpListBrokers)
+	mux.HandleFunc(healthapi.Route, healthapi.Public(b.Node, b.askPeer, b.writeError))
 }
 
 type TopicSummary struct {

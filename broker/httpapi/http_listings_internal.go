@@ -14,6 +14,7 @@ package httpapi
 //	                                      200: {"partitions":[groupPartitionLag]}, one
 //	                                      per query, with "error" where this broker
 //	                                      does not lead the partition
+//	GET  /internal/v1/health              200: this broker's health (healthapi)
 //
 // Invariant: a partition's figures (high watermark, log start, sizes,
 // in-sync set, lag) are read only on the replica that leads it, so every
@@ -36,8 +37,8 @@ import (
 	"time"
 
 	"github.com/sluice-mq/sluice/broker/coordinator"
-
 	"github.com/sluice-mq/sluice/broker/hotkeys"
+	"github.com/sluice-mq/sluice/broker/httpapi/healthapi"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/partition"
 	"github.com/sluice-mq/sluice/broker/replica"
@@ -110,6 +111,7 @@ func (b *Server) registerListingInternal(mux *http.ServeMux) {
 	mux.HandleFunc("GET "+InternalPartitionsPath, b.httpInternalPartitions)
 	mux.HandleFunc("GET "+internalGroupsPath, b.httpInternalGroups)
 	mux.HandleFunc("POST "+internalLagPath, b.httpInternalLag)
+	mux.HandleFunc("GET "+healthapi.InternalPath, healthapi.Internal(b.Node)) // this broker's health
 }
 
 // leading returns the local replica of partition i of t if it leads it now.

@@ -13,7 +13,7 @@ func TestOpenAPIDescribesListings(t *testing.T) {
 	if err := json.Unmarshal(OpenAPIDoc, &doc); err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{"/v1/topics", "/v1/topics/{topic}", "/v1/topics/{topic}/hot-keys", "/v1/groups", "/v1/groups/{group}", "/v1/brokers"} {
+	for _, path := range []string{"/v1/topics", "/v1/topics/{topic}", "/v1/topics/{topic}/hot-keys", "/v1/groups", "/v1/groups/{group}", "/v1/brokers", "/v1/brokers/{id}/health"} {
 		if doc.Paths[path]["get"] == nil {
 			t.Errorf("openapi.json has no GET %s", path)
 		}

@@ -25,7 +25,7 @@ package httpapi
 //	describe group, lag        DESCRIBE group
 //	list topics, groups        authenticated; filtered to the tenant's names
 //	                           that DESCRIBE allows
-//	brokers                    authenticated
+//	brokers, a broker's health authenticated
 //	security admin (secapi)    authenticated; secapi decides by role
 //	open an upload session     WRITE on the body's topic (objapi)
 //	upload bytes, complete,    authenticated; the session or object must be
@@ -123,6 +123,7 @@ var publicRoutes = map[string]routeRule{
 	"GET /v1/topics/{topic}/hot-keys":          {op: acl.OpDescribe, rt: acl.ResourceTopic, pathValue: "topic"},
 	"GET /v1/topics/{topic}/messages":          {op: acl.OpRead, rt: acl.ResourceTopic, pathValue: "topic"},
 	"GET /v1/brokers":                          {},
+	"GET /v1/brokers/{id}/health":              {}, // healthapi
 
 	// Dead-letter redrive (redriveapi).
 	"POST /v1/dlq/{topic}/redrives": {op: acl.OpRead, rt: acl.ResourceTopic, pathValue: "topic", topicOp: acl.OpWrite, body: redriveTarget},
