@@ -174,6 +174,17 @@ func TestHTTPSecurity(t *testing.T) {
 	admin.must(http.StatusCreated, "POST", "/v1/acls", `{"tenant":"team-a","bindings":[
 		{"resource_type":"topic","resource_name":"*","principal":"User:erin","operation":"all","permission":"allow"}]}`)
 	erin := anon.with(basic("erin", "erin-pw"))
+	// The brokers learn ACLs from their etcd watch: until this one has the
+	// new binding, erin is refused everything (403); alice waits likewise below.
+	for aclAdded := time.Now(); ; time.Sleep(10 * time.Millisecond) {
+		code, out, _ := erin.call("GET", "/v1/topics/orders", "")
+		if code != http.StatusForbidden {
+			break
+		}
+		if time.Since(aclAdded) > time.Second {
+			t.Fatalf("team-a's erin a second after her ACL was added: %d %v", code, out)
+		}
+	}
 	for _, route := range []struct {
 		method, path, body string
 		want               int
