@@ -90,6 +90,16 @@ func TestClusterSizeCountsEmbeddedMembers(t *testing.T) {
 	}
 }
 
+// awaitCanaryResults waits until the canary of b has stored n results in
+// all (sluice_canary_latency_seconds_count).
+func awaitCanaryResults(t *testing.T, b *Broker, n float64) {
+	t.Helper()
+	brokertest.EventuallyWhy(t, 60*time.Second, fmt.Sprintf("%v canary results", n), func() (bool, string) {
+		got := canaryValue(t, b, `sluice_canary_latency_seconds_count{az="az1"}`)
+		return got >= n, fmt.Sprintf("%v results", got)
+	})
+}
+
 // TestCanaryCommitsOncePerRound: the canary's consumer commits at most once
 // per round however many fetches a round's records arrive in (each commit
 // is a write to etcd; issue 23's cost target), and still commits: every
@@ -100,18 +110,11 @@ func TestCanaryCommitsOncePerRound(t *testing.T) {
 	b := startBroker(t, cfg)
 	const (
 		attempts = `sluice_canary_attempts_total{az="az1"}`
-		results  = `sluice_canary_latency_seconds_count{az="az1"}`
 		commits  = `sluice_kafka_requests_total{api="OffsetCommit"}`
 	)
-	brokertest.EventuallyWhy(t, 60*time.Second, "30 canary results", func() (bool, string) {
-		n := canaryValue(t, b, results)
-		return n >= 30, fmt.Sprintf("%v results", n)
-	})
+	awaitCanaryResults(t, b, 30)
 	a0, c0 := canaryValue(t, b, attempts), canaryValue(t, b, commits)
-	brokertest.EventuallyWhy(t, 60*time.Second, "60 more canary results", func() (bool, string) {
-		n := canaryValue(t, b, results)
-		return n >= 90, fmt.Sprintf("%v results", n)
-	})
+	awaitCanaryResults(t, b, 90)
 	a1, c1 := canaryValue(t, b, attempts), canaryValue(t, b, commits)
 	rounds := (a1 - a0) / 3 // one record per partition of the 3 a round
 	if c1-c0 > rounds+2 {
@@ -132,20 +135,13 @@ func TestCanaryReconcileAsksNoMetadata(t *testing.T) {
 	b := startBroker(t, cfg)
 	const (
 		attempts  = `sluice_canary_attempts_total{az="az1"}`
-		results   = `sluice_canary_latency_seconds_count{az="az1"}`
 		fetches   = `sluice_kafka_requests_total{api="OffsetFetch"}`
 		metadata  = `sluice_kafka_requests_total{api="Metadata"}`
 		reconcile = `sluice_canary_failures_total{az="az1",stage="reconcile"}`
 	)
-	brokertest.EventuallyWhy(t, 60*time.Second, "30 canary results", func() (bool, string) {
-		n := canaryValue(t, b, results)
-		return n >= 30, fmt.Sprintf("%v results", n)
-	})
+	awaitCanaryResults(t, b, 30)
 	a0, f0, m0, r0 := canaryValue(t, b, attempts), canaryValue(t, b, fetches), canaryValue(t, b, metadata), canaryValue(t, b, reconcile)
-	brokertest.EventuallyWhy(t, 60*time.Second, "60 more canary results", func() (bool, string) {
-		n := canaryValue(t, b, results)
-		return n >= 90, fmt.Sprintf("%v results", n)
-	})
+	awaitCanaryResults(t, b, 90)
 	a1, f1, m1, r1 := canaryValue(t, b, attempts), canaryValue(t, b, fetches), canaryValue(t, b, metadata), canaryValue(t, b, reconcile)
 	rounds := (a1 - a0) / 3 // one record per partition of the 3 a round
 	if f1-f0 < rounds/2 {
