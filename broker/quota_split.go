@@ -73,7 +73,7 @@ func (b *Broker) splitQuotas(ctx context.Context, m *quota.Meters, own quota.Dem
 	}
 	demands[self] = own // this period's, whether or not the put landed
 	live := len(b.Brokers())
-	m.SetShares(quota.Shares(self, demands, live), quota.DefaultShare(max(live, len(demands))))
+	m.SetShares(quota.Shares(self, demands, live, m.Limit), quota.DefaultShare(max(live, len(demands))))
 }
 
 // wireDiskLadder lets the disk-watermark ladder (broker/node) act through

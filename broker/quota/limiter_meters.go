@@ -274,10 +274,17 @@ func (m *Meters) SetShares(shares map[string]map[string]float64, def float64) {
 	m.shares, m.def = shares, def
 }
 
+// Headroom is what a broker adds to the rate it let through of a key it
+// held no client of, in the demand it publishes (split.go): its clients
+// may be slowed by another broker that holds them, and would send more
+// here once that one lets them.
+const Headroom = 1.25
+
 // TakeUsage returns what the broker measured since the last call, as a
 // demand for the split: per tenant and key, units per second over elapsed,
 // doubled for a key whose client was held (its real demand is more than
-// it was let through; see split.go), and the open connections. It starts
+// it was let through; see split.go) and raised by Headroom for one whose
+// clients were not, and the open connections. It starts
 // the next period, drops the meters of tenants that have no limits any
 // more and are idle, and updates the utilisation metric.
 func (m *Meters) TakeUsage(elapsed time.Duration) Demand {
@@ -301,6 +308,8 @@ func (m *Meters) TakeUsage(elapsed time.Duration) Demand {
 			}
 			if t.held[key] {
 				rate *= 2
+			} else {
+				rate *= Headroom
 			}
 			d[key] = rate
 		}

@@ -29,12 +29,45 @@ func TestShares(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			got := Shares("1", c.demands, c.live)
+			got := Shares("1", c.demands, c.live, nil)
 			for tenant, want := range c.want {
 				s, ok := got[tenant][k]
 				if !ok || math.Abs(s-want) > 1e-9 {
 					t.Errorf("tenant %s: share %v (present %v), want %v", tenant, s, ok, want)
 				}
+			}
+		})
+	}
+	// With the cluster-wide limit known the split is max-min fair: a
+	// broker asking less than an equal part gets what it asks, the rest is
+	// shared equally by those asking more.
+	limit := func(tenant, key string) (float64, bool) { return 600, tenant == "a" && key == k }
+	maxMin := []struct {
+		name    string
+		demands map[string]Demand
+		want    map[string]float64 // broker → its share of a's key k
+	}{
+		{"under the limit: in proportion", map[string]Demand{"1": {"a": {k: 100}}, "2": {"a": {k: 300}}},
+			map[string]float64{"1": 0.25, "2": 0.75}},
+		{"over: the small one whole, the rest equal", map[string]Demand{"1": {"a": {k: 100}}, "2": {"a": {k: 800}}, "3": {"a": {k: 400}}},
+			map[string]float64{"1": 100.0 / 600, "2": 250.0 / 600, "3": 250.0 / 600}},
+		{"over: all ask more than a third", map[string]Demand{"1": {"a": {k: 250}}, "2": {"a": {k: 500}}, "3": {"a": {k: 500}}},
+			map[string]float64{"1": 1.0 / 3, "2": 1.0 / 3, "3": 1.0 / 3}},
+		{"the coupled client's swing", map[string]Demand{"1": {"a": {k: 1.25 * 120}}, "2": {"a": {k: 240}}, "3": {"a": {k: 240}}},
+			map[string]float64{"1": 150.0 / 600, "2": 225.0 / 600, "3": 225.0 / 600}},
+	}
+	for _, c := range maxMin {
+		t.Run(c.name, func(t *testing.T) {
+			var sum float64
+			for broker, want := range c.want {
+				s := Shares(broker, c.demands, 3, limit)["a"][k]
+				sum += s
+				if math.Abs(s-want) > 1e-9 {
+					t.Errorf("broker %s: share %v, want %v", broker, s, want)
+				}
+			}
+			if math.Abs(sum-1) > 1e-9 {
+				t.Errorf("the shares sum to %v, want 1", sum)
 			}
 		})
 	}
@@ -46,9 +79,10 @@ func TestShares(t *testing.T) {
 // splitClient is a client of one broker that sends as fast as it is let
 // while it is active.
 type splitClient struct {
-	broker     int
+	broker     int // -1: one client over all three brokers in turn (coupled)
 	from, till time.Duration
 	next       time.Time
+	turn       int // the coupled client's next broker
 }
 
 // TestSplitThreeBrokers: a tenant's producer_byte_rate split among three
@@ -83,7 +117,28 @@ func TestSplitThreeBrokers(t *testing.T) {
 	}
 }
 
+// TestSplitCoupledClient: one producer whose records go to the three
+// brokers in turn, as a producer over partitions led by all three does
+// when its buffer fills with records for a broker that holds it: the
+// slowest broker paces the others. After 20 s on one broker alone, its
+// traffic spreads over all three; the split must converge to equal shares
+// (a proportional split oscillated there and let it have about 72% of the
+// quota). Over the 40 s after the spread the rate is the quota ±10%.
+func TestSplitCoupledClient(t *testing.T) {
+	span := 60 * time.Second
+	splitThreeBrokersFrom(t, span, 20*time.Second, []*splitClient{
+		{broker: 0, from: 0, till: 20 * time.Second},
+		{broker: -1, from: 20 * time.Second, till: span},
+	})
+}
+
 func splitThreeBrokers(t *testing.T, span time.Duration, clients []*splitClient) {
+	splitThreeBrokersFrom(t, span, 0, clients)
+}
+
+// splitThreeBrokersFrom runs clients against three brokers' meters for
+// span and checks the cluster-wide rate from measureFrom to span.
+func splitThreeBrokersFrom(t *testing.T, span, measureFrom time.Duration, clients []*splitClient) {
 	const quota, req = 300 << 10, 16 << 10
 	src := Static{"a": {ProducerByteRate: quota}}
 	var meters []*Meters
@@ -113,7 +168,7 @@ func splitThreeBrokers(t *testing.T, span time.Duration, clients []*splitClient)
 			fresh := map[string]Demand{}
 			for i, m := range meters {
 				if published != nil {
-					m.SetShares(Shares(fmt.Sprint(i), published, len(meters)), DefaultShare(len(meters)))
+					m.SetShares(Shares(fmt.Sprint(i), published, len(meters), m.Limit), DefaultShare(len(meters)))
 				}
 				fresh[fmt.Sprint(i)] = m.TakeUsage(SplitPeriod)
 			}
@@ -121,13 +176,21 @@ func splitThreeBrokers(t *testing.T, span time.Duration, clients []*splitClient)
 			tick = tick.Add(SplitPeriod)
 			continue
 		}
-		d := meters[first.broker].Record("a", ProducerByteRate, req, first.next)
-		accepted += req
+		to := first.broker
+		if to < 0 {
+			// One producer over partitions on every broker: its records go
+			// to each in turn, and a broker that holds it holds them all.
+			to, first.turn = first.turn, (first.turn+1)%len(meters)
+		}
+		d := meters[to].Record("a", ProducerByteRate, req, first.next)
+		if first.next.Sub(epoch) >= measureFrom {
+			accepted += req
+		}
 		perPeriod[first.next.Sub(epoch)/SplitPeriod] += req
 		first.next = first.next.Add(max(d, time.Microsecond))
 	}
 	for p := range span / SplitPeriod {
 		t.Logf("period %2d: %.0f bytes/s", p, perPeriod[p]/SplitPeriod.Seconds())
 	}
-	within(t, "cluster-wide bytes/s", accepted/span.Seconds(), quota, 0.10)
+	within(t, "cluster-wide bytes/s", accepted/(span-measureFrom).Seconds(), quota, 0.10)
 }
