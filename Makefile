@@ -113,11 +113,12 @@ quota-e2e:
 	SLUICE_QUOTA_E2E=1 $(GO) test -count=1 -timeout 20m -run 'TestQuota' ./e2e/
 
 # The quota tests over 60 s windows (the ±10%-over-60-s promise): the
-# real-client ones of quota-e2e and the in-process ones of broker/kafka,
-# about 12 minutes.
+# real-client ones of quota-e2e, the in-process ones of broker/kafka and
+# the cluster-wide split on three brokers, about 15 minutes.
 quota-soak:
 	SLUICE_QUOTA_SOAK=1 $(GO) test -count=1 -timeout 30m -run 'TestQuota' ./e2e/
 	SLUICE_QUOTA_SOAK=1 $(GO) test -count=1 -timeout 30m -run 'Quota|Held' ./broker/kafka/
+	SLUICE_QUOTA_SOAK=1 $(GO) test -count=1 -timeout 30m -run 'TestClusterProduceQuotaFollowsTraffic' ./broker/
 
 # A short coverage-guided run of every fuzz target.
 fuzz:
