@@ -94,6 +94,7 @@ func TestClusterProduceQuotaFollowsTraffic(t *testing.T) {
 		defer cl.Close()
 		var acked atomic.Int64
 		var measuring atomic.Bool
+		first, firstOnce := make(chan struct{}), sync.Once{}
 		pctx, stop := context.WithCancel(ctx)
 		var wg sync.WaitGroup
 		wg.Add(1)
@@ -101,12 +102,25 @@ func TestClusterProduceQuotaFollowsTraffic(t *testing.T) {
 			defer wg.Done()
 			for i := 0; pctx.Err() == nil; i++ {
 				cl.Produce(pctx, &kgo.Record{Topic: "in", Partition: parts[i%len(parts)], Value: value}, func(r *kgo.Record, err error) {
-					if err == nil && measuring.Load() {
-						acked.Add(int64(len(r.Value)))
+					if err == nil {
+						firstOnce.Do(func() { close(first) })
+						if measuring.Load() {
+							acked.Add(int64(len(r.Value)))
+						}
 					}
 				})
 			}
 		}()
+		// The warm-up counts from the first acknowledgement: a loaded
+		// machine may take seconds to give the new client its producer id
+		// and metadata, which is no part of the split.
+		select {
+		case <-first:
+		case <-time.After(time.Minute):
+			stop()
+			wg.Wait()
+			t.Fatalf("%s: nothing acknowledged within a minute", name)
+		}
 		time.Sleep(warm)
 		measuring.Store(true)
 		start := time.Now()
