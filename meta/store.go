@@ -59,6 +59,8 @@ type Store struct {
 	watchers sync.WaitGroup // topic watchers; waited for before the client closes
 	bg       sync.WaitGroup // the embedded server's error logger (ends when the server stops) and the warning summaries (end with done)
 
+	counters counterLocks // upload_bytes.go: one writer of a tenant's counter at a time in this process
+
 	mu        sync.Mutex
 	closed    bool   // guarded by mu
 	clusterID string // guarded by mu; "" until first read

@@ -49,10 +49,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
 	"net/url"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -172,7 +174,10 @@ func (s *Store) chargeBefore(ctx context.Context, u Upload) (charge, error) {
 // answered first in a failed response. A transaction that failed while a
 // counter it read had moved is retried with the counters as the failure
 // answered them; any other failure is answered to the caller, who reads
-// it as before the counters existed.
+// it as before the counters existed. Writers of one process take turns
+// (counterLocks), so only other processes' writes make one retry: left
+// to race, a few writers in one broker starved each other of the counter
+// for 64 attempts in a row.
 func (s *Store) countedTxn(ctx context.Context, cmps []clientv3.Cmp, then, orElse []clientv3.Op, before, after charge) (*clientv3.TxnResponse, error) {
 	deltas := map[string][2]int64{}
 	if before.tenant != "" {
@@ -195,6 +200,7 @@ func (s *Store) countedTxn(ctx context.Context, cmps []clientv3.Cmp, then, orEls
 		return s.client.Txn(ctx).If(cmps...).Then(then...).Else(orElse...).Commit()
 	}
 	slices.Sort(tenants)
+	defer s.counters.lock(tenants)()
 	counters := make([]UploadBytes, len(tenants))
 	for i, t := range tenants {
 		key := s.uploadBytesKey(t)
@@ -249,11 +255,37 @@ func (s *Store) countedTxn(ctx context.Context, cmps []clientv3.Cmp, then, orEls
 	}
 }
 
+// counterLocks serialises the counted transactions of one process by
+// tenant: a fixed set of stripes, a tenant's chosen by its name's hash.
+type counterLocks [64]sync.Mutex
+
+// lock takes the stripes of tenants (sorted) in index order, so two
+// writers of overlapping tenant sets cannot deadlock, and returns their
+// release.
+func (l *counterLocks) lock(tenants []string) (unlock func()) {
+	var idx []int
+	for _, t := range tenants {
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(t))
+		idx = append(idx, int(h.Sum32()%uint32(len(l))))
+	}
+	slices.Sort(idx)
+	idx = slices.Compact(idx)
+	for _, i := range idx {
+		l[i].Lock()
+	}
+	return func() {
+		for _, i := range idx {
+			l[i].Unlock()
+		}
+	}
+}
+
 // counterBackoff waits a random while after the attempt-th loss to other
-// writers of a counter, longer as losses mount (up to 10 ms), so writers
-// racing for one counter spread out.
+// writers of a counter, doubling as losses mount (from up to 1 ms to up
+// to 64 ms), so writers racing for one counter spread out.
 func counterBackoff(ctx context.Context, attempt int) error {
-	t := time.NewTimer(time.Duration(1 + rand.Int64N(int64(min(attempt, 10))*int64(time.Millisecond))))
+	t := time.NewTimer(time.Duration(1 + rand.Int64N(int64(time.Millisecond)<<min(attempt-1, 6))))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

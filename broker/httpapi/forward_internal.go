@@ -182,6 +182,10 @@ type partitionOffsets struct {
 	Offset        int64 `json:"offset"`
 	LogStart      int64 `json:"log_start"`
 	HighWatermark int64 `json:"high_watermark"`
+	// LogEnd is the leader's log end offset (records above the high
+	// watermark are appended, not yet acknowledged); absent from brokers
+	// before it was reported.
+	LogEnd int64 `json:"log_end,omitempty"`
 }
 
 func (b *Server) internalOffsets(w http.ResponseWriter, r *http.Request) {
@@ -191,7 +195,7 @@ func (b *Server) internalOffsets(w http.ResponseWriter, r *http.Request) {
 // localOffsets answers an offsets query from the local replica.
 func (b *Server) localOffsets(ctx context.Context, p *partition.Partition, req internalOffsetsRequest) (partitionOffsets, error) {
 	hw, _ := p.HighWatermark()
-	out := partitionOffsets{LogStart: int64(b.LogStart(ctx, p)), HighWatermark: int64(hw)}
+	out := partitionOffsets{LogStart: int64(b.LogStart(ctx, p)), HighWatermark: int64(hw), LogEnd: int64(p.Log().EndOffset())}
 	switch req.To {
 	case "earliest":
 		out.Offset = out.LogStart

@@ -67,8 +67,13 @@ func (q redriveBackend) Produce(ctx context.Context, topic string, partition int
 	return off, err
 }
 
-func (q redriveBackend) Bounds(ctx context.Context, topic string, partition int32) (int64, int64, error) {
-	return queueBackend(q).Bounds(ctx, queueapi.TP{Topic: topic, Partition: partition})
+func (q redriveBackend) Bounds(ctx context.Context, topic string, partition int32) (redriveapi.Bounds, error) {
+	t := q.b.LookupTopic(topic)
+	if t == nil {
+		return redriveapi.Bounds{}, fmt.Errorf("%w: %s", node.ErrUnknownTopic, topic)
+	}
+	o, err := q.b.partitionOffsetsOf(ctx, t, partition, internalOffsetsRequest{To: "latest"})
+	return redriveapi.Bounds{Start: o.LogStart, HW: o.HighWatermark, End: o.LogEnd}, err
 }
 
 func (q redriveBackend) Partitions(topic string) (int32, bool) {

@@ -178,11 +178,11 @@ func (a *API) start(r *http.Request, dlq string, req StartRequest) (meta.Redrive
 	}
 	starts, hws := map[int32]int64{}, map[int32]int64{}
 	for p := range n {
-		start, hw, err := a.m.be.Bounds(ctx, dlq, p)
+		b, err := a.m.be.Bounds(ctx, dlq, p)
 		if err != nil {
 			return meta.Redrive{}, err
 		}
-		starts[p], hws[p] = qs.Start(start), hw
+		starts[p], hws[p] = qs.Start(b.Start), b.HW
 	}
 	ends := qs.Ends(hws)
 	for p := range starts {
@@ -190,11 +190,11 @@ func (a *API) start(r *http.Request, dlq string, req StartRequest) (meta.Redrive
 	}
 	targetStarts := map[int32]int64{}
 	for p := range tn {
-		_, hw, err := a.m.be.Bounds(ctx, req.Target, p)
+		b, err := a.m.be.Bounds(ctx, req.Target, p)
 		if err != nil {
 			return meta.Redrive{}, err
 		}
-		targetStarts[p] = hw
+		targetStarts[p] = b.HW
 	}
 	var raw [8]byte
 	_, _ = rand.Read(raw[:])

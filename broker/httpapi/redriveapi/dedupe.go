@@ -16,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sluice-mq/sluice/meta"
 	"github.com/sluice-mq/sluice/queue"
@@ -154,8 +155,9 @@ func (m *Manager) earlierJobs(ctx context.Context, job meta.Redrive) ([]earlier,
 	return out, nil
 }
 
-// scanCopies reads each partition tp of target from from(tp) to its high
-// watermark and calls each for every record carrying a well-formed
+// scanCopies reads each partition tp of target from from(tp) to its log
+// end as the leader had it when the scan reached the partition (settled)
+// and calls each for every record carrying a well-formed
 // sluice.redrive.source header.
 func (m *Manager) scanCopies(ctx context.Context, target string, from func(tp int32) int64, each func(job string, p int32, off int64)) error {
 	n, ok := m.be.Partitions(target)
@@ -164,7 +166,7 @@ func (m *Manager) scanCopies(ctx context.Context, target string, from func(tp in
 	}
 	for tp := range n {
 		at := from(tp)
-		_, hw, err := m.be.Bounds(ctx, target, tp)
+		hw, err := m.settled(ctx, target, tp)
 		if err != nil {
 			return fmt.Errorf("scan %s-%d: %w", target, tp, err)
 		}
@@ -192,3 +194,39 @@ func (m *Manager) scanCopies(ctx context.Context, target string, from func(tp in
 	}
 	return nil
 }
+
+// settled waits until the high watermark of partition tp of target has
+// passed the leader's log end as first read, and answers it. A copy a dead
+// runner's publish appended just before it died may be on the leader
+// above the high watermark, unacknowledged (its followers had not all
+// reported it, or a new leader's high watermark had not caught up yet);
+// it becomes readable moments later. Reading only to the high watermark
+// would miss it and publish the record again. Whatever the leader holds
+// when the scan starts is therefore waited for: committed, it is read;
+// replaced by a new leader's log, it can no longer appear.
+func (m *Manager) settled(ctx context.Context, target string, tp int32) (int64, error) {
+	b, err := m.be.Bounds(ctx, target, tp)
+	if err != nil {
+		return 0, err
+	}
+	end := b.End
+	deadline := m.now().Add(settleTimeout)
+	for b.HW < end {
+		if m.now().After(deadline) {
+			return 0, fmt.Errorf("%w: high watermark %d below the log end %d after %v", errUnsettled, b.HW, end, settleTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(settlePoll):
+		}
+		if b, err = m.be.Bounds(ctx, target, tp); err != nil {
+			return 0, err
+		}
+	}
+	return b.HW, nil
+}
+
+// errUnsettled: a target partition's appended records were not committed
+// in time; the scan is tried again later (retryInterval).
+var errUnsettled = errors.New("appended records not yet committed")

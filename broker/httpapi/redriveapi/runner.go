@@ -12,7 +12,10 @@ package redriveapi
 // and with it, per target partition, a mark at or below any copy it may
 // publish afterwards (1 + the offset of its last acknowledged copy there).
 // A worker that starts (first run, restart, failover) first reads every
-// target partition from its mark to the high watermark and collects the
+// target partition from its mark to the leader's log end as it stood when
+// the scan reached it, waiting for the high watermark to pass that end (a
+// copy its dead runner appended but no quorum had yet becomes readable a
+// moment later; dedupe.go, settled), and collects the
 // DLQ offsets at or after its cursor that a sluice.redrive.source header of
 // its job and partition names: those were published (acknowledged or not)
 // after the last cursor write, and are skipped, not published again.
@@ -22,9 +25,11 @@ package redriveapi
 // (Registration.HeldUntil, before the lease can expire in etcd, so before
 // another broker can claim the job), and its broker stops it before
 // revoking the lease at shutdown; a publish in flight is never cut short.
-// The window left: a publish that started before HeldUntil and is still
-// unacknowledged when the lease expires and the new runner scans (it needs
-// a stall longer than the lease's TTL/2 in mid-publish); such a copy can
+// The window left: a publish that started before HeldUntil and has not
+// yet reached the target's leader when the lease expires and the new
+// runner scans (it needs a stall longer than the lease's TTL/2 in
+// mid-publish), or one that reached only a leader deposed before a quorum
+// had it, whose log a later election brings back; such a copy can
 // be duplicated, with its message_id kept, so an idempotent consumer
 // absorbs it.
 //
@@ -67,6 +72,8 @@ const (
 	pollInterval     = time.Second            // looking for jobs without a runner, and for cancels
 	retryInterval    = time.Second            // after a failed step
 	etcdTimeout      = 5 * time.Second
+	settlePoll       = 50 * time.Millisecond // waiting for a target's high watermark to reach its log end
+	settleTimeout    = 4 * time.Second       // and how long before the scan is retried
 )
 
 // Record is one record as the runner reads and writes it.
@@ -88,11 +95,24 @@ type Backend interface {
 	// Produce appends one record to a partition, acknowledged like a
 	// publish, and returns its offset.
 	Produce(ctx context.Context, topic string, partition int32, rec Record) (int64, error)
-	// Bounds is a partition's log start and high watermark at its leader.
-	Bounds(ctx context.Context, topic string, partition int32) (start, end int64, err error)
+	// Bounds is a partition's log start, high watermark and log end at
+	// its leader, read at once.
+	Bounds(ctx context.Context, topic string, partition int32) (Bounds, error)
 	// Partitions is a topic's partition count, false when it does not
 	// exist.
 	Partitions(topic string) (int32, bool)
+}
+
+// Bounds is a partition's offsets at its leader.
+type Bounds struct {
+	Start int64 // the log start
+	HW    int64 // the high watermark: below it, records are committed
+	// End is the leader's log end: records in [HW, End) are appended but
+	// not yet acknowledged by a quorum. A leader never drops them while
+	// it leads, so they become readable once the high watermark passes
+	// them (or, should the leader change first, are replaced). 0 from a
+	// broker that does not report it.
+	End int64
 }
 
 // Registration is the broker's registration, when it has one.
@@ -396,12 +416,12 @@ func (m *Manager) runPartition(ctx context.Context, reg *meta.Registration, clai
 		if !progressed {
 			// Nothing readable at the cursor: the log start passed it
 			// (retention), or what is left below end is not readable.
-			start, _, err := m.be.Bounds(ctx, job.DLQ, p)
+			b, err := m.be.Bounds(ctx, job.DLQ, p)
 			if err != nil {
 				return w.stopWith(ctx, err)
 			}
-			if start > w.prog.Cursor {
-				w.prog.Cursor = min(start, end)
+			if b.Start > w.prog.Cursor {
+				w.prog.Cursor = min(b.Start, end)
 			} else {
 				m.log.Warn().Str("redrive", job.ID).Int32("partition", p).Int64("from", w.prog.Cursor).Int64("end", end).
 					Msg("nothing readable left below the frozen end; the partition is finished")

@@ -21,12 +21,32 @@ import (
 // crashAt > 0 makes the crashAt-th Produce append its record and then end
 // the calling goroutine (runtime.Goexit) before it returns: a broker that
 // died after its copy was acknowledged and before its progress was written.
+// With crashUnacked, that record is appended above the high watermark
+// instead (the runner died before a quorum had it); it is committed when
+// commit is called, or when a later Produce is acknowledged above it.
 type memBackend struct {
-	mu       sync.Mutex
-	topics   map[string][][]Record
-	produced int
-	crashAt  int
-	refuse   func(Record) error // when set and not nil for a record, Produce refuses it
+	mu           sync.Mutex
+	topics       map[string][][]Record
+	hw           map[string][]int64 // per topic and partition; absent: everything is committed
+	produced     int
+	crashAt      int
+	crashUnacked bool
+	refuse       func(Record) error // when set and not nil for a record, Produce refuses it
+}
+
+// hwOf is the high watermark of a partition; b.mu is held.
+func (b *memBackend) hwOf(topic string, p int32) int64 {
+	if hw, ok := b.hw[topic]; ok {
+		return hw[p]
+	}
+	return int64(len(b.topics[topic][p]))
+}
+
+// commit moves every partition's high watermark to its log end.
+func (b *memBackend) commit() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.hw = nil
 }
 
 func (b *memBackend) Read(_ context.Context, topic string, p int32, from int64, _ int) ([]Record, error) {
@@ -36,7 +56,7 @@ func (b *memBackend) Read(_ context.Context, topic string, p int32, from int64, 
 	if !ok {
 		return nil, fmt.Errorf("%w: %s", node.ErrUnknownTopic, topic)
 	}
-	log := t[p]
+	log := t[p][:b.hwOf(topic, p)]
 	if from >= int64(len(log)) {
 		return nil, nil
 	}
@@ -54,6 +74,21 @@ func (b *memBackend) Produce(_ context.Context, topic string, p int32, rec Recor
 	b.topics[topic][p] = append(b.topics[topic][p], rec)
 	b.produced++
 	crash := b.produced == b.crashAt
+	switch {
+	case crash && b.crashUnacked:
+		if b.hw == nil {
+			b.hw = map[string][]int64{}
+		}
+		for name, parts := range b.topics {
+			b.hw[name] = make([]int64, len(parts))
+			for i, log := range parts {
+				b.hw[name][i] = int64(len(log))
+			}
+		}
+		b.hw[topic][p] = rec.Offset
+	case b.hw != nil:
+		b.hw[topic][p] = rec.Offset + 1 // acknowledged: committed with all below it
+	}
 	b.mu.Unlock()
 	if crash {
 		runtime.Goexit()
@@ -61,14 +96,14 @@ func (b *memBackend) Produce(_ context.Context, topic string, p int32, rec Recor
 	return rec.Offset, nil
 }
 
-func (b *memBackend) Bounds(_ context.Context, topic string, p int32) (int64, int64, error) {
+func (b *memBackend) Bounds(_ context.Context, topic string, p int32) (Bounds, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	t, ok := b.topics[topic]
 	if !ok {
-		return 0, 0, fmt.Errorf("%w: %s", node.ErrUnknownTopic, topic)
+		return Bounds{}, fmt.Errorf("%w: %s", node.ErrUnknownTopic, topic)
 	}
-	return 0, int64(len(t[p])), nil
+	return Bounds{HW: b.hwOf(topic, p), End: int64(len(t[p]))}, nil
 }
 
 func (b *memBackend) Partitions(topic string) (int32, bool) {
@@ -99,10 +134,24 @@ func openStore(t *testing.T) *meta.Store {
 // (scanTarget) the records since the last progress write are published
 // twice.
 func TestRunnerCrashAfterAckBeforeProgressPublishesOnce(t *testing.T) {
+	testRunnerCrashPublishesOnce(t, false)
+}
+
+// TestRunnerCrashBeforeAckPublishesOnce: the same, but the runner dies
+// while its last copy is on the target's leader above the high watermark
+// (not yet on a quorum); it is committed moments after the next runner
+// starts. Scanning only to the high watermark (as the runner did) misses
+// it and publishes that dead letter twice, as a kill -9 of the runner on
+// real brokers showed (chaos/cluster TestRedriveSurvivesKill9OfItsRunner).
+func TestRunnerCrashBeforeAckPublishesOnce(t *testing.T) {
+	testRunnerCrashPublishesOnce(t, true)
+}
+
+func testRunnerCrashPublishesOnce(t *testing.T, unacked bool) {
 	store := openStore(t)
 	ctx := t.Context()
 	const n = 250 // progress is written every progressEvery (100) records
-	be := &memBackend{topics: map[string][][]Record{"t.dlq": {nil}, "t": {nil, nil}}, crashAt: 140}
+	be := &memBackend{topics: map[string][][]Record{"t.dlq": {nil}, "t": {nil, nil}}, crashAt: 140, crashUnacked: unacked}
 	for i := range n {
 		m := queue.Meta{SourceTopic: "t", SourcePartition: int32(i % 2), Attempt: 1, Tier: -1, DeadReason: "permanent",
 			FirstSeen: time.UnixMilli(1), Due: time.UnixMilli(2), History: []queue.Failure{{At: time.UnixMilli(1), Class: "permanent"}}}
@@ -156,6 +205,12 @@ func TestRunnerCrashAfterAckBeforeProgressPublishesOnce(t *testing.T) {
 		t.Fatalf("progress after the crash: %+v %v", prog, err)
 	}
 	be.crashAt = 0
+	if unacked {
+		if got := be.topics["t"][139%2]; be.hwOf("t", 139%2) != int64(len(got))-1 {
+			t.Fatalf("the crashed copy is not above the high watermark")
+		}
+		time.AfterFunc(300*time.Millisecond, be.commit) // a follower reports it
+	}
 	run()
 	_, prog, err = store.GetRedrive(ctx, "j1")
 	if err != nil || prog[0].Cursor != n || prog[0].Deduped != 40 || prog[0].Redriven != n-40 {
