@@ -19,7 +19,9 @@ package e2e
 // starved (its p99 beside the replay within max(5 × alone, 1 s)). With
 // SLUICE_QUOTA_E2E=1 (`make quota-e2e`; 20 s windows, 60 s with
 // SLUICE_QUOTA_SOAK=1) it asserts issue 20's bound, p99 beside within 20 %
-// of p99 alone.
+// of p99 alone. SLUICE_REPLAY_RATE=B gives the replay tenant a
+// consumer_byte_rate of B bytes/s, as an operator of a shared cluster
+// would.
 //
 // Invariant: every client goroutine the test starts has returned before
 // the test does; the broker and the S3 server are stopped by their
@@ -32,6 +34,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -163,7 +166,15 @@ func TestQuotaTieredReplayBesideTail(t *testing.T) {
 		"--retention-check-interval", "100ms", "--tier-chunk-bytes", "262144",
 		"--read-cache-bytes", fmt.Sprint(4 << 20), // a sixth of the topic: each pass GETs again
 	}})}
-	b.tenant(t, "archive", "rita", nil)
+	var archiveQuota map[string]int64
+	if v := os.Getenv("SLUICE_REPLAY_RATE"); v != "" { // bytes/s: the replay tenant's consumer_byte_rate
+		rate, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || rate <= 0 {
+			t.Fatalf("SLUICE_REPLAY_RATE=%q: want a positive number of bytes per second", v)
+		}
+		archiveQuota = map[string]int64{"consumer_byte_rate": rate}
+	}
+	b.tenant(t, "archive", "rita", archiveQuota)
 	b.tenant(t, "live", "tom", nil)
 
 	// The replay tenant's history, tiered: 256 KiB segments uploaded as

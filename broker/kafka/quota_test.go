@@ -310,7 +310,8 @@ func readProduceResponse(r *bufio.Reader, corr int32) (*kmsg.ProduceResponse, er
 }
 
 // TestFetchByteRateHeld: acme's franz-go consumer reading a backlog is held
-// to consumer_byte_rate ±10%, each fetch capped to one window.
+// to consumer_byte_rate ±10%, each fetch capped to a tenth of a second of
+// it (quota.FetchSlice).
 func TestFetchByteRateHeld(t *testing.T) {
 	const rate = 256 << 10
 	warm, span := quotaSpan()

@@ -25,9 +25,17 @@ import (
 )
 
 // DefaultBurst is the burst window of a bucket: how far ahead of its rate a
-// tenant may run before it is held, and the window a fetch's max_bytes is
-// capped to (KAFKA-9677).
+// tenant may run before it is held.
 const DefaultBurst = time.Second
+
+// FetchSlice is how much of its rate one fetch may take: a fetch's
+// max_bytes is capped at FetchSlice's worth of the tenant's rate (at least
+// one batch is still returned, as Kafka does). Kafka caps it at one quota
+// window (KAFKA-9677); a tenth of that, with the hold that follows each
+// answer, spreads a held consumer's bytes over the second instead of one
+// burst a second that takes a whole core for milliseconds from the
+// tenants beside it (BENCHMARKS.md, the tiered replay).
+const FetchSlice = 100 * time.Millisecond
 
 // Bucket is a token bucket with debt. The zero value is unusable; use
 // NewBucket.

@@ -196,17 +196,18 @@ func (m *Meters) Delay(tenant, key string, now time.Time) time.Duration {
 	return 0
 }
 
-// Window is how many units of key the tenant may take in one burst window
-// at this broker's share, and whether it has a limit of key: the cap of a
-// fetch's max_bytes (KAFKA-9677).
-func (m *Meters) Window(tenant, key string) (float64, bool) {
+// FetchCap is how many units of key one fetch of the tenant may take at
+// this broker's share (FetchSlice of its rate, or the burst window when
+// that is shorter), and whether it has a limit of key: the cap of a
+// fetch's max_bytes.
+func (m *Meters) FetchCap(tenant, key string) (float64, bool) {
 	limits := m.src.Limits(tenant)
 	if _, ok := limits[key]; !ok {
 		return 0, false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.localRate(tenant, key, limits) * m.burst.Seconds(), true
+	return m.localRate(tenant, key, limits) * min(FetchSlice, m.burst).Seconds(), true
 }
 
 // Refusal reasons of OpenConn, as counted in the refused-connections metric.

@@ -172,8 +172,8 @@ func TestMetersShareAndLimits(t *testing.T) {
 	if d := m.Record("a", ProducerByteRate, 1500, epoch); d != 2*time.Second {
 		t.Fatalf("delay %v, want 2s at a half share (500/s, 500 of burst)", d)
 	}
-	if w, ok := m.Window("a", ProducerByteRate); !ok || w != 500 {
-		t.Fatalf("window %v %v, want 500", w, ok)
+	if w, ok := m.FetchCap("a", ProducerByteRate); !ok || w != 50 {
+		t.Fatalf("fetch cap %v %v, want 50 (a tenth of a second at 500/s)", w, ok)
 	}
 	for i, want := range []string{"", "", RefusedConnections} {
 		if got := m.OpenConn("a", epoch); got != want {

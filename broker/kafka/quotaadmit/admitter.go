@@ -6,8 +6,9 @@ package quotaadmit
 //	produce   request bytes and records charged to producer_byte_rate and
 //	          producer_record_rate before the handler
 //	fetch     a tenant already in debt on consumer_byte_rate is answered
-//	          at once with no records; otherwise max_bytes is capped at one
-//	          window of its rate (KAFKA-9677), and the response's record
+//	          at once with no records; otherwise max_bytes is capped at a
+//	          tenth of a second of its rate (quota.FetchSlice; Kafka caps
+//	          it at one window, KAFKA-9677), and the response's record
 //	          bytes are charged once it is complete
 //	every     the handler's time charged to request_percentage
 //
@@ -105,7 +106,7 @@ func (q *Admitter) Admit(_ context.Context, id auth.Identity, req kmsg.Request) 
 		if d := q.m.Delay(tenant, quota.ConsumerByteRate, q.now()); d > 0 {
 			return kafka.Admission{Hold: q.capped(kafka.Hold{Delay: d, Reason: quota.ConsumerByteRate}), Answer: emptyFetch(r)}, nil
 		}
-		if w, ok := q.m.Window(tenant, quota.ConsumerByteRate); ok && float64(r.MaxBytes) > w {
+		if w, ok := q.m.FetchCap(tenant, quota.ConsumerByteRate); ok && float64(r.MaxBytes) > w {
 			r.MaxBytes = int32(max(w, 1))
 		}
 	}

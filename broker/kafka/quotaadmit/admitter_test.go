@@ -60,8 +60,8 @@ func testBatch(t *testing.T, n int) []byte {
 
 // TestQuotaAdmitterFetch: a fetch of a tenant in debt on consumer_byte_rate
 // is answered at once with no records and the hold; otherwise its
-// max_bytes is capped at one window of the rate (KAFKA-9677), and the
-// response's record bytes are charged.
+// max_bytes is capped at a tenth of a second of the rate (FetchSlice), and
+// the response's record bytes are charged.
 func TestQuotaAdmitterFetch(t *testing.T) {
 	m := quota.NewMeters(quota.Static{"acme": {quota.ConsumerByteRate: 1000}}, 0, nil)
 	q := New(m)
@@ -78,8 +78,8 @@ func TestQuotaAdmitterFetch(t *testing.T) {
 	}
 	r := fetch()
 	a, err := q.Admit(context.Background(), id, r)
-	if err != nil || a.Answer != nil || a.Delay != 0 || r.MaxBytes != 1000 {
-		t.Fatalf("first fetch: %+v %v, max_bytes %d; want served with max_bytes 1000", a, err, r.MaxBytes)
+	if err != nil || a.Answer != nil || a.Delay != 0 || r.MaxBytes != 100 {
+		t.Fatalf("first fetch: %+v %v, max_bytes %d; want served with max_bytes 100 (a tenth of a second)", a, err, r.MaxBytes)
 	}
 	resp := r.ResponseKind().(*kmsg.FetchResponse)
 	rt := kmsg.NewFetchResponseTopic()
