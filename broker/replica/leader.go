@@ -23,10 +23,13 @@ import (
 
 // peer is the leader's view of one follower in the current epoch.
 type peer struct {
-	id        NodeID
-	durable   wal.Offset // from its last non-diverging fetch; -1 none
-	lastFetch int64      // tick of that fetch
-	fetched   bool
+	id      NodeID
+	durable wal.Offset // from its last non-diverging fetch; -1 none
+	// durableInc: the incarnation that fetch carried (0: none carried).
+	// A durable end speaks only for the disk it came from.
+	durableInc Incarnation
+	lastFetch  int64 // tick of that fetch
+	fetched    bool
 	// dead: the incarnation the state records for this follower, once a
 	// fetch came from another one: the disk it reported durable ends from
 	// is gone, so the follower counts neither in sync nor for the HW until
@@ -233,6 +236,11 @@ func (r *Replica) stepFetch(m Message) {
 		p.dead, p.durable = rec, -1
 	}
 	if counts && (rec == 0 || p.dead != rec) {
+		if m.Incarnation != p.durableInc {
+			// Another disk (possible while the state records none): its
+			// end replaces the old one's rather than adding to it.
+			p.durable, p.durableInc = -1, m.Incarnation
+		}
 		p.durable = max(p.durable, m.Offset)
 		p.lastFetch = r.tick
 		p.fetched = true
@@ -300,14 +308,17 @@ func (r *Replica) leaderTick() {
 }
 
 // recount follows a new state of the epoch led: a follower whose new
-// incarnation the controller recorded counts again, from its next fetch.
+// incarnation the controller recorded counts again, from its next fetch,
+// unless its durable end already came from that incarnation (the state
+// recorded the very disk it has been fetching with, as after a new
+// partition's first catch-up).
 func (r *Replica) recount(old State) {
 	if r.role != RoleLeader {
 		return
 	}
 	for i := range r.peers {
 		p := &r.peers[i]
-		if inc := r.state.IncarnationOf(p.id); inc != old.IncarnationOf(p.id) {
+		if inc := r.state.IncarnationOf(p.id); inc != old.IncarnationOf(p.id) && (inc == 0 || inc != p.durableInc) {
 			p.durable = -1 // the new incarnation reports afresh
 		}
 	}

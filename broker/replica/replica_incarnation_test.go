@@ -117,3 +117,61 @@ func TestReplicaResignsEpochWonByItsLostDisk(t *testing.T) {
 		t.Fatalf("no resignation: %+v", rd.Messages)
 	}
 }
+
+// newLeaderUnrecorded is newLeader with no incarnations recorded yet (a new
+// partition before its replicas' first catch-up is written down).
+func newLeaderUnrecorded(t *testing.T) *Replica {
+	t.Helper()
+	r := New(Config{ID: 0, Incarnation: 10}, HardState{Fenced: 4}, nil, 0, 0)
+	r.Step(Message{Type: MsgFence, From: ControllerNode, Epoch: 5})
+	r.Advance()
+	r.HardStateDurable(HardState{Fenced: 5})
+	r.Advance()
+	r.SetState(State{Epoch: 5, Leader: 0, Replicas: []NodeID{0, 1, 2}, Version: 2})
+	if r.Status().Role != RoleLeader {
+		t.Fatalf("not leading: %+v", r.Status())
+	}
+	if _, err := r.Propose(1, []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	r.Durable(2)
+	r.Advance()
+	return r
+}
+
+// Recording the incarnation a follower has been fetching with does not
+// forget what it reported: a follower that stopped just after the record
+// was asked for (its catch-up report crossed its stop) keeps its durable
+// end in the leader's view, so its lag stays visible. The CI failure of
+// TestClusterFollowerLagMetric: the stopped follower's lag vanished.
+func TestRecordingTheFetchingIncarnationKeepsItsReport(t *testing.T) {
+	r := newLeaderUnrecorded(t)
+	r.Step(Message{Type: MsgFetch, From: 1, To: 0, Epoch: 5, Seq: 1, Offset: 2, LastEpoch: 5, Incarnation: 11})
+	r.Step(Message{Type: MsgFetch, From: 2, To: 0, Epoch: 5, Seq: 1, Offset: 2, LastEpoch: 5, Incarnation: 12})
+	r.Advance()
+	r.SetState(State{Epoch: 5, Leader: 0, Replicas: []NodeID{0, 1, 2}, Incarnations: []Incarnation{10, 11, 0}, Version: 3})
+	_, fs := r.Followers()
+	if len(fs) != 2 || fs[0].Fetched != 2 || fs[1].Fetched != 2 {
+		t.Fatalf("followers %+v after recording the incarnation follower 1 fetches with, want both at 2", fs)
+	}
+	// Recording another incarnation than the one it fetched with forgets
+	// the report: it came from a disk the state does not count.
+	r.SetState(State{Epoch: 5, Leader: 0, Replicas: []NodeID{0, 1, 2}, Incarnations: []Incarnation{10, 11, 77}, Version: 4})
+	if _, fs := r.Followers(); fs[1].Fetched != -1 {
+		t.Fatalf("follower 2 at %d after another incarnation was recorded, want -1", fs[1].Fetched)
+	}
+}
+
+// While no incarnation is recorded every fetch counts, but a follower that
+// lost its disk reports for the new one: its end replaces the old disk's
+// end rather than being lifted to it.
+func TestUnrecordedFollowerNewDiskReplacesItsEnd(t *testing.T) {
+	r := newLeaderUnrecorded(t)
+	r.Step(Message{Type: MsgFetch, From: 1, To: 0, Epoch: 5, Seq: 1, Offset: 2, LastEpoch: 5, Incarnation: 11})
+	r.Advance()
+	r.Step(Message{Type: MsgFetch, From: 1, To: 0, Epoch: 5, Seq: 2, Offset: 0, LastEpoch: -1, Incarnation: 99})
+	r.Advance()
+	if _, fs := r.Followers(); fs[0].Fetched != 0 {
+		t.Fatalf("follower 1 at %d after its new disk reported 0, want 0", fs[0].Fetched)
+	}
+}
