@@ -2,6 +2,8 @@ package wal
 
 import (
 	"fmt"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -69,4 +71,111 @@ func BenchmarkJournalRecovery(b *testing.B) {
 		b.StartTimer()
 	}
 	b.SetBytes(written)
+}
+
+// BenchmarkJournalSmallBesideLarge measures, on the real disk, what a log
+// appending large batches costs another log's small appends: one log
+// appends a 1 MB batch every 50 ms and waits for it to be durable, while
+// another appends a 1 KiB batch and syncs it, b.N times, 2 ms apart. It
+// reports the small appends' sync latency (p50, p99, max) and the large
+// batches' mean. Arms: alone (no large batches), shared (one journal, as
+// the broker runs), pieces (large batches in 64 KiB parts, the bulk lane of
+// this commit), separate (the
+// large log on a journal of its own, on the same disk). Compare arms of
+// one run; the disk's own stalls move them all.
+//
+//	go test ./wal -run '^$' -bench JournalSmallBesideLarge -benchtime 3000x
+func BenchmarkJournalSmallBesideLarge(b *testing.B) {
+	for _, arm := range []struct {
+		name     string
+		large    bool
+		piece    int
+		separate bool
+	}{{"alone", false, 0, false}, {"shared", true, 1 << 30, false}, {"pieces=64KiB", true, DefaultJournalPieceBytes, false}, {"separate", true, 1 << 30, true}} {
+		b.Run(arm.name, func(b *testing.B) {
+			dir := b.TempDir()
+			jcfg := JournalConfig{PieceBytes: arm.piece}
+			open := func(jdir string, keys ...string) (*Journal, []*Log) {
+				j, err := OpenJournal(vfs.OS, filepath.Join(dir, jdir), jcfg, zerolog.Nop())
+				if err != nil {
+					b.Fatal(err)
+				}
+				var logs []*Log
+				for _, k := range keys {
+					l, err := OpenJournaled(vfs.OS, filepath.Join(dir, "wal", k), Config{}, j, k, zerolog.Nop())
+					if err != nil {
+						b.Fatal(err)
+					}
+					logs = append(logs, l)
+				}
+				j.Start()
+				return j, logs
+			}
+			var large, small *Log
+			if arm.separate {
+				j1, l1 := open("journal-1", "large")
+				j2, l2 := open("journal-2", "small")
+				large, small = l1[0], l2[0]
+				defer func() { _ = large.Close(); _ = small.Close(); _ = j1.Close(); _ = j2.Close() }()
+			} else {
+				j, ls := open("journal", "large", "small")
+				large, small = ls[0], ls[1]
+				defer func() { _ = large.Close(); _ = small.Close(); _ = j.Close() }()
+			}
+			stop := make(chan struct{})
+			done := make(chan struct{})
+			var largeTook time.Duration
+			var largeN int
+			go func() {
+				defer close(done)
+				t := time.NewTicker(50 * time.Millisecond)
+				defer t.Stop()
+				batch := mkBatch(64, 1<<20, 1, 'L')
+				for arm.large {
+					select {
+					case <-stop:
+						return
+					case <-t.C:
+					}
+					began := time.Now()
+					if res := large.AppendGroup([][]byte{batch}, 1); res[0].Err != nil {
+						b.Error(res[0].Err)
+						return
+					}
+					if _, err := large.Sync(); err != nil {
+						b.Error(err)
+						return
+					}
+					largeTook += time.Since(began)
+					largeN++
+				}
+			}()
+			batch := mkBatch(1, 1<<10, 1, 's')
+			lat := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for range b.N {
+				began := time.Now()
+				if res := small.AppendGroup([][]byte{batch}, 1); res[0].Err != nil {
+					b.Fatal(res[0].Err)
+				}
+				if _, err := small.Sync(); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(began))
+				time.Sleep(2 * time.Millisecond)
+			}
+			b.StopTimer()
+			close(stop)
+			<-done
+			slices.Sort(lat)
+			ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+			b.ReportMetric(ms(lat[len(lat)/2]), "small-p50-ms")
+			b.ReportMetric(ms(lat[len(lat)*99/100]), "small-p99-ms")
+			b.ReportMetric(ms(lat[len(lat)-1]), "small-max-ms")
+			if largeN > 0 {
+				b.ReportMetric(ms(largeTook/time.Duration(largeN)), "large-mean-ms")
+			}
+			b.ReportMetric(0, "ns/op")
+		})
+	}
 }
