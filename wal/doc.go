@@ -201,20 +201,6 @@
 // chose this design over synchronised per-partition fsyncs are in
 // docs/durability.md.
 //
-// A batch larger than PieceBytes (64 KiB) would make every record submitted
-// behind it wait for its whole write and fsync: a 1 MB batch takes about
-// 8 ms on the test machine, a small record 0.2 ms. Such a batch goes to the
-// bulk lane instead, as part records of at most PieceBytes each, and its
-// LSNs are given only when a round takes its parts: a round writes what the
-// small lane gathered plus one piece's worth of the bulk lane, so a small
-// record of another log waits for one piece, not the batch. Once no small
-// record has come for 64 rounds, a round takes the whole bulk lane, so a
-// broker carrying only large batches pays no extra fsyncs. A log with
-// records in the bulk lane queues its later ones behind them there (its
-// records stay in its order), a Sync or Truncate of it first waits for the
-// lane to take them, and it learns its batch is durable only from the round
-// that wrote the last part.
-//
 // A directory of files <first LSN, 20 digits>.jnl; an LSN counts the bytes
 // of records written since the journal was created. Each file starts with
 // a 20-byte header, followed by records back to back:
@@ -237,22 +223,7 @@
 // The key names the log (the broker uses "<topic id>/<partition>"). Kind 1
 // is an append: the payload is one record batch as the segment holds it
 // (stamped). Kind 2 is a truncation: the payload is the i64 offset the log
-// was truncated to. Kind 3 is a part of a batch larger than PieceBytes:
-//
-//	 0            8            16           20          24
-//	+------------+------------+------------+-----------+----------------+
-//	| base       | last       | total      | at        | piece          |
-//	| i64        | i64        | u32        | u32       | the batch's    |
-//	|            |            |            |           | bytes [at, ..) |
-//	+------------+------------+------------+-----------+----------------+
-//
-// base and last are the batch's offsets, total its length, at where the
-// piece starts in it. A batch's parts are consecutive among its log's
-// records, in order; replay joins them and applies the batch when the last
-// arrives (at + piece = total), drops parts a crash left unfinished, skips
-// parts whose batch the segments hold (a batch whose first parts are below
-// the checkpoint is such a one), and treats any other part that continues
-// no batch as ErrCorrupt. A reader stops at the first record that is short,
+// was truncated to. A reader stops at the first record that is short,
 // zeroed, fails a CRC or carries an LSN other than its position's: a crash
 // tore it, or the file is a recycled one and the record is from its
 // previous life. A kind it does not know is ErrUnknownVersion.

@@ -7,14 +7,8 @@ package wal
 // records above the last checkpoint are replayed into the segments. See the
 // package doc ("Journal") for the format and the reasoning.
 //
-// Invariant: a Log's records are written in the order it submitted them (it
-// submits under its wmu, and while any of its records wait in the bulk lane
-// its later ones queue behind them there), so a key's records are in its
-// log's order. Records of different logs may be written out of submission
-// order: that is the bulk lane's purpose, and replay keys records by log.
-// Invariant: a large batch's parts are consecutive among its key's records,
-// and its log learns it is durable only from the round that wrote its last
-// part (rounds are fsynced in LSN order, so every part is durable then).
+// Invariant: records are written in the order they were submitted, and a
+// Log submits under its wmu, so a key's records are in its log's order.
 // Invariant: a Log's segment write precedes its journal submission, so when
 // a checkpoint has fsynced every registered Log, every record below the LSN
 // it read before those fsyncs is in a segment on disk.
@@ -46,13 +40,7 @@ const (
 	DefaultJournalFileBytes       = 16 << 20
 	DefaultJournalCheckpointBytes = 64 << 20
 	DefaultJournalCheckpointEvery = 30 * time.Second
-	DefaultJournalPieceBytes      = 64 << 10
 )
-
-// bulkQuietRounds: after this many rounds in a row without a record of the
-// small lane, a round takes the whole bulk lane rather than one piece's
-// worth: with nobody to let past, pieces would only add fsyncs.
-const bulkQuietRounds = 64
 
 // JournalConfig holds the journal's tunables; zero fields mean the defaults.
 type JournalConfig struct {
@@ -66,11 +54,6 @@ type JournalConfig struct {
 	// ObserveSync, if set, is called after each round's fsync with its
 	// duration and the bytes it made durable (for metrics).
 	ObserveSync func(took time.Duration, bytes int)
-	// PieceBytes: a batch larger than this goes to the bulk lane and is
-	// written in parts of at most this many bytes, a round taking about one
-	// part's worth while other logs' records are arriving, so that they
-	// wait for a part, not for the whole batch.
-	PieceBytes int
 }
 
 func (c JournalConfig) withDefaults() JournalConfig {
@@ -83,9 +66,6 @@ func (c JournalConfig) withDefaults() JournalConfig {
 	if c.CheckpointEvery <= 0 {
 		c.CheckpointEvery = DefaultJournalCheckpointEvery
 	}
-	if c.PieceBytes <= 0 {
-		c.PieceBytes = DefaultJournalPieceBytes
-	}
 	return c
 }
 
@@ -96,25 +76,6 @@ type journalNote struct {
 	log *Log
 	end Offset
 	gen uint64
-}
-
-// bulkEntry is one submission waiting in the bulk lane: its records,
-// unsealed, back to back (starts: where each begins), of which next were
-// placed in rounds already.
-type bulkEntry struct {
-	recs   []byte
-	starts []int
-	next   int
-	owner  *Log
-	note   journalNote
-}
-
-// record returns the unsealed record i.
-func (e *bulkEntry) record(i int) []byte {
-	if i+1 < len(e.starts) {
-		return e.recs[e.starts[i]:e.starts[i+1]]
-	}
-	return e.recs[e.starts[i]:]
 }
 
 // recordRef locates one recovered record in a journal file.
@@ -139,31 +100,24 @@ type Journal struct {
 	cfg JournalConfig
 	log zerolog.Logger
 
-	mu    sync.Mutex
-	work  *sync.Cond // signalled when records are pending or on close
-	done  *sync.Cond // broadcast after each round
-	buf   []byte     // guarded by mu: records submitted, not yet written
-	spare []byte     // guarded by mu: the previous round's buffer, for reuse
-	notes []journalNote
-	// The bulk lane: submissions holding a batch larger than PieceBytes,
-	// and any later submission of a log with one waiting. Their LSNs are
-	// given when a round takes them, so small records submitted meanwhile
-	// go first.
-	bulk        []*bulkEntry           // guarded by mu: in submission order
-	bulkPending map[*Log]int           // guarded by mu: each log's entries in bulk
-	sinceSmall  int                    // guarded by mu: rounds in a row without a small-lane record
-	lsn         int64                  // guarded by mu: LSN after the last placed record
-	durable     int64                  // guarded by mu: LSN below which everything is fsynced
-	failed      error                  // guarded by mu
-	closing     bool                   // guarded by mu
-	logs        map[*Log]struct{}      // guarded by mu: open Logs, synced by checkpoints
-	recovered   map[string][]recordRef // guarded by mu: records found at open, until claimed
-	files       []journalFile          // guarded by mu: every file on disk, by start
-	sinceCkpt   int64                  // guarded by mu: bytes written since the last checkpoint
-	ckptLSN     int64                  // guarded by mu
-	ckptKick    chan struct{}
-	spares      []string // guarded by mu: preallocated files ready for use
-	spareSeq    int      // guarded by mu: names new spares
+	mu        sync.Mutex
+	work      *sync.Cond // signalled when records are pending or on close
+	done      *sync.Cond // broadcast after each round
+	buf       []byte     // guarded by mu: records submitted, not yet written
+	spare     []byte     // guarded by mu: the previous round's buffer, for reuse
+	notes     []journalNote
+	lsn       int64                  // guarded by mu: LSN after the last submitted record
+	durable   int64                  // guarded by mu: LSN below which everything is fsynced
+	failed    error                  // guarded by mu
+	closing   bool                   // guarded by mu
+	logs      map[*Log]struct{}      // guarded by mu: open Logs, synced by checkpoints
+	recovered map[string][]recordRef // guarded by mu: records found at open, until claimed
+	files     []journalFile          // guarded by mu: every file on disk, by start
+	sinceCkpt int64                  // guarded by mu: bytes written since the last checkpoint
+	ckptLSN   int64                  // guarded by mu
+	ckptKick  chan struct{}
+	spares    []string // guarded by mu: preallocated files ready for use
+	spareSeq  int      // guarded by mu: names new spares
 
 	ckptMu sync.Mutex // serialises checkpoints
 
@@ -183,12 +137,11 @@ type Journal struct {
 func OpenJournal(fs vfs.FS, dir string, cfg JournalConfig, log zerolog.Logger) (*Journal, error) {
 	j := &Journal{
 		fs: fs, dir: dir, cfg: cfg.withDefaults(),
-		log:         log.With().Str("component", "journal").Str("dir", dir).Logger(),
-		logs:        map[*Log]struct{}{},
-		bulkPending: map[*Log]int{},
-		recovered:   map[string][]recordRef{},
-		ckptKick:    make(chan struct{}, 1),
-		stop:        make(chan struct{}),
+		log:       log.With().Str("component", "journal").Str("dir", dir).Logger(),
+		logs:      map[*Log]struct{}{},
+		recovered: map[string][]recordRef{},
+		ckptKick:  make(chan struct{}, 1),
+		stop:      make(chan struct{}),
 	}
 	j.work = sync.NewCond(&j.mu)
 	j.done = sync.NewCond(&j.mu)
@@ -401,9 +354,7 @@ func (j *Journal) submit(records []byte, note journalNote) (int64, error) {
 // submitBatches is submit for append records whose headers (each
 // recordHeaderSize+keyLen bytes, from appendRecordHeader) are in hdrs and
 // whose payloads are batches: each payload is copied once, into the
-// journal's buffer. If note.log has records waiting in the bulk lane these
-// queue behind them there, and the LSN returned is 0: the round that takes
-// them raises the log's jlsn (waitBulk waits for that).
+// journal's buffer.
 func (j *Journal) submitBatches(hdrs []byte, keyLen int, batches [][]byte, note journalNote) (int64, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -411,16 +362,6 @@ func (j *Journal) submitBatches(hdrs []byte, keyLen int, batches [][]byte, note 
 		return 0, err
 	}
 	hsize := recordHeaderSize + keyLen
-	if note.log != nil && j.bulkPending[note.log] > 0 {
-		e := &bulkEntry{owner: note.log, note: note}
-		for i, b := range batches {
-			e.starts = append(e.starts, len(e.recs))
-			e.recs = append(e.recs, hdrs[i*hsize:(i+1)*hsize]...)
-			e.recs = append(e.recs, b...)
-		}
-		j.queueBulkLocked(e)
-		return 0, nil
-	}
 	for i, b := range batches {
 		at := len(j.buf)
 		j.buf = append(j.buf, hdrs[i*hsize:(i+1)*hsize]...)
@@ -429,73 +370,6 @@ func (j *Journal) submitBatches(hdrs []byte, keyLen int, batches [][]byte, note 
 	}
 	j.noteLocked(note)
 	return j.lsn, nil
-}
-
-// submitBulk queues the unsealed records in recs (each starting at an
-// index of starts) in the bulk lane for note.log, which must not be nil.
-// The journal keeps recs.
-func (j *Journal) submitBulk(recs []byte, starts []int, note journalNote) error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	if err := j.usableLocked(); err != nil {
-		return err
-	}
-	j.queueBulkLocked(&bulkEntry{recs: recs, starts: starts, owner: note.log, note: note})
-	return nil
-}
-
-// queueBulkLocked appends e to the bulk lane and wakes the committer. The
-// caller holds mu.
-func (j *Journal) queueBulkLocked(e *bulkEntry) {
-	j.bulk = append(j.bulk, e)
-	j.bulkPending[e.owner]++
-	j.work.Signal()
-}
-
-// takeBulkLocked places records of the bulk lane after buf, in order: one
-// piece's worth (at least one record) while the small lane is in use, all
-// of them once it has been quiet for bulkQuietRounds rounds. It seals them
-// with their LSNs and returns buf and notes with the finished entries'
-// notes added. The caller holds mu.
-func (j *Journal) takeBulkLocked(buf []byte, notes []journalNote) ([]byte, []journalNote) {
-	all := j.sinceSmall >= bulkQuietRounds
-	took := 0
-	for len(j.bulk) > 0 {
-		e := j.bulk[0]
-		for ; e.next < len(e.starts); e.next++ {
-			rec := e.record(e.next)
-			if !all && took > 0 && took+len(rec) > j.cfg.PieceBytes {
-				return buf, notes
-			}
-			at := len(buf)
-			buf = append(buf, rec...)
-			n := sealRecord(buf[at:], j.lsn)
-			j.lsn += int64(n)
-			took += n
-		}
-		j.bulk[0] = nil
-		j.bulk = j.bulk[1:]
-		if j.bulkPending[e.owner]--; j.bulkPending[e.owner] == 0 {
-			delete(j.bulkPending, e.owner)
-		}
-		storeMax(&e.owner.jlsn, j.lsn)
-		notes = appendNote(notes, e.note)
-	}
-	return buf, notes
-}
-
-// waitBulk blocks until no record of l waits in the bulk lane (a round has
-// taken them all and l's jlsn covers them), or the journal failed.
-func (j *Journal) waitBulk(l *Log) error {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	for j.bulkPending[l] > 0 && j.failed == nil {
-		j.done.Wait()
-	}
-	if j.bulkPending[l] > 0 {
-		return j.failed
-	}
-	return nil
 }
 
 // usableLocked says why nothing may be submitted. The caller holds mu.
@@ -512,44 +386,29 @@ func (j *Journal) usableLocked() error {
 // noteLocked records who to tell about the records just queued and wakes
 // the committer. The caller holds mu.
 func (j *Journal) noteLocked(note journalNote) {
-	j.notes = appendNote(j.notes, note)
+	if note.log != nil {
+		if n := len(j.notes); n > 0 && j.notes[n-1].log == note.log && j.notes[n-1].gen == note.gen {
+			j.notes[n-1].end = note.end
+		} else {
+			j.notes = append(j.notes, note)
+		}
+	}
 	j.work.Signal()
 }
 
-// appendNote adds note (none if its log is nil) to notes, merged with the
-// last one when both are of one log and generation.
-func appendNote(notes []journalNote, note journalNote) []journalNote {
-	if note.log == nil {
-		return notes
-	}
-	if n := len(notes); n > 0 && notes[n-1].log == note.log && notes[n-1].gen == note.gen {
-		notes[n-1].end = max(notes[n-1].end, note.end)
-		return notes
-	}
-	return append(notes, note)
-}
-
-// commitLoop writes and fsyncs whatever was submitted to the small lane
-// since the previous round, and a piece's worth of the bulk lane (all of it
-// when the small lane is quiet); records submitted during a round form the
-// next one.
+// commitLoop writes and fsyncs whatever was submitted since the previous
+// round; records submitted during a round form the next one.
 func (j *Journal) commitLoop() {
 	for {
 		j.mu.Lock()
-		for len(j.buf) == 0 && len(j.bulk) == 0 && !j.closing && j.failed == nil {
+		for len(j.buf) == 0 && !j.closing && j.failed == nil {
 			j.work.Wait()
 		}
-		if j.failed != nil || (len(j.buf) == 0 && len(j.bulk) == 0) {
+		if j.failed != nil || len(j.buf) == 0 {
 			j.mu.Unlock()
 			return
 		}
-		if len(j.buf) > 0 {
-			j.sinceSmall = 0
-		} else {
-			j.sinceSmall++
-		}
-		buf, notes := j.takeBulkLocked(j.buf, j.notes)
-		end := j.lsn
+		buf, notes, end := j.buf, j.notes, j.lsn
 		j.buf, j.notes = j.spare[:0], nil
 		j.mu.Unlock()
 
@@ -580,11 +439,6 @@ func (j *Journal) commitLoop() {
 			}
 		} else {
 			late, j.notes = j.notes, nil
-			// Nothing more is written: the bulk lane's records fail too.
-			for _, e := range j.bulk {
-				late = appendNote(late, e.note)
-			}
-			j.bulk, j.bulkPending = nil, map[*Log]int{}
 		}
 		j.done.Broadcast()
 		j.mu.Unlock()

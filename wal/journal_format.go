@@ -27,11 +27,6 @@ const (
 
 	recAppend   byte = 1 // payload: one stamped record batch
 	recTruncate byte = 2 // payload: i64 offset the log was truncated to
-	recPart     byte = 3 // payload: partHeaderSize bytes of header, then a piece of one batch
-
-	// partHeaderSize: base i64, last i64 (the batch's offsets), total u32
-	// (the batch's length), at u32 (where this piece starts in it).
-	partHeaderSize = 24
 )
 
 // errTorn marks the end of a journal file's readable records: a short,
@@ -94,44 +89,13 @@ func sealRecord(rec []byte, lsn int64) int {
 	return int(binary.BigEndian.Uint32(rec[4:]))
 }
 
-// appendPartRecords appends to dst the part records (unsealed, one per
-// piece of at most piece bytes) that carry batch, whose offsets are base to
-// last, and returns dst and the start of each record in it.
-func appendPartRecords(dst []byte, starts []int, key string, batch []byte, base, last Offset, piece int) ([]byte, []int) {
-	for at := 0; at < len(batch); at += piece {
-		starts = append(starts, len(dst))
-		start := len(dst)
-		dst = append(dst, make([]byte, recordHeaderSize-2)...)
-		dst = append(dst, recPart, byte(len(key)))
-		dst = append(dst, key...)
-		dst = appendPartPayload(dst, base, last, len(batch), at, batch[at:min(at+piece, len(batch))])
-		hdr := dst[start:]
-		binary.BigEndian.PutUint32(hdr[4:], uint32(len(hdr)))
-		binary.BigEndian.PutUint32(hdr[16:], crc32.Checksum(hdr[20:], castagnoli))
-	}
-	return dst, starts
-}
-
-// appendPartPayload appends a part record's payload: its header, then the
-// piece of the batch [base, last] of total bytes that starts at byte at.
-func appendPartPayload(dst []byte, base, last Offset, total, at int, piece []byte) []byte {
-	dst = binary.BigEndian.AppendUint64(dst, uint64(base))
-	dst = binary.BigEndian.AppendUint64(dst, uint64(last))
-	dst = binary.BigEndian.AppendUint32(dst, uint32(total))
-	dst = binary.BigEndian.AppendUint32(dst, uint32(at))
-	return append(dst, piece...)
-}
-
 // journalRecord is one decoded record. For an append, base and last are the
-// batch's offsets; for a part, those of the batch it is a piece of, total
-// that batch's length and at where the piece (payload) starts in it; for a
-// truncation, base is the offset truncated to.
+// batch's offsets; for a truncation, base is the offset truncated to.
 type journalRecord struct {
 	kind       byte
 	key        string
-	payload    []byte // aliases the input; for a part, the piece only
+	payload    []byte // aliases the input
 	base, last Offset
-	total, at  int
 }
 
 // decodeRecord decodes the record at the start of b, which must carry LSN
@@ -165,18 +129,6 @@ func decodeRecord(b []byte, lsn int64) (journalRecord, int, error) {
 			return r, 0, fmt.Errorf("journal record for %q: %w", r.key, errors.Join(err, ErrCorrupt))
 		}
 		r.base, r.last = h.BaseOffset, h.LastOffset()
-	case recPart:
-		if len(r.payload) < partHeaderSize {
-			return r, 0, fmt.Errorf("journal part record of %d bytes: %w", len(r.payload), ErrCorrupt)
-		}
-		ph := r.payload[:partHeaderSize]
-		r.base, r.last = Offset(binary.BigEndian.Uint64(ph[0:])), Offset(binary.BigEndian.Uint64(ph[8:]))
-		r.total, r.at = int(binary.BigEndian.Uint32(ph[16:])), int(binary.BigEndian.Uint32(ph[20:]))
-		r.payload = r.payload[partHeaderSize:]
-		if r.base < 0 || r.last < r.base || len(r.payload) == 0 || r.at+len(r.payload) > r.total {
-			return r, 0, fmt.Errorf("journal part record for %q: batch [%d, %d] of %d bytes, piece of %d at %d: %w",
-				r.key, r.base, r.last, r.total, len(r.payload), r.at, ErrCorrupt)
-		}
 	case recTruncate:
 		if len(r.payload) != 8 {
 			return r, 0, fmt.Errorf("journal truncate record of %d bytes: %w", len(r.payload), ErrCorrupt)

@@ -17,8 +17,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
-	"sync/atomic"
 
 	"github.com/rs/zerolog"
 
@@ -72,11 +70,9 @@ func (l *Log) replay(j *Journal, files []journalFile, refs []recordRef) error {
 		}
 	}
 	applied, skipped := 0, 0
-	var parts partAssembly
 	for i, ref := range refs {
 		if dead[i] {
 			skipped++
-			parts.drop()
 			continue
 		}
 		b, err := j.readRecord(files, ref)
@@ -86,22 +82,6 @@ func (l *Log) replay(j *Journal, files []journalFile, refs []recordRef) error {
 		rec, _, err := decodeRecord(b, ref.lsn)
 		if err != nil {
 			return errors.Join(err, ErrCorrupt)
-		}
-		if rec.kind != recPart {
-			parts.drop() // a crash cut the batch short: it was never durable
-		} else if rec.last < l.EndOffset() {
-			skipped++ // the segments kept it
-			parts.drop()
-			continue
-		} else {
-			whole, err := parts.add(rec)
-			if err != nil {
-				return err
-			}
-			if whole == nil {
-				continue
-			}
-			rec = journalRecord{kind: recAppend, key: rec.key, payload: whole, base: rec.base, last: rec.last}
 		}
 		end := l.EndOffset()
 		switch {
@@ -124,54 +104,6 @@ func (l *Log) replay(j *Journal, files []journalFile, refs []recordRef) error {
 			Msg("wal: replayed journal records")
 	}
 	return nil
-}
-
-// partAssembly gathers the parts of one large batch during replay.
-type partAssembly struct {
-	first journalRecord // the batch's first part; kind 0 when none
-	data  []byte
-}
-
-func (a *partAssembly) drop() { a.first, a.data = journalRecord{}, nil }
-
-// add takes the next part of a batch whose segments do not hold it and
-// returns the whole batch once its last part is in. A part that starts a
-// batch drops a batch a crash left unfinished; a part that continues none
-// is corruption: a batch's parts are consecutive among its log's records,
-// and one whose first part is below the checkpoint is in the segments.
-func (a *partAssembly) add(rec journalRecord) ([]byte, error) {
-	switch {
-	case rec.at == 0:
-		a.first, a.data = rec, append([]byte(nil), rec.payload...)
-	case a.first.kind == recPart && rec.base == a.first.base && rec.last == a.first.last &&
-		rec.total == a.first.total && rec.at == len(a.data):
-		a.data = append(a.data, rec.payload...)
-	default:
-		return nil, fmt.Errorf("journal part at byte %d of batch [%d, %d] continues no batch: %w", rec.at, rec.base, rec.last, ErrCorrupt)
-	}
-	if len(a.data) < rec.total {
-		return nil, nil
-	}
-	whole := a.data
-	a.drop()
-	h, err := validateBatch(whole)
-	if err != nil {
-		return nil, fmt.Errorf("journal batch [%d, %d] from parts: %w", rec.base, rec.last, errors.Join(err, ErrCorrupt))
-	}
-	if h.BaseOffset != rec.base || h.LastOffset() != rec.last {
-		return nil, fmt.Errorf("journal batch from parts of [%d, %d] holds [%d, %d]: %w", rec.base, rec.last, h.BaseOffset, h.LastOffset(), ErrCorrupt)
-	}
-	return whole, nil
-}
-
-// storeMax raises v to x if x is larger.
-func storeMax(v *atomic.Int64, x int64) {
-	for {
-		old := v.Load()
-		if x <= old || v.CompareAndSwap(old, x) {
-			return
-		}
-	}
 }
 
 // SetDurableHook sets fn to be called, on the journal's goroutine, each time
@@ -227,15 +159,10 @@ func (l *Log) startWriteback(s *segment) {
 	}
 }
 
-// journalBatches submits the batches just written (stamped) to the journal:
-// to its bulk lane, in parts, when one is larger than the journal's
-// PieceBytes. The caller holds wmu; end is the log end after them.
+// journalBatches submits the batches just written (stamped) to the journal.
+// The caller holds wmu; end is the log end after them.
 func (l *Log) journalBatches(batches [][]byte, end Offset) error {
 	l.startWriteback(l.segs[len(l.segs)-1])
-	piece := l.jnl.cfg.PieceBytes
-	if slices.ContainsFunc(batches, func(b []byte) bool { return len(b) > piece }) {
-		return l.journalBulk(batches, end, piece)
-	}
 	l.jbuf = l.jbuf[:0]
 	for _, b := range batches {
 		l.jbuf = appendRecordHeader(l.jbuf, recAppend, l.jkey, b)
@@ -245,40 +172,13 @@ func (l *Log) journalBatches(batches [][]byte, end Offset) error {
 	if err != nil {
 		return l.fail(fmt.Errorf("wal: journal: %w", err))
 	}
-	storeMax(&l.jlsn, lsn) // 0 when they queued in the bulk lane
-	return nil
-}
-
-// journalBulk submits batches to the journal's bulk lane: each larger than
-// piece as parts, the rest whole. The caller holds wmu.
-func (l *Log) journalBulk(batches [][]byte, end Offset, piece int) error {
-	var recs []byte
-	var starts []int
-	for _, b := range batches {
-		if len(b) <= piece {
-			starts = append(starts, len(recs))
-			recs = appendRecord(recs, recAppend, l.jkey, b)
-			continue
-		}
-		h, err := ParseBatchHeader(b)
-		if err != nil {
-			return l.fail(fmt.Errorf("wal: journal: %w", err))
-		}
-		recs, starts = appendPartRecords(recs, starts, l.jkey, b, h.BaseOffset, h.LastOffset(), piece)
-	}
-	if err := l.jnl.submitBulk(recs, starts, journalNote{log: l, end: end, gen: l.durGen}); err != nil {
-		return l.fail(fmt.Errorf("wal: journal: %w", err))
-	}
+	l.jlsn.Store(lsn)
 	return nil
 }
 
 // journalTruncate records a truncation and waits until it is durable, so a
 // replay never resurrects the removed batches. The caller holds wmu.
 func (l *Log) journalTruncate(to Offset) error {
-	// After this log's records in the bulk lane, which it may remove.
-	if err := l.jnl.waitBulk(l); err != nil {
-		return l.fail(fmt.Errorf("wal: journal truncation to %d: %w", to, err))
-	}
 	rec := appendRecord(nil, recTruncate, l.jkey, binary.BigEndian.AppendUint64(nil, uint64(to)))
 	lsn, err := l.jnl.submit(rec, journalNote{})
 	if err == nil {
@@ -287,7 +187,7 @@ func (l *Log) journalTruncate(to Offset) error {
 	if err != nil {
 		return l.fail(fmt.Errorf("wal: journal truncation to %d: %w", to, err))
 	}
-	storeMax(&l.jlsn, lsn)
+	l.jlsn.Store(lsn)
 	return nil
 }
 
@@ -297,11 +197,7 @@ func (l *Log) syncJournaled() (Offset, error) {
 	if err := l.state(); err != nil {
 		return l.DurableEnd(), err
 	}
-	err := l.jnl.waitBulk(l)
-	if err == nil {
-		err = l.jnl.waitDurable(l.jlsn.Load())
-	}
-	if err != nil {
+	if err := l.jnl.waitDurable(l.jlsn.Load()); err != nil {
 		return l.DurableEnd(), l.fail(fmt.Errorf("wal: journal: %w", err))
 	}
 	return l.DurableEnd(), l.state()
