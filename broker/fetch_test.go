@@ -9,6 +9,8 @@ import (
 	"github.com/sluice-mq/sluice/broker/internal/brokertest"
 
 	"github.com/sluice-mq/sluice/broker/node"
+	"github.com/sluice-mq/sluice/broker/quota"
+	"github.com/sluice-mq/sluice/meta"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -159,5 +161,57 @@ func TestFetchBrokerMaxBytes(t *testing.T) {
 				t.Errorf("HTTP fetch: %d messages, want %d", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestFetchHeldToTheConsumerSlice: a tenant with a consumer_byte_rate reads
+// at most a tenth of a second of it per fetch, over Kafka and over HTTP,
+// whatever max_bytes the client asks for (the first batch whole). The old
+// HTTP fetch read up to its 1 MiB default, a burst its tenant then waited
+// out in 429s.
+func TestFetchHeldToTheConsumerSlice(t *testing.T) {
+	const rate = 43000 // a slice of 4300 bytes: two of the ~2 KiB batches
+	cfg := testBrokerConfig(t)
+	cfg.Coordinator.MinSessionTimeout = 500 * time.Millisecond
+	b := startBroker(t, cfg)
+	ctx := context.Background()
+	if _, err := b.Store.EnsureTenant(ctx, meta.DefaultTenant); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Store.SetQuotas(ctx, meta.DefaultTenant, map[string]float64{quota.ConsumerByteRate: rate}, nil, quota.Check); err != nil {
+		t.Fatal(err)
+	}
+	eventuallyTrue(t, "the quota followed", func() (bool, string) {
+		l := b.Quotas().Limits(meta.DefaultTenant)
+		return l[quota.ConsumerByteRate] == rate, fmt.Sprint(l)
+	})
+	cl := testClient(t, b, kgo.ProducerBatchCompression(kgo.NoCompression()))
+	createTopic(t, cl, "held", 1, nil)
+	for range 5 { // five separate batches of ~2 KiB
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "held", Value: make([]byte, 2000)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := fetchReq(b, "held", 0, 0, 0, 1<<20, 1<<20).RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := node.CountRecords(resp.Topics[0].Partitions[0].RecordBatches); got != 2 {
+		t.Errorf("Kafka fetch: %d records, want the 2 of one slice", got)
+	}
+
+	base := "http://" + b.Cfg.HTTPListen
+	code, joined := postJSON(t, base+"/v1/groups/g/members:join", `{"topics":["held"],"session_timeout_ms":5000}`)
+	if code != 200 {
+		t.Fatalf("join: %d %v", code, joined)
+	}
+	code, fetched := postJSON(t, base+"/v1/groups/g/messages:fetch", fmt.Sprintf(
+		`{"member_id":%q,"generation":%v,"topic":"held","partition":0,"offset":0,"max_bytes":1048576}`,
+		joined["member_id"], joined["generation"]))
+	if code != 200 {
+		t.Fatalf("HTTP fetch: %d %v", code, fetched)
+	}
+	if got := len(fetched["messages"].([]any)); got != 2 {
+		t.Errorf("HTTP fetch: %d messages, want the 2 of one slice", got)
 	}
 }

@@ -6,9 +6,10 @@ package httpapi
 // long-polling on the high watermark for up to wait_ms. A fetch by a valid
 // member of the current generation also counts as a heartbeat.
 //
-// Invariant: a fetch reads at most min(max_bytes, Config.FetchMaxBytes) bytes
-// of batches (the first batch whole even if larger), and decodes them within
-// the process-wide decompression slots (records.go).
+// Invariant: a fetch reads at most fetchBytes(max_bytes) bytes of batches:
+// min(max_bytes, Config.FetchMaxBytes) and the tenant's fetch slice under a
+// consumer_byte_rate (the first batch whole even if larger), and decodes
+// them within the process-wide decompression slots (records.go).
 
 import (
 	"context"
@@ -23,6 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-mq/sluice/broker/auth"
 	"github.com/sluice-mq/sluice/broker/group"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/partition"
@@ -107,17 +109,37 @@ func (b *Server) fetchHTTP(ctx context.Context, groupID string, req fetchRequest
 		}
 		from = o.Offset
 	}
-	maxBytes := req.MaxBytes
-	if maxBytes == 0 {
-		maxBytes = httpDefaultFetchBytes
-	}
-	maxBytes = min(maxBytes, httpMaxFetchBytes, int(b.Cfg.FetchMaxBytes))
+	maxBytes := b.fetchBytes(ctx, req.MaxBytes)
 	wait := min(time.Duration(req.WaitMs)*time.Millisecond, httpMaxFetchWait)
 	resp, err := b.readAtLeader(ctx, t, *req.Partition, from, maxBytes, wait)
 	if isCode(err, kerr.OffsetOutOfRange) {
 		err = b.outOfRange(ctx, groupID, t, *req.Partition, from, err)
 	}
 	return resp, err
+}
+
+// fetchCapper is an admit stage that caps a fetch's bytes (QuotaAdmitter).
+type fetchCapper interface {
+	FetchCap(id auth.Identity) (int, bool)
+}
+
+// fetchBytes is how many bytes of batches a fetch asking for requested
+// (0: the default) may read: at most httpMaxFetchBytes and FetchMaxBytes,
+// and at most its tenant's fetch slice when the admit stage caps fetches.
+func (b *Server) fetchBytes(ctx context.Context, requested int) int {
+	n := requested
+	if n == 0 {
+		n = httpDefaultFetchBytes
+	}
+	n = min(n, httpMaxFetchBytes, int(b.Cfg.FetchMaxBytes))
+	if c, ok := b.admit.(fetchCapper); ok {
+		if id, ok := auth.IdentityFrom(ctx); ok {
+			if limit, ok := c.FetchCap(id); ok {
+				n = min(n, limit)
+			}
+		}
+	}
+	return n
 }
 
 // outOfRange rewrites an out-of-range read as a 410 that names the valid

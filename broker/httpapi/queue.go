@@ -25,12 +25,8 @@ type queueBackend struct{ b *Server }
 // queueFetch serves a group fetch that names no topic, partition or
 // offset: the queue fetch.
 func (b *Server) queueFetch(w http.ResponseWriter, r *http.Request, groupID string, req fetchRequest) {
-	maxBytes := req.MaxBytes
-	if maxBytes == 0 {
-		maxBytes = httpDefaultFetchBytes
-	}
 	b.queue.Fetch(w, r, groupID, queueapi.FetchRequest{MemberID: req.MemberID, Generation: req.Generation,
-		MaxBytes: min(maxBytes, httpMaxFetchBytes, int(b.Cfg.FetchMaxBytes)), WaitMs: req.WaitMs})
+		MaxBytes: b.fetchBytes(r.Context(), req.MaxBytes), WaitMs: req.WaitMs})
 }
 
 // withPauses adds the group's paused keys to its lag.

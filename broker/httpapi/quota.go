@@ -10,7 +10,11 @@ package httpapi
 //	          producer_byte_rate, as a Kafka producer is charged its
 //	          records and not its framing, and its messages to
 //	          producer_record_rate (publishCharge)
-//	fetch     the response body's bytes charged to consumer_byte_rate
+//	fetch     the response body's bytes charged to consumer_byte_rate;
+//	          its records capped at quota.FetchSlice of that rate
+//	          (FetchCap), as a Kafka fetch's max_bytes is, so a held
+//	          consumer reads a slice of its rate at a time rather than a
+//	          burst it then waits out
 //	upload    a PUT of an upload session's bytes: its Content-Length charged
 //	          to object_upload_byte_rate (objapi)
 //	download  GET /v1/objects/{ref}: at most object_downloads at once per
@@ -138,6 +142,15 @@ func (q *QuotaAdmitter) Admit(r *http.Request, id auth.Identity) error {
 		q.downloads[tenant]++
 	}
 	return nil
+}
+
+// FetchCap is the most bytes of records one fetch of id's tenant reads at
+// this broker (quota.Meters.FetchCap of consumer_byte_rate, at least 1:
+// the first batch is returned whole anyway), and whether its tenant has a
+// consumer_byte_rate.
+func (q *QuotaAdmitter) FetchCap(id auth.Identity) (int, bool) {
+	w, ok := q.m.FetchCap(id.Principal.Tenant, quota.ConsumerByteRate)
+	return max(int(w), 1), ok
 }
 
 // publishCharge is what a publish body costs its tenant: the bytes of the

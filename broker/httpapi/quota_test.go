@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"errors"
 	"net/http"
@@ -10,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/sluice-mq/sluice/broker/auth"
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/quota"
 )
 
@@ -128,4 +132,35 @@ func FuzzPublishCharge(f *testing.F) {
 			t.Fatalf("charged %d bytes, %d records", b, r)
 		}
 	})
+}
+
+// TestHTTPFetchCappedAtTheTenantsSlice: an HTTP fetch (by partition or the
+// queue fetch) of a tenant with a consumer_byte_rate reads at most
+// quota.FetchSlice of that rate, as a Kafka fetch's max_bytes is capped;
+// a smaller max_bytes stands, and a tenant without the quota, a request
+// without an identity or a broker without quotas keep the default. (The
+// old code read the default 1 MiB whatever the quota.)
+func TestHTTPFetchCappedAtTheTenantsSlice(t *testing.T) {
+	const rate = 50000
+	m := quota.NewMeters(quota.Static{"acme": {quota.ConsumerByteRate: rate}}, 0, nil)
+	b := &Server{Node: node.New(node.DefaultConfig(), zerolog.Nop()), admit: NewQuotaAdmitter(m)}
+	as := func(tenant string) context.Context {
+		return auth.WithIdentity(context.Background(), auth.Identity{Principal: auth.Principal{Tenant: tenant, User: "u"}})
+	}
+	slice := int(rate * quota.FetchSlice.Seconds())
+	if got := b.fetchBytes(as("acme"), 0); got != slice {
+		t.Fatalf("acme's fetch reads %d bytes, want its slice %d", got, slice)
+	}
+	if got := b.fetchBytes(as("acme"), 100); got != 100 {
+		t.Fatalf("acme's fetch of max_bytes 100 reads %d bytes", got)
+	}
+	for name, ctx := range map[string]context.Context{"a tenant without the quota": as("globex"), "no identity": context.Background()} {
+		if got := b.fetchBytes(ctx, 0); got != httpDefaultFetchBytes {
+			t.Fatalf("%s: a fetch reads %d bytes, want the default %d", name, got, httpDefaultFetchBytes)
+		}
+	}
+	b.admit = admitAll{}
+	if got := b.fetchBytes(as("acme"), 0); got != httpDefaultFetchBytes {
+		t.Fatalf("without quotas: a fetch reads %d bytes, want the default %d", got, httpDefaultFetchBytes)
+	}
 }
