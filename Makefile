@@ -114,7 +114,8 @@ quota-e2e:
 
 # The quota tests over 60 s windows (the ±10%-over-60-s promise): the
 # real-client ones of quota-e2e, the in-process ones of broker/kafka and
-# the cluster-wide split on three brokers, about 15 minutes.
+# the cluster-wide split on three brokers, and the noisy neighbour in
+# alternating windows, about 18 minutes.
 quota-soak:
 	SLUICE_QUOTA_SOAK=1 $(GO) test -count=1 -timeout 30m -run 'TestQuota' ./e2e/
 	SLUICE_QUOTA_SOAK=1 $(GO) test -count=1 -timeout 30m -run 'Quota|Held' ./broker/kafka/
