@@ -146,18 +146,7 @@ func TestFetchBrokerMaxBytes(t *testing.T) {
 				t.Errorf("Kafka fetch: %d records, want %d", got, tt.want)
 			}
 
-			base := "http://" + b.Cfg.HTTPListen
-			code, joined := postJSON(t, base+"/v1/groups/g/members:join", `{"topics":["capped"],"session_timeout_ms":5000}`)
-			if code != 200 {
-				t.Fatalf("join: %d %v", code, joined)
-			}
-			code, fetched := postJSON(t, base+"/v1/groups/g/messages:fetch", fmt.Sprintf(
-				`{"member_id":%q,"generation":%v,"topic":"capped","partition":0,"offset":0,"max_bytes":1048576}`,
-				joined["member_id"], joined["generation"]))
-			if code != 200 {
-				t.Fatalf("HTTP fetch: %d %v", code, fetched)
-			}
-			if got := len(fetched["messages"].([]any)); got != tt.want {
+			if got := httpFetchFromStart(t, b, "capped"); got != tt.want {
 				t.Errorf("HTTP fetch: %d messages, want %d", got, tt.want)
 			}
 		})
@@ -200,18 +189,26 @@ func TestFetchHeldToTheConsumerSlice(t *testing.T) {
 		t.Errorf("Kafka fetch: %d records, want the 2 of one slice", got)
 	}
 
+	if got := httpFetchFromStart(t, b, "held"); got != 2 {
+		t.Errorf("HTTP fetch: %d messages, want the 2 of one slice", got)
+	}
+}
+
+// httpFetchFromStart joins group g over HTTP for topic and fetches its
+// partition 0 from offset 0 with max_bytes 1 MiB; it returns how many
+// messages came.
+func httpFetchFromStart(t *testing.T, b *Broker, topic string) int {
+	t.Helper()
 	base := "http://" + b.Cfg.HTTPListen
-	code, joined := postJSON(t, base+"/v1/groups/g/members:join", `{"topics":["held"],"session_timeout_ms":5000}`)
+	code, joined := postJSON(t, base+"/v1/groups/g/members:join", fmt.Sprintf(`{"topics":[%q],"session_timeout_ms":5000}`, topic))
 	if code != 200 {
 		t.Fatalf("join: %d %v", code, joined)
 	}
 	code, fetched := postJSON(t, base+"/v1/groups/g/messages:fetch", fmt.Sprintf(
-		`{"member_id":%q,"generation":%v,"topic":"held","partition":0,"offset":0,"max_bytes":1048576}`,
-		joined["member_id"], joined["generation"]))
+		`{"member_id":%q,"generation":%v,"topic":%q,"partition":0,"offset":0,"max_bytes":1048576}`,
+		joined["member_id"], joined["generation"], topic))
 	if code != 200 {
 		t.Fatalf("HTTP fetch: %d %v", code, fetched)
 	}
-	if got := len(fetched["messages"].([]any)); got != 2 {
-		t.Errorf("HTTP fetch: %d messages, want the 2 of one slice", got)
-	}
+	return len(fetched["messages"].([]any))
 }

@@ -16,12 +16,19 @@ import (
 // durable on it (log: epoch-start batch at 0, the record at 1).
 func newLeader(t *testing.T) *Replica {
 	t.Helper()
+	return newLeaderRecording(t, []Incarnation{10, 11, 12})
+}
+
+// newLeaderRecording is newLeader with the state recording incs (nil:
+// none recorded yet, a new partition before its replicas' first catch-up).
+func newLeaderRecording(t *testing.T, incs []Incarnation) *Replica {
+	t.Helper()
 	r := New(Config{ID: 0, Incarnation: 10}, HardState{Fenced: 4}, nil, 0, 0)
 	r.Step(Message{Type: MsgFence, From: ControllerNode, Epoch: 5})
 	r.Advance()
 	r.HardStateDurable(HardState{Fenced: 5})
 	r.Advance()
-	r.SetState(State{Epoch: 5, Leader: 0, Replicas: []NodeID{0, 1, 2}, Incarnations: []Incarnation{10, 11, 12}, Version: 2})
+	r.SetState(State{Epoch: 5, Leader: 0, Replicas: []NodeID{0, 1, 2}, Incarnations: incs, Version: 2})
 	if r.Status().Role != RoleLeader {
 		t.Fatalf("not leading: %+v", r.Status())
 	}
@@ -118,34 +125,13 @@ func TestReplicaResignsEpochWonByItsLostDisk(t *testing.T) {
 	}
 }
 
-// newLeaderUnrecorded is newLeader with no incarnations recorded yet (a new
-// partition before its replicas' first catch-up is written down).
-func newLeaderUnrecorded(t *testing.T) *Replica {
-	t.Helper()
-	r := New(Config{ID: 0, Incarnation: 10}, HardState{Fenced: 4}, nil, 0, 0)
-	r.Step(Message{Type: MsgFence, From: ControllerNode, Epoch: 5})
-	r.Advance()
-	r.HardStateDurable(HardState{Fenced: 5})
-	r.Advance()
-	r.SetState(State{Epoch: 5, Leader: 0, Replicas: []NodeID{0, 1, 2}, Version: 2})
-	if r.Status().Role != RoleLeader {
-		t.Fatalf("not leading: %+v", r.Status())
-	}
-	if _, err := r.Propose(1, []byte("x")); err != nil {
-		t.Fatal(err)
-	}
-	r.Durable(2)
-	r.Advance()
-	return r
-}
-
 // Recording the incarnation a follower has been fetching with does not
 // forget what it reported: a follower that stopped just after the record
 // was asked for (its catch-up report crossed its stop) keeps its durable
 // end in the leader's view, so its lag stays visible. The CI failure of
 // TestClusterFollowerLagMetric: the stopped follower's lag vanished.
 func TestRecordingTheFetchingIncarnationKeepsItsReport(t *testing.T) {
-	r := newLeaderUnrecorded(t)
+	r := newLeaderRecording(t, nil)
 	r.Step(Message{Type: MsgFetch, From: 1, To: 0, Epoch: 5, Seq: 1, Offset: 2, LastEpoch: 5, Incarnation: 11})
 	r.Step(Message{Type: MsgFetch, From: 2, To: 0, Epoch: 5, Seq: 1, Offset: 2, LastEpoch: 5, Incarnation: 12})
 	r.Advance()
@@ -166,7 +152,7 @@ func TestRecordingTheFetchingIncarnationKeepsItsReport(t *testing.T) {
 // lost its disk reports for the new one: its end replaces the old disk's
 // end rather than being lifted to it.
 func TestUnrecordedFollowerNewDiskReplacesItsEnd(t *testing.T) {
-	r := newLeaderUnrecorded(t)
+	r := newLeaderRecording(t, nil)
 	r.Step(Message{Type: MsgFetch, From: 1, To: 0, Epoch: 5, Seq: 1, Offset: 2, LastEpoch: 5, Incarnation: 11})
 	r.Advance()
 	r.Step(Message{Type: MsgFetch, From: 1, To: 0, Epoch: 5, Seq: 2, Offset: 0, LastEpoch: -1, Incarnation: 99})
