@@ -269,20 +269,21 @@ func TestDiskLadderOnTmpfs(t *testing.T) {
 	}
 	for n := 0; free() >= cfg.DiskMinFreeBytes; n++ {
 		topic := []string{"fill-a", "fill-b"}[n%2]
-		err := produce(fresh, topic)
 		// The guard reads the disk every 50 ms, and free space can rise
 		// between two readings (a journal checkpoint recycles or removes
 		// files): a publish refused on the guard's last reading is taken
 		// once it has read the disk again, if the disk is still above the
 		// reserve then.
-		for retry := 0; errors.Is(err, kerr.KafkaStorageError) && free() >= cfg.DiskMinFreeBytes && retry < 20; retry++ {
-			t.Logf("refused above the reserve (%s; the guard: %v); again after its next reading", used(), b.CheckDisk())
-			time.Sleep(100 * time.Millisecond)
-			err = produce(fresh, topic)
-		}
-		if err != nil && !(errors.Is(err, kerr.KafkaStorageError) && free() < cfg.DiskMinFreeBytes) {
-			t.Fatalf("produce toward the reserve (%s; the guard: %v): %v", used(), b.CheckDisk(), err)
-		}
+		eventuallyTrue(t, "a publish taken above the reserve", func() (bool, string) {
+			err := produce(fresh, topic)
+			if err == nil || (errors.Is(err, kerr.KafkaStorageError) && free() < cfg.DiskMinFreeBytes) {
+				return true, ""
+			}
+			if !errors.Is(err, kerr.KafkaStorageError) {
+				t.Fatalf("produce toward the reserve (%s): %v", used(), err)
+			}
+			return false, fmt.Sprintf("refused at %s (the guard: %v)", used(), b.CheckDisk())
+		})
 		if n > size/(256<<10) {
 			t.Fatalf("still above the reserve after %d more requests (%s)", n, used())
 		}
