@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-mq/sluice/broker/controller"
+	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/meta"
 )
 
@@ -83,12 +84,20 @@ func TestClusterTenantPools(t *testing.T) {
 			return n == 3, fmt.Sprintf("%d brokers", n)
 		})
 	}
-	onlyOn := func(topic string, allowed []int32) map[int32]int {
+	// onlyOn checks where topic's n partitions are placed. An admin request
+	// kadm sends goes to the controller, which may not be b: b learns the
+	// topic (or its new partitions) through its etcd watch, so it is
+	// waited for.
+	onlyOn := func(topic string, n int, allowed []int32) map[int32]int {
 		t.Helper()
-		tp := b.LookupTopic(topic)
-		if tp == nil {
-			t.Fatalf("topic %s not found", topic)
-		}
+		var tp *node.Topic
+		eventuallyTrue(t, "broker 1 sees "+topic, func() (bool, string) {
+			tp = b.LookupTopic(topic)
+			if tp == nil {
+				return false, "no topic"
+			}
+			return len(tp.States) == n, fmt.Sprintf("%d partitions, want %d", len(tp.States), n)
+		})
 		leaders := map[int32]int{}
 		for p, st := range tp.States {
 			for _, id := range st.Replicas {
@@ -106,7 +115,7 @@ func TestClusterTenantPools(t *testing.T) {
 	if resp, err := adm.CreateTopic(ctx, 4, 2, nil, "orders"); err != nil || resp.Err != nil {
 		t.Fatalf("create orders in gold: %v %+v", err, resp)
 	}
-	if leaders := onlyOn("orders", gold); leaders[2] != 2 || leaders[3] != 2 {
+	if leaders := onlyOn("orders", 4, gold); leaders[2] != 2 || leaders[3] != 2 {
 		t.Fatalf("orders leaders %v, want 2 on each gold broker", leaders)
 	}
 	// Partitions added later follow the pool too, and the tenant's
@@ -115,7 +124,7 @@ func TestClusterTenantPools(t *testing.T) {
 	if rs, err := adm.CreatePartitions(ctx, 2, "orders"); err != nil || rs["orders"].Err != nil {
 		t.Fatalf("add partitions to orders: %v %+v", err, rs)
 	}
-	if leaders := onlyOn("orders", gold); leaders[2] != 3 || leaders[3] != 3 {
+	if leaders := onlyOn("orders", 6, gold); leaders[2] != 3 || leaders[3] != 3 {
 		t.Fatalf("orders leaders after growing to 6 %v, want 3 on each gold broker", leaders)
 	}
 
@@ -140,14 +149,14 @@ func TestClusterTenantPools(t *testing.T) {
 	if resp, err := adm.CreateTopic(ctx, 2, -1, nil, "defaulted"); err != nil || resp.Err != nil {
 		t.Fatalf("default rf in gold: %v %+v", err, resp)
 	}
-	onlyOn("defaulted", gold)
+	onlyOn("defaulted", 2, gold)
 
 	// acme is bound to none: the shared pool, one broker in one AZ.
 	allLive()
 	if _, err := b.CreateTopic(ctx, "acme~events", 2, 1, nil, false); err != nil {
 		t.Fatal(err)
 	}
-	onlyOn("acme~events", []int32{1})
+	onlyOn("acme~events", 2, []int32{1})
 	allLive()
 	if _, err := b.CreateTopic(ctx, "acme~wide", 1, 2, nil, false); err == nil || !strings.Contains(err.Error(), `pool "shared" has 1 AZs ("a")`) {
 		t.Fatalf("acme rf 2 in the shared pool: %v", err)
@@ -162,6 +171,6 @@ func TestClusterTenantPools(t *testing.T) {
 	if resp, err := adm.CreateTopic(ctx, 1, 1, nil, "later"); err != nil || resp.Err != nil {
 		t.Fatalf("create later: %v %+v", err, resp)
 	}
-	onlyOn("later", []int32{1})
-	onlyOn("orders", gold)
+	onlyOn("later", 1, []int32{1})
+	onlyOn("orders", 6, gold)
 }
