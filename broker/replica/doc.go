@@ -23,9 +23,11 @@
 // last fetched epoch ends earlier in the leader's log is told
 // DivergingEpoch and truncates). A follower fetches again only once all it
 // appended is durable, so its fetch offset reports its durable end. The
-// high watermark is the largest offset durable on MinISR (default: a
-// majority) replicas, the leader included, and moves only once that covers
-// the epoch-start batch (Raft's Figure 8).
+// high watermark is the largest offset durable on a majority of the
+// replicas, the leader included (what every election keeps), and moves only
+// once that covers the epoch-start batch (Raft's Figure 8). An acks=all
+// reply waits, under the same epoch rule, for MinISR durable copies when
+// MinISR is above a majority.
 //
 //	controller                  replica A (leader E)   replica B (follower)
 //	   │ Fence{E'} ─────────────────────▶│ persist Fenced=E', stop leading

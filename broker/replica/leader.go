@@ -5,11 +5,14 @@ package replica
 // check, long poll), in-sync tracking, and the high watermark.
 //
 // Invariant: the high watermark is at most the leader's own durable end and
-// at most the (minISR-1)-th largest durable end a follower reported in a
+// at most the (quorum-1)-th largest durable end a follower reported in a
 // non-diverging fetch of this epoch, so everything below it is fsynced on
-// minISR replicas, the leader included.
-// Invariant: the high watermark moves only past r.epochStart: a quorum must
-// hold this epoch's start batch first (Raft's commit rule, Figure 8).
+// a majority, the leader included, and every election keeps it.
+// Invariant: the acknowledgement point (r.acked) is the same with minISR
+// for the quorum: an acks=all reply is released only once minISR replicas
+// hold the batch durably. r.acked <= r.hw.
+// Invariant: both move only past r.epochStart: a quorum must hold this
+// epoch's start batch first (Raft's commit rule, Figure 8).
 // Invariant: a parked reply is released (or failed) exactly once.
 //
 // Guarded by the owner of the Replica.
@@ -50,6 +53,11 @@ type peer struct {
 type leaderState struct {
 	epochStart wal.Offset // offset of this epoch's start batch
 	peers      []peer     // the other replicas, in State.Replicas order
+	// acked: acks=all replies below it are released; durable on minISR
+	// replicas. It starts at 0 in each epoch (the leader cannot know how
+	// many disks hold what an earlier leader committed) and, like the
+	// high watermark, moves only past the epoch's start batch.
+	acked wal.Offset
 }
 
 func (r *Replica) becomeLeader(e wal.Epoch) {
@@ -57,6 +65,7 @@ func (r *Replica) becomeLeader(e wal.Epoch) {
 	r.epoch = e
 	r.leader = r.cfg.ID
 	r.peers = r.peers[:0]
+	r.acked = 0
 	for _, id := range r.state.Replicas {
 		if id != r.cfg.ID {
 			// Counted in sync for LagTicks from the start of the epoch, as
@@ -133,7 +142,7 @@ func (r *Replica) releaseWaiters() {
 		if w.lowWatermark && w.end <= low {
 			r.lowWaits--
 			r.rd.Released = append(r.rd.Released, w.token)
-		} else if !w.lowWatermark && ((w.acksAll && w.end <= r.hw) || (!w.acksAll && w.end <= r.durable)) {
+		} else if !w.lowWatermark && ((w.acksAll && w.end <= r.ackPoint()) || (!w.acksAll && w.end <= r.durable)) {
 			r.rd.Released = append(r.rd.Released, w.token)
 		} else {
 			kept = append(kept, w)
@@ -324,27 +333,51 @@ func (r *Replica) recount(old State) {
 	}
 }
 
-// commit moves the high watermark to what minISR replicas, the leader
-// included, hold durably, once that covers this epoch's start batch.
+// commit moves the high watermark to what a quorum of replicas, the leader
+// included, hold durably, and the acknowledgement point to what minISR of
+// them hold, each once it covers this epoch's start batch. With
+// min.insync.replicas above a majority the two differ: a leader that lost
+// one of three replicas still serves every record a majority holds (any
+// election keeps them) while it acknowledges none it cannot give minISR
+// copies.
 func (r *Replica) commit() {
-	q := r.minISR()
-	cand := r.durable
-	if q > 1 {
-		ends := make([]wal.Offset, 0, len(r.peers))
-		for _, p := range r.peers {
-			ends = append(ends, p.durable)
-		}
-		if len(ends) < q-1 {
-			return
-		}
-		slices.SortFunc(ends, func(a, b wal.Offset) int { return cmp.Compare(b, a) })
-		cand = min(cand, ends[q-2])
+	if cand := r.durableOn(r.quorum()); r.committable(cand, r.hw) {
+		r.hw = cand
+		r.rd.HWChanged = true
+		r.wakeParked()
 	}
-	if cand <= r.hw || (cand <= r.epochStart && !r.cfg.bugs.hwIgnoresEpochStart) {
-		return
+	if cand := r.durableOn(r.minISR()); r.committable(cand, r.acked) {
+		r.acked = cand
 	}
-	r.hw = cand
-	r.rd.HWChanged = true
 	r.releaseWaiters()
-	r.wakeParked()
+}
+
+// durableOn is the largest offset the leader and q-1 followers reported
+// durable in this epoch (-1: fewer than q-1 followers reported).
+func (r *Replica) durableOn(q int) wal.Offset {
+	if q <= 1 {
+		return r.durable
+	}
+	if len(r.peers) < q-1 {
+		return -1
+	}
+	ends := make([]wal.Offset, 0, len(r.peers))
+	for _, p := range r.peers {
+		ends = append(ends, p.durable)
+	}
+	slices.SortFunc(ends, func(a, b wal.Offset) int { return cmp.Compare(b, a) })
+	return min(r.durable, ends[q-2])
+}
+
+// committable reports whether a watermark at cur may move to cand.
+func (r *Replica) committable(cand, cur wal.Offset) bool {
+	return cand > cur && (cand > r.epochStart || r.cfg.bugs.hwIgnoresEpochStart)
+}
+
+// ackPoint is where acks=all replies are released.
+func (r *Replica) ackPoint() wal.Offset {
+	if r.cfg.bugs.acksOnQuorum {
+		return r.hw
+	}
+	return r.acked
 }

@@ -33,7 +33,10 @@ import (
 type Config struct {
 	ID NodeID
 	// MinISR: in-sync replicas (leader included) needed to accept a write
-	// and to commit it; 0 means a majority of the replicas.
+	// and durable copies (leader included) an acks=all reply waits for; 0
+	// or less than a majority means a majority. The high watermark, what
+	// readers see and every election keeps, needs a majority whatever
+	// MinISR is.
 	MinISR int
 	// LagTicks: a follower is in sync while it fetched within this many ticks.
 	LagTicks int
@@ -62,6 +65,7 @@ type Config struct {
 // bugs are deliberate faults the simulator's checker must catch.
 type bugs struct {
 	hwIgnoresEpochStart bool // commit before the epoch-start batch is on a quorum
+	acksOnQuorum        bool // release acks=all at the majority's HW, not minISR's
 	skipDivergence      bool // serve a diverging follower without truncating it
 	ackFenceEarly       bool // answer a fence before it is durable
 	followerHWUnmatched bool // adopt the leader's HW from any answer, past the matched prefix
@@ -398,8 +402,8 @@ func (r *Replica) Advance() { r.rd = Ready{Truncate: -1} }
 
 // SetMinISR changes Config.MinISR (min.insync.replicas altered at run
 // time). A higher value refuses the next Propose while too few replicas are
-// in sync and holds the high watermark to the stricter rule (it never goes
-// back); a lower one may commit at once what the followers already hold.
+// in sync and holds acks=all replies to the stricter rule; a lower one may
+// release at once what the followers already hold.
 func (r *Replica) SetMinISR(n int) {
 	r.cfg.MinISR = max(n, 0)
 	if r.err == nil && r.role == RoleLeader {
@@ -434,7 +438,8 @@ func (r *Replica) send(m Message) {
 // quorum is a majority of the replicas.
 func (r *Replica) quorum() int { return len(r.state.Replicas)/2 + 1 }
 
-// minISR is the in-sync count needed to accept and to commit a write.
+// minISR is the in-sync count needed to accept a write and the durable
+// count an acks=all reply waits for.
 func (r *Replica) minISR() int { return max(r.cfg.MinISR, r.quorum()) }
 
 // appendLocal appends b at the log end.

@@ -345,3 +345,73 @@ func TestExpireFetchAnswersTheHeldFetch(t *testing.T) {
 		t.Fatalf("n2 HW %d after its held fetch was expired, want %d", got, base+1)
 	}
 }
+
+// With MinISR above a majority (min.insync.replicas=3 of 3), a leader
+// elected after losing one replica serves every record a majority holds:
+// its high watermark needs a quorum, as elections do. Acks=all replies
+// still wait for MinISR durable copies. The old rule held the high
+// watermark to MinISR too, so a record acknowledged on all three, whose
+// high watermark the survivors had not heard before the leader died, could
+// not be read until the lost replica came back.
+func TestMinISRAboveQuorumServesWhatAQuorumHolds(t *testing.T) {
+	c := newCluster(t, 3, bugs{})
+	for _, n := range c.nodes {
+		n.r.SetMinISR(3)
+	}
+	c.elect(1, 0, 0, 1, 2)
+	c.settle(3)
+	l := c.nodes[0]
+	b := c.propose(0, 1, 1, true)
+	end := b + 1
+	// Deliver one message at a time until the leader acknowledges the
+	// record (all three hold it) and stop it there: the answer to the
+	// fetch that completed the acknowledgement is lost with it, so that
+	// follower has not heard a high watermark past the record.
+	for i := 0; !hasToken(l.released, 1); i++ {
+		if i > 100 || len(c.queue) == 0 {
+			t.Fatalf("acks=all record never released (leader HW %d)", l.r.Status().HW)
+		}
+		c.deliverN(1)
+	}
+	c.crash(0)
+	next, other := -1, -1
+	for _, i := range []int{1, 2} {
+		st := c.nodes[i].r.Status()
+		if st.Durable < end {
+			t.Fatalf("n%d durable %d: the acknowledged record at %d is not on its disk", i, st.Durable, b)
+		}
+		if st.HW < end && next < 0 {
+			next = i
+		} else {
+			other = i
+		}
+	}
+	if next < 0 {
+		t.Fatal("precondition: both followers heard the high watermark past the record")
+	}
+	c.elect(2, next, 1, 2)
+	c.settle(3)
+	nl := c.nodes[next]
+	if st := nl.r.Status(); st.HW < end || st.HW != nl.end() {
+		t.Fatalf("new leader n%d's HW %d with n%d caught up (log end %d): the acknowledged record at %d is unreadable", next, st.HW, other, nl.end(), b)
+	}
+	if st := c.nodes[other].r.Status(); st.HW < end {
+		t.Fatalf("follower n%d HW %d, want past %d", other, st.HW, b)
+	}
+
+	// A write of the new epoch is readable once a majority holds it, and
+	// its acks=all reply waits for the third copy.
+	b2 := c.propose(next, 1, 2, true)
+	c.settle(3)
+	if st := nl.r.Status(); st.HW != b2+1 {
+		t.Fatalf("HW %d, want %d: n%d holds the write", st.HW, b2+1, other)
+	}
+	if hasToken(nl.released, 2) {
+		t.Fatalf("acks=all released with 2 of MinISR 3 copies: %v", nl.released)
+	}
+	c.restart(0)
+	c.settle(5)
+	if !hasToken(nl.released, 2) {
+		t.Fatalf("acks=all not released after n0 caught up: released %v, n0 end %d", nl.released, c.nodes[0].end())
+	}
+}

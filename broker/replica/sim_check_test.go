@@ -63,14 +63,18 @@ func (c *checker) holdsCommitted(l []Batch, start, h wal.Offset) bool {
 // for what its lost disk held: the leader counted that report when it was
 // true, and a lost disk is the one fault the quorum is there to survive.
 // Elections are judged by check 7, which gives a lost disk no such credit.
-func (c *checker) quorumHolds(h wal.Offset) bool {
+func (c *checker) quorumHolds(h wal.Offset) bool { return c.holders(h) >= nReplicas/2+1 }
+
+// holders counts the replicas whose synced disk (or lost one, as above)
+// holds the committed log below h.
+func (c *checker) holders(h wal.Offset) int {
 	n := 0
 	for _, nd := range c.s.nodes {
 		if c.holdsCommitted(nd.disk.synced, nd.disk.start, h) || c.holdsCommitted(nd.lostSynced, nd.lostStart, h) {
 			n++
 		}
 	}
-	return n >= nReplicas/2+1
+	return n
 }
 
 func (c *checker) leaderAct(n *simNode, st Status, what string) {
@@ -251,6 +255,12 @@ func (c *checker) released(n *simNode, st Status, t Token) {
 	if rec.acksAll {
 		if !c.isCommitted(b) || !c.quorumHolds(c.cw) {
 			s.fail("check 5: n%d acknowledges record %d at %d (acks=all) that is not committed on a quorum (watermark %d)", n.id, rec.id, rec.base, c.cw)
+			return
+		}
+		// With MinISR above a majority, the reply also waits for MinISR
+		// synced copies (the high watermark readers see does not).
+		if want := s.k.cfg.MinISR; want > nReplicas/2+1 && c.holders(b.End()) < want {
+			s.fail("check 5: n%d acknowledges record %d at %d (acks=all) held by %d synced disks, fewer than MinISR %d", n.id, rec.id, rec.base, c.holders(b.End()), want)
 		}
 		return
 	}

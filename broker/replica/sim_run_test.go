@@ -181,6 +181,9 @@ func TestSimPlantedBugs(t *testing.T) {
 		{"votes-ignore-incarnation", bugs{}, controllerBugs{votesIgnoreIncarnation: true}, true},
 		{"follower-hw-unmatched", bugs{followerHWUnmatched: true}, controllerBugs{}, true},
 		{"serve-below-log-start", bugs{serveBelowLogStart: true}, controllerBugs{}, true},
+		// An acknowledgement short of MinISR copies loses nothing a
+		// majority election would notice: only the MinISR check sees it.
+		{"acks-on-quorum", bugs{acksOnQuorum: true}, controllerBugs{}, false},
 	}
 	for _, tc := range cases {
 		for _, consequences := range []bool{false, true} {
