@@ -127,7 +127,8 @@ func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		fmt.Fprintln(stderr, version.Usage("chaos run", fmt.Sprintf("unexpected argument %q (chaos run takes only flags)", fs.Arg(0))))
 		return 2
 	}
-	if cfg.Dir == "" {
+	tempDir := cfg.Dir == ""
+	if tempDir {
 		d, err := os.MkdirTemp("", "sluice-chaos-")
 		if err != nil {
 			fmt.Fprintln(stderr, err)
@@ -195,7 +196,29 @@ func runScenario(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if !res.OK() {
 		return 1
 	}
+	if tempDir {
+		// A passing run's brokers, etcd and S3 data (about a gigabyte) are
+		// of no further use; its history stays for whoever wants to read it.
+		if err := removeAllBut(cfg.Dir, res.History); err != nil {
+			fmt.Fprintf(stderr, "chaos: removing the run's data: %v\n", err)
+		}
+	}
 	return 0
+}
+
+// removeAllBut removes every entry of dir except the file keep.
+func removeAllBut(dir, keep string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if p := filepath.Join(dir, e.Name()); p != keep {
+			errs = append(errs, os.RemoveAll(p))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func check(args []string, stdout, stderr io.Writer) int {

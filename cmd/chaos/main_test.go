@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -59,4 +61,28 @@ func TestHelpConventions(t *testing.T) {
 		{Args: []string{"check", "--bogus"}, Want: "usage: chaos check"},
 		{Args: []string{"check"}, Want: "usage: chaos check"},
 	})
+}
+
+// A passing run in a temporary directory keeps only its history.
+func TestRemoveAllButKeepsTheHistory(t *testing.T) {
+	dir := t.TempDir()
+	keep := filepath.Join(dir, "history.jsonl")
+	for _, p := range []string{keep, filepath.Join(dir, "b1", "data", "seg"), filepath.Join(dir, "etcd.log")} {
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := removeAllBut(dir, keep); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(entries) != 1 || entries[0].Name() != "history.jsonl" {
+		t.Fatalf("left %v, want only history.jsonl", entries)
+	}
 }
