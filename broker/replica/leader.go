@@ -374,9 +374,13 @@ func (r *Replica) committable(cand, cur wal.Offset) bool {
 	return cand > cur && (cand > r.epochStart || r.cfg.bugs.hwIgnoresEpochStart)
 }
 
-// ackPoint is where acks=all replies are released.
+// ackPoint is where acks=all replies are released: the high watermark
+// unless MinISR asks for more copies than a majority. (r.acked restarts at
+// 0 in each epoch, while the high watermark a replica recovers with already
+// covers its committed log: a retried batch of a lone broker's recovered
+// log, say, is answered at once.)
 func (r *Replica) ackPoint() wal.Offset {
-	if r.cfg.bugs.acksOnQuorum {
+	if r.minISR() <= r.quorum() || r.cfg.bugs.acksOnQuorum {
 		return r.hw
 	}
 	return r.acked

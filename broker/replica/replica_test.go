@@ -415,3 +415,34 @@ func TestMinISRAboveQuorumServesWhatAQuorumHolds(t *testing.T) {
 		t.Fatalf("acks=all not released after n0 caught up: released %v, n0 end %d", nl.released, c.nodes[0].end())
 	}
 }
+
+// A lone replica that recovered its log with the high watermark at its end
+// (a broker that lost its local log restarts at the remote end) leads
+// without an epoch-start batch; an idempotent retry of a batch it holds
+// waits for that batch's end under acks=all and is answered at once. With
+// the acknowledgement point kept apart from the high watermark for every
+// MinISR, it waited for a write that never came (CI:
+// TestTieringProducerStateSurvivesLocalLoss, REQUEST_TIMED_OUT).
+func TestLoneLeaderAnswersARetryOfItsRecoveredLog(t *testing.T) {
+	cfg := Config{ID: 0, LagTicks: 10, FetchWaitTicks: 3, RetryTicks: 1, UnreachableTicks: 10, ElideEpochStart: true}
+	r := New(cfg, HardState{Fenced: 1}, []EpochEntry{{Epoch: 1, Start: 0}}, 40, 40)
+	r.SetState(State{Epoch: 2, Leader: 0, Replicas: []NodeID{0}, Version: 1})
+	r.Step(Message{Type: MsgFence, From: ControllerNode, To: 0, Epoch: 2})
+	for range 3 {
+		rd := r.Ready()
+		r.Advance()
+		if rd.HardState != nil {
+			r.HardStateDurable(*rd.HardState)
+		}
+	}
+	r.SetState(State{Epoch: 2, Leader: 0, Replicas: []NodeID{0}, Version: 2})
+	r.Ready()
+	r.Advance()
+	if st := r.Status(); st.Role != RoleLeader || st.HW != 40 {
+		t.Fatalf("status %+v, want leader of epoch 2 at HW 40", st)
+	}
+	r.Wait(40, 7, true)
+	if rd := r.Ready(); !hasToken(rd.Released, 7) {
+		t.Fatalf("acks=all retry of offsets below the recovered HW not released: %+v", rd)
+	}
+}
