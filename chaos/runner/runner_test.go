@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,16 +76,36 @@ func runPlanted(t *testing.T, tag, scenario, fault string) Result {
 	bin := buildPlanted(t, root, tag)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	dir := t.TempDir()
 	res, err := Run(ctx, Config{Scenario: scenario, Duration: 20 * time.Second, Seed: 3,
-		Dir: t.TempDir(), Sluiced: bin, VersityGW: versityGW(t, root), Rate: 400, DrainTimeout: time.Minute})
+		Dir: dir, Sluiced: bin, VersityGW: versityGW(t, root), Rate: 400, DrainTimeout: time.Minute})
 	if err != nil {
 		t.Logf("run incomplete: %v (history %s)", err, res.History)
 	}
 	t.Logf("%d acknowledged sends, faults %v, anomalies %v", res.Stats.SendsOK, res.Faults, res.Report.Counts)
 	if res.Faults[fault] == 0 {
+		logTails(t, dir)
 		t.Fatalf("no %s fault was injected", fault)
 	}
 	return res
+}
+
+// logTails logs the last lines of the brokers' and etcd's logs in a run's
+// directory, which the test's cleanup removes: a run that could not start
+// its workload says why only there.
+func logTails(t *testing.T, dir string) {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(dir, "n*", "sluiced.log"))
+	logs = append(logs, filepath.Join(dir, "etcd", "etcd.log"))
+	for _, p := range logs {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Logf("%s: %v", p, err)
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		t.Logf("last lines of %s:\n%s", p, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+	}
 }
 
 func TestPlantedBugIsCaught(t *testing.T) {

@@ -288,8 +288,11 @@ func (w *Workload) ensureTopic(ctx context.Context) error {
 	}
 	return retry(ctx, "create topic "+w.cfg.Topic, func() error {
 		resp, err := w.admin.CreateTopic(ctx, w.cfg.Partitions, w.cfg.ReplicationFactor, configs, w.cfg.Topic)
-		if err == nil {
+		if err == nil && resp.Err != nil {
 			err = resp.Err
+			if resp.ErrMessage != "" { // the broker's own words: which AZs it counts, say
+				err = fmt.Errorf("%w: %s", resp.Err, resp.ErrMessage)
+			}
 		}
 		if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
 			return err
