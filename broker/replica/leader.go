@@ -8,9 +8,10 @@ package replica
 // at most the (quorum-1)-th largest durable end a follower reported in a
 // non-diverging fetch of this epoch, so everything below it is fsynced on
 // a majority, the leader included, and every election keeps it.
-// Invariant: the acknowledgement point (r.acked) is the same with minISR
-// for the quorum: an acks=all reply is released only once minISR replicas
-// hold the batch durably. r.acked <= r.hw.
+// Invariant: the acknowledgement point (r.acked) is computed the same way
+// with minISR in place of the quorum, so r.acked <= r.hw; when minISR is
+// above a majority, an acks=all reply waits for it: minISR replicas hold
+// the batch durably.
 // Invariant: both move only past r.epochStart: a quorum must hold this
 // epoch's start batch first (Raft's commit rule, Figure 8).
 // Invariant: a parked reply is released (or failed) exactly once.
@@ -341,15 +342,20 @@ func (r *Replica) recount(old State) {
 // election keeps them) while it acknowledges none it cannot give minISR
 // copies.
 func (r *Replica) commit() {
+	moved := false
 	if cand := r.durableOn(r.quorum()); r.committable(cand, r.hw) {
 		r.hw = cand
 		r.rd.HWChanged = true
 		r.wakeParked()
+		moved = true
 	}
 	if cand := r.durableOn(r.minISR()); r.committable(cand, r.acked) {
 		r.acked = cand
+		moved = true
 	}
-	r.releaseWaiters()
+	if moved {
+		r.releaseWaiters()
+	}
 }
 
 // durableOn is the largest offset the leader and q-1 followers reported

@@ -446,3 +446,26 @@ func TestLoneLeaderAnswersARetryOfItsRecoveredLog(t *testing.T) {
 		t.Fatalf("acks=all retry of offsets below the recovered HW not released: %+v", rd)
 	}
 }
+
+// Lowering MinISR to a majority releases, at once, an acks=all reply that
+// waited for a third copy the high watermark already passed.
+func TestLoweringMinISRReleasesWhatAMajorityHolds(t *testing.T) {
+	c := newCluster(t, 3, bugs{})
+	for _, n := range c.nodes {
+		n.r.SetMinISR(3)
+	}
+	c.elect(1, 0, 0, 1, 2)
+	c.settle(3)
+	c.crash(2)
+	l := c.nodes[0]
+	b := c.propose(0, 1, 9, true)
+	c.settle(3)
+	if st := l.r.Status(); st.HW != b+1 || hasToken(l.released, 9) {
+		t.Fatalf("HW %d released %v: want HW %d and the reply held for a third copy", st.HW, l.released, b+1)
+	}
+	l.r.SetMinISR(2)
+	c.drain(0)
+	if !hasToken(l.released, 9) {
+		t.Fatalf("after lowering MinISR to 2, released %v", l.released)
+	}
+}
