@@ -354,12 +354,7 @@ func TestExpireFetchAnswersTheHeldFetch(t *testing.T) {
 // high watermark the survivors had not heard before the leader died, could
 // not be read until the lost replica came back.
 func TestMinISRAboveQuorumServesWhatAQuorumHolds(t *testing.T) {
-	c := newCluster(t, 3, bugs{})
-	for _, n := range c.nodes {
-		n.r.SetMinISR(3)
-	}
-	c.elect(1, 0, 0, 1, 2)
-	c.settle(3)
+	c := newElectedMinISR3(t)
 	l := c.nodes[0]
 	b := c.propose(0, 1, 1, true)
 	end := b + 1
@@ -450,12 +445,7 @@ func TestLoneLeaderAnswersARetryOfItsRecoveredLog(t *testing.T) {
 // Lowering MinISR to a majority releases, at once, an acks=all reply that
 // waited for a third copy the high watermark already passed.
 func TestLoweringMinISRReleasesWhatAMajorityHolds(t *testing.T) {
-	c := newCluster(t, 3, bugs{})
-	for _, n := range c.nodes {
-		n.r.SetMinISR(3)
-	}
-	c.elect(1, 0, 0, 1, 2)
-	c.settle(3)
+	c := newElectedMinISR3(t)
 	c.crash(2)
 	l := c.nodes[0]
 	b := c.propose(0, 1, 9, true)
@@ -468,4 +458,15 @@ func TestLoweringMinISRReleasesWhatAMajorityHolds(t *testing.T) {
 	if !hasToken(l.released, 9) {
 		t.Fatalf("after lowering MinISR to 2, released %v", l.released)
 	}
+}
+
+// newElectedMinISR3 is three replicas with MinISR 3, n0 leading epoch 1.
+func newElectedMinISR3(t *testing.T) *tcluster {
+	c := newCluster(t, 3, bugs{})
+	for _, n := range c.nodes {
+		n.r.SetMinISR(3)
+	}
+	c.elect(1, 0, 0, 1, 2)
+	c.settle(3)
+	return c
 }
