@@ -24,7 +24,8 @@ package e2e
 // SLUICE_QUOTA_SOAK=1) it asserts issue 20's bound, p99 beside within 20 %
 // of p99 alone. SLUICE_REPLAY_RATE=B gives the replay tenant a
 // consumer_byte_rate of B bytes/s, as an operator of a shared cluster
-// would.
+// would. SLUICE_REPLAY_PROFILE=FILE writes the broker's CPU profile of the
+// window beside the replay to FILE.
 //
 // Invariant: every client goroutine the test starts has returned before
 // the test does; the broker and the S3 server are stopped by their
@@ -35,6 +36,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -255,8 +257,10 @@ func TestQuotaTieredReplayBesideTail(t *testing.T) {
 		return n >= replayBytes/4, fmt.Sprintf("%.0f bytes replayed", n)
 	})
 	remoteBefore := metric("sluice_tier_remote_read_bytes_total")
+	profiled := b.profileCPU(t, os.Getenv("SLUICE_REPLAY_PROFILE"), span)
 	outBefore, start := b.tenantBytes(t, "out", "archive"), time.Now()
 	beside, sentBeside := tailLatencies(t, tom, tail, "live", 2, interval, span)
+	<-profiled
 	elapsed := time.Since(start)
 	remoteRead := metric("sluice_tier_remote_read_bytes_total") - remoteBefore
 	archiveOut := b.tenantBytes(t, "out", "archive") - outBefore
@@ -290,6 +294,41 @@ func TestQuotaTieredReplayBesideTail(t *testing.T) {
 	if float64(pct(beside, 99)) > 1.2*float64(pct(alone, 99)) {
 		t.Errorf("tail p99 %v beside the replay, %v alone: more than 20%% higher", pct(beside, 99), pct(alone, 99))
 	}
+}
+
+// profileCPU writes the broker's CPU profile over the next span to path
+// (SLUICE_REPLAY_PROFILE, for finding where the replay's CPU goes); the
+// channel closes when it is written, or at once when path is empty.
+func (b quotaBroker) profileCPU(t *testing.T, path string, span time.Duration) <-chan struct{} {
+	done := make(chan struct{})
+	if path == "" {
+		close(done)
+		return done
+	}
+	go func() {
+		defer close(done)
+		req, err := http.NewRequest("GET", fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", b.httpAddr, int(span.Seconds())), nil)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		req.SetBasicAuth("admin", "admin-secret")
+		resp, err := (&http.Client{Timeout: span + 30*time.Second}).Do(req)
+		if err != nil {
+			t.Errorf("CPU profile: %v", err)
+			return
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Errorf("CPU profile: status %d, %v", resp.StatusCode, err)
+			return
+		}
+		if err := os.WriteFile(path, body, 0o644); err != nil {
+			t.Error(err)
+		}
+	}()
+	return done
 }
 
 // replayPasses reads topic history of the archive tenant (records

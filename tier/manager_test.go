@@ -57,12 +57,13 @@ func (p *testPartition) HighWatermark() (wal.Offset, <-chan struct{}) {
 func (p *testPartition) DeleteLocalBelow(off wal.Offset) (int, error) { return p.log.DeleteBelow(off) }
 func (p *testPartition) ProducerSnapshot() ([]byte, error)            { return []byte(`{"producers":[]}`), nil }
 
-func freeAddr(t *testing.T) string {
+func freeAddr(t testing.TB) string {
 	t.Helper()
 	return freeport.Must(t)
 }
 
 type fixture struct {
+	sizes fixtureSizes
 	store *meta.Store
 	obj   objstore.Store
 	m     *Manager
@@ -83,7 +84,18 @@ func (c *clock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
+// fixtureSizes are a fixture's segment, chunk and upload sizes.
+type fixtureSizes struct{ segment, chunk, upload int64 }
+
+// smallSizes make many small objects of a few chunks each from little data.
+var smallSizes = fixtureSizes{segment: 4096, chunk: 1024, upload: 2048}
+
 func newFixture(t *testing.T, obj objstore.Store) *fixture {
+	t.Helper()
+	return newFixtureSized(t, obj, smallSizes)
+}
+
+func newFixtureSized(t testing.TB, obj objstore.Store, sizes fixtureSizes) *fixture {
 	t.Helper()
 	ctx := t.Context()
 	st, err := meta.Open(ctx, meta.Config{DataDir: t.TempDir(), Name: "1", ListenClient: freeAddr(t), ListenPeer: freeAddr(t),
@@ -102,7 +114,7 @@ func newFixture(t *testing.T, obj objstore.Store) *fixture {
 		t.Fatal(err)
 	}
 	clk := &clock{now: time.UnixMilli(1_800_000_000_000)}
-	l, err := wal.Open(vfs.NewMem(), "log", wal.Config{SegmentBytes: 4096, Now: clk.Now}, zerolog.Nop())
+	l, err := wal.Open(vfs.NewMem(), "log", wal.Config{SegmentBytes: sizes.segment, Now: clk.Now}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,11 +124,11 @@ func newFixture(t *testing.T, obj objstore.Store) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	m, err := New(Config{Store: obj, Index: st, Cache: c, ChunkBytes: 1024, MaxObjectsInHead: 4, MaxManifestsInHead: 4, Now: clk.Now})
+	m, err := New(Config{Store: obj, Index: st, Cache: c, ChunkBytes: int(sizes.chunk), MaxObjectsInHead: 4, MaxManifestsInHead: 4, Now: clk.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{store: st, obj: obj, m: m, p: &testPartition{id: fence.TopicID, n: 0, log: l}, fence: fence, clock: clk}
+	return &fixture{sizes: sizes, store: st, obj: obj, m: m, p: &testPartition{id: fence.TopicID, n: 0, log: l}, fence: fence, clock: clk}
 }
 
 func (f *fixture) append(t *testing.T, batches int) [][]byte {
@@ -141,10 +153,10 @@ func (f *fixture) append(t *testing.T, batches int) [][]byte {
 }
 
 // pass runs one maintenance pass and waits for it.
-func (f *fixture) pass(t *testing.T, policy Policy) {
+func (f *fixture) pass(t testing.TB, policy Policy) {
 	t.Helper()
 	fence := f.fence
-	f.m.Maintain(t.Context(), []Target{{P: f.p, Policy: policy, UploadBytes: 2048, UploadMaxDelay: time.Hour, Fence: &fence}})
+	f.m.Maintain(t.Context(), []Target{{P: f.p, Policy: policy, UploadBytes: f.sizes.upload, UploadMaxDelay: time.Hour, Fence: &fence}})
 	f.m.Wait()
 }
 

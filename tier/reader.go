@@ -13,6 +13,7 @@ package tier
 // truncated read is retried from the store next time.
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -90,7 +91,12 @@ func (m *Manager) Read(ctx context.Context, topicID [16]byte, n int32, from wal.
 		return nil, err
 	}
 	m.stats.remoteReads.Add(1)
-	var out []byte
+	// Each chunk gives one run of whole batches, a slice of the cached
+	// chunk; they are copied once, into a buffer of the exact size, at the
+	// end (appending chunk by chunk grew and copied the response several
+	// times: the largest part of a replay's CPU after the socket).
+	var parts [][]byte
+	size := 0
 	next := from
 	full := false
 	for oi := 0; oi < len(objs) && !full; oi++ {
@@ -110,15 +116,21 @@ func (m *Manager) Read(ctx context.Context, topicID [16]byte, n int32, from wal.
 			if err != nil {
 				return nil, m.readFailed(fmt.Errorf("%w: %w", ErrCorrupt, err))
 			}
-			out, next, full, err = appendBatches(out, tail, next, maxBytes)
+			var run []byte
+			run, next, full, err = takeBatches(tail, next, size, maxBytes)
 			if err != nil {
 				return nil, m.readFailed(fmt.Errorf("%w: %w", ErrCorrupt, err))
+			}
+			if len(run) > 0 {
+				parts = append(parts, run)
+				size += len(run)
 			}
 		}
 		if next < o.Next && !full {
 			return nil, m.readFailed(fmt.Errorf("%w: %s ends at %d, its index entry at %d", ErrCorrupt, o.Key, next, o.Next))
 		}
 	}
+	out := bytes.Join(parts, nil) // a copy: the caller may keep it, the cache's chunks stay as they are
 	m.stats.remoteReadBytes.Add(int64(len(out)))
 	return out, nil
 }
@@ -128,14 +140,16 @@ func (m *Manager) readFailed(err error) error {
 	return err
 }
 
-// appendBatches appends whole batches of src to out while out stays within
-// maxBytes (the first batch always). It returns the offset after the last
-// batch appended (next if none) and whether a batch did not fit: then the
-// read must stop there, or it would skip that batch.
-func appendBatches(out, src []byte, next wal.Offset, maxBytes int) ([]byte, wal.Offset, bool, error) {
+// takeBatches returns the longest prefix of src, whole batches, that keeps
+// a response already holding have bytes within maxBytes (the response's
+// first batch always). It returns the offset after the last batch taken
+// (next if none) and whether a batch did not fit: then the read must stop
+// there, or it would skip that batch.
+func takeBatches(src []byte, next wal.Offset, have, maxBytes int) ([]byte, wal.Offset, bool, error) {
+	n := 0
 	full := false
 	err := object.Batches(src, func(batch []byte) error {
-		if len(out) > 0 && len(out)+len(batch) > maxBytes {
+		if have+n > 0 && have+n+len(batch) > maxBytes {
 			full = true
 			return errFull
 		}
@@ -143,14 +157,14 @@ func appendBatches(out, src []byte, next wal.Offset, maxBytes int) ([]byte, wal.
 		if err != nil {
 			return err
 		}
-		out = append(out, batch...)
+		n += len(batch)
 		next = h.LastOffset() + 1
 		return nil
 	})
 	if errors.Is(err, errFull) {
 		err = nil
 	}
-	return out, next, full || len(out) >= maxBytes, err
+	return src[:n], next, full || have+n >= maxBytes, err
 }
 
 var errFull = errors.New("tier: response full")
