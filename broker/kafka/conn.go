@@ -292,12 +292,24 @@ func (b *Server) writeReplies(nc net.Conn, out <-chan outbound, mem *frames.Memo
 		hold := cq.answer(&o, resp)
 		var err error
 		if !failed && !o.silent {
-			if n := fetchReplySize(resp); cap(buf) < n {
-				buf = make([]byte, 0, n) // one allocation, not a chain of growths
+			n := fetchReplySize(resp)
+			replica := isReplicaFetch(o.req)
+			var pooled *[]byte // a large consumer reply's buffer (replybuf.go)
+			if !replica {
+				pooled = getReplyBuffer(n)
 			}
-			buf = encodeResponse(buf[:0], o.req, resp)
-			_, err = w.Write(buf)
-			buf = keepReplyBuffer(buf, isReplicaFetch(o.req))
+			if pooled != nil {
+				*pooled = encodeResponse(*pooled, o.req, resp)
+				_, err = w.Write(*pooled)
+				putReplyBuffer(pooled)
+			} else {
+				if cap(buf) < n {
+					buf = make([]byte, 0, n) // one allocation, not a chain of growths
+				}
+				buf = encodeResponse(buf[:0], o.req, resp)
+				_, err = w.Write(buf)
+				buf = keepReplyBuffer(buf, replica)
+			}
 			if err == nil && len(out) == 0 {
 				err = w.Flush()
 			}
