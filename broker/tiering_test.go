@@ -445,3 +445,49 @@ func TestTieringDeleteTopicRemovesObjects(t *testing.T) {
 		t.Fatal("the other topic's objects went too")
 	}
 }
+
+// TestRemoteFetchHeldToItsSlice: a consumer fetch that asks for a megabyte
+// of a partition below the local log is answered with at most
+// RemoteFetchMaxBytes of it (whole batches, the first always), so a
+// replay's answers are slices of a bounded size; a replay of the whole
+// log in such slices still reads every record once, in order.
+func TestRemoteFetchHeldToItsSlice(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an S3 server")
+	}
+	srv := s3test.Start(t)
+	cfg := s3BrokerConfig(t, srv)
+	cfg.RemoteFetchMaxBytes = 4096
+	b := startBroker(t, cfg)
+	cl := testClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	const topic, n = "sliced", 200
+	createTopic(t, cl, topic, 1, tieringConfigs)
+	want := produceValues(t, cl, topic, n)
+	p, err := b.PartitionOf(topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventuallyTrue(t, "most of the log uploaded and deleted locally", func() (bool, string) {
+		r := b.RemoteRange(context.Background(), p)
+		local := p.Log().StartOffset()
+		return r.RemoteEnd >= n/2 && local >= n/2, fmt.Sprintf("remote [%d, %d), local start %d", r.LogStart, r.RemoteEnd, local)
+	})
+	sp := fetchRaw(t, b, cl, topic, 0) // asks for 1 MiB of the partition
+	if sp.ErrorCode != 0 {
+		t.Fatalf("fetch at 0: %v", kerr.ErrorForCode(sp.ErrorCode))
+	}
+	if got := len(sp.RecordBatches); got == 0 || got > int(cfg.RemoteFetchMaxBytes) {
+		t.Fatalf("fetch at 0 below the local log returned %d bytes, want (0, %d]", got, cfg.RemoteFetchMaxBytes)
+	}
+	if got := len(sp.RecordBatches); got < int(cfg.RemoteFetchMaxBytes)/2 {
+		t.Errorf("fetch at 0 returned %d bytes, less than half its slice of %d (batches of ~%d bytes)", got, cfg.RemoteFetchMaxBytes, len(want[0]))
+	}
+	cons := testClient(t, b, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var got []string
+	for len(got) < n && ctx.Err() == nil {
+		cons.PollFetches(ctx).EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)) })
+	}
+	equalValues(t, got, want)
+}

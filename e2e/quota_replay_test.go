@@ -24,7 +24,8 @@ package e2e
 // SLUICE_QUOTA_SOAK=1) it asserts issue 20's bound, p99 beside within 20 %
 // of p99 alone. SLUICE_REPLAY_RATE=B gives the replay tenant a
 // consumer_byte_rate of B bytes/s, as an operator of a shared cluster
-// would. SLUICE_REPLAY_PROFILE=FILE writes the broker's CPU profile of the
+// would; SLUICE_REPLAY_SLICE=B sets the broker's --remote-fetch-max-bytes
+// (1 MiB, the default, if unset). SLUICE_REPLAY_PROFILE=FILE writes the broker's CPU profile of the
 // window beside the replay to FILE.
 //
 // Invariant: every client goroutine the test starts has returned before
@@ -32,6 +33,7 @@ package e2e
 // cleanups.
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -171,6 +173,7 @@ func TestQuotaTieredReplayBesideTail(t *testing.T) {
 		"--object-store", srv.URL(fmt.Sprintf("e2e-replay-%d", time.Now().UnixNano())),
 		"--retention-check-interval", "100ms", "--tier-chunk-bytes", "262144",
 		"--read-cache-bytes", fmt.Sprint(4 << 20), // a sixth of the topic: each pass GETs again
+		"--remote-fetch-max-bytes", cmp.Or(os.Getenv("SLUICE_REPLAY_SLICE"), "1048576"),
 	}})}
 	var archiveQuota map[string]int64
 	if v := os.Getenv("SLUICE_REPLAY_RATE"); v != "" { // bytes/s: the replay tenant's consumer_byte_rate

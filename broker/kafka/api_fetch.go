@@ -289,7 +289,9 @@ func (b *Server) fetchPartition(t *node.Topic, rp kmsg.FetchRequestTopicPartitio
 		return 0, nil, nil
 	}
 	if remote {
+		// A slice of a replay at a time (node.Config.RemoteFetchMaxBytes).
 		sp.ErrorCode = remotePending
+		budget = min(budget, int(b.Cfg.RemoteFetchMaxBytes))
 		return 0, nil, &remotePart{p: p, from: from, budget: max(budget, 1), label: cf.label}
 	}
 	data, readHW, err := p.Read(wal.Offset(rp.FetchOffset), max(budget, 1))

@@ -125,6 +125,13 @@ type Config struct {
 	// an HTTP fetch (Kafka's fetch.max.bytes). The first batch is still
 	// returned whole when it alone is larger.
 	FetchMaxBytes int32
+	// RemoteFetchMaxBytes caps what one partition of a Kafka fetch reads
+	// from object storage (the first batch whole): a consumer replaying a
+	// tiered log is answered in slices of at most this much, so the CPU of
+	// each answer (copying, encoding, writing it) is a short stretch that
+	// other tenants' requests wait behind, not the client's
+	// max.partition.fetch.bytes.
+	RemoteFetchMaxBytes int32
 	// MaxConnections bounds open Kafka connections (Kafka's max.connections);
 	// connections over it are closed at accept.
 	MaxConnections int
@@ -249,6 +256,7 @@ func DefaultConfig() Config {
 		MaxRequestBytes:          100 << 20,
 		QueuedMaxRequestBytes:    100 << 20,
 		FetchMaxBytes:            55 << 20,
+		RemoteFetchMaxBytes:      1 << 20,
 		MaxConnections:           10000,
 		MaxConnectionsPerIP:      0,
 		ConnectionsMaxIdle:       10 * time.Minute,
@@ -336,6 +344,9 @@ func (c Config) Validate() error {
 	}
 	if c.FetchMaxBytes < 1024 {
 		return fmt.Errorf("broker: fetch max bytes %d is below 1024", c.FetchMaxBytes)
+	}
+	if c.RemoteFetchMaxBytes < 1024 {
+		return fmt.Errorf("broker: remote fetch max bytes %d is below 1024", c.RemoteFetchMaxBytes)
 	}
 	if c.MaxConnections < 1 {
 		return fmt.Errorf("broker: max connections %d must be at least 1", c.MaxConnections)

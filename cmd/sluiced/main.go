@@ -79,6 +79,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		endpoints   = fs.String("etcd-endpoints", "", "comma-separated URLs of an existing etcd cluster (instead of the embedded one)")
 		maxRequestB = fs.Int("max-request-bytes", int(cfg.MaxRequestBytes), "largest Kafka request frame accepted")
 		fetchMaxB   = fs.Int("fetch-max-bytes", int(cfg.FetchMaxBytes), "cap on the bytes of one fetch (Kafka and HTTP); the first batch is returned whole even if larger")
+		remoteMaxB  = fs.Int("remote-fetch-max-bytes", int(cfg.RemoteFetchMaxBytes), "cap on what one partition of a Kafka fetch reads from object storage (a replay is answered in slices this large)")
 		gcPercent   = fs.Int("gc-percent", defaultGCPercent, "Go GC target: heap growth over the live heap before a collection (GOGC); higher trades memory for fewer collections and lower ack latency tails; a GOGC environment variable wins unless this flag is given")
 	)
 	fs.StringVar(&cfg.AZ, "az", cfg.AZ, "availability zone of this broker")
@@ -202,6 +203,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("--fetch-max-bytes %d is above %d", *fetchMaxB, math.MaxInt32)
 	}
 	cfg.FetchMaxBytes = int32(*fetchMaxB)
+	cfg.RemoteFetchMaxBytes = int32(min(*remoteMaxB, math.MaxInt32))
 	if *endpoints != "" {
 		cfg.Meta.Endpoints = strings.Split(*endpoints, ",")
 	}
