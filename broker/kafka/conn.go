@@ -36,6 +36,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/sluice-mq/sluice/broker/kafka/frames"
 	"github.com/sluice-mq/sluice/broker/kafka/netconn"
+	"github.com/sluice-mq/sluice/broker/kafka/replybuf"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/sluice-mq/sluice/broker/quota"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -277,7 +278,7 @@ func answerAcksZeroSilently(req *request) bool {
 // connection.
 func (b *Server) writeReplies(nc net.Conn, out <-chan outbound, mem *frames.Memory, act *netconn.Activity, cq *connQuota, logger zerolog.Logger) {
 	w := bufio.NewWriterSize(nc, 64<<10)
-	var buf []byte
+	var bufs replybuf.Conn
 	failed := false
 	for o := range out {
 		if !failed && w.Buffered() > 0 && !o.reply.ready() {
@@ -292,24 +293,13 @@ func (b *Server) writeReplies(nc net.Conn, out <-chan outbound, mem *frames.Memo
 		hold := cq.answer(&o, resp)
 		var err error
 		if !failed && !o.silent {
-			n := fetchReplySize(resp)
-			replica := isReplicaFetch(o.req)
-			var pooled *[]byte // a large consumer reply's buffer (replybuf.go)
-			if !replica {
-				pooled = getReplyBuffer(n)
+			keep, pool := maxKeptReplyBuffer, true
+			if isReplicaFetch(o.req) {
+				keep, pool = maxKeptReplicaReplyBuffer, false
 			}
-			if pooled != nil {
-				*pooled = encodeResponse(*pooled, o.req, resp)
-				_, err = w.Write(*pooled)
-				putReplyBuffer(pooled)
-			} else {
-				if cap(buf) < n {
-					buf = make([]byte, 0, n) // one allocation, not a chain of growths
-				}
-				buf = encodeResponse(buf[:0], o.req, resp)
-				_, err = w.Write(buf)
-				buf = keepReplyBuffer(buf, replica)
-			}
+			buf := encodeResponse(bufs.Take(fetchReplySize(resp), pool), o.req, resp)
+			_, err = w.Write(buf)
+			bufs.Done(buf, keep)
 			if err == nil && len(out) == 0 {
 				err = w.Flush()
 			}
@@ -329,9 +319,9 @@ func (b *Server) writeReplies(nc net.Conn, out <-chan outbound, mem *frames.Memo
 }
 
 // maxKeptReplyBuffer is the largest encoding buffer a connection keeps for
-// its next reply; a larger one (a big fetch) is left to the collector, so an
-// idle connection does not pin its largest reply for its lifetime.
-const maxKeptReplyBuffer = 1 << 20
+// its next reply; a larger consumer reply's buffer goes back to the shared
+// pools (replybuf), so an idle connection does not pin its largest reply.
+const maxKeptReplyBuffer = replybuf.Min
 
 // maxKeptReplicaReplyBuffer is the same for a reply to a follower's replica
 // fetch, which can hold node.ReplicaFetchMaxBytes of records and a first batch
@@ -340,18 +330,6 @@ const maxKeptReplyBuffer = 1 << 20
 // amount per peer and saves allocating, zeroing and growing one per reply
 // (27% of a leader's allocated bytes at full speed before).
 const maxKeptReplicaReplyBuffer = node.ReplicaFetchMaxBytes + 2<<20
-
-// keepReplyBuffer returns what a connection keeps of buf after a reply.
-func keepReplyBuffer(buf []byte, replica bool) []byte {
-	limit := maxKeptReplyBuffer
-	if replica {
-		limit = maxKeptReplicaReplyBuffer
-	}
-	if cap(buf) > limit {
-		return nil
-	}
-	return buf[:0]
-}
 
 // isReplicaFetch reports whether req is a follower's replica fetch, which
 // only the inter-broker listener serves.

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/sluice-mq/sluice/broker/internal/brokertest"
+	"github.com/sluice-mq/sluice/broker/kafka/replybuf"
 	"github.com/sluice-mq/sluice/broker/node"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -87,8 +88,9 @@ func FuzzValidateBatch(f *testing.F) {
 
 // TestKeepReplyBuffer: after a reply, a connection keeps its encoding buffer
 // for the next one only if it is small, or, for a follower's replica fetch,
-// at most a full replica fetch's worth. Fetch replies are encoded into a
-// buffer sized once.
+// at most a full replica fetch's worth; a large consumer reply's buffer goes
+// back to the shared pools. Fetch replies are encoded into a buffer sized
+// once.
 func TestKeepReplyBuffer(t *testing.T) {
 	req := &request{key: 1, version: 12, correlation: 7}
 	for _, tt := range []struct {
@@ -113,15 +115,18 @@ func TestKeepReplyBuffer(t *testing.T) {
 			rt.Partitions = append(rt.Partitions, rp)
 			resp.Topics = append(resp.Topics, rt)
 			size := fetchReplySize(resp)
-			buf := encodeResponse(make([]byte, 0, size), req, resp)
-			if cap(buf) != size {
-				t.Fatalf("a %d-byte reply outgrew its estimated %d bytes (cap now %d)", len(buf), size, cap(buf))
-			}
 			limit := maxKeptReplyBuffer
 			if tt.replica {
 				limit = maxKeptReplicaReplyBuffer
 			}
-			kept := keepReplyBuffer(buf, tt.replica)
+			var bufs replybuf.Conn
+			b0 := bufs.Take(size, !tt.replica)
+			buf := encodeResponse(b0, req, resp)
+			if cap(buf) != cap(b0) {
+				t.Fatalf("a %d-byte reply outgrew its estimated %d bytes (cap %d, now %d)", len(buf), size, cap(b0), cap(buf))
+			}
+			bufs.Done(buf, limit)
+			kept := bufs.Take(0, false) // the connection's own buffer
 			if len(kept) != 0 || (cap(kept) > 0) != tt.wantKept || cap(kept) > limit {
 				t.Fatalf("after a %d-byte reply the connection keeps len %d cap %d (want kept: %v)", len(buf), len(kept), cap(kept), tt.wantKept)
 			}
