@@ -22,9 +22,12 @@ import (
 // this size for its replies.
 const Min = 1 << 20
 
-// Max is the largest reply buffer pooled; a larger reply (a fetch near the
-// broker's FetchMaxBytes cap) allocates its own.
-const Max = 64 << 20
+// Max is the largest reply buffer pooled; a larger reply (a consumer
+// fetch of many partitions, up to the broker's FetchMaxBytes) allocates
+// its own, as before, so the pools never hold more than a few buffers of
+// this size between collections (a sync.Pool keeps what it holds for two
+// of them).
+const Max = 16 << 20
 
 // minClass is the class of the smallest pooled buffer: the first power of
 // two above Min.
