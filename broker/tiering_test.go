@@ -62,6 +62,25 @@ func produceValues(t *testing.T, cl *kgo.Client, topic string, n int) []string {
 	return want
 }
 
+// produceTiered creates topic (one partition, tieringConfigs), produces n
+// records to it with produceValues, and waits until most of its log is
+// uploaded and deleted locally.
+func produceTiered(t *testing.T, b *Broker, cl *kgo.Client, topic string, n int) []string {
+	t.Helper()
+	createTopic(t, cl, topic, 1, tieringConfigs)
+	want := produceValues(t, cl, topic, n)
+	p, err := b.PartitionOf(topic, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventuallyTrue(t, "most of the log uploaded and deleted locally", func() (bool, string) {
+		r := b.RemoteRange(context.Background(), p)
+		local := p.Log().StartOffset()
+		return r.RemoteEnd >= wal.Offset(n)/2 && local >= wal.Offset(n)/2, fmt.Sprintf("remote [%d, %d), local start %d", r.LogStart, r.RemoteEnd, local)
+	})
+	return want
+}
+
 // replayAll reads topic-0 from offset 0 to n records with a new client.
 func replayAll(t *testing.T, b *Broker, topic string, n int) []string {
 	t.Helper()
@@ -156,19 +175,7 @@ func TestTieringReplayFromObjectStorage(t *testing.T) {
 	b, stop := startStoppableBroker(t, cfg)
 	cl := testClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	const topic, n = "tiered", 400
-	createTopic(t, cl, topic, 1, tieringConfigs)
-	want := produceValues(t, cl, topic, n)
-
-	// Uploads run and the local log is deleted below the remote end.
-	p, err := b.PartitionOf(topic, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventuallyTrue(t, "most of the log uploaded and deleted locally", func() (bool, string) {
-		r := b.RemoteRange(context.Background(), p)
-		local := p.Log().StartOffset()
-		return r.RemoteEnd >= n/2 && local >= n/2, fmt.Sprintf("remote [%d, %d), local start %d", r.LogStart, r.RemoteEnd, local)
-	})
+	want := produceTiered(t, b, cl, topic, n)
 	adm := kadm.NewClient(cl)
 	starts, err := adm.ListStartOffsets(context.Background(), topic)
 	if err != nil {
@@ -236,7 +243,7 @@ func TestTieringReplayFromObjectStorage(t *testing.T) {
 		}
 	}
 	b = startBroker(t, cfg)
-	p, err = b.PartitionOf(topic, 0)
+	p, err := b.PartitionOf(topic, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -461,17 +468,7 @@ func TestRemoteFetchHeldToItsSlice(t *testing.T) {
 	b := startBroker(t, cfg)
 	cl := testClient(t, b, kgo.ProducerLinger(0), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	const topic, n = "sliced", 200
-	createTopic(t, cl, topic, 1, tieringConfigs)
-	want := produceValues(t, cl, topic, n)
-	p, err := b.PartitionOf(topic, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventuallyTrue(t, "most of the log uploaded and deleted locally", func() (bool, string) {
-		r := b.RemoteRange(context.Background(), p)
-		local := p.Log().StartOffset()
-		return r.RemoteEnd >= n/2 && local >= n/2, fmt.Sprintf("remote [%d, %d), local start %d", r.LogStart, r.RemoteEnd, local)
-	})
+	want := produceTiered(t, b, cl, topic, n)
 	sp := fetchRaw(t, b, cl, topic, 0) // asks for 1 MiB of the partition
 	if sp.ErrorCode != 0 {
 		t.Fatalf("fetch at 0: %v", kerr.ErrorForCode(sp.ErrorCode))
