@@ -26,7 +26,9 @@ package e2e
 // consumer_byte_rate of B bytes/s, as an operator of a shared cluster
 // would; SLUICE_REPLAY_SLICE=B sets the broker's --remote-fetch-max-bytes
 // (1 MiB, the default, if unset). SLUICE_REPLAY_PROFILE=FILE writes the broker's CPU profile of the
-// window beside the replay to FILE.
+// window beside the replay to FILE, SLUICE_REPLAY_TRACE=FILE its execution
+// trace (`go tool trace -pprof=sched FILE` shows what waited for the CPU),
+// and the trace of the window alone to FILE.alone.
 //
 // Invariant: every client goroutine the test starts has returned before
 // the test does; the broker and the S3 server are stopped by their
@@ -79,6 +81,7 @@ func tailLatencies(t *testing.T, prod, cons *kgo.Client, topic string, phase uin
 	var (
 		mu     sync.Mutex
 		failed error
+		acks   []time.Duration // send to acknowledgement, logged: where the latency is
 		wg     sync.WaitGroup
 		last   atomic.Int64 // the phase's last sequence number, once sent; -1 before
 	)
@@ -120,12 +123,14 @@ func tailLatencies(t *testing.T, prod, cons *kgo.Client, topic string, phase uin
 		binary.BigEndian.PutUint32(v[12:], uint32(sent))
 		wg.Add(1)
 		sent++
+		sentAt := time.Now()
 		prod.Produce(ctx, &kgo.Record{Topic: topic, Value: v}, func(_ *kgo.Record, err error) {
 			defer wg.Done()
+			mu.Lock()
+			defer mu.Unlock()
+			acks = append(acks, time.Since(sentAt))
 			if err != nil {
-				mu.Lock()
 				failed = err
-				mu.Unlock()
 			}
 		})
 		<-tick.C
@@ -147,6 +152,8 @@ func tailLatencies(t *testing.T, prod, cons *kgo.Client, topic string, phase uin
 	if failed != nil {
 		t.Fatalf("produce to %s: %v", topic, failed)
 	}
+	slices.Sort(acks)
+	t.Logf("phase %d: produce ack p50 %v p90 %v p99 %v", phase, pct(acks, 50), pct(acks, 90), pct(acks, 99))
 	slices.Sort(lat)
 	return lat, sent
 }
@@ -218,6 +225,9 @@ func TestQuotaTieredReplayBesideTail(t *testing.T) {
 		deleted := metric("sluice_tier_local_segments_deleted_total")
 		return end >= records*9/10 && deleted >= 10, fmt.Sprintf("remote end %v of %d, local log start %v, local segments deleted %v", end, records, start, deleted)
 	})
+	// The history's objects are still dirty pages of the S3 server's files:
+	// written back now, not in one burst during a window below.
+	flushWriteback()
 
 	// The tail tenant: 100 records/s of 1 KiB, and its tail reader.
 	tom := b.franz(t, "tom", kgo.ProducerLinger(0), kgo.RequiredAcks(kgo.AllISRAcks()))
@@ -227,7 +237,9 @@ func TestQuotaTieredReplayBesideTail(t *testing.T) {
 	const interval = 10 * time.Millisecond
 	span := replayWindow()
 	tailLatencies(t, tom, tail, "live", 0, interval, 2*time.Second) // warm: connections, the consumer's position
+	tracedAlone := b.profile(t, "trace", cmp.Or(os.Getenv("SLUICE_REPLAY_TRACE"), "-")+".alone", span)
 	alone, sentAlone := tailLatencies(t, tom, tail, "live", 1, interval, span)
+	<-tracedAlone
 	t.Logf("tail alone: %d of %d records, p50 %v p90 %v p99 %v max %v", len(alone), sentAlone,
 		pct(alone, 50), pct(alone, 90), pct(alone, 99), alone[len(alone)-1])
 
@@ -260,10 +272,12 @@ func TestQuotaTieredReplayBesideTail(t *testing.T) {
 		return n >= replayBytes/4, fmt.Sprintf("%.0f bytes replayed", n)
 	})
 	remoteBefore := metric("sluice_tier_remote_read_bytes_total")
-	profiled := b.profileCPU(t, os.Getenv("SLUICE_REPLAY_PROFILE"), span)
+	profiled := b.profile(t, "profile", os.Getenv("SLUICE_REPLAY_PROFILE"), span)
+	traced := b.profile(t, "trace", os.Getenv("SLUICE_REPLAY_TRACE"), span)
 	outBefore, start := b.tenantBytes(t, "out", "archive"), time.Now()
 	beside, sentBeside := tailLatencies(t, tom, tail, "live", 2, interval, span)
 	<-profiled
+	<-traced
 	elapsed := time.Since(start)
 	remoteRead := metric("sluice_tier_remote_read_bytes_total") - remoteBefore
 	archiveOut := b.tenantBytes(t, "out", "archive") - outBefore
@@ -299,18 +313,20 @@ func TestQuotaTieredReplayBesideTail(t *testing.T) {
 	}
 }
 
-// profileCPU writes the broker's CPU profile over the next span to path
-// (SLUICE_REPLAY_PROFILE, for finding where the replay's CPU goes); the
-// channel closes when it is written, or at once when path is empty.
-func (b quotaBroker) profileCPU(t *testing.T, path string, span time.Duration) <-chan struct{} {
+// profile writes the broker's CPU profile (kind "profile",
+// SLUICE_REPLAY_PROFILE: where the replay's CPU goes) or execution trace
+// (kind "trace", SLUICE_REPLAY_TRACE: what the tail's goroutines wait for)
+// over the next span to path; the channel closes when it is written, or at
+// once when path is empty.
+func (b quotaBroker) profile(t *testing.T, kind, path string, span time.Duration) <-chan struct{} {
 	done := make(chan struct{})
-	if path == "" {
+	if path == "" || path == "-.alone" {
 		close(done)
 		return done
 	}
 	go func() {
 		defer close(done)
-		req, err := http.NewRequest("GET", fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", b.httpAddr, int(span.Seconds())), nil)
+		req, err := http.NewRequest("GET", fmt.Sprintf("http://%s/debug/pprof/%s?seconds=%d", b.httpAddr, kind, int(span.Seconds())), nil)
 		if err != nil {
 			t.Error(err)
 			return
@@ -318,13 +334,13 @@ func (b quotaBroker) profileCPU(t *testing.T, path string, span time.Duration) <
 		req.SetBasicAuth("admin", "admin-secret")
 		resp, err := (&http.Client{Timeout: span + 30*time.Second}).Do(req)
 		if err != nil {
-			t.Errorf("CPU profile: %v", err)
+			t.Errorf("%s: %v", kind, err)
 			return
 		}
 		defer resp.Body.Close()
 		body, err := io.ReadAll(resp.Body)
 		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Errorf("CPU profile: status %d, %v", resp.StatusCode, err)
+			t.Errorf("%s: status %d, %v", kind, resp.StatusCode, err)
 			return
 		}
 		if err := os.WriteFile(path, body, 0o644); err != nil {
