@@ -136,6 +136,32 @@ func TestReadmeExamples(t *testing.T) {
 		}
 	}
 
+	// A session's blocks run in order and may use what the ones before
+	// them made: after a block skipped for a missing tool, the rest of its
+	// session is skipped too. A session whose broker-starting block is
+	// skipped is skipped whole: its other blocks need that broker.
+	toolSkipped := map[string]int{} // session → the line of its first block skipped for a tool
+	for _, bl := range blocks {
+		why, ok := skip[bl.line]
+		if first, after := toolSkipped[bl.env]; after && !ok {
+			skip[bl.line] = fmt.Sprintf("follows README.md:%d in its session, which is skipped: %s", first, skip[first])
+		} else if ok && !after && bl.env != readmeSkip && !strings.HasPrefix(why, "marked skip") {
+			toolSkipped[bl.env] = bl.line
+		}
+	}
+	for _, bl := range blocks {
+		why, skipped := skip[bl.line]
+		if !skipped || bl.env == readmeSingle || bl.env == readmeS3 || !readmeStartsBroker(bl) {
+			continue
+		}
+		for _, other := range blocks {
+			if _, ok := skip[other.line]; !ok && other.env == bl.env {
+				skip[other.line] = fmt.Sprintf("its session's broker starts in README.md:%d, which is skipped: %s", bl.line, why)
+			}
+		}
+		counts[bl.env] = 0
+	}
+
 	dir := t.TempDir()
 	outDir := filepath.Join(dir, "out")
 	if err := os.Mkdir(outDir, 0o755); err != nil {
@@ -513,6 +539,17 @@ func readmeBlockTools(bl readmeBlock) []string {
 }
 
 func readmeID(block, cmd int) string { return fmt.Sprintf("b%02d-c%02d", block, cmd) }
+
+// readmeStartsBroker reports whether one of bl's commands is a sluiced
+// command line, which starts its session's broker.
+func readmeStartsBroker(bl readmeBlock) bool {
+	for _, c := range bl.cmds {
+		if strings.HasPrefix(strings.TrimSpace(c.text), "sluiced ") {
+			return true
+		}
+	}
+	return false
+}
 
 // readmeScript writes the bash script of one environment's session: each
 // command in a brace group (so its assignments stay in the session) with
