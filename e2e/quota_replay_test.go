@@ -237,7 +237,11 @@ func TestQuotaTieredReplayBesideTail(t *testing.T) {
 	const interval = 10 * time.Millisecond
 	span := replayWindow()
 	tailLatencies(t, tom, tail, "live", 0, interval, 2*time.Second) // warm: connections, the consumer's position
-	tracedAlone := b.profile(t, "trace", cmp.Or(os.Getenv("SLUICE_REPLAY_TRACE"), "-")+".alone", span)
+	aloneTrace := ""
+	if p := os.Getenv("SLUICE_REPLAY_TRACE"); p != "" {
+		aloneTrace = p + ".alone"
+	}
+	tracedAlone := b.profile(t, "trace", aloneTrace, span)
 	alone, sentAlone := tailLatencies(t, tom, tail, "live", 1, interval, span)
 	<-tracedAlone
 	t.Logf("tail alone: %d of %d records, p50 %v p90 %v p99 %v max %v", len(alone), sentAlone,
@@ -320,7 +324,7 @@ func TestQuotaTieredReplayBesideTail(t *testing.T) {
 // once when path is empty.
 func (b quotaBroker) profile(t *testing.T, kind, path string, span time.Duration) <-chan struct{} {
 	done := make(chan struct{})
-	if path == "" || path == "-.alone" {
+	if path == "" {
 		close(done)
 		return done
 	}
